@@ -1,0 +1,194 @@
+//! The human-readable report: what `nccl-find --print` prints, and the body
+//! of [`crate::Error`]'s message.
+
+use std::fmt::Write;
+
+use crate::error::ErrorKind;
+use crate::inspect::{Candidate, Problem, Status};
+use crate::probe::Report;
+use crate::sources::SourceKind;
+
+fn describe(r: &Report, c: &Candidate) -> String {
+    let version = match (c.version(), &c.cuda_version) {
+        (Some(v), Some(cu)) => format!("NCCL {v} (CUDA {cu})"),
+        (Some(v), None) => format!("NCCL {v}"),
+        (None, _) => "NCCL ?".to_string(),
+    };
+    format!(
+        "{version} at {} — {}",
+        r.logical(&c.place).display(),
+        c.origin
+    )
+}
+
+/// The full report, for `--print`.
+pub fn report(r: &Report, error: Option<&ErrorKind>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "nccl-find {} — target {}",
+        env!("CARGO_PKG_VERSION"),
+        r.target
+    );
+    if let Some(req) = &r.requirement {
+        let _ = writeln!(s, "requirement: {req}");
+    }
+    s.push('\n');
+    match r.selected() {
+        Some(c) => {
+            let _ = writeln!(s, "Selected: {}", describe(r, c));
+            let show = |p: &Option<std::path::PathBuf>| {
+                p.as_ref()
+                    .map(|p| r.logical(p).display().to_string())
+                    .unwrap_or_else(|| "none".into())
+            };
+            let _ = writeln!(s, "  from     {}", c.origin);
+            if let Some(v) = &c.header_version {
+                let _ = writeln!(
+                    s,
+                    "  header   {} (NCCL {v}, code {})",
+                    show(&c.header),
+                    v.code
+                );
+            }
+            let mut lib = show(&c.library);
+            if let Some(real) = &c.library_real {
+                if Some(real) != c.library.as_ref() {
+                    let _ = write!(lib, " -> {}", r.logical(real).display());
+                }
+            }
+            let _ = writeln!(s, "  library  {lib}");
+            let _ = writeln!(
+                s,
+                "           soname {}; library says NCCL {}{}",
+                c.soname.as_deref().unwrap_or("none"),
+                c.library_version
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+                c.cuda_version
+                    .map(|cu| format!("+cuda{cu}"))
+                    .unwrap_or_default()
+            );
+            if !c.has_dev_link {
+                let _ = writeln!(
+                    s,
+                    "           no libnccl.so here: link libnccl.so.2 by file name"
+                );
+            }
+            let _ = writeln!(s, "  static   {}", show(&c.static_library));
+            for o in &c.also_found_by {
+                let _ = writeln!(s, "  also via {o}");
+            }
+        }
+        None => {
+            let _ = writeln!(s, "Selected: nothing.");
+            if let Some(kind) = error {
+                let _ = writeln!(s, "{}", kind.headline());
+            }
+        }
+    }
+    s.push_str(&details(r));
+    if r.selected.is_none() {
+        if let Some(kind) = error {
+            s.push_str(&advice(kind, r));
+        }
+    }
+    s
+}
+
+/// Other installs, warnings, search order, places looked, variables read.
+pub fn details(r: &Report) -> String {
+    let mut s = String::new();
+    let others: Vec<&Candidate> = r.others().collect();
+    if !others.is_empty() {
+        let _ = writeln!(s, "\nOther installs ({}):", others.len());
+        for c in others {
+            let (tag, why) = match &c.status {
+                Status::Lost(why) => ("lost", why.clone()),
+                Status::Rejected(p) => ("rejected", p.to_string()),
+                Status::Selected => ("selected", String::new()),
+            };
+            let _ = writeln!(s, "  [{tag}] {}", describe(r, c));
+            let _ = writeln!(s, "      {why}");
+            if let Some(conflict) = &c.conflict {
+                let _ = writeln!(s, "      conflict: {conflict}");
+            }
+            for o in &c.also_found_by {
+                let _ = writeln!(s, "      also via {o}");
+            }
+        }
+    }
+    if !r.warnings.is_empty() {
+        let _ = writeln!(s, "\nWarnings:");
+        for w in &r.warnings {
+            let _ = writeln!(s, "  - {w}");
+        }
+    }
+    let _ = writeln!(s, "\nSearch order:");
+    for (i, k) in SourceKind::ALL.iter().enumerate() {
+        let _ = writeln!(s, "  {}. {:<13} {}", i + 1, k.name(), k.describe());
+    }
+    let _ = writeln!(s, "\nLooked in ({} places):", r.looked.len());
+    for l in &r.looked {
+        let _ = writeln!(
+            s,
+            "  [{}] {}: {}",
+            l.source,
+            r.logical(&l.path).display(),
+            l.outcome
+        );
+    }
+    let _ = writeln!(s, "\nVariables read:");
+    for e in &r.env {
+        let _ = writeln!(s, "  {e}");
+    }
+    s
+}
+
+/// What to do, for an error.
+pub fn advice(kind: &ErrorKind, r: &Report) -> String {
+    let mut s = String::from("\nWhat to do:\n");
+    match kind {
+        ErrorKind::OnlyOneOfPair { missing, .. } => {
+            let _ = writeln!(s, "  - set {missing} too (to the directory holding libnccl.so*/nccl.h), or unset the other.");
+        }
+        ErrorKind::InvalidRequirement { .. } => {
+            let _ = writeln!(s, "  - write the requirement as a version like \"2.18\" or a semver range like \">=2.18, <3\".");
+        }
+        ErrorKind::Explicit { variable, .. } => {
+            let _ = writeln!(
+                s,
+                "  - fix what is described above, or unset {variable} to let nccl-find search."
+            );
+        }
+        ErrorKind::NoneSatisfies { requirement } => {
+            let _ = writeln!(s, "  - install NCCL {requirement}, e.g. pip install nvidia-nccl-cu12 (the newest), and use that virtualenv.");
+        }
+        ErrorKind::OnlyNccl1 => {
+            let _ = writeln!(s, "  - delete the stale NCCL 1 copies listed above (old build caches, old conda packages), then install NCCL 2:");
+        }
+        ErrorKind::NotFound => {}
+    }
+    for c in &r.candidates {
+        if let Some(Problem::NoHeader { hint, .. }) = c.problem() {
+            if hint.starts_with("Only the runtime package") {
+                let _ = writeln!(s, "  - {hint}");
+            }
+        }
+    }
+    if matches!(kind, ErrorKind::NotFound | ErrorKind::OnlyNccl1) {
+        let _ = writeln!(s, "  - pip install nvidia-nccl-cu12        (or -cu13, -cu11 to match your CUDA), inside a virtualenv;");
+        let _ = writeln!(s, "    nccl-find then finds it through VIRTUAL_ENV, or set NCCL_HOME=<site-packages>/nvidia/nccl");
+        let _ = writeln!(
+            s,
+            "  - apt install libnccl2 libnccl-dev     (from NVIDIA's CUDA apt repository)"
+        );
+        let _ = writeln!(
+            s,
+            "  - conda install -c conda-forge nccl    (in an active conda env)"
+        );
+        let _ = writeln!(s, "  - or point NCCL_HOME at an install (include/nccl.h, lib/libnccl.so*), or set NCCL_INCLUDE_DIR and NCCL_LIB_DIR");
+    }
+    s
+}

@@ -1,0 +1,170 @@
+//! The environment the probe reads: the process's own, or a fixed set of
+//! variables given by a test or a tool. Every read is recorded, so that a
+//! report can print each variable as `NAME = value` or `NAME unset`, and a
+//! build script can emit `rerun-if-env-changed` for each.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+
+/// A source of environment variables.
+///
+/// [`Env::process`] reads the real environment; [`Env::from_vars`] holds a
+/// fixed map, so a test can drive the whole probe without touching the
+/// process environment.
+#[derive(Debug, Default)]
+pub struct Env {
+    fixed: Option<BTreeMap<OsString, OsString>>,
+    reads: RefCell<Vec<EnvRead>>,
+}
+
+/// One variable the probe looked at, and what it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvRead {
+    /// The variable's name, as read (target-prefixed names included).
+    pub name: String,
+    /// Its value, or `None` when it was unset.
+    pub value: Option<OsString>,
+}
+
+impl EnvRead {
+    /// True when the variable was set to a non-empty value.
+    pub fn is_set(&self) -> bool {
+        self.value.as_ref().is_some_and(|v| !v.is_empty())
+    }
+}
+
+impl std::fmt::Display for EnvRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.value {
+            None => write!(f, "{} unset", self.name),
+            Some(v) if v.is_empty() => write!(f, "{} = \"\" (empty, treated as unset)", self.name),
+            Some(v) => write!(f, "{} = {}", self.name, v.to_string_lossy()),
+        }
+    }
+}
+
+/// A variable's value together with the exact name it was found under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Var {
+    pub name: String,
+    pub value: OsString,
+}
+
+impl Env {
+    /// The environment of this process.
+    pub fn process() -> Env {
+        Env {
+            fixed: None,
+            reads: RefCell::default(),
+        }
+    }
+
+    /// A fixed environment: exactly these variables, nothing else.
+    pub fn from_vars<I, K, V>(vars: I) -> Env
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        Env {
+            fixed: Some(
+                vars.into_iter()
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect(),
+            ),
+            reads: RefCell::default(),
+        }
+    }
+
+    /// Every variable read so far, in the order first read, without repeats.
+    pub fn reads(&self) -> Vec<EnvRead> {
+        self.reads.borrow().clone()
+    }
+
+    /// Reads one variable exactly as named, and records the read.
+    pub(crate) fn raw(&self, name: &str) -> Option<OsString> {
+        let value = match &self.fixed {
+            Some(map) => map.get(OsStr::new(name)).cloned(),
+            None => std::env::var_os(name),
+        };
+        let mut reads = self.reads.borrow_mut();
+        if !reads.iter().any(|r| r.name == name) {
+            reads.push(EnvRead {
+                name: name.to_string(),
+                value: value.clone(),
+            });
+        }
+        value
+    }
+
+    /// Reads `<TARGET>_<NAME>` first, then `<NAME>`, as openssl-sys does.
+    /// An empty value counts as unset (and is shown as such in reports).
+    pub(crate) fn var(&self, prefix: &str, name: &str) -> Option<Var> {
+        let mut names = Vec::with_capacity(2);
+        if !prefix.is_empty() {
+            names.push(format!("{prefix}_{name}"));
+        }
+        names.push(name.to_string());
+        names.into_iter().find_map(|n| {
+            self.raw(&n)
+                .filter(|v| !v.is_empty())
+                .map(|value| Var { name: n, value })
+        })
+    }
+}
+
+/// `x86_64-unknown-linux-gnu` → `X86_64_UNKNOWN_LINUX_GNU`.
+pub(crate) fn target_prefix(triple: &str) -> String {
+    triple
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixed_variable_wins_and_both_reads_are_recorded() {
+        let env = Env::from_vars([
+            ("X86_64_UNKNOWN_LINUX_GNU_NCCL_HOME", "/pre"),
+            ("NCCL_HOME", "/plain"),
+        ]);
+        let v = env.var("X86_64_UNKNOWN_LINUX_GNU", "NCCL_HOME").unwrap();
+        assert_eq!(v.name, "X86_64_UNKNOWN_LINUX_GNU_NCCL_HOME");
+        assert_eq!(v.value, "/pre");
+        // The plain one was not needed, so it was not read.
+        assert_eq!(env.reads().len(), 1);
+    }
+
+    #[test]
+    fn plain_variable_is_used_when_prefixed_is_unset_or_empty() {
+        let env = Env::from_vars([("A_NCCL_ROOT", ""), ("NCCL_ROOT", "/r")]);
+        let v = env.var("A", "NCCL_ROOT").unwrap();
+        assert_eq!(v.name, "NCCL_ROOT");
+        let reads = env.reads();
+        assert_eq!(
+            reads[0].to_string(),
+            "A_NCCL_ROOT = \"\" (empty, treated as unset)"
+        );
+        assert_eq!(reads[1].to_string(), "NCCL_ROOT = /r");
+        assert!(env.var("A", "NCCL_DIR").is_none());
+        assert_eq!(env.reads()[3].to_string(), "NCCL_DIR unset");
+    }
+
+    #[test]
+    fn prefix_is_upper_snake_case() {
+        assert_eq!(
+            target_prefix("aarch64-unknown-linux-gnu"),
+            "AARCH64_UNKNOWN_LINUX_GNU"
+        );
+    }
+}

@@ -1,0 +1,313 @@
+//! A small, bounded ELF reader: the soname, `DT_NEEDED`, `RUNPATH`, and the
+//! `NCCL version X.Y.Z+cudaA.B` text that every `libnccl.so.2` carries. It
+//! reads the section headers and the few sections it needs, never the whole
+//! file (a real `libnccl.so.2` is 150–300 MB, its `.rodata` 0.1–0.3 MB).
+//! Every offset is checked against the file's length: a truncated or
+//! garbage file gives an error, never a panic.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use crate::version::{CudaVersion, Version};
+
+/// What was read from an ELF shared library.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ElfInfo {
+    /// `DT_SONAME`, e.g. `libnccl.so.2`.
+    pub soname: Option<String>,
+    /// `DT_NEEDED` entries.
+    pub needed: Vec<String>,
+    /// `DT_RUNPATH`, or `DT_RPATH` when there is no `RUNPATH`.
+    pub runpath: Option<String>,
+    /// The text after `NCCL version `, e.g. `2.21.5+cuda12.4`.
+    pub version_text: Option<String>,
+}
+
+const MARKER: &[u8] = b"NCCL version ";
+const MAX_TABLE: u64 = 16 << 20;
+const MAX_SCAN: u64 = 64 << 20;
+
+struct Reader {
+    file: File,
+    len: u64,
+    le: bool,
+    wide: bool,
+}
+
+impl Reader {
+    fn bytes(&mut self, off: u64, len: u64, what: &str) -> Result<Vec<u8>, String> {
+        let end = off
+            .checked_add(len)
+            .ok_or_else(|| format!("{what}: offset overflows"))?;
+        if end > self.len {
+            return Err(format!(
+                "{what} lies at bytes {off}..{end}, past the end of the {}-byte file: the file is truncated",
+                self.len
+            ));
+        }
+        let mut buf = vec![0; len as usize];
+        self.file
+            .seek(SeekFrom::Start(off))
+            .map_err(|e| e.to_string())?;
+        self.file.read_exact(&mut buf).map_err(|e| e.to_string())?;
+        Ok(buf)
+    }
+
+    fn uint(&self, b: &[u8], off: usize, size: usize) -> u64 {
+        let s = &b[off..off + size];
+        let mut v = 0u64;
+        for i in 0..size {
+            let byte = if self.le { s[size - 1 - i] } else { s[i] };
+            v = (v << 8) | u64::from(byte);
+        }
+        v
+    }
+
+    /// Reads a word: 8 bytes in ELF64, 4 in ELF32.
+    fn word(&self, b: &[u8], off64: usize, off32: usize) -> u64 {
+        if self.wide {
+            self.uint(b, off64, 8)
+        } else {
+            self.uint(b, off32, 4)
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Section {
+    name: u32,
+    kind: u32,
+    offset: u64,
+    size: u64,
+    link: u32,
+}
+
+/// Reads what nccl-find needs from an ELF file.
+pub fn read_elf(path: &Path) -> Result<ElfInfo, String> {
+    let file = File::open(path).map_err(|e| e.to_string())?;
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let mut r = Reader {
+        file,
+        len,
+        le: true,
+        wide: true,
+    };
+    if len < 16 {
+        return Err(format!("it is {len} bytes long, too short to be a library"));
+    }
+    let ident = r.bytes(0, 16, "the ELF identification")?;
+    if &ident[..4] != b"\x7fELF" {
+        return Err("it is not an ELF file (no \\x7fELF magic)".into());
+    }
+    r.wide = match ident[4] {
+        1 => false,
+        2 => true,
+        c => return Err(format!("unknown ELF class {c}")),
+    };
+    r.le = match ident[5] {
+        1 => true,
+        2 => false,
+        d => return Err(format!("unknown ELF data encoding {d}")),
+    };
+    let ehsize = if r.wide { 64 } else { 52 };
+    let eh = r.bytes(0, ehsize, "the ELF header")?;
+    let shoff = r.word(&eh, 0x28, 0x20);
+    let (shentsize, shnum, shstrndx) = if r.wide {
+        (
+            r.uint(&eh, 0x3a, 2),
+            r.uint(&eh, 0x3c, 2),
+            r.uint(&eh, 0x3e, 2),
+        )
+    } else {
+        (
+            r.uint(&eh, 0x2e, 2),
+            r.uint(&eh, 0x30, 2),
+            r.uint(&eh, 0x32, 2),
+        )
+    };
+    let min_ent = if r.wide { 64 } else { 40 };
+    if shoff == 0 || shnum == 0 {
+        return Err("it has no section headers".into());
+    }
+    if shentsize < min_ent {
+        return Err(format!("its section header size {shentsize} is too small"));
+    }
+    let table = r.bytes(shoff, shentsize * shnum, "the section header table")?;
+    let sections: Vec<Section> = (0..shnum as usize)
+        .map(|i| {
+            let b = &table[i * shentsize as usize..];
+            Section {
+                name: r.uint(b, 0, 4) as u32,
+                kind: r.uint(b, 4, 4) as u32,
+                offset: r.word(b, 24, 16),
+                size: r.word(b, 32, 20),
+                link: r.uint(b, if r.wide { 40 } else { 24 }, 4) as u32,
+            }
+        })
+        .collect();
+    let names = match sections.get(shstrndx as usize) {
+        Some(s) if s.size <= MAX_TABLE => r.bytes(s.offset, s.size, "the section name table")?,
+        _ => Vec::new(),
+    };
+    let name_of = |s: &Section| cstr(&names, s.name as usize).unwrap_or_default();
+
+    let mut info = ElfInfo::default();
+    const SHT_DYNAMIC: u32 = 6;
+    const SHT_STRTAB: u32 = 3;
+    if let Some(dynamic) = sections.iter().find(|s| s.kind == SHT_DYNAMIC) {
+        let strtab = sections
+            .get(dynamic.link as usize)
+            .filter(|s| s.kind == SHT_STRTAB)
+            .ok_or("its .dynamic section has no string table")?;
+        if dynamic.size > MAX_TABLE || strtab.size > MAX_TABLE {
+            return Err("its dynamic section is implausibly large".into());
+        }
+        let dynbytes = r.bytes(dynamic.offset, dynamic.size, "the .dynamic section")?;
+        let strs = r.bytes(strtab.offset, strtab.size, "the dynamic string table")?;
+        let ent = if r.wide { 16 } else { 8 };
+        let mut rpath = None;
+        for e in dynbytes.chunks_exact(ent) {
+            let tag = r.word(e, 0, 0);
+            let val = r.word(e, 8, 4) as usize;
+            let s = || cstr(&strs, val);
+            match tag {
+                0 => break,
+                1 => info.needed.extend(s()),
+                14 => info.soname = s(),
+                15 => rpath = s(),
+                29 => info.runpath = s(),
+                _ => {}
+            }
+        }
+        if info.runpath.is_none() {
+            info.runpath = rpath;
+        }
+    }
+    let mut scanned = 0u64;
+    for s in sections
+        .iter()
+        .filter(|s| name_of(s).starts_with(".rodata"))
+    {
+        if scanned >= MAX_SCAN {
+            break;
+        }
+        let size = s.size.min(MAX_SCAN - scanned);
+        scanned += size;
+        if let Some(text) = scan(&mut r, s.offset, size)? {
+            info.version_text = Some(text);
+            break;
+        }
+    }
+    Ok(info)
+}
+
+/// Looks for `NCCL version ` in a range of the file, 1 MiB at a time.
+fn scan(r: &mut Reader, start: u64, size: u64) -> Result<Option<String>, String> {
+    const CHUNK: u64 = 1 << 20;
+    const TAIL: u64 = 64;
+    let mut pos = 0;
+    while pos < size {
+        let n = (size - pos).min(CHUNK + TAIL);
+        let buf = r.bytes(start + pos, n, "the .rodata section")?;
+        let mut from = 0;
+        while let Some(i) = buf[from..].iter().position(|&b| b == b'N') {
+            let at = from + i;
+            if buf[at..].starts_with(MARKER) {
+                let rest = &buf[at + MARKER.len()..];
+                let end = rest
+                    .iter()
+                    .position(|&b| b == 0 || !b.is_ascii_graphic())
+                    .unwrap_or(rest.len());
+                if end > 0 && end < rest.len() {
+                    return Ok(Some(String::from_utf8_lossy(&rest[..end]).into_owned()));
+                }
+            }
+            from = at + 1;
+        }
+        pos += CHUNK;
+    }
+    Ok(None)
+}
+
+fn cstr(table: &[u8], off: usize) -> Option<String> {
+    let rest = table.get(off..)?;
+    let end = rest.iter().position(|&b| b == 0)?;
+    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+}
+
+/// Parses `2.21.5+cuda12.4` (the text after `NCCL version `).
+pub fn parse_version_text(text: &str) -> Option<(Version, Option<CudaVersion>)> {
+    let (ver, cuda) = match text.split_once("+cuda") {
+        Some((v, c)) => (v, Some(c)),
+        None => (text, None),
+    };
+    let digits_end = ver
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(ver.len());
+    let (nums, suffix) = ver.split_at(digits_end);
+    let mut it = nums.split('.').map(|n| n.parse::<u32>());
+    let (Some(Ok(x)), Some(Ok(y)), Some(Ok(z)), None) =
+        (it.next(), it.next(), it.next(), it.next())
+    else {
+        return None;
+    };
+    let cuda = cuda.and_then(|c| {
+        let mut it = c.split('.').map(|n| n.parse::<u32>());
+        match (it.next(), it.next()) {
+            (Some(Ok(major)), Some(Ok(minor))) => Some(CudaVersion { major, minor }),
+            (Some(Ok(major)), None) => Some(CudaVersion { major, minor: 0 }),
+            _ => None,
+        }
+    });
+    Some((Version::new(x, y, z, suffix), cuda))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_text() {
+        let (v, c) = parse_version_text("2.21.5+cuda12.4").unwrap();
+        assert_eq!(
+            (v.to_string(), c.unwrap().to_string()),
+            ("2.21.5".into(), "12.4".into())
+        );
+        let (v, c) = parse_version_text("2.19.3a0+cuda11.0").unwrap();
+        assert_eq!(
+            (v.to_string(), v.suffix.as_str(), c.unwrap().major),
+            ("2.19.3a0".into(), "a0", 11)
+        );
+        assert_eq!(parse_version_text("2.21.5").unwrap().1, None);
+        assert!(parse_version_text("%s").is_none());
+        assert!(parse_version_text("2.21").is_none());
+    }
+
+    #[test]
+    fn garbage_files_give_errors() {
+        let dir = std::env::temp_dir().join(format!("nccl-find-elf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("x");
+        std::fs::write(&p, b"hello, this is text and not a library").unwrap();
+        assert_eq!(
+            read_elf(&p).unwrap_err(),
+            "it is not an ELF file (no \\x7fELF magic)"
+        );
+        std::fs::write(&p, b"\x7fELF\x02\x01\x01").unwrap();
+        assert_eq!(
+            read_elf(&p).unwrap_err(),
+            "it is 7 bytes long, too short to be a library"
+        );
+        let mut hdr = b"\x7fELF\x02\x01\x01".to_vec();
+        hdr.resize(64, 0);
+        hdr[0x28] = 0xff; // section headers far past the end
+        hdr[0x3a] = 64;
+        hdr[0x3c] = 3;
+        std::fs::write(&p, &hdr).unwrap();
+        assert!(read_elf(&p)
+            .unwrap_err()
+            .contains("past the end of the 64-byte file: the file is truncated"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,189 @@
+//! Looks at one library directory: which `libnccl` files are there, what
+//! they link to, their soname, and their version, read both from a
+//! versioned file name and from the `NCCL version` text inside the file.
+
+use std::path::{Path, PathBuf};
+
+use super::elf::{parse_version_text, read_elf};
+use super::Problem;
+use crate::version::{CudaVersion, Version};
+
+/// The `libnccl` files of one directory.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LibFiles {
+    /// `libnccl.so`: what `-lnccl` links.
+    pub link: Option<PathBuf>,
+    /// `libnccl.so.2`: the soname file.
+    pub soname_file: Option<PathBuf>,
+    /// `libnccl.so.2.X.Y` files.
+    pub versioned: Vec<PathBuf>,
+    /// `libnccl.so.1*` files.
+    pub nccl1: Vec<PathBuf>,
+    /// `libnccl_static.a`.
+    pub static_lib: Option<PathBuf>,
+}
+
+impl LibFiles {
+    pub fn list(dir: &Path) -> LibFiles {
+        let mut f = LibFiles::default();
+        for p in crate::sources::sorted_entries(dir) {
+            let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            match name {
+                "libnccl.so" => f.link = Some(p),
+                "libnccl.so.2" => f.soname_file = Some(p),
+                "libnccl_static.a" => f.static_lib = Some(p),
+                n if n.starts_with("libnccl.so.1") => f.nccl1.push(p),
+                n if n.starts_with("libnccl.so.2.") => f.versioned.push(p),
+                _ => {}
+            }
+        }
+        f
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.link.is_none()
+            && self.soname_file.is_none()
+            && self.versioned.is_empty()
+            && self.nccl1.is_empty()
+            && self.static_lib.is_none()
+    }
+
+    /// The file a linker would use: `libnccl.so`, else `libnccl.so.2`,
+    /// else the newest `libnccl.so.2.X.Y`, else an NCCL 1 file.
+    pub fn primary(&self) -> Option<&PathBuf> {
+        self.link
+            .as_ref()
+            .or(self.soname_file.as_ref())
+            .or(self.versioned.last())
+            .or(self.nccl1.first())
+    }
+}
+
+/// A library that passed inspection.
+#[derive(Debug, Clone)]
+pub(crate) struct LibInfo {
+    pub files: LibFiles,
+    pub primary: PathBuf,
+    pub real: PathBuf,
+    pub soname: Option<String>,
+    pub version: Version,
+    pub cuda: Option<CudaVersion>,
+    pub warnings: Vec<String>,
+}
+
+/// `libnccl.so.2.21.5` → 2.21.5.
+pub(crate) fn version_from_name(path: &Path) -> Option<Version> {
+    let name = path.file_name()?.to_str()?;
+    let rest = name.strip_prefix("libnccl.so.")?;
+    let mut it = rest.split('.').map(|n| n.parse::<u32>());
+    match (it.next(), it.next(), it.next(), it.next()) {
+        (Some(Ok(x)), Some(Ok(y)), Some(Ok(z)), None) => Some(Version::new(x, y, z, "")),
+        _ => None,
+    }
+}
+
+/// Inspects the library files of one directory.
+pub(crate) fn inspect(files: LibFiles) -> Result<LibInfo, Problem> {
+    let primary = files.primary().cloned().ok_or(Problem::NoLibrary {
+        hint: String::new(),
+    })?;
+    let real = std::fs::canonicalize(&primary).map_err(|e| broken(&primary, e))?;
+    let nccl1_file = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("libnccl.so.1"))
+    };
+    if nccl1_file(&primary) || nccl1_file(&real) {
+        return Err(Problem::Nccl1 {
+            file: primary.clone(),
+            sign: format!("{} is an NCCL 1 library file", real.display()),
+        });
+    }
+    let elf = read_elf(&real).map_err(|why| Problem::BadLibrary {
+        file: real.clone(),
+        why,
+    })?;
+    if elf
+        .soname
+        .as_deref()
+        .is_some_and(|s| s.starts_with("libnccl.so.1"))
+    {
+        return Err(Problem::Nccl1 {
+            file: primary.clone(),
+            sign: "its soname is libnccl.so.1".into(),
+        });
+    }
+    let from_text = elf.version_text.as_deref().and_then(parse_version_text);
+    let from_name = version_from_name(&real);
+    let (version, cuda) = match (from_text, from_name) {
+        (Some((t, _)), Some(n)) if (t.major, t.minor, t.patch) != (n.major, n.minor, n.patch) => {
+            return Err(Problem::FileNameMismatch {
+                file: real.clone(),
+                name_version: n,
+                content_version: t,
+            })
+        }
+        (Some((t, cuda)), _) => (t, cuda),
+        (None, Some(n)) => (n, None),
+        (None, None) => {
+            return Err(Problem::BadLibrary {
+                file: real.clone(),
+                why: "it has no `NCCL version` text and no version in its file name: it is not an NCCL library"
+                    .into(),
+            })
+        }
+    };
+    if version.major == 1 {
+        return Err(Problem::Nccl1 {
+            file: primary.clone(),
+            sign: format!("it says it is NCCL {version}"),
+        });
+    }
+    let mut warnings = Vec::new();
+    for old in &files.nccl1 {
+        warnings.push(format!(
+            "{} is a stale NCCL 1 library next to NCCL {version}; remove it.",
+            old.display()
+        ));
+    }
+    Ok(LibInfo {
+        files,
+        soname: elf.soname,
+        primary,
+        real,
+        version,
+        cuda,
+        warnings,
+    })
+}
+
+/// Why a path could not be resolved: a dangling link (naming the missing
+/// file at the end of the chain), a loop, or an unreadable file.
+pub(crate) fn broken(path: &Path, e: std::io::Error) -> Problem {
+    let mut cur = path.to_path_buf();
+    for _ in 0..40 {
+        let Ok(target) = std::fs::read_link(&cur) else {
+            break;
+        };
+        let next = cur.parent().unwrap_or(Path::new("/")).join(&target);
+        if std::fs::symlink_metadata(&next).is_err() {
+            return Problem::BrokenSymlink {
+                link: path.to_path_buf(),
+                target: next,
+            };
+        }
+        cur = next;
+    }
+    if std::fs::read_link(&cur).is_ok() {
+        return Problem::Unreadable {
+            path: path.to_path_buf(),
+            error: "symbolic links loop".into(),
+        };
+    }
+    Problem::Unreadable {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    }
+}

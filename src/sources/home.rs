@@ -1,0 +1,90 @@
+//! Source 2: `NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`. The first one
+//! set wins; the others are reported as shadowed. Each is an install root:
+//! `<root>/{include,lib,lib64,lib/<multiarch>}`, or the source-build layout
+//! `<root>/build/{include,lib}` (seed 004). A checkout that was never built
+//! (only `src/nccl.h.in`) gets its own message.
+
+use std::path::{Path, PathBuf};
+
+use super::{Ctx, Origin, Site, SourceKind};
+use crate::inspect::Problem;
+
+/// The variables, in precedence order.
+pub(crate) const VARS: [&str; 3] = ["NCCL_HOME", "NCCL_ROOT", "NCCL_DIR"];
+
+pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
+    let mut out = Vec::new();
+    for name in VARS {
+        let Some((var, root)) = ctx.var_path(name) else {
+            continue;
+        };
+        let variable = format!("{}={}", var.name, var.value.to_string_lossy());
+        let origin = Origin {
+            source: SourceKind::Home,
+            variable: Some(variable.clone()),
+            package: None,
+            detail: variable,
+        };
+        let mut site = layout(ctx, origin, &root);
+        site.explicit = true;
+        site.fault = check_dir(&var.name, &root).or_else(|| unbuilt_checkout(&root));
+        ctx.looked(SourceKind::Home, &root, format!("named by {}", var.name));
+        out.push(site);
+    }
+    out
+}
+
+/// The include and library dirs of an install root, with the source-build
+/// layout used only when the root itself has no header.
+pub(crate) fn layout(ctx: &Ctx, origin: Origin, root: &Path) -> Site {
+    let build = root.join("build");
+    let (base, mut libs) =
+        if !root.join("include/nccl.h").exists() && build.join("include/nccl.h").exists() {
+            (build.clone(), vec![build.join("lib")])
+        } else {
+            (
+                root.to_path_buf(),
+                vec![root.join("lib"), root.join("lib64")],
+            )
+        };
+    if let Some(ma) = ctx.target.multiarch {
+        libs.push(base.join("lib").join(ma));
+    }
+    let mut site = Site::new(origin, vec![base.join("include")], libs);
+    site.root = Some(root.to_path_buf());
+    site
+}
+
+/// An explicitly named directory must exist and be a directory.
+pub(crate) fn check_dir(var: &str, dir: &Path) -> Option<Problem> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => match std::fs::read_dir(dir) {
+            Ok(_) => None,
+            Err(e) => Some(Problem::Unreadable {
+                path: dir.to_path_buf(),
+                error: e.to_string(),
+            }),
+        },
+        Ok(_) => Some(Problem::NotADirectory {
+            var: var.to_string(),
+            path: dir.to_path_buf(),
+        }),
+        Err(_) => Some(Problem::Missing {
+            var: var.to_string(),
+            path: dir.to_path_buf(),
+        }),
+    }
+}
+
+/// `<root>/src/nccl.h.in` with no built header anywhere: a checkout of
+/// NCCL's sources that was never built.
+fn unbuilt_checkout(root: &Path) -> Option<Problem> {
+    let built = ["include/nccl.h", "build/include/nccl.h"]
+        .iter()
+        .any(|p| root.join(p).exists());
+    let template: PathBuf = ["src/nccl.h.in", "nccl.h.in"]
+        .iter()
+        .map(|p| root.join(p))
+        .find(|p| p.exists())?;
+    (!built).then_some(Problem::UnbuiltSource { template })
+}

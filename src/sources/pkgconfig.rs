@@ -1,0 +1,237 @@
+//! Source 3: `nccl.pc`, found the way `pkg-config` finds it:
+//! `PKG_CONFIG_PATH` first, then `PKG_CONFIG_LIBDIR` if set, else the
+//! default directories. The file is read here rather than by running
+//! `pkg-config`, so the probe's environment and root stay its inputs.
+//! `PKG_CONFIG_SYSROOT_DIR` is put in front of `-I` and `-L` paths.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::{Ctx, Origin, Site, SourceKind};
+use crate::inspect::Problem;
+
+/// What an `nccl.pc` says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PcFile {
+    /// `Version:`.
+    pub version: Option<String>,
+    /// `-I` directories from `Cflags:`.
+    pub include_dirs: Vec<String>,
+    /// `-L` directories from `Libs:`.
+    pub lib_dirs: Vec<String>,
+    /// Variables (`prefix=…`), expanded.
+    pub vars: BTreeMap<String, String>,
+}
+
+/// Parses the text of a `.pc` file. `pcfiledir` is the directory holding
+/// it. Errors name the line.
+pub fn parse_pc(text: &str, pcfiledir: &str) -> Result<PcFile, String> {
+    let mut pc = PcFile::default();
+    pc.vars.insert("pcfiledir".into(), pcfiledir.into());
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let field = line.find(':');
+        let assign = line.find('=');
+        match (field, assign) {
+            (Some(c), a) if a.map_or(true, |a| c < a) => {
+                let key = line[..c].trim();
+                let value = expand(line[c + 1..].trim(), &pc.vars, n + 1)?;
+                match key {
+                    "Version" => pc.version = Some(value),
+                    "Cflags" | "CFlags" => pc.include_dirs.extend(flag_dirs(&value, "-I")),
+                    "Libs" => pc.lib_dirs.extend(flag_dirs(&value, "-L")),
+                    _ => {}
+                }
+            }
+            (_, Some(a)) => {
+                let key = line[..a].trim().to_string();
+                if key.is_empty() || key.contains(char::is_whitespace) {
+                    return Err(format!("line {}: bad variable name {key:?}", n + 1));
+                }
+                let value = expand(line[a + 1..].trim(), &pc.vars, n + 1)?;
+                pc.vars.insert(key, value);
+            }
+            _ => {
+                return Err(format!(
+                    "line {}: neither `name=value` nor `Field: value`",
+                    n + 1
+                ))
+            }
+        }
+    }
+    Ok(pc)
+}
+
+fn expand(value: &str, vars: &BTreeMap<String, String>, line: usize) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| format!("line {line}: unclosed ${{"))?;
+        let name = &after[..end];
+        let v = vars
+            .get(name)
+            .ok_or_else(|| format!("line {line}: undefined variable ${{{name}}}"))?;
+        out.push_str(v);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn flag_dirs(value: &str, flag: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut words = value.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == flag {
+            if let Some(d) = words.next() {
+                out.push(d.to_string());
+            }
+        } else if let Some(d) = w.strip_prefix(flag) {
+            out.push(d.to_string());
+        }
+    }
+    out
+}
+
+fn default_dirs(ctx: &Ctx) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for base in ["/usr/local/lib", "/usr/lib"] {
+        if let Some(ma) = ctx.target.multiarch {
+            dirs.push(ctx.path(format!("{base}/{ma}/pkgconfig")));
+        }
+        dirs.push(ctx.path(format!("{base}/pkgconfig")));
+    }
+    for d in [
+        "/usr/lib64/pkgconfig",
+        "/usr/local/share/pkgconfig",
+        "/usr/share/pkgconfig",
+    ] {
+        dirs.push(ctx.path(d));
+    }
+    dirs
+}
+
+pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
+    let mut dirs: Vec<(PathBuf, &str)> = Vec::new();
+    if let Some((_, list)) = ctx.var_list("PKG_CONFIG_PATH") {
+        dirs.extend(list.into_iter().map(|d| (d, "PKG_CONFIG_PATH")));
+    }
+    match ctx.var_list("PKG_CONFIG_LIBDIR") {
+        Some((_, list)) => dirs.extend(list.into_iter().map(|d| (d, "PKG_CONFIG_LIBDIR"))),
+        None => dirs.extend(
+            default_dirs(ctx)
+                .into_iter()
+                .map(|d| (d, "default pkg-config dir")),
+        ),
+    }
+    let sysroot = ctx
+        .var("PKG_CONFIG_SYSROOT_DIR")
+        .map(|v| PathBuf::from(v.value));
+    let mut out = Vec::new();
+    for (dir, why) in dirs {
+        let file = dir.join("nccl.pc");
+        if !file.exists() {
+            ctx.looked(SourceKind::PkgConfig, &file, "not there");
+            continue;
+        }
+        ctx.looked(SourceKind::PkgConfig, &file, format!("found ({why})"));
+        out.push(site_for(ctx, &file, why, sysroot.as_deref()));
+    }
+    out
+}
+
+fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
+    let logical_dir = logical(ctx, file.parent().unwrap_or(Path::new("/")));
+    let parsed = std::fs::read(file)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| parse_pc(&String::from_utf8_lossy(&bytes), &logical_dir));
+    let mut origin = Origin {
+        source: SourceKind::PkgConfig,
+        variable: None,
+        package: None,
+        detail: format!("{} ({why})", file.display()),
+    };
+    let pc = match parsed {
+        Ok(pc) => pc,
+        Err(why) => {
+            let mut site = Site::new(origin, Vec::new(), Vec::new());
+            site.fault = Some(Problem::BadPcFile {
+                file: file.to_path_buf(),
+                why,
+            });
+            return site;
+        }
+    };
+    if let Some(v) = &pc.version {
+        origin.detail = format!("{} (Version {v}; {why})", file.display());
+    }
+    let place = |d: &String| -> PathBuf {
+        let d = match sysroot {
+            Some(s) => s.join(d.trim_start_matches('/')),
+            None => PathBuf::from(d),
+        };
+        ctx.path(d)
+    };
+    let mut incs: Vec<PathBuf> = pc.include_dirs.iter().map(place).collect();
+    let mut libs: Vec<PathBuf> = pc.lib_dirs.iter().map(place).collect();
+    if incs.is_empty() {
+        incs.push(place(
+            pc.vars
+                .get("includedir")
+                .unwrap_or(&"/usr/include".to_string()),
+        ));
+    }
+    if libs.is_empty() {
+        libs.push(place(
+            pc.vars.get("libdir").unwrap_or(&"/usr/lib".to_string()),
+        ));
+    }
+    let mut site = Site::new(origin, incs, libs);
+    site.root = pc.vars.get("prefix").map(place);
+    site
+}
+
+/// The path as seen from inside the root (`<root>/usr/lib` → `/usr/lib`).
+fn logical(ctx: &Ctx, real: &Path) -> String {
+    match real.strip_prefix(ctx.root) {
+        Ok(rel) => format!("/{}", rel.display()),
+        Err(_) => real.display().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_tarball_pc_with_variables() {
+        let text = "prefix=${pcfiledir}/../..\nlibdir=${prefix}/lib\nincludedir=${prefix}/include\n\n\
+                    Name: nccl\nDescription: x\nVersion: 2.21.5\nLibs: -L${libdir} -lnccl\nCflags: -I${includedir}\n";
+        let pc = parse_pc(text, "/opt/n/lib/pkgconfig").unwrap();
+        assert_eq!(pc.version.as_deref(), Some("2.21.5"));
+        assert_eq!(pc.include_dirs, ["/opt/n/lib/pkgconfig/../../include"]);
+        assert_eq!(pc.lib_dirs, ["/opt/n/lib/pkgconfig/../../lib"]);
+    }
+
+    #[test]
+    fn undefined_variable_names_the_line() {
+        let err = parse_pc("Libs: -L${nope}\n", "/x").unwrap_err();
+        assert_eq!(err, "line 1: undefined variable ${nope}");
+        let err = parse_pc("just words\n", "/x").unwrap_err();
+        assert_eq!(err, "line 1: neither `name=value` nor `Field: value`");
+    }
+
+    #[test]
+    fn separated_flags_are_read() {
+        let pc = parse_pc("Cflags: -I /a -I/b -DX=1\nLibs: -L /l -lnccl\n", "/").unwrap();
+        assert_eq!(pc.include_dirs, ["/a", "/b"]);
+        assert_eq!(pc.lib_dirs, ["/l"]);
+    }
+}

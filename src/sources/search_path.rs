@@ -1,0 +1,178 @@
+//! Source 8: the linker's and loader's search paths: `LIBRARY_PATH`, then
+//! `LD_LIBRARY_PATH`, then the loader cache (`/etc/ld.so.cache`, read as a
+//! file; `ldconfig` is not run). The header is looked for next to each
+//! library directory: `<dir>/../include`, and `<dir>/../../include` for a
+//! multiarch dir.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use super::{Ctx, Origin, Site, SourceKind};
+
+const NEW_MAGIC: &[u8] = b"glibc-ld.so.cache1.1";
+
+/// The entries of a glibc loader cache (`/etc/ld.so.cache`): pairs of
+/// library name and path. Both the new format and the old format with the
+/// new one appended are read; anything malformed ends the list early. This
+/// never fails and never reads out of bounds.
+pub fn parse_ld_cache(data: &[u8]) -> Vec<(String, String)> {
+    let Some(base) = data.windows(NEW_MAGIC.len()).position(|w| w == NEW_MAGIC) else {
+        return Vec::new();
+    };
+    let u32_at = |off: usize| -> Option<u32> {
+        let b = data.get(off..off.checked_add(4)?)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let cstr_at = |off: usize| -> Option<String> {
+        let rest = data.get(off..)?;
+        let end = rest.iter().position(|&b| b == 0)?;
+        Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+    };
+    let Some(nlibs) = u32_at(base + 20) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for i in 0..nlibs as usize {
+        let entry = base + 48 + i * 24;
+        let (Some(key), Some(value)) = (u32_at(entry + 4), u32_at(entry + 8)) else {
+            break;
+        };
+        let (Some(k), Some(v)) = (cstr_at(base + key as usize), cstr_at(base + value as usize))
+        else {
+            break;
+        };
+        out.push((k, v));
+    }
+    out
+}
+
+pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
+    let mut dirs: Vec<(PathBuf, String)> = Vec::new();
+    for name in ["LIBRARY_PATH", "LD_LIBRARY_PATH"] {
+        if let Some((var, list)) = ctx.var_list(name) {
+            dirs.extend(list.into_iter().map(|d| (d, var.name.clone())));
+        }
+    }
+    let cache = ctx.path("/etc/ld.so.cache");
+    if let Ok(data) = std::fs::read(&cache) {
+        let entries: Vec<(String, String)> = parse_ld_cache(&data)
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("libnccl"))
+            .collect();
+        ctx.looked(
+            SourceKind::SearchPath,
+            &cache,
+            format!("{} libnccl entries", entries.len()),
+        );
+        for (_, path) in entries {
+            if let Some(dir) = Path::new(&path).parent() {
+                dirs.push((ctx.path(dir), "loader cache".to_string()));
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for (dir, why) in dirs {
+        let key = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+        if !seen.insert(key) {
+            continue;
+        }
+        if !dir.is_dir() {
+            ctx.looked(
+                SourceKind::SearchPath,
+                &dir,
+                format!("no such directory ({why})"),
+            );
+            continue;
+        }
+        let mut includes = Vec::new();
+        if let Some(parent) = dir.parent() {
+            includes.push(parent.join("include"));
+            let multiarch = dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.contains("-linux-"));
+            if multiarch {
+                if let Some(grand) = parent.parent() {
+                    includes.push(grand.join("include"));
+                }
+            }
+        }
+        out.push(Site::new(
+            Origin {
+                source: SourceKind::SearchPath,
+                variable: None,
+                package: None,
+                detail: format!("{} ({why})", dir.display()),
+            },
+            includes,
+            vec![dir],
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Writes a loader cache in glibc's new format, for tests.
+    pub(crate) fn write_ld_cache(entries: &[(&str, &str)]) -> Vec<u8> {
+        let mut strings = Vec::new();
+        let strings_at = 48 + entries.len() * 24;
+        let mut offs = Vec::new();
+        for (k, v) in entries {
+            let ko = strings_at + strings.len();
+            strings.extend_from_slice(k.as_bytes());
+            strings.push(0);
+            let vo = strings_at + strings.len();
+            strings.extend_from_slice(v.as_bytes());
+            strings.push(0);
+            offs.push((ko as u32, vo as u32));
+        }
+        let mut out = Vec::new();
+        out.extend_from_slice(NEW_MAGIC);
+        out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(strings.len() as u32).to_le_bytes());
+        out.extend_from_slice(&[0u8; 4 + 4 + 12]);
+        for (k, v) in offs {
+            out.extend_from_slice(&3i32.to_le_bytes());
+            out.extend_from_slice(&k.to_le_bytes());
+            out.extend_from_slice(&v.to_le_bytes());
+            out.extend_from_slice(&[0u8; 12]);
+        }
+        out.extend_from_slice(&strings);
+        out
+    }
+
+    #[test]
+    fn round_trips_and_survives_truncation() {
+        let data = write_ld_cache(&[
+            ("libnccl.so.2", "/usr/lib/x86_64-linux-gnu/libnccl.so.2"),
+            ("libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6"),
+        ]);
+        let got = parse_ld_cache(&data);
+        assert_eq!(
+            got[0],
+            (
+                "libnccl.so.2".into(),
+                "/usr/lib/x86_64-linux-gnu/libnccl.so.2".into()
+            )
+        );
+        assert_eq!(got.len(), 2);
+        for cut in 0..data.len() {
+            assert!(parse_ld_cache(&data[..cut]).len() <= 2);
+        }
+    }
+
+    #[test]
+    fn reads_this_machines_cache_when_there_is_one() {
+        // A cache written by glibc's own ldconfig: every one lists libc.
+        if let Ok(data) = std::fs::read("/etc/ld.so.cache") {
+            let got = parse_ld_cache(&data);
+            assert!(got
+                .iter()
+                .any(|(k, v)| k == "libc.so.6" && v.ends_with("/libc.so.6")));
+        }
+    }
+}

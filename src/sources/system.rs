@@ -1,0 +1,190 @@
+//! Source 7: the system directories. dpkg's `/usr/include` +
+//! `/usr/lib/<multiarch>`, named and versioned from the dpkg database
+//! (`/var/lib/dpkg/status`, `/var/lib/dpkg/info/libnccl*.list`); rpm's
+//! `/usr/lib64`; `/usr/lib`; and `/usr/local` (NCCL's `make install`).
+//!
+//! The database diagnoses two cases: `libnccl2` without `libnccl-dev` (no
+//! header, no `libnccl.so`), and the two packages at different versions.
+
+use std::path::{Path, PathBuf};
+
+use super::{Ctx, Origin, Package, Site, SourceKind};
+use crate::inspect::Problem;
+
+/// One installed package from the dpkg status file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpkgPackage {
+    /// `Package:`.
+    pub name: String,
+    /// `Version:`.
+    pub version: String,
+    /// `Architecture:`.
+    pub arch: String,
+}
+
+/// The installed `libnccl*` packages in a dpkg status file's text.
+/// Malformed stanzas are skipped; this never fails.
+pub fn parse_dpkg_status(text: &str) -> Vec<DpkgPackage> {
+    let mut out = Vec::new();
+    for stanza in text.split("\n\n") {
+        let (mut name, mut version, mut arch, mut installed) = (None, None, String::new(), false);
+        for line in stanza.lines() {
+            if line.starts_with([' ', '\t']) {
+                continue;
+            }
+            let Some((k, v)) = line.split_once(':') else {
+                continue;
+            };
+            let v = v.trim();
+            match k {
+                "Package" => name = Some(v.to_string()),
+                "Version" => version = Some(v.to_string()),
+                "Architecture" => arch = v.to_string(),
+                "Status" => installed = v.ends_with(" installed"),
+                _ => {}
+            }
+        }
+        if let (Some(name), Some(version), true) = (name, version, installed) {
+            if name.starts_with("libnccl") {
+                out.push(DpkgPackage {
+                    name,
+                    version,
+                    arch,
+                });
+            }
+        }
+    }
+    out
+}
+
+pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
+    let mut out = Vec::new();
+    let usr_include = ctx.path("/usr/include");
+    let status_file = ctx.path("/var/lib/dpkg/status");
+    let packages = match std::fs::read(&status_file) {
+        Ok(bytes) => {
+            let p = parse_dpkg_status(&String::from_utf8_lossy(&bytes));
+            ctx.looked(
+                SourceKind::System,
+                &status_file,
+                match p.len() {
+                    0 => "no libnccl packages installed".to_string(),
+                    _ => p
+                        .iter()
+                        .map(|p| format!("{} {}", p.name, p.version))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                },
+            );
+            p
+        }
+        Err(_) => Vec::new(),
+    };
+    let find = |name: &str| packages.iter().find(|p| p.name == name);
+    let (runtime, dev) = (find("libnccl2"), find("libnccl-dev"));
+
+    let multiarch_lib = ctx.target.multiarch.map(|ma| ctx.path("/usr/lib").join(ma));
+    if let Some(default_lib) = &multiarch_lib {
+        let lib_dir = runtime
+            .and_then(|p| listed_dir(ctx, p, "libnccl.so.2"))
+            .unwrap_or_else(|| default_lib.clone());
+        let inc_dir = dev
+            .and_then(|p| listed_dir(ctx, p, "nccl.h"))
+            .unwrap_or_else(|| usr_include.clone());
+        let package = (runtime.is_some() || dev.is_some()).then(|| Package::Dpkg {
+            runtime: runtime.map(|p| p.version.clone()),
+            dev: dev.map(|p| p.version.clone()),
+        });
+        let detail = match &package {
+            Some(_) => format!(
+                "dpkg packages ({} + {})",
+                inc_dir.display(),
+                lib_dir.display()
+            ),
+            None => format!("system dirs {} + {}", inc_dir.display(), lib_dir.display()),
+        };
+        let mut site = Site::new(
+            Origin {
+                source: SourceKind::System,
+                variable: None,
+                package,
+                detail,
+            },
+            vec![inc_dir],
+            vec![lib_dir],
+        );
+        if let (Some(r), Some(d)) = (runtime, dev) {
+            if r.version != d.version {
+                site.fault = Some(Problem::DpkgSkew {
+                    runtime: r.version.clone(),
+                    dev: d.version.clone(),
+                });
+            }
+        }
+        out.push(site);
+    }
+    for (inc, lib, what) in [
+        ("/usr/include", &["/usr/lib64"][..], "rpm layout"),
+        ("/usr/include", &["/usr/lib"][..], "system dirs"),
+        (
+            "/usr/local/include",
+            &["/usr/local/lib", "/usr/local/lib64"][..],
+            "/usr/local",
+        ),
+    ] {
+        let inc = ctx.path(inc);
+        let libs: Vec<PathBuf> = lib.iter().map(|l| ctx.path(l)).collect();
+        let detail = format!("{what} {} + {}", inc.display(), libs[0].display());
+        out.push(Site::new(
+            Origin {
+                source: SourceKind::System,
+                variable: None,
+                package: None,
+                detail,
+            },
+            vec![inc],
+            libs,
+        ));
+    }
+    out
+}
+
+/// The directory of the first file named `file` in the package's dpkg list.
+fn listed_dir(ctx: &Ctx, pkg: &DpkgPackage, file: &str) -> Option<PathBuf> {
+    let info = ctx.path("/var/lib/dpkg/info");
+    let names = [
+        format!("{}.list", pkg.name),
+        format!("{}:{}.list", pkg.name, pkg.arch),
+    ];
+    let text = names
+        .iter()
+        .find_map(|n| std::fs::read(info.join(n)).ok())?;
+    String::from_utf8_lossy(&text).lines().find_map(|line| {
+        let p = Path::new(line.trim());
+        if p.file_name()? == file {
+            Some(ctx.path(p.parent()?))
+        } else {
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_installed_nccl_packages_only() {
+        let text = "Package: libnccl2\nStatus: install ok installed\nArchitecture: amd64\nVersion: 2.28.3-1+cuda13.0\nDescription: x\n more\n\n\
+                    Package: libnccl-dev\nStatus: deinstall ok config-files\nArchitecture: amd64\nVersion: 2.27.7-1+cuda12.9\n\n\
+                    Package: zlib1g\nStatus: install ok installed\nVersion: 1\n";
+        assert_eq!(
+            parse_dpkg_status(text),
+            [DpkgPackage {
+                name: "libnccl2".into(),
+                version: "2.28.3-1+cuda13.0".into(),
+                arch: "amd64".into()
+            }]
+        );
+    }
+}

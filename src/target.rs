@@ -1,0 +1,45 @@
+//! What the target triple means for where NCCL lives.
+
+/// Facts about the target that decide directory names.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    /// The triple as a variable prefix, e.g. `X86_64_UNKNOWN_LINUX_GNU`.
+    pub env_prefix: String,
+    /// Debian's multiarch directory name, e.g. `x86_64-linux-gnu`.
+    pub multiarch: Option<&'static str>,
+    /// CUDA toolkit `targets/` directory names, e.g. `x86_64-linux`.
+    pub cuda_targets: &'static [&'static str],
+    /// NVIDIA HPC SDK platform directory, e.g. `Linux_x86_64`.
+    pub hpc_sdk: Option<&'static str>,
+}
+
+impl Target {
+    pub fn new(triple: &str) -> Target {
+        let arch = triple.split('-').next().unwrap_or("");
+        let (multiarch, cuda_targets, hpc_sdk): (_, &'static [&'static str], _) = match arch {
+            "x86_64" => (
+                Some("x86_64-linux-gnu"),
+                &["x86_64-linux"],
+                Some("Linux_x86_64"),
+            ),
+            "aarch64" => (
+                Some("aarch64-linux-gnu"),
+                &["sbsa-linux", "aarch64-linux"],
+                Some("Linux_aarch64"),
+            ),
+            "powerpc64le" => (
+                Some("powerpc64le-linux-gnu"),
+                &["ppc64le-linux"],
+                Some("Linux_ppc64le"),
+            ),
+            "i686" | "i586" => (Some("i386-linux-gnu"), &[], None),
+            _ => (None, &[], None),
+        };
+        Target {
+            env_prefix: crate::env::target_prefix(triple),
+            multiarch,
+            cuda_targets,
+            hpc_sdk,
+        }
+    }
+}

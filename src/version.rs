@@ -1,0 +1,158 @@
+//! NCCL versions and version codes.
+
+use std::fmt;
+
+/// An NCCL version, as `nccl.h` or the library states it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Version {
+    /// `NCCL_MAJOR`.
+    pub major: u32,
+    /// `NCCL_MINOR`.
+    pub minor: u32,
+    /// `NCCL_PATCH`.
+    pub patch: u32,
+    /// `NCCL_SUFFIX`, usually empty.
+    pub suffix: String,
+    /// `NCCL_VERSION_CODE`: `X*1000+Y*100+Z` up to 2.8, `X*10000+Y*100+Z` from 2.9.
+    pub code: u32,
+}
+
+impl Version {
+    /// A version with the code computed by the formula that applies to it.
+    pub fn new(major: u32, minor: u32, patch: u32, suffix: impl Into<String>) -> Version {
+        Version {
+            major,
+            minor,
+            patch,
+            suffix: suffix.into(),
+            code: Version::code_of(major, minor, patch),
+        }
+    }
+
+    /// The version code NCCL gives `major.minor.patch`: the old formula
+    /// (`X*1000 + Y*100 + Z`) for versions up to 2.8, the new one
+    /// (`X*10000 + Y*100 + Z`) from 2.9.
+    pub fn code_of(major: u32, minor: u32, patch: u32) -> u32 {
+        if major < 2 || (major == 2 && minor <= 8) {
+            major * 1000 + minor * 100 + patch
+        } else {
+            major * 10000 + minor * 100 + patch
+        }
+    }
+
+    /// Turns a version code back into `(major, minor, patch)`, for either
+    /// formula. `None` when no version gives this code.
+    pub fn from_code(code: u32) -> Option<(u32, u32, u32)> {
+        let new = (code / 10000, code / 100 % 100, code % 100);
+        if Version::code_of(new.0, new.1, new.2) == code && new.0 >= 2 && (new.0 > 2 || new.1 >= 9)
+        {
+            return Some(new);
+        }
+        let old = (code / 1000, code / 100 % 10, code % 100);
+        (Version::code_of(old.0, old.1, old.2) == code && old.0 <= 2).then_some(old)
+    }
+
+    /// The version as a `semver::Version`. The suffix, if any, becomes build
+    /// metadata, so that `>=2.18` still matches a suffixed 2.19.
+    pub fn semver(&self) -> semver::Version {
+        let mut v = semver::Version::new(self.major.into(), self.minor.into(), self.patch.into());
+        let meta: String = self
+            .suffix
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        if let Ok(b) = semver::BuildMetadata::new(&meta) {
+            v.build = b;
+        }
+        v
+    }
+
+    /// True when this is at least `major.minor`.
+    pub fn at_least(&self, major: u32, minor: u32) -> bool {
+        (self.major, self.minor) >= (major, minor)
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}.{}.{}{}",
+            self.major, self.minor, self.patch, self.suffix
+        )
+    }
+}
+
+/// The CUDA version a library was built for (`+cuda12.4`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CudaVersion {
+    /// Major version.
+    pub major: u32,
+    /// Minor version.
+    pub minor: u32,
+}
+
+impl fmt::Display for CudaVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// Reads `2.21.5` (or `2.21`, `2`) leniently into a semver version.
+pub(crate) fn lenient_semver(s: &str) -> Result<semver::Version, String> {
+    let parts: Vec<&str> = s.trim().split('.').collect();
+    if parts.is_empty() || parts.len() > 3 {
+        return Err(format!("{s:?} is not a version like 2.18 or 2.18.3"));
+    }
+    let mut nums = [0u64; 3];
+    for (i, p) in parts.iter().enumerate() {
+        nums[i] = p
+            .parse()
+            .map_err(|_| format!("{s:?} is not a version like 2.18 or 2.18.3"))?;
+    }
+    Ok(semver::Version::new(nums[0], nums[1], nums[2]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_code_formulas() {
+        assert_eq!(Version::code_of(2, 8, 4), 2804);
+        assert_eq!(Version::code_of(2, 9, 6), 20906);
+        assert_eq!(Version::code_of(2, 28, 9), 22809);
+        assert_eq!(Version::from_code(2804), Some((2, 8, 4)));
+        assert_eq!(Version::from_code(20906), Some((2, 9, 6)));
+        assert_eq!(Version::from_code(22809), Some((2, 28, 9)));
+        assert_eq!(Version::from_code(20804), None);
+    }
+
+    #[test]
+    fn codes_round_trip_for_every_2x_version() {
+        for minor in 0..40 {
+            for patch in 0..30 {
+                let code = Version::code_of(2, minor, patch);
+                assert_eq!(
+                    Version::from_code(code),
+                    Some((2, minor, patch)),
+                    "code {code}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn semver_keeps_suffix_out_of_precedence() {
+        let v = Version::new(2, 19, 3, "a0");
+        assert_eq!(v.to_string(), "2.19.3a0");
+        assert!(semver::VersionReq::parse(">=2.18")
+            .unwrap()
+            .matches(&v.semver()));
+        assert_eq!(
+            lenient_semver("2.18").unwrap(),
+            semver::Version::new(2, 18, 0)
+        );
+        assert!(lenient_semver("two").is_err());
+    }
+}
