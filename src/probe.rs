@@ -190,6 +190,14 @@ impl Config {
                 let Some(c) = inspect::inspect_site(&ctx, site) else {
                     continue;
                 };
+                if !c.explicit
+                    && c.lib_dir.is_none()
+                    && cands.iter().any(|o| same_file(&o.header, &c.header))
+                {
+                    // A shared include dir (/usr/include) seen again beside a
+                    // library dir with no NCCL: nothing new.
+                    continue;
+                }
                 if let Some(same) = cands.iter_mut().find(|o| same_install(o, &c)) {
                     same.also_found_by.push(c.origin);
                     continue;
@@ -220,13 +228,17 @@ impl Config {
 /// Two candidates are one install when they resolve to the same header
 /// and library files.
 fn same_install(a: &Candidate, b: &Candidate) -> bool {
+    (a.header.is_some() || a.library_real.is_some())
+        && same_file(&a.header, &b.header)
+        && same_file(&a.library_real, &b.library_real)
+}
+
+fn same_file(a: &Option<PathBuf>, b: &Option<PathBuf>) -> bool {
     let canon = |p: &Option<PathBuf>| {
         p.as_ref()
             .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
     };
-    (a.header.is_some() || a.library_real.is_some())
-        && canon(&a.header) == canon(&b.header)
-        && canon(&a.library_real) == canon(&b.library_real)
+    canon(a) == canon(b)
 }
 
 /// Everything one probe saw.

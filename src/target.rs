@@ -11,35 +11,42 @@ pub(crate) struct Target {
     pub cuda_targets: &'static [&'static str],
     /// NVIDIA HPC SDK platform directory, e.g. `Linux_x86_64`.
     pub hpc_sdk: Option<&'static str>,
+    /// dpkg's architecture name, e.g. `amd64`.
+    pub dpkg_arch: Option<&'static str>,
 }
 
 impl Target {
     pub fn new(triple: &str) -> Target {
         let arch = triple.split('-').next().unwrap_or("");
-        let (multiarch, cuda_targets, hpc_sdk): (_, &'static [&'static str], _) = match arch {
-            "x86_64" => (
-                Some("x86_64-linux-gnu"),
-                &["x86_64-linux"],
-                Some("Linux_x86_64"),
-            ),
-            "aarch64" => (
-                Some("aarch64-linux-gnu"),
-                &["sbsa-linux", "aarch64-linux"],
-                Some("Linux_aarch64"),
-            ),
-            "powerpc64le" => (
-                Some("powerpc64le-linux-gnu"),
-                &["ppc64le-linux"],
-                Some("Linux_ppc64le"),
-            ),
-            "i686" | "i586" => (Some("i386-linux-gnu"), &[], None),
-            _ => (None, &[], None),
-        };
+        let (multiarch, cuda_targets, hpc_sdk, dpkg_arch): (_, &'static [&'static str], _, _) =
+            match arch {
+                "x86_64" => (
+                    Some("x86_64-linux-gnu"),
+                    &["x86_64-linux"],
+                    Some("Linux_x86_64"),
+                    Some("amd64"),
+                ),
+                "aarch64" => (
+                    Some("aarch64-linux-gnu"),
+                    &["sbsa-linux", "aarch64-linux"],
+                    Some("Linux_aarch64"),
+                    Some("arm64"),
+                ),
+                "powerpc64le" => (
+                    Some("powerpc64le-linux-gnu"),
+                    &["ppc64le-linux"],
+                    Some("Linux_ppc64le"),
+                    Some("ppc64el"),
+                ),
+                "i686" | "i586" => (Some("i386-linux-gnu"), &[], None, Some("i386")),
+                _ => (None, &[], None, None),
+            };
         Target {
             env_prefix: crate::env::target_prefix(triple),
             multiarch,
             cuda_targets,
             hpc_sdk,
+            dpkg_arch,
         }
     }
 }

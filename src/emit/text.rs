@@ -102,7 +102,12 @@ pub fn details(r: &Report) -> String {
     let mut s = String::new();
     let others: Vec<&Candidate> = r.others().collect();
     if !others.is_empty() {
-        let _ = writeln!(s, "\nOther installs ({}):", others.len());
+        let title = if r.selected.is_some() {
+            "Other installs"
+        } else {
+            "Installs found"
+        };
+        let _ = writeln!(s, "\n{title} ({}):", others.len());
         for c in others {
             let (tag, why) = match &c.status {
                 Status::Lost(why) => ("lost", why.clone()),

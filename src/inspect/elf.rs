@@ -93,12 +93,12 @@ pub fn read_elf(path: &Path) -> Result<ElfInfo, String> {
         le: true,
         wide: true,
     };
+    let ident = r.bytes(0, len.min(16), "the ELF identification")?;
+    if !ident.starts_with(b"\x7fELF") {
+        return Err("it is not an ELF file (no \\x7fELF magic)".into());
+    }
     if len < 16 {
         return Err(format!("it is {len} bytes long, too short to be a library"));
-    }
-    let ident = r.bytes(0, 16, "the ELF identification")?;
-    if &ident[..4] != b"\x7fELF" {
-        return Err("it is not an ELF file (no \\x7fELF magic)".into());
     }
     r.wide = match ident[4] {
         1 => false,

@@ -80,7 +80,9 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         }
         Err(_) => Vec::new(),
     };
-    let find = |name: &str| packages.iter().find(|p| p.name == name);
+    let arch_fits =
+        |p: &&DpkgPackage| p.arch == "all" || Some(p.arch.as_str()) == ctx.target.dpkg_arch;
+    let find = |name: &str| packages.iter().filter(arch_fits).find(|p| p.name == name);
     let (runtime, dev) = (find("libnccl2"), find("libnccl-dev"));
 
     let multiarch_lib = ctx.target.multiarch.map(|ma| ctx.path("/usr/lib").join(ma));

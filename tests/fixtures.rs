@@ -1,0 +1,612 @@
+//! The whole probe against the fixture trees in `fixtures/trees`, each with
+//! a fixed environment: nothing here depends on what this machine has.
+
+use std::path::{Path, PathBuf};
+
+use nccl_find::{Config, Error, ErrorKind, Nccl, Package, Problem, Report, SourceKind, Status};
+
+fn tree(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/trees")
+        .join(name)
+}
+
+fn config(name: &str, vars: &[(&str, &str)]) -> Config {
+    let mut c = Config::new();
+    c.root(tree(name))
+        .target("x86_64-unknown-linux-gnu")
+        .env_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    c
+}
+
+fn probe(name: &str, vars: &[(&str, &str)]) -> Result<Nccl, Error> {
+    config(name, vars).probe()
+}
+
+/// A path as seen inside the fixture root.
+fn logical(r: &Report, p: &Path) -> String {
+    r.logical(p).display().to_string()
+}
+
+fn found(name: &str, vars: &[(&str, &str)]) -> Nccl {
+    match probe(name, vars) {
+        Ok(n) => n,
+        Err(e) => panic!("{name}: expected NCCL, got:\n{e}"),
+    }
+}
+
+#[test]
+fn dpkg_packages_are_found_named_and_versioned() {
+    let n = found("dpkg", &[]);
+    let r = &n.report;
+    assert_eq!(n.version.to_string(), "2.28.3");
+    assert_eq!(n.version.code, 22803);
+    assert_eq!(n.version.semver(), semver::Version::new(2, 28, 3));
+    assert_eq!(n.library_version.to_string(), "2.28.3");
+    assert_eq!(n.cuda_version.unwrap().to_string(), "13.0");
+    assert_eq!(n.origin.source, SourceKind::System);
+    assert_eq!(
+        n.origin.package,
+        Some(Package::Dpkg {
+            runtime: Some("2.28.3-1+cuda13.0".into()),
+            dev: Some("2.28.3-1+cuda13.0".into())
+        })
+    );
+    assert_eq!(logical(r, &n.include_paths[0]), "/usr/include");
+    assert_eq!(logical(r, &n.lib_dir), "/usr/lib/x86_64-linux-gnu");
+    assert_eq!(
+        logical(r, &n.library),
+        "/usr/lib/x86_64-linux-gnu/libnccl.so"
+    );
+    assert_eq!(
+        logical(r, &n.library_real),
+        "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3"
+    );
+    assert!(n.has_dev_link);
+    assert_eq!(n.soname.as_deref(), Some("libnccl.so.2"));
+    assert_eq!(
+        logical(r, n.static_library.as_ref().unwrap()),
+        "/usr/lib/x86_64-linux-gnu/libnccl_static.a"
+    );
+    // /usr/include + /usr/lib (system dirs) holds no library: not a candidate.
+    assert_eq!(n.others().count(), 0);
+}
+
+#[test]
+fn runtime_only_dpkg_says_install_libnccl_dev() {
+    let e = probe("dpkg-runtime-only", &[]).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::NotFound);
+    let c = &e.report().candidates[0];
+    match c.problem() {
+        Some(Problem::NoHeader { hint, .. }) => assert_eq!(
+            hint,
+            "Only the runtime package libnccl2 2.28.3-1+cuda13.0 is installed. Install the headers: \
+             apt install libnccl-dev=2.28.3-1+cuda13.0"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let msg = e.to_string();
+    assert!(msg.starts_with("nccl-find: NCCL was not found.\n"), "{msg}");
+    assert!(
+        msg.contains("  - Only the runtime package libnccl2 2.28.3-1+cuda13.0 is installed."),
+        "{msg}"
+    );
+    assert!(msg.contains("pip install nvidia-nccl-cu12"), "{msg}");
+    assert!(msg.contains("Looked in ("), "{msg}");
+}
+
+#[test]
+fn dpkg_version_skew_is_refused_with_both_versions() {
+    let e = probe("dpkg-skew", &[]).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::NotFound);
+    assert_eq!(
+        e.report().candidates[0].problem(),
+        Some(&Problem::DpkgSkew {
+            runtime: "2.28.3-1+cuda13.0".into(),
+            dev: "2.27.7-1+cuda12.9".into()
+        })
+    );
+}
+
+#[test]
+fn rpm_layout() {
+    let n = found("rpm", &[]);
+    assert_eq!(n.version.to_string(), "2.26.2");
+    assert_eq!(logical(&n.report, &n.lib_dir), "/usr/lib64");
+    assert_eq!(n.cuda_version.unwrap().to_string(), "12.8");
+}
+
+#[test]
+fn tarball_through_nccl_home_and_through_pkg_config() {
+    let home = "/opt/nccl_2.21.5-1+cuda12.4_x86_64";
+    let n = found("tarball", &[("NCCL_HOME", home)]);
+    assert_eq!(n.origin.source, SourceKind::Home);
+    assert_eq!(
+        n.origin.variable.as_deref(),
+        Some(&*format!("NCCL_HOME={home}"))
+    );
+    assert_eq!(n.version.to_string(), "2.21.5");
+    assert_eq!(logical(&n.report, n.root.as_ref().unwrap()), home);
+    // The same files via pkg-config are the same install, not a second one.
+    let n = found(
+        "tarball",
+        &[
+            ("NCCL_HOME", home),
+            ("PKG_CONFIG_PATH", &format!("{home}/lib/pkgconfig")),
+        ],
+    );
+    assert_eq!(n.others().count(), 0);
+    assert_eq!(
+        n.report.candidates[0].also_found_by[0].source,
+        SourceKind::PkgConfig
+    );
+
+    let n = found(
+        "tarball",
+        &[("PKG_CONFIG_PATH", &format!("{home}/lib/pkgconfig"))],
+    );
+    assert_eq!(n.origin.source, SourceKind::PkgConfig);
+    assert!(
+        n.origin
+            .detail
+            .contains("(Version 2.21.5; PKG_CONFIG_PATH)"),
+        "{}",
+        n.origin.detail
+    );
+    assert_eq!(
+        logical(&n.report, &n.include_paths[0]),
+        format!("{home}/include")
+    );
+}
+
+#[test]
+fn source_build_layout_and_unbuilt_checkout() {
+    let n = found("source-build", &[("NCCL_HOME", "/src/nccl")]);
+    assert_eq!(
+        logical(&n.report, &n.include_paths[0]),
+        "/src/nccl/build/include"
+    );
+    assert_eq!(logical(&n.report, &n.lib_dir), "/src/nccl/build/lib");
+    assert_eq!(n.version.to_string(), "2.23.4");
+    // Seed 004 points NCCL_HOME at build/ directly.
+    let n = found("source-build", &[("NCCL_HOME", "/src/nccl/build")]);
+    assert_eq!(logical(&n.report, &n.lib_dir), "/src/nccl/build/lib");
+
+    let e = probe("source-unbuilt", &[("NCCL_HOME", "/src/nccl")]).unwrap_err();
+    match e.kind() {
+        ErrorKind::Explicit {
+            variable,
+            problem: Problem::UnbuiltSource { template },
+        } => {
+            assert_eq!(variable, "NCCL_HOME=/src/nccl");
+            assert_eq!(logical(e.report(), template), "/src/nccl/src/nccl.h.in");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(e
+        .to_string()
+        .contains("never built. Build it first (`make -j src.build`"));
+}
+
+#[test]
+fn wheel_in_a_virtualenv_names_the_distribution() {
+    let n = found("wheel-venv", &[("VIRTUAL_ENV", "/venv")]);
+    assert_eq!(n.origin.source, SourceKind::Pip);
+    assert_eq!(
+        n.origin.package,
+        Some(Package::Pip {
+            name: "nvidia-nccl-cu12".into(),
+            version: "2.21.5".into()
+        })
+    );
+    assert!(!n.has_dev_link, "wheels have no libnccl.so");
+    assert_eq!(
+        logical(&n.report, &n.library),
+        "/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
+    );
+    assert_eq!(n.static_library, None);
+    assert_eq!(n.cuda_version.unwrap().to_string(), "12.4");
+    // Without VIRTUAL_ENV, the venv's python on PATH finds it too.
+    let n = found("wheel-venv", &[("PATH", "/venv/bin:/usr/bin")]);
+    assert!(
+        n.origin.detail.contains("python in "),
+        "{}",
+        n.origin.detail
+    );
+}
+
+#[test]
+fn conda_hpcsdk_easybuild_and_cuda() {
+    let n = found("conda", &[("CONDA_PREFIX", "/opt/conda/envs/ml")]);
+    assert_eq!(
+        (n.origin.source, n.version.to_string()),
+        (SourceKind::Prefix, "2.19.3".into())
+    );
+    assert_eq!(
+        n.origin.variable.as_deref(),
+        Some("CONDA_PREFIX=/opt/conda/envs/ml")
+    );
+
+    let n = found("hpcsdk", &[]);
+    assert_eq!(n.origin.source, SourceKind::Prefix);
+    assert_eq!(
+        logical(&n.report, &n.lib_dir),
+        "/opt/nvidia/hpc_sdk/Linux_x86_64/24.5/comm_libs/12.4/nccl/lib"
+    );
+
+    let eb = "/apps/software/NCCL/2.18.3-GCCcore-12.3.0-CUDA-12.1.1";
+    let n = found("easybuild", &[("EBROOTNCCL", eb)]);
+    assert_eq!(n.origin.detail, format!("EasyBuild module EBROOTNCCL={eb}"));
+
+    let n = found("cuda", &[]);
+    assert_eq!(n.origin.source, SourceKind::Cuda);
+    assert_eq!(n.version.to_string(), "2.18.5");
+    // /usr/local/cuda, its include/lib64 links, /usr/local/cuda-12.4 and the
+    // targets/ dir are one install, not four.
+    assert_eq!(n.others().count(), 0);
+    assert!(!n.report.candidates[0].also_found_by.is_empty());
+}
+
+#[test]
+fn stale_nccl1_is_refused_and_probing_goes_on() {
+    let n = found("nccl1-and-nccl2", &[("CONDA_PREFIX", "/opt/anaconda3")]);
+    assert_eq!(n.version.to_string(), "2.28.3");
+    assert_eq!(n.origin.source, SourceKind::System);
+    let stale: Vec<_> = n.others().collect();
+    assert_eq!(stale.len(), 1);
+    match stale[0].problem() {
+        Some(Problem::Nccl1 { file, .. }) => {
+            assert_eq!(logical(&n.report, file), "/opt/anaconda3/include/nccl.h")
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = stale[0].problem().unwrap().to_string();
+    assert!(text.contains(
+        "is NCCL 1 (no version macros, and NCCL 1's result code ncclInvalidDevicePointer)"
+    ));
+    assert!(text.contains("torch/lib/tmp_install"));
+}
+
+#[test]
+fn nccl1_alone_says_so() {
+    let e = probe(
+        "nccl1-only",
+        &[
+            ("CONDA_PREFIX", "/opt/anaconda3"),
+            ("LIBRARY_PATH", "/home/u/pytorch/torch/lib/tmp_install/lib"),
+        ],
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::OnlyNccl1);
+    assert_eq!(e.report().candidates.len(), 2);
+    assert!(e
+        .to_string()
+        .starts_with("nccl-find: only NCCL 1 was found, and NCCL 1 is refused.\n"));
+
+    // Named explicitly, NCCL 1 is an error of its own.
+    let e = probe(
+        "nccl1-only",
+        &[("NCCL_HOME", "/home/u/pytorch/torch/lib/tmp_install")],
+    )
+    .unwrap_err();
+    assert!(matches!(
+        e.kind(),
+        ErrorKind::Explicit {
+            problem: Problem::Nccl1 { .. },
+            ..
+        }
+    ));
+}
+
+#[test]
+fn mismatched_header_and_library_are_refused_with_both() {
+    let e = probe("mismatch", &[("NCCL_HOME", "/opt/nccl-mixed")]).unwrap_err();
+    match e.kind() {
+        ErrorKind::Explicit {
+            problem:
+                Problem::Mismatch {
+                    header,
+                    header_version,
+                    library,
+                    library_version,
+                },
+            ..
+        } => {
+            assert_eq!(
+                logical(e.report(), header),
+                "/opt/nccl-mixed/include/nccl.h"
+            );
+            assert_eq!(header_version.to_string(), "2.21.5");
+            assert_eq!(
+                logical(e.report(), library),
+                "/opt/nccl-mixed/lib/libnccl.so.2.18.3"
+            );
+            assert_eq!(library_version.to_string(), "2.18.3");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The explicit pair pointing at the same mixed dirs: same refusal.
+    let e = probe(
+        "mismatch",
+        &[
+            ("NCCL_INCLUDE_DIR", "/opt/nccl-mixed/include"),
+            ("NCCL_LIB_DIR", "/opt/nccl-mixed/lib"),
+        ],
+    )
+    .unwrap_err();
+    assert!(matches!(
+        e.kind(),
+        ErrorKind::Explicit {
+            problem: Problem::Mismatch { .. },
+            ..
+        }
+    ));
+}
+
+#[test]
+fn broken_symlink_names_the_missing_target() {
+    let e = probe("broken-symlinks", &[("NCCL_HOME", "/opt/nccl-broken")]).unwrap_err();
+    match e.kind() {
+        ErrorKind::Explicit {
+            problem: Problem::BrokenSymlink { link, target },
+            ..
+        } => {
+            assert_eq!(logical(e.report(), link), "/opt/nccl-broken/lib/libnccl.so");
+            assert_eq!(
+                logical(e.report(), target),
+                "/opt/nccl-broken/lib/libnccl.so.2.21.5"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn gpu_image_flags_the_conflict() {
+    let n = found("gpu-image", &[("VIRTUAL_ENV", "/opt/torch/.venv")]);
+    assert_eq!(n.version.to_string(), "2.28.9");
+    assert_eq!(n.origin.source, SourceKind::Pip);
+    let others: Vec<_> = n.others().collect();
+    assert_eq!(others.len(), 1);
+    assert_eq!(others[0].version().unwrap().to_string(), "2.28.3");
+    assert_eq!(
+        others[0].status,
+        Status::Lost("pip comes earlier in the search order than system".into())
+    );
+    let conflict = others[0].conflict.as_deref().unwrap();
+    assert!(
+        conflict.starts_with("this is NCCL 2.28.3, the selected install is NCCL 2.28.9"),
+        "{conflict}"
+    );
+
+    // Without the venv active, dpkg is all there is.
+    let n = found("gpu-image", &[]);
+    assert_eq!(n.version.to_string(), "2.28.3");
+}
+
+#[test]
+fn nothing_installed_lists_where_it_looked_and_how_to_install() {
+    let e = probe("empty", &[("CUDA_HOME", "/usr/local/cuda-12.4")]).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::NotFound);
+    let msg = e.to_string();
+    for needle in [
+        "nccl-find: NCCL was not found.",
+        "[CUDA toolkit] /usr/local/cuda-12.4: no such directory",
+        "[pkg-config] /usr/lib/x86_64-linux-gnu/pkgconfig/nccl.pc: not there",
+        "CUDA_HOME = /usr/local/cuda-12.4",
+        "NCCL_HOME unset",
+        "X86_64_UNKNOWN_LINUX_GNU_NCCL_HOME unset",
+        "pip install nvidia-nccl-cu12",
+        "apt install libnccl2 libnccl-dev",
+        "conda install -c conda-forge nccl",
+        "Search order:",
+    ] {
+        assert!(msg.contains(needle), "missing {needle:?} in:\n{msg}");
+    }
+    assert!(
+        !msg.contains("NCCL_VERSION "),
+        "a bare NCCL_VERSION is never read"
+    );
+}
+
+#[test]
+fn loader_cache_finds_a_library_and_its_header() {
+    let n = found("ldcache", &[]);
+    assert_eq!(n.origin.source, SourceKind::SearchPath);
+    assert_eq!(
+        n.origin.detail,
+        format!(
+            "{} (loader cache)",
+            tree("ldcache").join("opt/nccl-cache/lib").display()
+        )
+    );
+    assert_eq!(n.version.to_string(), "2.20.5");
+    let n = found("ldcache", &[("LD_LIBRARY_PATH", "/opt/nccl-cache/lib")]);
+    assert!(n.origin.detail.ends_with("(LD_LIBRARY_PATH)"));
+}
+
+#[test]
+fn garbage_header_not_elf_and_bad_code() {
+    let e = probe("garbage-header", &[("NCCL_HOME", "/opt/bad")]).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::Explicit { problem: Problem::BadHeader { why, .. }, .. }
+            if why == "it defines no NCCL_MAJOR, NCCL_MINOR or NCCL_PATCH: this is not an NCCL header")
+    );
+    let e = probe("not-elf", &[("NCCL_HOME", "/opt/nccl-text")]).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::Explicit { problem: Problem::BadLibrary { why, .. }, .. }
+            if why == "it is not an ELF file (no \\x7fELF magic)"),
+        "{e}"
+    );
+    let e = probe("bad-code", &[("NCCL_HOME", "/opt/nccl-code")]).unwrap_err();
+    assert!(e.to_string().contains(
+        "NCCL_VERSION_CODE is 20804, but NCCL_MAJOR/MINOR/PATCH say 2.8.4, whose code is 2804"
+    ));
+}
+
+#[test]
+fn old_formula_version_code_is_read() {
+    let n = found("old-formula", &[]);
+    assert_eq!(
+        (n.version.to_string(), n.version.code),
+        ("2.8.4".into(), 2804)
+    );
+    assert_eq!(logical(&n.report, &n.lib_dir), "/usr/local/lib");
+}
+
+#[test]
+fn explicit_variables_win_and_never_fall_back() {
+    // NCCL_HOME wins over a dpkg install that comes later in the order.
+    let n = found(
+        "gpu-image",
+        &[(
+            "NCCL_HOME",
+            "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl",
+        )],
+    );
+    assert_eq!(n.origin.source, SourceKind::Home);
+    let lost = n.others().next().unwrap();
+    assert!(matches!(&lost.status, Status::Lost(why) if why.starts_with("NCCL_HOME=")));
+
+    // Pointing nowhere is an error, even though dpkg has a good install.
+    let e = probe("dpkg", &[("NCCL_HOME", "/nope")]).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::Explicit { problem: Problem::Missing { var, .. }, .. } if var == "NCCL_HOME")
+    );
+    assert!(e.to_string().contains("NCCL_HOME points at "), "{e}");
+
+    // A file where a directory is needed.
+    let e = probe("dpkg", &[("NCCL_ROOT", "/usr/include/nccl.h")]).unwrap_err();
+    assert!(matches!(
+        e.kind(),
+        ErrorKind::Explicit {
+            problem: Problem::NotADirectory { .. },
+            ..
+        }
+    ));
+
+    // The pair wins over NCCL_HOME; NCCL_ROOT loses to NCCL_HOME.
+    let n = found(
+        "gpu-image",
+        &[
+            ("NCCL_INCLUDE_DIR", "/usr/include"),
+            ("NCCL_LIB_DIR", "/usr/lib/x86_64-linux-gnu"),
+            (
+                "NCCL_HOME",
+                "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl",
+            ),
+        ],
+    );
+    assert_eq!(n.origin.source, SourceKind::ExplicitDirs);
+    assert_eq!(n.version.to_string(), "2.28.3");
+}
+
+#[test]
+fn only_one_of_the_pair_is_an_error() {
+    let e = probe("dpkg", &[("NCCL_LIB_DIR", "/usr/lib/x86_64-linux-gnu")]).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &ErrorKind::OnlyOneOfPair {
+            set: "NCCL_LIB_DIR=/usr/lib/x86_64-linux-gnu".into(),
+            missing: "NCCL_INCLUDE_DIR"
+        }
+    );
+    assert!(e
+        .to_string()
+        .starts_with("nccl-find: NCCL_LIB_DIR=/usr/lib/x86_64-linux-gnu is set but NCCL_INCLUDE_DIR is not: set both, or neither."));
+}
+
+#[test]
+fn target_prefixed_variables_win_over_plain_ones() {
+    let n = found(
+        "gpu-image",
+        &[
+            (
+                "X86_64_UNKNOWN_LINUX_GNU_NCCL_HOME",
+                "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl",
+            ),
+            ("NCCL_HOME", "/nope"),
+        ],
+    );
+    assert_eq!(n.version.to_string(), "2.28.9");
+    assert!(n
+        .origin
+        .variable
+        .as_deref()
+        .unwrap()
+        .starts_with("X86_64_UNKNOWN_LINUX_GNU_NCCL_HOME="));
+    // For another target, the other prefix is read, the x86_64 one is not,
+    // and the amd64 dpkg packages and x86_64 multiarch dir do not count.
+    let e = config("gpu-image", &[("X86_64_UNKNOWN_LINUX_GNU_NCCL_HOME", "/x")])
+        .target("aarch64-unknown-linux-gnu")
+        .probe()
+        .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::NotFound);
+    let names: Vec<&str> = e.report().env.iter().map(|r| r.name.as_str()).collect();
+    assert!(names.contains(&"AARCH64_UNKNOWN_LINUX_GNU_NCCL_HOME"));
+    assert!(!names.contains(&"X86_64_UNKNOWN_LINUX_GNU_NCCL_HOME"));
+}
+
+#[test]
+fn version_requirements() {
+    let n = config("gpu-image", &[("VIRTUAL_ENV", "/opt/torch/.venv")])
+        .atleast_version("2.28.5")
+        .probe()
+        .unwrap();
+    assert_eq!(n.version.to_string(), "2.28.9");
+    // The wheel is too old for the range; dpkg's 2.28.3 fits.
+    let n = config("gpu-image", &[("VIRTUAL_ENV", "/opt/torch/.venv")])
+        .range_version("2.20".."2.28.5")
+        .probe()
+        .unwrap();
+    assert_eq!(n.version.to_string(), "2.28.3");
+    assert!(
+        matches!(n.report.candidates[0].problem(), Some(Problem::Unsatisfied { requirement, .. }) if requirement == ">=2.20.0, <2.28.5")
+    );
+    let e = config("gpu-image", &[])
+        .atleast_version("2.29")
+        .probe()
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &ErrorKind::NoneSatisfies {
+            requirement: ">=2.29.0".into()
+        }
+    );
+    let e = config("gpu-image", &[])
+        .atleast_version("two")
+        .probe()
+        .unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::InvalidRequirement { .. }));
+    let n = config("dpkg", &[])
+        .version_req(">=2.18, <3")
+        .probe()
+        .unwrap();
+    assert_eq!(n.version.to_string(), "2.28.3");
+    let e = config("dpkg", &[("NCCL_HOME", "/usr")])
+        .exactly_version("2.28.4")
+        .probe()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e.kind(),
+            ErrorKind::Explicit {
+                problem: Problem::Unsatisfied { .. },
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn selection_is_deterministic() {
+    let vars = [
+        ("VIRTUAL_ENV", "/opt/torch/.venv"),
+        ("CONDA_PREFIX", "/opt/anaconda3"),
+    ];
+    let a = probe("gpu-image", &vars).unwrap().report;
+    for _ in 0..5 {
+        assert_eq!(probe("gpu-image", &vars).unwrap().report, a);
+    }
+}
