@@ -45,31 +45,30 @@ pub enum ErrorKind {
 /// The error of [`crate::Config::probe`].
 #[derive(Debug, Clone)]
 pub struct Error {
-    kind: ErrorKind,
-    report: Box<Report>,
+    // One pointer wide, so that `Result<_, Error>` stays small for callers.
+    inner: Box<(ErrorKind, Report)>,
 }
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, report: Report) -> Error {
         Error {
-            kind,
-            report: Box::new(report),
+            inner: Box::new((kind, report)),
         }
     }
 
     /// What went wrong.
     pub fn kind(&self) -> &ErrorKind {
-        &self.kind
+        &self.inner.0
     }
 
     /// Everything the probe saw: places looked, candidates, variables read.
     pub fn report(&self) -> &Report {
-        &self.report
+        &self.inner.1
     }
 
     /// The first line of the message.
     pub fn headline(&self) -> String {
-        self.kind.headline()
+        self.kind().headline()
     }
 }
 
@@ -98,8 +97,8 @@ impl ErrorKind {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "nccl-find: {}", self.headline())?;
-        f.write_str(&crate::emit::text::details(&self.report))?;
-        f.write_str(&crate::emit::text::advice(&self.kind, &self.report))
+        f.write_str(&crate::emit::text::details(self.report()))?;
+        f.write_str(&crate::emit::text::advice(self.kind(), self.report()))
     }
 }
 

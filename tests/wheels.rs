@@ -1,0 +1,173 @@
+//! The probe against real NCCL releases from PyPI. `scripts/test` downloads
+//! the wheels once into a cache and sets `NCCL_FIND_WHEELS`. Each wheel is
+//! found by every route that applies, its version is read from both header
+//! and library, and that version equals what the library's own
+//! `ncclGetVersion` says (it loads without a GPU).
+
+use std::path::{Path, PathBuf};
+
+use nccl_find::{Config, Nccl, Package, SourceKind};
+
+/// The wheels `scripts/test` fetches, with what each must say.
+const WHEELS: [(&str, &str, &str, u32, &str); 3] = [
+    (
+        "nvidia_nccl_cu11-2.13.4",
+        "nvidia-nccl-cu11",
+        "2.13.4",
+        21304,
+        "11.7",
+    ),
+    (
+        "nvidia_nccl_cu12-2.21.5",
+        "nvidia-nccl-cu12",
+        "2.21.5",
+        22105,
+        "12.4",
+    ),
+    (
+        "nvidia_nccl_cu13-2.28.9",
+        "nvidia-nccl-cu13",
+        "2.28.9",
+        22809,
+        "13.0",
+    ),
+];
+
+fn wheels_dir() -> Option<PathBuf> {
+    match std::env::var_os("NCCL_FIND_WHEELS") {
+        Some(d) => Some(PathBuf::from(d)),
+        None if std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_some() => {
+            panic!("NCCL_FIND_WHEELS is unset; run scripts/test")
+        }
+        None => {
+            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test downloads the wheels and sets it)");
+            None
+        }
+    }
+}
+
+/// A fresh, empty filesystem root in which the wheel's site-packages is
+/// linked where each route expects it, so nothing on this machine counts.
+struct Root(PathBuf);
+
+impl Root {
+    fn new(tag: &str, site: &Path) -> Root {
+        let root =
+            std::env::temp_dir().join(format!("nccl-find-wheels-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let sp = root.join("venv/lib/python3.11");
+        std::fs::create_dir_all(&sp).unwrap();
+        std::os::unix::fs::symlink(site, sp.join("site-packages")).unwrap();
+        Root(root)
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn probe(root: &Root, vars: &[(&str, &str)]) -> Nccl {
+    Config::new()
+        .root(&root.0)
+        .target("x86_64-unknown-linux-gnu")
+        .env_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .probe()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Calls `ncclGetVersion` in the library file.
+fn loaded_version(lib: &Path) -> i32 {
+    // SAFETY: the file is a real libnccl.so.2 from PyPI; loading it runs only
+    // its static initialisers, and ncclGetVersion(int*) writes one int.
+    unsafe {
+        let l = libloading::Library::new(lib)
+            .unwrap_or_else(|e| panic!("loading {}: {e}", lib.display()));
+        let f: libloading::Symbol<unsafe extern "C" fn(*mut i32) -> i32> =
+            l.get(b"ncclGetVersion\0").unwrap();
+        let mut v = 0;
+        assert_eq!(f(&mut v), 0, "ncclGetVersion failed");
+        v
+    }
+}
+
+#[test]
+fn every_wheel_by_every_route() {
+    let Some(dir) = wheels_dir() else { return };
+    for (dist, name, version, code, cuda) in WHEELS {
+        let site = dir.join(dist);
+        assert!(
+            site.join("nvidia/nccl/lib/libnccl.so.2").exists(),
+            "{} is missing",
+            site.display()
+        );
+        let root = Root::new(dist, &site);
+        let sp = "/venv/lib/python3.11/site-packages";
+        let nccl_dir = format!("{sp}/nvidia/nccl");
+        let routes: [(SourceKind, Vec<(&str, String)>); 4] = [
+            (SourceKind::Home, vec![("NCCL_HOME", nccl_dir.clone())]),
+            (SourceKind::Pip, vec![("VIRTUAL_ENV", "/venv".to_string())]),
+            (SourceKind::Pip, vec![("PYTHONPATH", sp.to_string())]),
+            (
+                SourceKind::ExplicitDirs,
+                vec![
+                    ("NCCL_INCLUDE_DIR", format!("{nccl_dir}/include")),
+                    ("NCCL_LIB_DIR", format!("{nccl_dir}/lib")),
+                ],
+            ),
+        ];
+        for (source, vars) in routes {
+            let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let n = probe(&root, &vars);
+            let ctx = format!("{dist} via {vars:?}");
+            assert_eq!(n.origin.source, source, "{ctx}");
+            assert_eq!(n.version.to_string(), version, "{ctx}: header");
+            assert_eq!(n.version.code, code, "{ctx}: header code");
+            assert_eq!(n.library_version.to_string(), version, "{ctx}: library");
+            assert_eq!(
+                n.cuda_version.map(|c| c.to_string()).as_deref(),
+                Some(cuda),
+                "{ctx}"
+            );
+            assert_eq!(n.soname.as_deref(), Some("libnccl.so.2"), "{ctx}");
+            assert!(!n.has_dev_link, "{ctx}: a wheel has no libnccl.so");
+            assert_eq!(n.static_library, None, "{ctx}");
+            assert_eq!(n.library.file_name().unwrap(), "libnccl.so.2", "{ctx}");
+            if source == SourceKind::Pip {
+                assert_eq!(
+                    n.origin.package,
+                    Some(Package::Pip {
+                        name: name.into(),
+                        version: version.into()
+                    }),
+                    "{ctx}"
+                );
+            }
+            assert_eq!(n.others().count(), 0, "{ctx}: {:?}", n.report.candidates);
+        }
+        let n = probe(&root, &[("VIRTUAL_ENV", "/venv")]);
+        assert_eq!(
+            loaded_version(&n.library_real) as u32,
+            n.version.code,
+            "{dist}: ncclGetVersion"
+        );
+    }
+}
+
+#[test]
+fn requirement_against_real_wheels() {
+    let Some(dir) = wheels_dir() else { return };
+    let root = Root::new("req", &dir.join(WHEELS[0].0));
+    let e = Config::new()
+        .root(&root.0)
+        .env_vars([("VIRTUAL_ENV", "/venv")])
+        .atleast_version("2.18")
+        .probe()
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("NCCL 2.13.4 does not satisfy the requirement >=2.18.0."),
+        "{e}"
+    );
+}
