@@ -170,6 +170,7 @@ impl Config {
             .unwrap_or_else(|| env!("NCCL_FIND_BUILT_FOR").to_string());
         let target = Target::new(&triple);
         let root = self.root.clone().unwrap_or_else(|| PathBuf::from("/"));
+        let root = std::fs::canonicalize(&root).unwrap_or(root);
         let ctx = Ctx::new(&env, &root, &target);
         let mut report = Report {
             target: triple.clone(),

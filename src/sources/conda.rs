@@ -38,7 +38,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
                 .map(|d| d.join("nccl")),
         );
         for dir in dirs.into_iter().filter(|d| d.is_dir()) {
-            let detail = format!("NVIDIA HPC SDK {}", dir.display());
+            let detail = format!("NVIDIA HPC SDK {}", ctx.show(&dir));
             push_prefix(ctx, &mut out, &dir, None, detail);
         }
     }
@@ -59,7 +59,7 @@ fn push_prefix(ctx: &Ctx, out: &mut Vec<Site>, prefix: &Path, var: Option<String
         if let Some(var) = &var {
             ctx.warn(format!(
                 "{var} points at {}, which is not a directory.",
-                prefix.display()
+                ctx.show(prefix)
             ));
         }
         ctx.looked(SourceKind::Prefix, prefix, "no such directory");

@@ -42,7 +42,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         }
         let detail = match &variable {
             Some(v) => format!("CUDA toolkit {v}"),
-            None => format!("CUDA toolkit {}", root.display()),
+            None => format!("CUDA toolkit {}", ctx.show(&root)),
         };
         let origin = Origin {
             source: SourceKind::Cuda,

@@ -264,6 +264,17 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// A path as seen inside the root, for messages: `<root>/usr/lib` → `/usr/lib`.
+    pub fn show(&self, real: &Path) -> String {
+        if self.root == Path::new("/") {
+            return real.display().to_string();
+        }
+        match real.strip_prefix(self.root) {
+            Ok(rel) => format!("/{}", rel.display()),
+            Err(_) => real.display().to_string(),
+        }
+    }
+
     /// Records a place looked at.
     pub fn looked(&self, source: SourceKind, path: &Path, outcome: impl Into<String>) {
         self.looked.borrow_mut().push(Looked {

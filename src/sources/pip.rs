@@ -33,7 +33,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
             let has_python = ["python3", "python"].iter().any(|p| bin.join(p).exists());
             if has_python && bin.file_name().is_some_and(|n| n == "bin") {
                 if let Some(prefix) = bin.parent() {
-                    let why = format!("python in {} ({})", bin.display(), var.name);
+                    let why = format!("python in {} ({})", ctx.show(&bin), var.name);
                     places.extend(site_packages(prefix).into_iter().map(|d| (d, why.clone())));
                 }
             }
@@ -98,7 +98,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
             ctx.warn(format!(
                 "{} holds several NCCL wheels ({}); they share nvidia/nccl, so the files are those of \
                  whichever was installed last. Uninstall all but one.",
-                sp.display(),
+                ctx.show(&sp),
                 names.join(", ")
             ));
         }
@@ -106,7 +106,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
             source: SourceKind::Pip,
             variable: None,
             package: dists.into_iter().next(),
-            detail: format!("pip wheel in {} ({why})", sp.display()),
+            detail: format!("pip wheel in {} ({why})", ctx.show(&sp)),
         };
         let mut site = Site::new(origin, vec![nccl.join("include")], vec![nccl.join("lib")]);
         site.root = Some(nccl);

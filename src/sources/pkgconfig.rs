@@ -148,7 +148,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
 }
 
 fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
-    let logical_dir = logical(ctx, file.parent().unwrap_or(Path::new("/")));
+    let logical_dir = ctx.show(file.parent().unwrap_or(Path::new("/")));
     let parsed = std::fs::read(file)
         .map_err(|e| e.to_string())
         .and_then(|bytes| parse_pc(&String::from_utf8_lossy(&bytes), &logical_dir));
@@ -156,7 +156,7 @@ fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
         source: SourceKind::PkgConfig,
         variable: None,
         package: None,
-        detail: format!("{} ({why})", file.display()),
+        detail: format!("{} ({why})", ctx.show(file)),
     };
     let pc = match parsed {
         Ok(pc) => pc,
@@ -170,7 +170,7 @@ fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
         }
     };
     if let Some(v) = &pc.version {
-        origin.detail = format!("{} (Version {v}; {why})", file.display());
+        origin.detail = format!("{} (Version {v}; {why})", ctx.show(file));
     }
     let place = |d: &String| -> PathBuf {
         let d = match sysroot {
@@ -196,14 +196,6 @@ fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
     let mut site = Site::new(origin, incs, libs);
     site.root = pc.vars.get("prefix").map(place);
     site
-}
-
-/// The path as seen from inside the root (`<root>/usr/lib` → `/usr/lib`).
-fn logical(ctx: &Ctx, real: &Path) -> String {
-    match real.strip_prefix(ctx.root) {
-        Ok(rel) => format!("/{}", rel.display()),
-        Err(_) => real.display().to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -103,7 +103,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
                 source: SourceKind::SearchPath,
                 variable: None,
                 package: None,
-                detail: format!("{} ({why})", dir.display()),
+                detail: format!("{} ({why})", ctx.show(&dir)),
             },
             includes,
             vec![dir],

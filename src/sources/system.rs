@@ -100,10 +100,14 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         let detail = match &package {
             Some(_) => format!(
                 "dpkg packages ({} + {})",
-                inc_dir.display(),
-                lib_dir.display()
+                ctx.show(&inc_dir),
+                ctx.show(&lib_dir)
             ),
-            None => format!("system dirs {} + {}", inc_dir.display(), lib_dir.display()),
+            None => format!(
+                "system dirs {} + {}",
+                ctx.show(&inc_dir),
+                ctx.show(&lib_dir)
+            ),
         };
         let mut site = Site::new(
             Origin {
@@ -136,7 +140,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     ] {
         let inc = ctx.path(inc);
         let libs: Vec<PathBuf> = lib.iter().map(|l| ctx.path(l)).collect();
-        let detail = format!("{what} {} + {}", inc.display(), libs[0].display());
+        let detail = format!("{what} {} + {}", ctx.show(&inc), ctx.show(&libs[0]));
         out.push(Site::new(
             Origin {
                 source: SourceKind::System,
