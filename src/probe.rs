@@ -281,13 +281,7 @@ impl Report {
 
     /// A path with the root taken off, for display: `/usr/include`.
     pub fn logical<'a>(&self, path: &'a Path) -> std::borrow::Cow<'a, Path> {
-        if self.root == Path::new("/") {
-            return path.into();
-        }
-        match path.strip_prefix(&self.root) {
-            Ok(rel) => Path::new("/").join(rel).into(),
-            Err(_) => path.into(),
-        }
+        sources::under_root(&self.root, path)
     }
 }
 

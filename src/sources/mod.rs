@@ -266,13 +266,7 @@ impl<'a> Ctx<'a> {
 
     /// A path as seen inside the root, for messages: `<root>/usr/lib` → `/usr/lib`.
     pub fn show(&self, real: &Path) -> String {
-        if self.root == Path::new("/") {
-            return real.display().to_string();
-        }
-        match real.strip_prefix(self.root) {
-            Ok(rel) => format!("/{}", rel.display()),
-            Err(_) => real.display().to_string(),
-        }
+        under_root(self.root, real).display().to_string()
     }
 
     /// Records a place looked at.
@@ -300,6 +294,18 @@ impl<'a> Ctx<'a> {
             .map(|p| self.value_path(&var.name, &p.into_os_string()))
             .collect();
         Some((var, dirs))
+    }
+}
+
+/// A real path as seen inside `root`: `<root>/usr/lib` → `/usr/lib`. Paths
+/// outside the root, and every path when the root is `/`, stay as they are.
+pub(crate) fn under_root<'a>(root: &Path, real: &'a Path) -> std::borrow::Cow<'a, Path> {
+    if root == Path::new("/") {
+        return real.into();
+    }
+    match real.strip_prefix(root) {
+        Ok(rel) => Path::new("/").join(rel).into(),
+        Err(_) => real.into(),
     }
 }
 
