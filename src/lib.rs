@@ -60,10 +60,14 @@ mod select;
 mod target;
 mod version;
 
+pub mod api;
+pub mod check;
 pub mod emit;
 pub mod inspect;
 pub mod sources;
 
+pub use check::{loader::Loader, Linking, MissingSymbol};
+pub use emit::cargo::emit_rpath_from_dep;
 pub use env::EnvRead;
 pub use error::{Error, ErrorKind};
 pub use inspect::{Candidate, Problem, Status};

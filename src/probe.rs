@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 
+use crate::check::{self, loader::Loader, Linking};
 use crate::env::{Env, EnvRead};
 use crate::error::{Error, ErrorKind};
 use crate::inspect::{self, Candidate};
@@ -25,6 +26,10 @@ pub struct Config {
     root: Option<PathBuf>,
     target: Option<String>,
     requirement: Option<Requirement>,
+    cargo_metadata: Option<bool>,
+    statik: Option<bool>,
+    symbols: Vec<String>,
+    runpath: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -103,12 +108,74 @@ impl Config {
         self
     }
 
-    /// Finds NCCL, checks it, and picks one install.
+    /// Whether to print cargo directives (link flags, `rerun-if-*`,
+    /// metadata, cfgs) on stdout. Default: yes when running as a build
+    /// script (`OUT_DIR` is set), no otherwise.
+    pub fn cargo_metadata(&mut self, on: bool) -> &mut Config {
+        self.cargo_metadata = Some(on);
+        self
+    }
+
+    /// Links `libnccl_static.a` (with the static CUDA runtime) instead of
+    /// the shared library. Default: `NCCL_STATIC=1`, else shared.
+    pub fn statik(&mut self, on: bool) -> &mut Config {
+        self.statik = Some(on);
+        self
+    }
+
+    /// Fails unless the library exports every one of these functions, e.g.
+    /// `&["ncclCommSplit"]`. Checked in the file's dynamic symbol table,
+    /// without running anything.
+    pub fn require_symbols(&mut self, symbols: &[&str]) -> &mut Config {
+        self.symbols = symbols.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Tells the run-time loader check that the final binary will have this
+    /// directory in its `RUNPATH` (as `emit_rpath_from_dep` gives it).
+    pub fn runpath(&mut self, dir: impl Into<PathBuf>) -> &mut Config {
+        self.runpath.push(dir.into());
+        self
+    }
+
+    /// Finds NCCL, checks it, and picks one install. In a build script (see
+    /// [`Config::cargo_metadata`]) it also prints the cargo directives, and on
+    /// failure still prints `rerun-if-env-changed` for every variable read.
+    ///
+    /// Under docs.rs (`DOCS_RS` set) it looks at nothing, prints nothing, and
+    /// returns [`ErrorKind::DocsRs`]; [`Config::probe_or_exit`] turns that into `None`.
     pub fn probe(&self) -> Result<Nccl, Error> {
         let (report, outcome) = self.run();
-        match outcome {
-            Ok(()) => Ok(Nccl::from_report(report)),
+        let emit = self
+            .cargo_metadata
+            .unwrap_or_else(|| std::env::var_os("OUT_DIR").is_some());
+        let result = match outcome {
+            Ok(post) => Ok(Nccl::from_report(report, post)),
             Err(kind) => Err(Error::new(kind, report)),
+        };
+        if emit {
+            match &result {
+                Ok(n) => crate::emit::cargo::print(&crate::emit::cargo::directives(n)),
+                Err(e) if *e.kind() != ErrorKind::DocsRs => {
+                    crate::emit::cargo::print(&crate::emit::cargo::rerun_env(&e.report().env))
+                }
+                Err(_) => {}
+            }
+        }
+        result
+    }
+
+    /// For build scripts: [`Config::probe`], and on failure print the whole
+    /// message to stderr and exit with status 1 (no panic, no backtrace).
+    /// `None` under docs.rs, where nothing is probed.
+    pub fn probe_or_exit(&self) -> Option<Nccl> {
+        match self.probe() {
+            Ok(n) => Some(n),
+            Err(e) if *e.kind() == ErrorKind::DocsRs => None,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
         }
     }
 
@@ -158,7 +225,7 @@ impl Config {
         Ok(Some((req, text)))
     }
 
-    fn run(&self) -> (Report, Result<(), ErrorKind>) {
+    fn run(&self) -> (Report, Result<Post, ErrorKind>) {
         let env = match &self.vars {
             Some(v) => Env::from_vars(v.iter().cloned()),
             None => Env::process(),
@@ -169,20 +236,43 @@ impl Config {
             .or_else(|| env.raw("TARGET").map(|t| t.to_string_lossy().into_owned()))
             .unwrap_or_else(|| env!("NCCL_FIND_BUILT_FOR").to_string());
         let target = Target::new(&triple);
-        let root = self.root.clone().unwrap_or_else(|| PathBuf::from("/"));
-        let root = std::fs::canonicalize(&root).unwrap_or(root);
-        let ctx = Ctx::new(&env, &root, &target);
         let mut report = Report {
             target: triple.clone(),
-            root: root.clone(),
+            root: PathBuf::from("/"),
             requirement: None,
             candidates: Vec::new(),
             selected: None,
             looked: Vec::new(),
             env: Vec::new(),
             warnings: Vec::new(),
+            loader: Loader::default(),
+            cross: false,
         };
+        if env.raw("DOCS_RS").is_some() {
+            report.env = env.reads();
+            return (report, Err(ErrorKind::DocsRs));
+        }
+        let host = env.raw("HOST").map(|h| h.to_string_lossy().into_owned());
+        let cross = host.as_deref().is_some_and(|h| h != triple);
+        report.cross = cross;
+        let sysroot = env.var(&target.env_prefix, "NCCL_SYSROOT");
+        let root = match (&self.root, &sysroot) {
+            (Some(r), _) => r.clone(),
+            (None, Some(v)) => PathBuf::from(&v.value),
+            (None, None) => PathBuf::from("/"),
+        };
+        let root = std::fs::canonicalize(&root).unwrap_or(root);
+        report.root = root.clone();
+        let ctx = Ctx::new(&env, &root, &target);
         let outcome = (|| {
+            if let (None, Some(v)) = (&self.root, &sysroot) {
+                if let Some(problem) = sources::home::check_dir(&v.name, &root) {
+                    return Err(ErrorKind::Explicit {
+                        variable: format!("{}={}", v.name, v.value.to_string_lossy()),
+                        problem,
+                    });
+                }
+            }
             let req = self.requirement()?;
             report.requirement = req.as_ref().map(|r| r.1.clone());
             let sites = sources::collect(&ctx)?;
@@ -217,13 +307,134 @@ impl Config {
             let result = crate::select::select(&mut cands, req.as_ref());
             report.candidates = cands;
             report.selected = result.as_ref().ok().copied();
-            result.map(|_| ())
+            report.loader = check::loader::resolve(&ctx, &self.runpath, cross);
+            let c = report
+                .selected()
+                .cloned()
+                .ok_or_else(|| result.err().unwrap_or(ErrorKind::NotFound))?;
+            self.post(&ctx, &c, &report.loader)
         })();
-        report.looked = ctx.looked.into_inner();
-        report.warnings = ctx.warnings.into_inner();
+        if outcome.is_err() && report.loader == Loader::default() {
+            report.loader = check::loader::resolve(&ctx, &self.runpath, cross);
+        }
+        report.looked = ctx.looked.take();
+        report.warnings = ctx.warnings.take();
         report.env = env.reads();
         (report, outcome)
     }
+
+    /// The checks after selection: static or shared, required symbols, the
+    /// run-time loader, the CUDA headers.
+    fn post(&self, ctx: &Ctx, c: &Candidate, loader: &Loader) -> Result<Post, ErrorKind> {
+        let lib_dir = c.lib_dir.clone().unwrap_or_default();
+        let statik = match self.statik {
+            Some(s) => s,
+            None => match ctx.var("NCCL_STATIC") {
+                None => false,
+                Some(v) => match v.value.to_string_lossy().to_ascii_lowercase().as_str() {
+                    "1" | "true" | "yes" | "on" => true,
+                    "0" | "false" | "no" | "off" => false,
+                    _ => {
+                        return Err(ErrorKind::BadValue {
+                            variable: format!("{}={}", v.name, v.value.to_string_lossy()),
+                            expected: "1 (static) or 0 (shared)",
+                        })
+                    }
+                },
+            },
+        };
+        let linking = if statik {
+            let archive = c.static_library.clone().ok_or_else(|| ErrorKind::StaticMissing {
+                lib_dir: lib_dir.clone(),
+                hint: match &c.origin.package {
+                    Some(sources::Package::Pip { .. }) => "pip wheels ship no static library; use the NVIDIA tarball, \
+                         libnccl-dev, or a source build (make src.staticlib)"
+                        .into(),
+                    Some(sources::Package::Dpkg { dev: None, .. }) => "install libnccl-dev, which has libnccl_static.a".into(),
+                    _ => "point NCCL_HOME at an install with lib/libnccl_static.a (tarball, libnccl-dev, \
+                          libnccl-static, or a source build), or link the shared library (NCCL_STATIC=0)"
+                        .into(),
+                },
+            })?;
+            let mut extra = Vec::new();
+            if let Some(ma) = ctx.target.multiarch {
+                extra.push(ctx.path("/usr/lib").join(ma));
+            }
+            if let Some((_, p)) = ctx.var_path("CONDA_PREFIX") {
+                extra.push(p.join("lib"));
+            }
+            let cudart = sources::cuda::find_file(
+                ctx,
+                c.cuda_version,
+                "libcudart_static.a",
+                &["lib64", "lib"],
+                extra,
+            )
+            .map_err(|looked| ErrorKind::CudartStaticMissing {
+                looked,
+                cuda: c.cuda_version,
+            })?;
+            Linking::Static { archive, cudart }
+        } else if c.has_dev_link {
+            Linking::Dynamic
+        } else {
+            Linking::DynamicVerbatim
+        };
+        let library_real = c.library_real.clone().unwrap_or_default();
+        let missing = check::missing_symbols(&library_real, &self.symbols).map_err(|why| {
+            ErrorKind::Explicit {
+                variable: "require_symbols".into(),
+                problem: inspect::Problem::BadLibrary {
+                    file: library_real.clone(),
+                    why,
+                },
+            }
+        })?;
+        if !missing.is_empty() {
+            return Err(ErrorKind::MissingSymbols {
+                library: library_real,
+                version: c
+                    .library_version
+                    .clone()
+                    .unwrap_or_else(|| Version::new(0, 0, 0, "")),
+                missing,
+            });
+        }
+        if !statik {
+            let version = c
+                .library_version
+                .clone()
+                .unwrap_or_else(|| Version::new(0, 0, 0, ""));
+            let library = c.library.clone().unwrap_or_default();
+            if let Some(w) =
+                check::loader::warning(loader, &library, &library_real, &version, &lib_dir)
+            {
+                ctx.warn(w);
+            }
+        }
+        let mut extra = Vec::new();
+        if let Some(nvidia) = c
+            .root
+            .as_ref()
+            .filter(|_| c.origin.source == sources::SourceKind::Pip)
+            .and_then(|r| r.parent())
+        {
+            extra.push(nvidia.join("cuda_runtime/include"));
+        }
+        extra.push(ctx.path("/usr/include"));
+        let cuda_include =
+            sources::cuda::find_file(ctx, c.cuda_version, "cuda_runtime.h", &["include"], extra);
+        Ok(Post {
+            linking,
+            cuda_include,
+        })
+    }
+}
+
+/// What the checks after selection add to the result.
+pub(crate) struct Post {
+    linking: Linking,
+    cuda_include: Result<PathBuf, Vec<PathBuf>>,
 }
 
 /// Two candidates are one install when they resolve to the same header
@@ -261,6 +472,10 @@ pub struct Report {
     pub env: Vec<EnvRead>,
     /// Things worth knowing that stopped nothing.
     pub warnings: Vec<String>,
+    /// Which `libnccl.so.2` the run-time loader would load.
+    pub loader: Loader,
+    /// Whether the target differs from the host (`TARGET` ≠ `HOST`).
+    pub cross: bool,
 }
 
 impl Report {
@@ -313,12 +528,19 @@ pub struct Nccl {
     pub origin: Origin,
     /// The install root, where there is one.
     pub root: Option<PathBuf>,
+    /// How it is linked: `-lnccl`, `libnccl.so.2` by name, or static.
+    pub linking: Linking,
+    /// The directory holding `cuda_runtime.h`, which `nccl.h` includes
+    /// (needed by bindgen and C compilers, not by linking): the CUDA
+    /// toolkit, the `nvidia-cuda-runtime-cu*` wheel beside a wheel's NCCL,
+    /// or `/usr/include`. `Err` lists the places looked.
+    pub cuda_include_dir: Result<PathBuf, Vec<PathBuf>>,
     /// Everything the probe saw, the other installs included.
     pub report: Report,
 }
 
 impl Nccl {
-    fn from_report(report: Report) -> Nccl {
+    fn from_report(report: Report, post: Post) -> Nccl {
         let c = report.selected().expect("a selected candidate").clone();
         let missing = || PathBuf::new();
         Nccl {
@@ -340,6 +562,10 @@ impl Nccl {
             cuda_version: c.cuda_version,
             origin: c.origin.clone(),
             root: c.root.clone(),
+            linking: post.linking,
+            cuda_include_dir: post
+                .cuda_include
+                .map(|h| h.parent().map(Path::to_path_buf).unwrap_or_default()),
             report,
         }
     }
@@ -347,5 +573,10 @@ impl Nccl {
     /// Every other install found, each with why it lost or was rejected.
     pub fn others(&self) -> impl Iterator<Item = &Candidate> {
         self.report.others()
+    }
+
+    /// The cargo directives a build script gets for this install.
+    pub fn cargo_directives(&self) -> Vec<String> {
+        crate::emit::cargo::directives(self)
     }
 }

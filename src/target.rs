@@ -3,6 +3,8 @@
 /// Facts about the target that decide directory names.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
+    /// The triple, e.g. `x86_64-unknown-linux-gnu`.
+    pub triple: String,
     /// The triple as a variable prefix, e.g. `X86_64_UNKNOWN_LINUX_GNU`.
     pub env_prefix: String,
     /// Debian's multiarch directory name, e.g. `x86_64-linux-gnu`.
@@ -13,6 +15,8 @@ pub(crate) struct Target {
     pub hpc_sdk: Option<&'static str>,
     /// dpkg's architecture name, e.g. `amd64`.
     pub dpkg_arch: Option<&'static str>,
+    /// The ELF `e_machine` of the target's libraries, where known.
+    pub elf_machine: Option<(u16, &'static str)>,
 }
 
 impl Target {
@@ -42,11 +46,19 @@ impl Target {
                 _ => (None, &[], None, None),
             };
         Target {
+            triple: triple.to_string(),
             env_prefix: crate::env::target_prefix(triple),
             multiarch,
             cuda_targets,
             hpc_sdk,
             dpkg_arch,
+            elf_machine: match arch {
+                "x86_64" => Some((62, "x86-64")),
+                "aarch64" => Some((183, "AArch64")),
+                "powerpc64le" => Some((21, "POWER")),
+                "i686" | "i586" => Some((3, "i386")),
+                _ => None,
+            },
         }
     }
 }

@@ -1,4 +1,5 @@
 //! Step 4 of the probe: **emit**. Turns a report into words for people.
 //! (Cargo directives for build scripts come with the linking work.)
 
+pub mod cargo;
 pub mod text;

@@ -173,7 +173,13 @@ pub fn advice(kind: &ErrorKind, r: &Report) -> String {
         ErrorKind::OnlyNccl1 => {
             let _ = writeln!(s, "  - delete the stale NCCL 1 copies listed above (old build caches, old conda packages), then install NCCL 2:");
         }
-        ErrorKind::NotFound => {}
+        // The headline of these says what to do.
+        ErrorKind::NotFound
+        | ErrorKind::DocsRs
+        | ErrorKind::BadValue { .. }
+        | ErrorKind::StaticMissing { .. }
+        | ErrorKind::CudartStaticMissing { .. }
+        | ErrorKind::MissingSymbols { .. } => {}
     }
     for c in &r.candidates {
         if let Some(Problem::NoHeader { hint, .. }) = c.problem() {

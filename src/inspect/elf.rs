@@ -22,6 +22,8 @@ pub struct ElfInfo {
     pub runpath: Option<String>,
     /// The text after `NCCL version `, e.g. `2.21.5+cuda12.4`.
     pub version_text: Option<String>,
+    /// `e_machine`: 62 for x86-64, 183 for AArch64, 21 for POWER.
+    pub machine: u16,
 }
 
 const MARKER: &[u8] = b"NCCL version ";
@@ -83,88 +85,129 @@ struct Section {
     link: u32,
 }
 
+/// An opened ELF file with its section headers read.
+struct Elf {
+    r: Reader,
+    sections: Vec<Section>,
+    names: Vec<u8>,
+    machine: u16,
+}
+
+const SHT_DYNAMIC: u32 = 6;
+const SHT_STRTAB: u32 = 3;
+const SHT_DYNSYM: u32 = 11;
+
+impl Elf {
+    fn open(path: &Path) -> Result<Elf, String> {
+        let file = File::open(path).map_err(|e| e.to_string())?;
+        let len = file.metadata().map_err(|e| e.to_string())?.len();
+        let mut r = Reader {
+            file,
+            len,
+            le: true,
+            wide: true,
+        };
+        let ident = r.bytes(0, len.min(16), "the ELF identification")?;
+        if !ident.starts_with(b"\x7fELF") {
+            return Err("it is not an ELF file (no \\x7fELF magic)".into());
+        }
+        if len < 16 {
+            return Err(format!("it is {len} bytes long, too short to be a library"));
+        }
+        r.wide = match ident[4] {
+            1 => false,
+            2 => true,
+            c => return Err(format!("unknown ELF class {c}")),
+        };
+        r.le = match ident[5] {
+            1 => true,
+            2 => false,
+            d => return Err(format!("unknown ELF data encoding {d}")),
+        };
+        let ehsize = if r.wide { 64 } else { 52 };
+        let eh = r.bytes(0, ehsize, "the ELF header")?;
+        let shoff = r.word(&eh, 0x28, 0x20);
+        let (shentsize, shnum, shstrndx) = if r.wide {
+            (
+                r.uint(&eh, 0x3a, 2),
+                r.uint(&eh, 0x3c, 2),
+                r.uint(&eh, 0x3e, 2),
+            )
+        } else {
+            (
+                r.uint(&eh, 0x2e, 2),
+                r.uint(&eh, 0x30, 2),
+                r.uint(&eh, 0x32, 2),
+            )
+        };
+        let min_ent = if r.wide { 64 } else { 40 };
+        if shoff == 0 || shnum == 0 {
+            return Err("it has no section headers".into());
+        }
+        if shentsize < min_ent {
+            return Err(format!("its section header size {shentsize} is too small"));
+        }
+        let table = r.bytes(shoff, shentsize * shnum, "the section header table")?;
+        let sections: Vec<Section> = (0..shnum as usize)
+            .map(|i| {
+                let b = &table[i * shentsize as usize..];
+                Section {
+                    name: r.uint(b, 0, 4) as u32,
+                    kind: r.uint(b, 4, 4) as u32,
+                    offset: r.word(b, 24, 16),
+                    size: r.word(b, 32, 20),
+                    link: r.uint(b, if r.wide { 40 } else { 24 }, 4) as u32,
+                }
+            })
+            .collect();
+        let names = match sections.get(shstrndx as usize) {
+            Some(s) if s.size <= MAX_TABLE => {
+                r.bytes(s.offset, s.size, "the section name table")?
+            }
+            _ => Vec::new(),
+        };
+        let machine = r.uint(&eh, 18, 2) as u16;
+        Ok(Elf {
+            r,
+            sections,
+            names,
+            machine,
+        })
+    }
+
+    /// A section of `kind` and the string table it links to, both read.
+    fn with_strings(
+        &mut self,
+        kind: u32,
+        what: &str,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>, String> {
+        let Some(sec) = self.sections.iter().find(|s| s.kind == kind).cloned() else {
+            return Ok(None);
+        };
+        let strtab = self
+            .sections
+            .get(sec.link as usize)
+            .filter(|s| s.kind == SHT_STRTAB)
+            .cloned()
+            .ok_or_else(|| format!("its {what} section has no string table"))?;
+        if sec.size > MAX_TABLE || strtab.size > MAX_TABLE {
+            return Err(format!("its {what} section is implausibly large"));
+        }
+        let data = self.r.bytes(sec.offset, sec.size, what)?;
+        let strs = self.r.bytes(strtab.offset, strtab.size, "a string table")?;
+        Ok(Some((data, strs)))
+    }
+}
+
 /// Reads what nccl-find needs from an ELF file.
 pub fn read_elf(path: &Path) -> Result<ElfInfo, String> {
-    let file = File::open(path).map_err(|e| e.to_string())?;
-    let len = file.metadata().map_err(|e| e.to_string())?.len();
-    let mut r = Reader {
-        file,
-        len,
-        le: true,
-        wide: true,
+    let mut elf = Elf::open(path)?;
+    let mut info = ElfInfo {
+        machine: elf.machine,
+        ..ElfInfo::default()
     };
-    let ident = r.bytes(0, len.min(16), "the ELF identification")?;
-    if !ident.starts_with(b"\x7fELF") {
-        return Err("it is not an ELF file (no \\x7fELF magic)".into());
-    }
-    if len < 16 {
-        return Err(format!("it is {len} bytes long, too short to be a library"));
-    }
-    r.wide = match ident[4] {
-        1 => false,
-        2 => true,
-        c => return Err(format!("unknown ELF class {c}")),
-    };
-    r.le = match ident[5] {
-        1 => true,
-        2 => false,
-        d => return Err(format!("unknown ELF data encoding {d}")),
-    };
-    let ehsize = if r.wide { 64 } else { 52 };
-    let eh = r.bytes(0, ehsize, "the ELF header")?;
-    let shoff = r.word(&eh, 0x28, 0x20);
-    let (shentsize, shnum, shstrndx) = if r.wide {
-        (
-            r.uint(&eh, 0x3a, 2),
-            r.uint(&eh, 0x3c, 2),
-            r.uint(&eh, 0x3e, 2),
-        )
-    } else {
-        (
-            r.uint(&eh, 0x2e, 2),
-            r.uint(&eh, 0x30, 2),
-            r.uint(&eh, 0x32, 2),
-        )
-    };
-    let min_ent = if r.wide { 64 } else { 40 };
-    if shoff == 0 || shnum == 0 {
-        return Err("it has no section headers".into());
-    }
-    if shentsize < min_ent {
-        return Err(format!("its section header size {shentsize} is too small"));
-    }
-    let table = r.bytes(shoff, shentsize * shnum, "the section header table")?;
-    let sections: Vec<Section> = (0..shnum as usize)
-        .map(|i| {
-            let b = &table[i * shentsize as usize..];
-            Section {
-                name: r.uint(b, 0, 4) as u32,
-                kind: r.uint(b, 4, 4) as u32,
-                offset: r.word(b, 24, 16),
-                size: r.word(b, 32, 20),
-                link: r.uint(b, if r.wide { 40 } else { 24 }, 4) as u32,
-            }
-        })
-        .collect();
-    let names = match sections.get(shstrndx as usize) {
-        Some(s) if s.size <= MAX_TABLE => r.bytes(s.offset, s.size, "the section name table")?,
-        _ => Vec::new(),
-    };
-    let name_of = |s: &Section| cstr(&names, s.name as usize).unwrap_or_default();
-
-    let mut info = ElfInfo::default();
-    const SHT_DYNAMIC: u32 = 6;
-    const SHT_STRTAB: u32 = 3;
-    if let Some(dynamic) = sections.iter().find(|s| s.kind == SHT_DYNAMIC) {
-        let strtab = sections
-            .get(dynamic.link as usize)
-            .filter(|s| s.kind == SHT_STRTAB)
-            .ok_or("its .dynamic section has no string table")?;
-        if dynamic.size > MAX_TABLE || strtab.size > MAX_TABLE {
-            return Err("its dynamic section is implausibly large".into());
-        }
-        let dynbytes = r.bytes(dynamic.offset, dynamic.size, "the .dynamic section")?;
-        let strs = r.bytes(strtab.offset, strtab.size, "the dynamic string table")?;
+    if let Some((dynbytes, strs)) = elf.with_strings(SHT_DYNAMIC, ".dynamic")? {
+        let r = &elf.r;
         let ent = if r.wide { 16 } else { 8 };
         let mut rpath = None;
         for e in dynbytes.chunks_exact(ent) {
@@ -184,22 +227,55 @@ pub fn read_elf(path: &Path) -> Result<ElfInfo, String> {
             info.runpath = rpath;
         }
     }
-    let mut scanned = 0u64;
-    for s in sections
+    let rodata: Vec<Section> = elf
+        .sections
         .iter()
-        .filter(|s| name_of(s).starts_with(".rodata"))
-    {
+        .filter(|s| cstr(&elf.names, s.name as usize).is_some_and(|n| n.starts_with(".rodata")))
+        .cloned()
+        .collect();
+    let mut scanned = 0u64;
+    for s in rodata {
         if scanned >= MAX_SCAN {
             break;
         }
         let size = s.size.min(MAX_SCAN - scanned);
         scanned += size;
-        if let Some(text) = scan(&mut r, s.offset, size)? {
+        if let Some(text) = scan(&mut elf.r, s.offset, size)? {
             info.version_text = Some(text);
             break;
         }
     }
     Ok(info)
+}
+
+/// The names of the symbols an ELF shared library defines and exports
+/// (`.dynsym` entries that are defined, global or weak), sorted.
+pub fn dynamic_symbols(path: &Path) -> Result<Vec<String>, String> {
+    let mut elf = Elf::open(path)?;
+    let Some((syms, strs)) = elf.with_strings(SHT_DYNSYM, ".dynsym")? else {
+        return Err("it has no dynamic symbol table".into());
+    };
+    let r = &elf.r;
+    let ent = if r.wide { 24 } else { 16 };
+    let mut out: Vec<String> = syms
+        .chunks_exact(ent)
+        .filter_map(|e| {
+            let name = r.uint(e, 0, 4) as usize;
+            let (info, shndx) = if r.wide {
+                (e[4], r.uint(e, 6, 2))
+            } else {
+                (e[12], r.uint(e, 14, 2))
+            };
+            let bind = info >> 4;
+            (shndx != 0 && (bind == 1 || bind == 2))
+                .then(|| cstr(&strs, name))
+                .flatten()
+        })
+        .filter(|n| !n.is_empty())
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 /// Looks for `NCCL version ` in a range of the file, 1 MiB at a time.

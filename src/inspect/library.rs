@@ -85,7 +85,7 @@ pub(crate) fn version_from_name(path: &Path) -> Option<Version> {
 }
 
 /// Inspects the library files of one directory.
-pub(crate) fn inspect(files: LibFiles) -> Result<LibInfo, Problem> {
+pub(crate) fn inspect(files: LibFiles, target: &crate::target::Target) -> Result<LibInfo, Problem> {
     let primary = files.primary().cloned().ok_or(Problem::NoLibrary {
         hint: String::new(),
     })?;
@@ -105,6 +105,15 @@ pub(crate) fn inspect(files: LibFiles) -> Result<LibInfo, Problem> {
         file: real.clone(),
         why,
     })?;
+    if let Some((machine, wanted)) = target.elf_machine {
+        if elf.machine != machine {
+            return Err(Problem::WrongArch {
+                file: real.clone(),
+                machine: elf.machine,
+                wanted: format!("{wanted} ({})", target.triple),
+            });
+        }
+    }
     if elf
         .soname
         .as_deref()

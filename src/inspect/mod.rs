@@ -119,6 +119,15 @@ pub enum Problem {
         /// `libnccl-dev`'s version.
         dev: String,
     },
+    /// A library built for another machine than the target.
+    WrongArch {
+        /// The file.
+        file: PathBuf,
+        /// Its ELF `e_machine`.
+        machine: u16,
+        /// The target's machine, in words.
+        wanted: String,
+    },
     /// An `nccl.pc` that cannot be parsed.
     BadPcFile {
         /// The file.
@@ -247,6 +256,19 @@ impl fmt::Display for Problem {
                 f,
                 "dpkg has libnccl2 {runtime} but libnccl-dev {dev}; the header and library disagree. \
                  Install matching versions: apt install libnccl2={runtime} libnccl-dev={runtime}"
+            ),
+            Problem::WrongArch { file, machine, wanted } => write!(
+                f,
+                "{} is built for another machine (ELF machine {machine}, {}), not for {wanted}. \
+                 Install NCCL for the target, or point NCCL_HOME / NCCL_SYSROOT at the target's files.",
+                file.display(),
+                match machine {
+                    62 => "x86-64",
+                    183 => "AArch64",
+                    21 => "POWER",
+                    3 => "i386",
+                    _ => "unknown",
+                }
             ),
             Problem::BadPcFile { file, why } => write!(
                 f,
@@ -432,7 +454,7 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
             }),
         },
     });
-    let lib_read = lib.map(|(_, files)| library::inspect(files));
+    let lib_read = lib.map(|(_, files)| library::inspect(files, ctx.target));
 
     match &header_read {
         Some(Ok(v)) => c.header_version = Some(v.clone()),

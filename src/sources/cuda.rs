@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use super::{versioned_entries, Ctx, Origin, Site, SourceKind};
+use crate::version::CudaVersion;
 
 /// The variables, in order.
 pub(crate) const VARS: [&str; 4] = [
@@ -15,25 +16,77 @@ pub(crate) const VARS: [&str; 4] = [
     "CUDA_TOOLKIT_ROOT_DIR",
 ];
 
-pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
+/// CUDA toolkit roots in search order: the variables, then
+/// `/usr/local/cuda`, `/usr/local/cuda-*` (newest first, or the one matching
+/// `prefer` first), then `/opt/cuda`. With each, the variable that named it.
+pub(crate) fn roots(ctx: &Ctx, prefer: Option<CudaVersion>) -> Vec<(PathBuf, Option<String>)> {
     let mut roots: Vec<(PathBuf, Option<String>)> = Vec::new();
     for name in VARS {
         if let Some((var, dir)) = ctx.var_path(name) {
-            let set = format!("{}={}", var.name, var.value.to_string_lossy());
+            roots.push((
+                dir,
+                Some(format!("{}={}", var.name, var.value.to_string_lossy())),
+            ));
+        }
+    }
+    let mut versioned = versioned_entries(&ctx.path("/usr/local"), "cuda-");
+    if let Some(p) = prefer {
+        let name = format!("cuda-{}.{}", p.major, p.minor);
+        versioned.sort_by_key(|d| d.file_name().map_or(true, |n| n != name.as_str()));
+    }
+    roots.push((ctx.path("/usr/local/cuda"), None));
+    roots.extend(versioned.into_iter().map(|d| (d, None)));
+    roots.push((ctx.path("/opt/cuda"), None));
+    roots
+}
+
+/// Looks for `file` in the CUDA roots' `subdirs` (and their
+/// `targets/<arch>-linux/<subdir>`), then in `extra`. The file found, or
+/// every place looked.
+pub(crate) fn find_file(
+    ctx: &Ctx,
+    prefer: Option<CudaVersion>,
+    file: &str,
+    subdirs: &[&str],
+    extra: Vec<PathBuf>,
+) -> Result<PathBuf, Vec<PathBuf>> {
+    let mut dirs = Vec::new();
+    for (root, _) in roots(ctx, prefer) {
+        for sub in subdirs {
+            dirs.push(root.join(sub));
+        }
+        for t in ctx.target.cuda_targets {
+            let last = if subdirs[0] == "include" {
+                "include"
+            } else {
+                "lib"
+            };
+            dirs.push(root.join("targets").join(t).join(last));
+        }
+    }
+    dirs.extend(extra);
+    let mut looked = Vec::new();
+    for d in dirs {
+        let f = d.join(file);
+        if f.is_file() {
+            return Ok(f);
+        }
+        if !looked.contains(&d) {
+            looked.push(d);
+        }
+    }
+    Err(looked)
+}
+
+pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
+    let roots = roots(ctx, None);
+    for (dir, set) in &roots {
+        if let Some(set) = set {
             if !dir.is_dir() {
                 ctx.warn(format!("{set}: no such directory."));
             }
-            roots.push((dir, Some(set)));
         }
     }
-    roots.push((ctx.path("/usr/local/cuda"), None));
-    roots.extend(
-        versioned_entries(&ctx.path("/usr/local"), "cuda-")
-            .into_iter()
-            .map(|d| (d, None)),
-    );
-    roots.push((ctx.path("/opt/cuda"), None));
-
     let mut out = Vec::new();
     for (root, variable) in roots {
         if !root.is_dir() {

@@ -202,6 +202,7 @@ pub(crate) struct Ctx<'a> {
     pub target: &'a Target,
     pub looked: RefCell<Vec<Looked>>,
     pub warnings: RefCell<Vec<String>>,
+    ld_cache: std::cell::OnceCell<Vec<(String, String)>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -212,7 +213,17 @@ impl<'a> Ctx<'a> {
             target,
             looked: RefCell::default(),
             warnings: RefCell::default(),
+            ld_cache: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The loader cache's entries (`/etc/ld.so.cache` under the root), read once.
+    pub fn ld_cache(&self) -> &[(String, String)] {
+        self.ld_cache
+            .get_or_init(|| match std::fs::read(self.path("/etc/ld.so.cache")) {
+                Ok(data) => search_path::parse_ld_cache(&data),
+                Err(_) => Vec::new(),
+            })
     }
 
     /// A variable, read with the target prefix first.

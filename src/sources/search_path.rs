@@ -54,9 +54,10 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         }
     }
     let cache = ctx.path("/etc/ld.so.cache");
-    if let Ok(data) = std::fs::read(&cache) {
-        let entries: Vec<(String, String)> = parse_ld_cache(&data)
-            .into_iter()
+    if cache.exists() {
+        let entries: Vec<&(String, String)> = ctx
+            .ld_cache()
+            .iter()
             .filter(|(k, _)| k.starts_with("libnccl"))
             .collect();
         ctx.looked(
