@@ -347,7 +347,7 @@ impl Config {
             let archive = c.static_library.clone().ok_or_else(|| ErrorKind::StaticMissing {
                 lib_dir: lib_dir.clone(),
                 hint: match &c.origin.package {
-                    Some(sources::Package::Pip { .. }) => "pip wheels ship no static library; use the NVIDIA tarball, \
+                    _ if is_wheel(c) => "pip wheels ship no static library; use the NVIDIA tarball, \
                          libnccl-dev, or a source build (make src.staticlib)"
                         .into(),
                     Some(sources::Package::Dpkg { dev: None, .. }) => "install libnccl-dev, which has libnccl_static.a".into(),
@@ -412,18 +412,7 @@ impl Config {
                 ctx.warn(w);
             }
         }
-        let mut extra = Vec::new();
-        if let Some(nvidia) = c
-            .root
-            .as_ref()
-            .filter(|_| c.origin.source == sources::SourceKind::Pip)
-            .and_then(|r| r.parent())
-        {
-            extra.push(nvidia.join("cuda_runtime/include"));
-        }
-        extra.push(ctx.path("/usr/include"));
-        let cuda_include =
-            sources::cuda::find_file(ctx, c.cuda_version, "cuda_runtime.h", &["include"], extra);
+        let cuda_include = cuda_headers(ctx, c);
         Ok(Post {
             linking,
             cuda_include,
@@ -431,10 +420,93 @@ impl Config {
     }
 }
 
+/// A pip wheel's files, found through any source.
+fn is_wheel(c: &Candidate) -> bool {
+    matches!(c.origin.package, Some(sources::Package::Pip { .. }))
+        || c.lib_dir
+            .as_ref()
+            .is_some_and(|d| d.ends_with("nvidia/nccl/lib"))
+}
+
 /// What the checks after selection add to the result.
 pub(crate) struct Post {
     linking: Linking,
-    cuda_include: Result<PathBuf, Vec<PathBuf>>,
+    cuda_include: Result<Vec<PathBuf>, String>,
+}
+
+/// Headers that the CUDA runtime headers include but that pip's
+/// `nvidia-cuda-runtime-cu*` wheel does not ship: `(file, included from,
+/// the wheel's include dir beside it, the wheel)`. A CUDA toolkit has all.
+const CUDA_COMPANIONS: [(&str, &str, &str, &str); 2] = [
+    (
+        "crt/host_config.h",
+        "cuda_runtime.h",
+        "cuda_nvcc/include",
+        "nvidia-cuda-nvcc",
+    ),
+    (
+        "nv/target",
+        "cuda_fp16.h",
+        "cuda_cccl/include",
+        "nvidia-cuda-cccl",
+    ),
+];
+
+/// The include dirs that make `nccl.h`'s `#include <cuda_runtime.h>` work:
+/// the one holding `cuda_runtime.h`, plus, for each companion header it
+/// needs and lacks, the dir holding that (wheels are looked for beside a
+/// wheel's NCCL, in `site-packages/nvidia/`).
+fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, String> {
+    let nvidia = c
+        .root
+        .as_ref()
+        .and_then(|r| r.parent())
+        .filter(|p| p.ends_with("nvidia"));
+    let beside = |sub: &str| nvidia.map(|n| n.join(sub)).into_iter().collect::<Vec<_>>();
+    let list = |l: Vec<PathBuf>| {
+        l.iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let cu = format!("cu{}", c.cuda_version.map_or(12, |v| v.major));
+    let mut extra = beside("cuda_runtime/include");
+    extra.push(ctx.path("/usr/include"));
+    let runtime = sources::cuda::find_file(ctx, c.cuda_version, "cuda_runtime.h", &["include"], extra).map_err(|looked| {
+        format!(
+            "no cuda_runtime.h (looked in {}). Install the CUDA toolkit and set CUDA_HOME, or pip install \
+             nvidia-cuda-runtime-{cu} nvidia-cuda-nvcc-{cu} nvidia-cuda-cccl-{cu} beside the NCCL wheel",
+            list(looked)
+        )
+    })?;
+    let dir = runtime.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut dirs = vec![dir.clone()];
+    for (file, from, wheel_dir, wheel) in CUDA_COMPANIONS {
+        let needed = std::fs::read(dir.join(from))
+            .map(|text| String::from_utf8_lossy(&text).contains(file))
+            .unwrap_or(false);
+        if !needed || dir.join(file).is_file() {
+            continue;
+        }
+        let found =
+            sources::cuda::find_file(ctx, c.cuda_version, file, &["include"], beside(wheel_dir))
+                .map_err(|looked| {
+                    format!(
+                "{} has {from}, which includes {file}, and no {file} was found (looked in {}). \
+                 pip install {wheel}-{cu} beside the NCCL wheel, or use the CUDA toolkit",
+                dir.display(),
+                list(looked)
+            )
+                })?;
+        let mut inc = found.clone();
+        for _ in Path::new(file).components() {
+            inc.pop();
+        }
+        if !dirs.contains(&inc) {
+            dirs.push(inc);
+        }
+    }
+    Ok(dirs)
 }
 
 /// Two candidates are one install when they resolve to the same header
@@ -530,11 +602,12 @@ pub struct Nccl {
     pub root: Option<PathBuf>,
     /// How it is linked: `-lnccl`, `libnccl.so.2` by name, or static.
     pub linking: Linking,
-    /// The directory holding `cuda_runtime.h`, which `nccl.h` includes
-    /// (needed by bindgen and C compilers, not by linking): the CUDA
-    /// toolkit, the `nvidia-cuda-runtime-cu*` wheel beside a wheel's NCCL,
-    /// or `/usr/include`. `Err` lists the places looked.
-    pub cuda_include_dir: Result<PathBuf, Vec<PathBuf>>,
+    /// The include dirs that `nccl.h`'s `#include <cuda_runtime.h>` needs
+    /// (for bindgen and C compilers, not for linking): the CUDA toolkit's,
+    /// or the `nvidia-cuda-runtime-cu*` and `nvidia-cuda-nvcc-cu*` wheels'
+    /// beside a wheel's NCCL, or `/usr/include`. `Err` says what is missing
+    /// and where it looked.
+    pub cuda_include_dirs: Result<Vec<PathBuf>, String>,
     /// Everything the probe saw, the other installs included.
     pub report: Report,
 }
@@ -563,9 +636,7 @@ impl Nccl {
             origin: c.origin.clone(),
             root: c.root.clone(),
             linking: post.linking,
-            cuda_include_dir: post
-                .cuda_include
-                .map(|h| h.parent().map(Path::to_path_buf).unwrap_or_default()),
+            cuda_include_dirs: post.cuda_include,
             report,
         }
     }

@@ -85,6 +85,9 @@ struct Section {
     link: u32,
 }
 
+/// A section's bytes and the bytes of the string table it links to.
+type TableAndStrings = (Vec<u8>, Vec<u8>);
+
 /// An opened ELF file with its section headers read.
 struct Elf {
     r: Reader,
@@ -176,11 +179,7 @@ impl Elf {
     }
 
     /// A section of `kind` and the string table it links to, both read.
-    fn with_strings(
-        &mut self,
-        kind: u32,
-        what: &str,
-    ) -> Result<Option<(Vec<u8>, Vec<u8>)>, String> {
+    fn with_strings(&mut self, kind: u32, what: &str) -> Result<Option<TableAndStrings>, String> {
         let Some(sec) = self.sections.iter().find(|s| s.kind == kind).cloned() else {
             return Ok(None);
         };
