@@ -171,3 +171,102 @@ fn requirement_against_real_wheels() {
         "{e}"
     );
 }
+
+#[test]
+fn required_symbols_against_real_libraries() {
+    let Some(dir) = wheels_dir() else { return };
+    // 2.13.4 predates ncclCommSplit (2.18); 2.21.5 has it.
+    let root = Root::new("sym11", &dir.join(WHEELS[0].0));
+    let e = Config::new()
+        .root(&root.0)
+        .cargo_metadata(false)
+        .env_vars([("VIRTUAL_ENV", "/venv")])
+        .require_symbols(&["ncclGetVersion", "ncclCommInitRankConfig", "ncclCommSplit"])
+        .probe()
+        .unwrap_err();
+    assert!(
+        e.headline().ends_with(
+            "is NCCL 2.13.4, which lacks ncclCommInitRankConfig (added in NCCL 2.14), ncclCommSplit \
+             (added in NCCL 2.18). Install NCCL 2.18 or newer (e.g. pip install nvidia-nccl-cu12), or point \
+             NCCL_HOME at one."
+        ),
+        "{}",
+        e.headline()
+    );
+    let root = Root::new("sym12", &dir.join(WHEELS[1].0));
+    let n = Config::new()
+        .root(&root.0)
+        .cargo_metadata(false)
+        .env_vars([("VIRTUAL_ENV", "/venv")])
+        .require_symbols(&["ncclCommSplit", "ncclCommRegister", "ncclMemAlloc"])
+        .probe()
+        .unwrap();
+    assert_eq!(n.version.to_string(), "2.21.5");
+    let syms = nccl_find::inspect::elf::dynamic_symbols(&n.library_real).unwrap();
+    assert!(
+        syms.contains(&"ncclAllReduce".to_string()) && syms.contains(&"pncclAllReduce".to_string())
+    );
+    assert!(
+        !syms.contains(&"ncclCommInitRankScalable".to_string()),
+        "2.23 API in 2.21.5"
+    );
+}
+
+#[test]
+fn cuda_headers_beside_a_wheel_say_which_wheel_is_missing() {
+    let Some(dir) = wheels_dir() else { return };
+    let root = Root::new("cudainc", &dir.join(WHEELS[1].0));
+    // The site-packages is a link into the cache; put the CUDA wheels beside
+    // nvidia/nccl in a site-packages of our own instead.
+    let sp = root.0.join("venv/lib/python3.11/site-packages");
+    std::fs::remove_file(&sp).unwrap();
+    std::fs::create_dir_all(sp.join("nvidia")).unwrap();
+    let link = |dist: &str, d: &str| {
+        std::os::unix::fs::symlink(
+            dir.join(dist).join("nvidia").join(d),
+            sp.join("nvidia").join(d),
+        )
+        .unwrap()
+    };
+    link(WHEELS[1].0, "nccl");
+    let probe = || {
+        Config::new()
+            .root(&root.0)
+            .cargo_metadata(false)
+            .env_vars([("VIRTUAL_ENV", "/venv")])
+            .probe()
+            .unwrap()
+            .cuda_include_dirs
+    };
+    let err = probe().unwrap_err();
+    assert!(err.starts_with("no cuda_runtime.h (looked in "), "{err}");
+    assert!(err.ends_with("pip install nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-cccl-cu12 beside the NCCL wheel"));
+    link("nvidia_cuda_runtime_cu12-12.4.127", "cuda_runtime");
+    let err = probe().unwrap_err();
+    assert!(
+        err.contains("has cuda_runtime.h, which includes crt/host_config.h"),
+        "{err}"
+    );
+    assert!(
+        err.contains("pip install nvidia-cuda-nvcc-cu12 beside the NCCL wheel"),
+        "{err}"
+    );
+    link("nvidia_cuda_nvcc_cu12-12.4.131", "cuda_nvcc");
+    let err = probe().unwrap_err();
+    assert!(
+        err.contains("has cuda_fp16.h, which includes nv/target"),
+        "{err}"
+    );
+    assert!(err.contains("pip install nvidia-cuda-cccl-cu12"), "{err}");
+    link("nvidia_cuda_cccl_cu12-12.4.127.post1", "cuda_cccl");
+    let dirs = probe().unwrap();
+    let nv = root.0.join("venv/lib/python3.11/site-packages/nvidia");
+    assert_eq!(
+        dirs,
+        [
+            nv.join("cuda_runtime/include"),
+            nv.join("cuda_nvcc/include"),
+            nv.join("cuda_cccl/include")
+        ]
+    );
+}
