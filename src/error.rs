@@ -67,6 +67,11 @@ pub enum ErrorKind {
         /// The CUDA version the NCCL library was built for.
         cuda: Option<CudaVersion>,
     },
+    /// The compile-and-run check failed.
+    CompileCheck {
+        /// What happened.
+        why: String,
+    },
     /// The library lacks functions that were required.
     MissingSymbols {
         /// The library.
@@ -126,6 +131,7 @@ impl ErrorKind {
             ErrorKind::NoneSatisfies { requirement } => {
                 format!("NCCL was found, but no install satisfies the requirement {requirement}.")
             }
+            ErrorKind::CompileCheck { why } => format!("the compile-and-run check failed: {why}"),
             ErrorKind::DocsRs => "DOCS_RS is set: NCCL was not probed (docs.rs builds need no library).".into(),
             ErrorKind::BadValue { variable, expected } => format!("{variable} means nothing here: set it to {expected}."),
             ErrorKind::StaticMissing { lib_dir, hint } => format!(

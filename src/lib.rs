@@ -71,6 +71,6 @@ pub use emit::cargo::emit_rpath_from_dep;
 pub use env::EnvRead;
 pub use error::{Error, ErrorKind};
 pub use inspect::{Candidate, Problem, Status};
-pub use probe::{Config, Nccl, Report};
+pub use probe::{CompileCheck, Config, Nccl, Report};
 pub use sources::{Looked, Origin, Package, SourceKind};
 pub use version::{CudaVersion, Version};

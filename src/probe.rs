@@ -30,6 +30,7 @@ pub struct Config {
     statik: Option<bool>,
     symbols: Vec<String>,
     runpath: Vec<PathBuf>,
+    compile_check: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -135,6 +136,15 @@ impl Config {
     /// directory in its `RUNPATH` (as `emit_rpath_from_dep` gives it).
     pub fn runpath(&mut self, dir: impl Into<PathBuf>) -> &mut Config {
         self.runpath.push(dir.into());
+        self
+    }
+
+    /// Also builds and runs a tiny C program against the found header and
+    /// library, which must report the version the files said (feature
+    /// `cc`; only where host == target, skipped with a warning otherwise).
+    #[cfg(feature = "cc")]
+    pub fn compile_check(&mut self, on: bool) -> &mut Config {
+        self.compile_check = on;
         self
     }
 
@@ -413,9 +423,15 @@ impl Config {
             }
         }
         let cuda_include = cuda_headers(ctx, c);
+        #[cfg(feature = "cc")]
+        let compiled = self.run_compile_check(ctx, c, &linking, &cuda_include)?;
+        #[cfg(not(feature = "cc"))]
+        let compiled = None;
+        let _ = self.compile_check;
         Ok(Post {
             linking,
             cuda_include,
+            compiled,
         })
     }
 }
@@ -432,6 +448,77 @@ fn is_wheel(c: &Candidate) -> bool {
 pub(crate) struct Post {
     linking: Linking,
     cuda_include: Result<Vec<PathBuf>, String>,
+    compiled: Option<CompileCheck>,
+}
+
+/// What the compile-and-run check found: `ncclGetVersion()` of the library
+/// loaded, and `NCCL_VERSION_CODE` of the header compiled against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileCheck {
+    /// `ncclGetVersion()` of the library the program loaded.
+    pub runtime_code: u32,
+    /// `NCCL_VERSION_CODE` from the header it was compiled with.
+    pub header_code: u32,
+}
+
+#[cfg(feature = "cc")]
+impl Config {
+    fn run_compile_check(
+        &self,
+        ctx: &Ctx,
+        c: &Candidate,
+        linking: &Linking,
+        cuda_include: &Result<Vec<PathBuf>, String>,
+    ) -> Result<Option<CompileCheck>, ErrorKind> {
+        if !self.compile_check {
+            return Ok(None);
+        }
+        let host = ctx
+            .env
+            .raw("HOST")
+            .map(|h| h.to_string_lossy().into_owned());
+        if host.as_deref().is_some_and(|h| h != ctx.target.triple) {
+            ctx.warn(
+                "the compile-and-run check was skipped: it runs only where host == target".into(),
+            );
+            return Ok(None);
+        }
+        let work = ctx
+            .env
+            .raw("OUT_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let empty = Vec::new();
+        let inputs = check::compile::Inputs {
+            triple: &ctx.target.triple,
+            include: c.include_dir().unwrap_or(Path::new("/")),
+            cuda_include: cuda_include.as_ref().unwrap_or(&empty),
+            lib_dir: c.lib_dir.as_deref().unwrap_or(Path::new("/")),
+            linking,
+        };
+        let fail = |why: String| ErrorKind::CompileCheck {
+            why: match cuda_include {
+                Err(cuda) => format!("{why}\n(nccl.h needs the CUDA headers: {cuda})"),
+                Ok(_) => why,
+            },
+        };
+        let got = check::compile::run(inputs, &work).map_err(fail)?;
+        let file_code = c.library_version.as_ref().map_or(0, |v| v.code);
+        if got.runtime_code != file_code {
+            return Err(ErrorKind::CompileCheck {
+                why: format!(
+                    "the program loaded a library whose ncclGetVersion() is {}, but the file {} says {file_code}: \
+                     the library loaded is not the one inspected",
+                    got.runtime_code,
+                    c.library_real.as_deref().unwrap_or(Path::new("?")).display()
+                ),
+            });
+        }
+        Ok(Some(CompileCheck {
+            runtime_code: got.runtime_code,
+            header_code: got.header_code,
+        }))
+    }
 }
 
 /// Headers that the CUDA runtime headers include but that pip's
@@ -608,6 +695,8 @@ pub struct Nccl {
     /// beside a wheel's NCCL, or `/usr/include`. `Err` says what is missing
     /// and where it looked.
     pub cuda_include_dirs: Result<Vec<PathBuf>, String>,
+    /// What the compile-and-run check found, when it ran (feature `cc`).
+    pub compile_check: Option<CompileCheck>,
     /// Everything the probe saw, the other installs included.
     pub report: Report,
 }
@@ -637,6 +726,7 @@ impl Nccl {
             root: c.root.clone(),
             linking: post.linking,
             cuda_include_dirs: post.cuda_include,
+            compile_check: post.compiled,
             report,
         }
     }

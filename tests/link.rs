@@ -444,3 +444,37 @@ fn rpath_directive() {
         "cargo:rustc-link-arg=-Wl,-rpath,/opt/nccl/lib"
     );
 }
+
+#[cfg(feature = "cc")]
+#[test]
+fn compile_and_run_check_against_fixture_libraries() {
+    // -lnccl against libnccl.so, and libnccl.so.2 by file name.
+    for (name, vars, code) in [
+        ("tarball", vec![("NCCL_HOME", format!("/{TARBALL}"))], 22105),
+        (
+            "wheel-venv",
+            vec![("VIRTUAL_ENV", "/venv".to_string())],
+            22105,
+        ),
+        ("dpkg", vec![], 22803),
+    ] {
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let n = config(&tree(name), &vars)
+            .compile_check(true)
+            .probe()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let c = n.compile_check.expect("the check ran");
+        assert_eq!((c.runtime_code, c.header_code), (code, code), "{name}");
+    }
+    // Cross-compiling: skipped, with a warning.
+    let n = config(&tree("dpkg"), &[("HOST", "aarch64-unknown-linux-gnu")])
+        .compile_check(true)
+        .probe()
+        .unwrap();
+    assert_eq!(n.compile_check, None);
+    assert!(n
+        .report
+        .warnings
+        .iter()
+        .any(|w| w.contains("runs only where host == target")));
+}

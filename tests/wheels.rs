@@ -270,3 +270,53 @@ fn cuda_headers_beside_a_wheel_say_which_wheel_is_missing() {
         ]
     );
 }
+
+#[cfg(feature = "cc")]
+#[test]
+fn compile_and_run_check_against_a_real_wheel() {
+    let Some(dir) = wheels_dir() else { return };
+    let root = Root::new("cc", &dir.join(WHEELS[1].0));
+    let sp = root.0.join("venv/lib/python3.11/site-packages");
+    // Without CUDA headers, nccl.h does not compile, and the error says why.
+    let e = Config::new()
+        .root(&root.0)
+        .cargo_metadata(false)
+        .env_vars([("VIRTUAL_ENV", "/venv")])
+        .compile_check(true)
+        .probe()
+        .unwrap_err();
+    let msg = e.headline();
+    assert!(
+        msg.starts_with("the compile-and-run check failed: the check program did not build:"),
+        "{msg}"
+    );
+    assert!(msg.contains("cuda_runtime.h"), "{msg}");
+    assert!(
+        msg.contains("(nccl.h needs the CUDA headers: no cuda_runtime.h"),
+        "{msg}"
+    );
+    // With the CUDA wheels beside it, the real library answers 2.21.5.
+    std::fs::remove_file(&sp).unwrap();
+    std::fs::create_dir_all(sp.join("nvidia")).unwrap();
+    for (dist, d) in [
+        (WHEELS[1].0, "nccl"),
+        ("nvidia_cuda_runtime_cu12-12.4.127", "cuda_runtime"),
+        ("nvidia_cuda_nvcc_cu12-12.4.131", "cuda_nvcc"),
+        ("nvidia_cuda_cccl_cu12-12.4.127.post1", "cuda_cccl"),
+    ] {
+        std::os::unix::fs::symlink(
+            dir.join(dist).join("nvidia").join(d),
+            sp.join("nvidia").join(d),
+        )
+        .unwrap();
+    }
+    let n = Config::new()
+        .root(&root.0)
+        .cargo_metadata(false)
+        .env_vars([("VIRTUAL_ENV", "/venv")])
+        .compile_check(true)
+        .probe()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let c = n.compile_check.unwrap();
+    assert_eq!((c.runtime_code, c.header_code), (22105, 22105));
+}

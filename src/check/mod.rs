@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "cc")]
+pub mod compile;
 pub mod loader;
 
 use crate::inspect::elf::dynamic_symbols;

@@ -179,7 +179,8 @@ pub fn advice(kind: &ErrorKind, r: &Report) -> String {
         | ErrorKind::BadValue { .. }
         | ErrorKind::StaticMissing { .. }
         | ErrorKind::CudartStaticMissing { .. }
-        | ErrorKind::MissingSymbols { .. } => {}
+        | ErrorKind::MissingSymbols { .. }
+        | ErrorKind::CompileCheck { .. } => {}
     }
     for c in &r.candidates {
         if let Some(Problem::NoHeader { hint, .. }) = c.problem() {
