@@ -1,72 +1,161 @@
-//! `nccl-find`: what NCCL is installed, what would be linked, and why.
+//! `nccl-find`: what NCCL is installed, what would be linked, and what
+//! will go wrong at run time.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-const HELP: &str = "\
-nccl-find: find NVIDIA's NCCL, check it, and say which install would be linked and why.
+use clap::{Parser, Subcommand};
 
-Usage: nccl-find [--print] [OPTIONS]
+mod doctor;
+mod host;
+mod json;
+mod pkgflags;
+mod style;
 
-Options:
-  --print                    Show the selected install, every other install with
-                             why it lost, where nccl-find looked, and every
-                             variable it read (the default)
-  --atleast-version VERSION  Require at least this version, e.g. 2.18
-  --target TRIPLE            Probe for this target (default: the one built for)
-  --root DIR                 Treat DIR as the filesystem root (sysroots, tests)
-  -h, --help                 Show this help
-  -V, --version              Show the version
-
-Exit status: 0 when NCCL is found, 1 when it is not, 2 for a usage error.
-
+const AFTER_HELP: &str = "\
 Examples:
-  nccl-find --print
-  NCCL_HOME=/opt/nccl nccl-find --print
-  nccl-find --atleast-version 2.18
-";
+  nccl-find --print                         what is installed, what would be linked, and why
+  nccl-find --json | jq .selected.version   the same, for tools
+  cc app.c $(nccl-find --cflags --libs)     build a C program against the NCCL found
+  eval \"$(nccl-find --env)\" && python setup.py build
+                                            hand the choice to a Makefile, CMake or setup.py build
+  nccl-find --atleast-version 2.18          exit 0 if NCCL >= 2.18 is found
+  NCCL_HOME=/opt/nccl nccl-find --print     check an install before building against it
+  nccl-find doctor                          what will go wrong when NCCL runs, and the fixes
+
+Exit status:
+  0  found and healthy
+  1  not found, or a problem found
+  2  usage error";
+
+/// Find NVIDIA's NCCL, check it, and say which install would be linked and why.
+#[derive(Parser, Debug)]
+#[command(name = "nccl-find", version, after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Show the selected install, the cargo directives, every other install
+    /// with why it lost, the run-time loader's pick, where it looked, and
+    /// every variable read (the default)
+    #[arg(long, group = "mode")]
+    print: bool,
+    /// The same report as a JSON object (keys documented in the README)
+    #[arg(long, group = "mode")]
+    json: bool,
+    /// Print the version, like pkg-config --modversion
+    #[arg(long, group = "mode")]
+    modversion: bool,
+    /// Print the compiler flags (-I...), like pkg-config --cflags
+    #[arg(long)]
+    cflags: bool,
+    /// Print the linker flags, like pkg-config --libs (-l:libnccl.so.2 where
+    /// there is no libnccl.so, as in pip wheels)
+    #[arg(long)]
+    libs: bool,
+    /// Print NCCL_INCLUDE_DIR=, NCCL_LIB_DIR=, NCCL_HOME= lines for a shell's eval
+    #[arg(long, group = "mode")]
+    env: bool,
+    /// Require at least this version; alone, print nothing and exit 0 or 1
+    #[arg(long, value_name = "VERSION")]
+    atleast_version: Option<String>,
+    /// Link statically: libnccl_static.a and the static CUDA runtime
+    #[arg(long = "static")]
+    statik: bool,
+    /// Probe for this target triple (default: the one nccl-find was built for)
+    #[arg(long, value_name = "TRIPLE")]
+    target: Option<String>,
+    /// Treat DIR as the filesystem root (sysroots, tests)
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// When to colour the report: auto (a terminal, and NO_COLOR unset), always, never
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    color: style::When,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check what will go wrong when NCCL runs: driver, NCCL variables,
+    /// network interfaces, RDMA libraries, /dev/shm, MPI, competing libraries
+    Doctor {
+        /// The findings as JSON
+        #[arg(long)]
+        json: bool,
+        /// Read the host's facts from this JSON file instead of the machine (tests)
+        #[arg(long, value_name = "FILE", hide = true)]
+        host_facts: Option<PathBuf>,
+        /// Treat DIR as the filesystem root (sysroots, tests)
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+    },
+}
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
     let mut config = nccl_find::Config::new();
-    let mut args = std::env::args_os().skip(1);
-    while let Some(arg) = args.next() {
-        let arg = arg.to_string_lossy().into_owned();
-        let mut value = |name: &str| match args.next() {
-            Some(v) => Ok(v),
-            None => Err(format!("{name} needs a value")),
+    config.cargo_metadata(false);
+    if let Some(t) = &cli.target {
+        config.target(t);
+    }
+    if let Some(r) = &cli.root {
+        config.root(r);
+    }
+    if let Some(v) = &cli.atleast_version {
+        config.atleast_version(v);
+    }
+    if cli.statik {
+        config.statik(true);
+    }
+    if let Some(Command::Doctor {
+        json,
+        host_facts,
+        root,
+    }) = &cli.command
+    {
+        if let Some(r) = root {
+            config.root(r);
+        }
+        return doctor::run(&config, *json, host_facts.as_deref(), cli.color);
+    }
+    let result = config.probe();
+    let (report, nccl, error) = match &result {
+        Ok(n) => (&n.report, Some(n), None),
+        Err(e) => (e.report(), None, Some(e.kind())),
+    };
+    let flags = cli.cflags || cli.libs;
+    if cli.json {
+        println!("{}", json::report(report, nccl, error));
+    } else if cli.modversion || flags || cli.env {
+        let Some(n) = nccl else {
+            eprintln!(
+                "nccl-find: {}\nRun `nccl-find --print` to see where it looked and what to do.",
+                error.map(|k| k.headline()).unwrap_or_default()
+            );
+            return ExitCode::from(1);
         };
-        let r = match arg.as_str() {
-            "--print" => Ok(()),
-            "-h" | "--help" => {
-                print!("{HELP}");
-                return ExitCode::SUCCESS;
-            }
-            "-V" | "--version" => {
-                println!("nccl-find {}", env!("CARGO_PKG_VERSION"));
-                return ExitCode::SUCCESS;
-            }
-            "--atleast-version" => value(&arg).map(|v| {
-                config.atleast_version(&v.to_string_lossy());
-            }),
-            "--target" => value(&arg).map(|v| {
-                config.target(&v.to_string_lossy());
-            }),
-            "--root" => value(&arg).map(|v| {
-                config.root(v);
-            }),
-            other => Err(format!("unknown argument {other:?}")),
+        let out = if cli.modversion {
+            n.version.to_string()
+        } else if cli.env {
+            pkgflags::env(n)
+        } else {
+            pkgflags::flags(n, cli.cflags, cli.libs)
         };
-        if let Err(e) = r {
-            eprintln!("nccl-find: {e}\nRun `nccl-find --help` for usage.");
-            return ExitCode::from(2);
+        println!("{out}");
+    } else if cli.atleast_version.is_some() && !cli.print {
+        // pkg-config style: the answer is the exit status.
+        if let Some(kind) = error {
+            eprintln!("nccl-find: {}", kind.headline());
+        }
+    } else {
+        let directives = nccl.map(|n| n.cargo_directives()).unwrap_or_default();
+        let text = nccl_find::emit::text::report(report, error, &directives);
+        print!("{}", style::paint(&text, cli.color.enabled()));
+        if let Some(kind) = error {
+            eprintln!("nccl-find: {}", kind.headline());
         }
     }
-    let (report, error) = config.report();
-    print!("{}", nccl_find::emit::text::report(&report, error.as_ref()));
-    match error {
-        None => ExitCode::SUCCESS,
-        Some(kind) => {
-            eprintln!("nccl-find: {}", kind.headline());
-            ExitCode::from(1)
-        }
+    if error.is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     }
 }

@@ -21,8 +21,9 @@ fn describe(r: &Report, c: &Candidate) -> String {
     )
 }
 
-/// The full report, for `--print`.
-pub fn report(r: &Report, error: Option<&ErrorKind>) -> String {
+/// The full report, for `--print`: `directives` are the cargo directives a
+/// build script would get (empty when nothing was selected).
+pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -80,6 +81,12 @@ pub fn report(r: &Report, error: Option<&ErrorKind>) -> String {
             for o in &c.also_found_by {
                 let _ = writeln!(s, "  also via {o}");
             }
+            if !directives.is_empty() {
+                let _ = writeln!(s, "\nCargo directives a build script gets:");
+                for d in directives {
+                    let _ = writeln!(s, "  {d}");
+                }
+            }
         }
         None => {
             let _ = writeln!(s, "Selected: nothing.");
@@ -87,6 +94,36 @@ pub fn report(r: &Report, error: Option<&ErrorKind>) -> String {
                 let _ = writeln!(s, "{}", kind.headline());
             }
         }
+    }
+    let _ = writeln!(s, "\nRun-time loader (libnccl.so.2):");
+    match &r.loader.pick {
+        Some(p) => {
+            let same = r.selected().and_then(|c| c.library_real.as_ref()) == Some(&p.real);
+            let _ = writeln!(
+                s,
+                "  picks    {} ({}, via {}){}",
+                r.logical(&p.path).display(),
+                p.version
+                    .as_ref()
+                    .map_or("version unknown".into(), |v| format!("NCCL {v}")),
+                p.via,
+                if same { ": the selected library" } else { "" }
+            );
+        }
+        None => {
+            let _ = writeln!(s, "  picks    nothing: no libnccl.so.2 on LD_LIBRARY_PATH, in the loader cache or the default dirs");
+        }
+    }
+    for v in r.loader.visible.iter().skip(1) {
+        let _ = writeln!(
+            s,
+            "  also sees {} ({}, via {})",
+            r.logical(&v.path).display(),
+            v.version
+                .as_ref()
+                .map_or("version unknown".into(), |v| format!("NCCL {v}")),
+            v.via
+        );
     }
     s.push_str(&details(r));
     if r.selected.is_none() {

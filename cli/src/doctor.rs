@@ -1,0 +1,668 @@
+//! `nccl-find doctor`: what will go wrong when NCCL runs, each finding with
+//! its fix. Problems make the exit status 1; notes do not.
+
+use std::fmt::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use nccl_find::{Config, Nccl, Report};
+use serde_json::json;
+
+use crate::host::{Facts, Iface};
+use crate::style::{paint, When};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Ok,
+    Note,
+    Problem,
+}
+
+impl Level {
+    fn word(self) -> &'static str {
+        match self {
+            Level::Ok => "ok",
+            Level::Note => "note",
+            Level::Problem => "problem",
+        }
+    }
+}
+
+struct Finding {
+    area: &'static str,
+    level: Level,
+    text: String,
+    fix: Option<String>,
+}
+
+#[derive(Default)]
+struct Findings(Vec<Finding>);
+
+impl Findings {
+    fn add(
+        &mut self,
+        area: &'static str,
+        level: Level,
+        text: impl Into<String>,
+        fix: Option<String>,
+    ) {
+        self.0.push(Finding {
+            area,
+            level,
+            text: text.into(),
+            fix,
+        });
+    }
+    fn count(&self, l: Level) -> usize {
+        self.0.iter().filter(|f| f.level == l).count()
+    }
+}
+
+/// The variables nccl-find itself reads to locate NCCL; not NCCL's knobs.
+const OURS: [&str; 7] = [
+    "NCCL_HOME",
+    "NCCL_ROOT",
+    "NCCL_DIR",
+    "NCCL_INCLUDE_DIR",
+    "NCCL_LIB_DIR",
+    "NCCL_STATIC",
+    "NCCL_SYSROOT",
+];
+
+/// NCCL's knobs and what setting them means.
+const KNOBS: [(&str, &str); 14] = [
+    (
+        "NCCL_SOCKET_IFNAME",
+        "chooses the network interfaces NCCL uses (prefixes; ^ excludes, = is exact)",
+    ),
+    (
+        "NCCL_SOCKET_FAMILY",
+        "limits NCCL's sockets to AF_INET or AF_INET6",
+    ),
+    (
+        "NCCL_IB_DISABLE",
+        "1 turns InfiniBand/RoCE off: traffic between nodes goes over TCP sockets",
+    ),
+    ("NCCL_IB_HCA", "chooses the InfiniBand adapters"),
+    (
+        "NCCL_P2P_DISABLE",
+        "1 turns GPU peer-to-peer off: traffic between GPUs goes through host memory, slowly",
+    ),
+    (
+        "NCCL_SHM_DISABLE",
+        "1 turns the shared-memory transport off",
+    ),
+    ("NCCL_NET_GDR_LEVEL", "sets when GPUDirect RDMA is used"),
+    (
+        "NCCL_DEBUG",
+        "sets NCCL's logging (VERSION, WARN, INFO, TRACE)",
+    ),
+    ("NCCL_DEBUG_SUBSYS", "chooses which subsystems NCCL logs"),
+    ("NCCL_DEBUG_FILE", "sends NCCL's log to a file"),
+    (
+        "NCCL_COMM_ID",
+        "makes NCCL's own bootstrap listen at ip:port",
+    ),
+    (
+        "NCCL_NVLS_ENABLE",
+        "turns NVLink SHARP (multicast) on or off",
+    ),
+    ("NCCL_IB_GID_INDEX", "chooses the RoCE GID"),
+    ("NCCL_ALGO", "forces collective algorithms"),
+];
+
+/// NCCL's interface match: comma-separated prefixes; `^` excludes; `=` exact.
+fn matches_spec(name: &str, spec: &str) -> bool {
+    let (exclude, rest) = match spec.strip_prefix('^') {
+        Some(r) => (true, r),
+        None => (false, spec),
+    };
+    let (exact, rest) = match rest.strip_prefix('=') {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let hit = rest.split(',').filter(|p| !p.is_empty()).any(|p| {
+        if exact {
+            name == p
+        } else {
+            name.starts_with(p)
+        }
+    });
+    hit != exclude
+}
+
+/// Interfaces NCCL can use: an IPv4 or IPv6 address that is not IPv6 loopback.
+fn usable(i: &Iface) -> bool {
+    i.addrs.iter().any(|a| !(a.v6 && a.ip == "::1"))
+}
+
+/// What NCCL would choose, and by which rule.
+fn nccl_pick<'a>(ifaces: &'a [Iface], ifname: Option<&str>) -> (Vec<&'a Iface>, String) {
+    let find = |spec: &str| -> Vec<&'a Iface> {
+        ifaces
+            .iter()
+            .filter(|i| usable(i) && matches_spec(&i.name, spec))
+            .collect()
+    };
+    if let Some(spec) = ifname {
+        return (find(spec), format!("NCCL_SOCKET_IFNAME={spec}"));
+    }
+    for (spec, why) in [
+        ("ib", "its default rule takes ib* interfaces first"),
+        (
+            "^docker,lo",
+            "its default rule takes anything but docker* and lo when there is no ib*",
+        ),
+        ("docker", "its default rule falls back to docker*"),
+        ("lo", "its default rule falls back to lo"),
+    ] {
+        let got = find(spec);
+        if !got.is_empty() {
+            return (got, why.to_string());
+        }
+    }
+    (Vec::new(), "no interface has a usable address".into())
+}
+
+fn describe(i: &Iface) -> String {
+    let addrs: Vec<String> = i
+        .addrs
+        .iter()
+        .map(|a| format!("{}/{}", a.ip, a.prefix))
+        .collect();
+    format!("{} {}", i.name, addrs.join(" "))
+}
+
+fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
+    let report: &Report = match result {
+        Ok(n) => {
+            f.add(
+                "NCCL",
+                Level::Ok,
+                format!(
+                    "NCCL {}{} from {}; links {}",
+                    n.version,
+                    n.cuda_version
+                        .map(|c| format!(" (CUDA {c})"))
+                        .unwrap_or_default(),
+                    n.origin,
+                    n.library.display()
+                ),
+                None,
+            );
+            &n.report
+        }
+        Err(e) => {
+            f.add(
+                "NCCL",
+                Level::Problem,
+                e.headline(),
+                Some(
+                    "run `nccl-find --print` to see where it looked and how to install NCCL".into(),
+                ),
+            );
+            e.report()
+        }
+    };
+    for c in report.others().filter(|c| c.conflict.is_some()) {
+        f.add(
+            "NCCL",
+            Level::Note,
+            format!(
+                "another NCCL {} is installed at {} ({})",
+                c.version().map(|v| v.to_string()).unwrap_or_default(),
+                report.logical(&c.place).display(),
+                c.origin
+            ),
+            Some(
+                "keep only one on the loader's path, or link with an rpath to the one you mean"
+                    .into(),
+            ),
+        );
+    }
+    let visible = &report.loader.visible;
+    let mut versions: Vec<String> = visible
+        .iter()
+        .filter_map(|v| v.version.as_ref().map(|v| v.to_string()))
+        .collect();
+    versions.sort();
+    versions.dedup();
+    if versions.len() > 1 {
+        let list: Vec<String> = visible
+            .iter()
+            .map(|v| {
+                format!(
+                    "{} ({}, {})",
+                    report.logical(&v.path).display(),
+                    v.version.as_ref().map_or("?".into(), |v| v.to_string()),
+                    v.via
+                )
+            })
+            .collect();
+        f.add(
+            "NCCL",
+            Level::Problem,
+            format!(
+                "several different libnccl.so.2 are visible to the loader: {}; the first wins",
+                list.join(", ")
+            ),
+            Some("remove the stale ones, or put the one you mean first on LD_LIBRARY_PATH".into()),
+        );
+    }
+    if let (Ok(n), pick) = (result, &report.loader.pick) {
+        match pick {
+            None => f.add(
+                "NCCL",
+                Level::Note,
+                format!("the run-time loader finds no libnccl.so.2, so programs linked against {} need an rpath", n.library.display()),
+                Some(format!(
+                    "LD_LIBRARY_PATH={} or nccl_find::emit_rpath_from_dep in the binary's build script",
+                    n.lib_dir.display()
+                )),
+            ),
+            Some(p) if p.real != n.library_real && p.version.as_ref() != Some(&n.library_version) => f.add(
+                "NCCL",
+                Level::Problem,
+                format!(
+                    "the run-time loader picks {} (NCCL {}), not the selected NCCL {}: expect `undefined symbol` errors",
+                    report.logical(&p.path).display(),
+                    p.version.as_ref().map_or("?".into(), |v| v.to_string()),
+                    n.library_version
+                ),
+                Some(format!("put {} first on LD_LIBRARY_PATH, or use an rpath", n.lib_dir.display())),
+            ),
+            Some(_) => {}
+        }
+    }
+}
+
+fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
+    let d = &facts.driver;
+    let Some(v) = d.version else {
+        f.add(
+            "GPU and driver",
+            Level::Problem,
+            format!(
+                "no NVIDIA driver: libcuda.so.1 cannot be used ({}); NCCL cannot run here",
+                d.error.as_deref().unwrap_or("not found")
+            ),
+            Some("install the NVIDIA driver; in a container, run it with the NVIDIA container toolkit (--gpus all)".into()),
+        );
+        return;
+    };
+    let (major, minor) = (v / 1000, v % 1000 / 10);
+    f.add(
+        "GPU and driver",
+        Level::Ok,
+        format!(
+            "driver supports CUDA {major}.{minor} ({}){}",
+            d.libcuda.as_deref().unwrap_or("libcuda.so.1"),
+            d.gpus
+                .map(|g| format!("; {g} GPU{} visible", if g == 1 { "" } else { "s" }))
+                .unwrap_or_default()
+        ),
+        None,
+    );
+    if let Some(e) = &d.error {
+        f.add(
+            "GPU and driver",
+            Level::Problem,
+            format!("the driver does not start: {e}"),
+            Some("check `nvidia-smi`, and that this process may use the GPU devices".into()),
+        );
+    } else if d.gpus == Some(0) {
+        f.add(
+            "GPU and driver",
+            Level::Problem,
+            "the driver sees no GPU".to_string(),
+            Some("check CUDA_VISIBLE_DEVICES and `nvidia-smi`".into()),
+        );
+    }
+    if let Some(cu) = nccl.and_then(|n| n.cuda_version) {
+        let (m, n) = (cu.major as i32, cu.minor as i32);
+        if major < m {
+            f.add(
+                "GPU and driver",
+                Level::Problem,
+                format!("NCCL was built for CUDA {cu}, but the driver supports only CUDA {major}.{minor}: NCCL fails with `unhandled cuda error`"),
+                Some(format!("update the driver, or use an NCCL built for CUDA {major} (pip install nvidia-nccl-cu{major})")),
+            );
+        } else if major == m && minor < n {
+            f.add(
+                "GPU and driver",
+                Level::Note,
+                format!("NCCL was built for CUDA {cu} and the driver supports CUDA {major}.{minor}: this relies on CUDA's minor-version compatibility"),
+                Some("update the driver if NCCL reports `unhandled cuda error`".into()),
+            );
+        }
+    }
+}
+
+fn check_env(f: &mut Findings, env: &[(String, String)], ifaces: &[Iface]) {
+    let mut any = false;
+    for (k, v) in env {
+        if !k.starts_with("NCCL_") || OURS.contains(&k.as_str()) {
+            continue;
+        }
+        any = true;
+        if k == "NCCL_VERSION" {
+            f.add("NCCL variables", Level::Note, format!("{k}={v} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
+            continue;
+        }
+        match KNOBS.iter().find(|(n, _)| n == k) {
+            Some((_, what)) => f.add(
+                "NCCL variables",
+                Level::Note,
+                format!("{k}={v}: {what}"),
+                None,
+            ),
+            None => f.add(
+                "NCCL variables",
+                Level::Note,
+                format!("{k}={v} is not a variable nccl-find knows"),
+                Some("check its spelling against NCCL's documentation".into()),
+            ),
+        }
+        if k == "NCCL_SOCKET_IFNAME"
+            && !ifaces.iter().any(|i| usable(i) && matches_spec(&i.name, v))
+        {
+            let names: Vec<&str> = ifaces.iter().map(|i| i.name.as_str()).collect();
+            f.add(
+                "NCCL variables",
+                Level::Problem,
+                format!(
+                    "NCCL_SOCKET_IFNAME={v} matches no interface here (there are: {})",
+                    names.join(", ")
+                ),
+                Some(
+                    "NCCL fails with `no socket interface found`; name one of those interfaces"
+                        .into(),
+                ),
+            );
+        }
+    }
+    if !any {
+        f.add(
+            "NCCL variables",
+            Level::Ok,
+            "no NCCL_* variables are set: NCCL uses its defaults",
+            None,
+        );
+    }
+    if !env.iter().any(|(k, _)| k == "NCCL_DEBUG") {
+        f.add(
+            "NCCL variables",
+            Level::Note,
+            "NCCL_DEBUG is unset, so NCCL says little when it fails",
+            Some("NCCL_DEBUG=WARN (or INFO) when something goes wrong".into()),
+        );
+    }
+}
+
+fn check_network(f: &mut Findings, ifaces: &[Iface], env: &[(String, String)]) {
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let list: Vec<String> = ifaces.iter().map(describe).collect();
+    f.add(
+        "Network",
+        Level::Ok,
+        format!("interfaces: {}", list.join("; ")),
+        None,
+    );
+    let (picked, why) = nccl_pick(ifaces, get("NCCL_SOCKET_IFNAME"));
+    let real = ifaces
+        .iter()
+        .filter(|i| {
+            usable(i)
+                && !i.name.starts_with("docker")
+                && !i.name.starts_with("virbr")
+                && i.name != "lo"
+        })
+        .map(|i| i.name.clone())
+        .collect::<Vec<_>>();
+    let suggestion = match real.first() {
+        Some(n) => format!(
+            "NCCL_SOCKET_IFNAME=={n} (the real NIC), or NCCL_SOCKET_IFNAME=^docker,virbr,lo"
+        ),
+        None => "NCCL_SOCKET_IFNAME=^docker,virbr,lo".to_string(),
+    };
+    match picked.first() {
+        None => f.add(
+            "Network",
+            Level::Problem,
+            format!("NCCL would find no interface ({why})"),
+            Some("NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to a real interface".into()),
+        ),
+        Some(first) => {
+            f.add("Network", Level::Ok, format!("NCCL would use {} ({why})", first.name), None);
+            if first.name.starts_with("virbr") {
+                f.add(
+                    "Network",
+                    Level::Problem,
+                    format!("{} is libvirt's bridge, which other nodes cannot reach; NCCL's default rule does not skip virbr*", first.name),
+                    Some(suggestion.clone()),
+                );
+            } else if first.name.starts_with("docker") || first.name == "lo" {
+                f.add(
+                    "Network",
+                    Level::Note,
+                    format!("NCCL would use {}: fine on one node, unreachable from others", first.name),
+                    Some(format!("for several nodes, {suggestion}")),
+                );
+            }
+            for a in first.addrs.iter().filter(|a| !a.routed && !a.link_local && a.ip != "::1") {
+                f.add(
+                    "Network",
+                    Level::Problem,
+                    format!("{} has {} with no route through it: peers that try it get `No route to host` and NCCL `unhandled system error`", first.name, a.ip),
+                    Some(format!("{suggestion}; or NCCL_SOCKET_FAMILY=AF_INET{}", if a.v6 { "" } else { "6" })),
+                );
+            }
+        }
+    }
+    for i in ifaces {
+        if i.name.starts_with("docker") && picked.first().map(|p| &p.name) != Some(&i.name) {
+            f.add(
+                "Network",
+                Level::Note,
+                format!("{} is there: NCCL's default rule skips docker*, but a NCCL_SOCKET_IFNAME prefix can still match it (seed: `NCCL_SOCKET_IFNAME=^docker0`)", i.name),
+                None,
+            );
+        }
+        if i.name.starts_with("virbr") && picked.first().map(|p| &p.name) != Some(&i.name) {
+            f.add(
+                "Network",
+                Level::Note,
+                format!(
+                    "{} (libvirt's bridge) is there and NCCL's default rule does not skip it",
+                    i.name
+                ),
+                Some(suggestion.clone()),
+            );
+        }
+    }
+}
+
+fn check_rdma(f: &mut Findings, facts: &Facts) {
+    let missing: Vec<String> = facts
+        .rdma
+        .iter()
+        .filter_map(|(l, e)| e.as_ref().map(|e| format!("{l} ({e})")))
+        .collect();
+    if missing.is_empty() && !facts.rdma.is_empty() {
+        f.add(
+            "RDMA",
+            Level::Ok,
+            "libibverbs, libmlx5 and librdmacm load: InfiniBand/RoCE can be used",
+            None,
+        );
+    } else if missing.len() == facts.rdma.len() {
+        f.add(
+            "RDMA",
+            Level::Note,
+            "no RDMA libraries load: NCCL uses TCP sockets between nodes (fine on one node)",
+            Some("for InfiniBand/RoCE: apt install rdma-core ibverbs-providers librdmacm1 (seed 001); else NCCL_IB_DISABLE=1 silences the search".into()),
+        );
+    } else {
+        f.add(
+            "RDMA",
+            Level::Problem,
+            format!("some RDMA libraries do not load: {}", missing.join(", ")),
+            Some(
+                "install the missing ones (ibverbs-providers has libmlx5), or NCCL_IB_DISABLE=1"
+                    .into(),
+            ),
+        );
+    }
+}
+
+fn check_shm(f: &mut Findings, facts: &Facts) {
+    const MIB: u64 = 1 << 20;
+    match facts.shm_bytes {
+        None => f.add(
+            "Shared memory",
+            Level::Problem,
+            "/dev/shm is missing: NCCL's shared-memory transport fails",
+            Some("mount a tmpfs on /dev/shm, or NCCL_SHM_DISABLE=1".into()),
+        ),
+        Some(b) if b < 256 * MIB => f.add(
+            "Shared memory",
+            Level::Problem,
+            format!("/dev/shm is {} MiB (Docker's default is 64 MiB): NCCL fails with `unhandled system error` between GPUs", b / MIB),
+            Some("docker run --shm-size=1g (or --ipc=host), or NCCL_SHM_DISABLE=1".into()),
+        ),
+        Some(b) => f.add("Shared memory", Level::Ok, format!("/dev/shm is {} MiB", b / MIB), None),
+    }
+}
+
+fn check_mpi(f: &mut Findings, facts: &Facts) {
+    match facts.mpi.first() {
+        Some(p) => f.add("MPI", Level::Ok, format!("MPI launcher found: {p}"), None),
+        None => f.add(
+            "MPI",
+            Level::Note,
+            "no mpirun or mpiexec on PATH: needed only for MPI-launched jobs (seed 004)",
+            Some(
+                "apt install openmpi-bin libopenmpi-dev, if your framework launches through MPI"
+                    .into(),
+            ),
+        ),
+    }
+}
+
+/// Runs every check and prints the findings.
+pub fn run(config: &Config, as_json: bool, facts_file: Option<&Path>, color: When) -> ExitCode {
+    let facts = match facts_file {
+        None => Facts::gather(),
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            .and_then(|v| Facts::from_json(&v))
+        {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!(
+                    "nccl-find: cannot read host facts from {}: {e}",
+                    p.display()
+                );
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let mut env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+        .filter(|(k, _)| k.starts_with("NCCL_"))
+        .collect();
+    env.sort();
+    let result = config.probe();
+    let mut f = Findings::default();
+    check_nccl(&mut f, &result);
+    check_driver(&mut f, &facts, result.as_ref().ok());
+    check_env(&mut f, &env, &facts.interfaces);
+    check_network(&mut f, &facts.interfaces, &env);
+    check_rdma(&mut f, &facts);
+    check_shm(&mut f, &facts);
+    check_mpi(&mut f, &facts);
+    let (problems, notes) = (f.count(Level::Problem), f.count(Level::Note));
+    if as_json {
+        let out = json!({
+            "healthy": problems == 0,
+            "problems": problems,
+            "notes": notes,
+            "findings": f.0.iter().map(|x| json!({
+                "area": x.area, "level": x.level.word(), "text": x.text, "fix": x.fix,
+            })).collect::<Vec<_>>(),
+            "facts": facts.to_json(),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).expect("JSON from plain values")
+        );
+    } else {
+        let mut s = String::from("nccl-find doctor\n");
+        let mut area = "";
+        for x in &f.0 {
+            if x.area != area {
+                area = x.area;
+                let _ = writeln!(s, "\n{area}:");
+            }
+            let _ = writeln!(s, "  {:<8} {}", x.level.word(), x.text);
+            if let Some(fix) = &x.fix {
+                let _ = writeln!(s, "           fix: {fix}");
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\n{problems} problem{}, {notes} note{}.",
+            if problems == 1 { "" } else { "s" },
+            if notes == 1 { "" } else { "s" }
+        );
+        print!("{}", paint(&s, color.enabled()));
+    }
+    if problems > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Addr;
+
+    fn iface(name: &str, ip: &str) -> Iface {
+        Iface {
+            name: name.into(),
+            addrs: vec![Addr {
+                ip: ip.into(),
+                prefix: 24,
+                v6: ip.contains(':'),
+                link_local: false,
+                routed: true,
+            }],
+        }
+    }
+
+    #[test]
+    fn nccl_interface_rules() {
+        let all = [
+            iface("lo", "127.0.0.1"),
+            iface("docker0", "172.17.0.1"),
+            iface("eth0", "10.0.0.2"),
+            iface("ib0", "10.1.0.2"),
+        ];
+        assert_eq!(nccl_pick(&all, None).0[0].name, "ib0");
+        assert_eq!(nccl_pick(&all[..3], None).0[0].name, "eth0");
+        assert_eq!(nccl_pick(&all[..2], None).0[0].name, "docker0");
+        assert_eq!(nccl_pick(&all[..1], None).0[0].name, "lo");
+        assert_eq!(nccl_pick(&all, Some("^docker,lo,ib")).0[0].name, "eth0");
+        assert_eq!(nccl_pick(&all, Some("=eth")).0.len(), 0);
+        assert_eq!(nccl_pick(&all, Some("eth,ib")).0.len(), 2);
+        let v = [iface("virbr0", "192.168.122.1"), iface("eth0", "10.0.0.2")];
+        assert_eq!(
+            nccl_pick(&v, None).0[0].name,
+            "virbr0",
+            "NCCL does not skip virbr*"
+        );
+    }
+}

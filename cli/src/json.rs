@@ -1,0 +1,119 @@
+//! `--json`: the report as a stable JSON object. The keys `found`,
+//! `selected`, `candidates`, `loader` and `env` and their fields, listed in
+//! the README, are fixed; others may be added.
+
+use std::path::Path;
+
+use nccl_find::{Candidate, ErrorKind, Linking, Nccl, Package, Report, Status};
+use serde_json::{json, Value};
+
+fn path(p: &Path) -> Value {
+    Value::String(p.display().to_string())
+}
+
+fn opt_path(p: Option<&Path>) -> Value {
+    p.map_or(Value::Null, path)
+}
+
+fn package(p: &Option<Package>) -> Value {
+    match p {
+        None => Value::Null,
+        Some(Package::Dpkg { runtime, dev }) => {
+            json!({"manager": "dpkg", "libnccl2": runtime, "libnccl-dev": dev})
+        }
+        Some(Package::Pip { name, version }) => {
+            json!({"manager": "pip", "name": name, "version": version})
+        }
+    }
+}
+
+fn candidate(c: &Candidate) -> Value {
+    let (status, reason) = match &c.status {
+        Status::Selected => ("selected", "selected".to_string()),
+        Status::Lost(why) => ("lost", why.clone()),
+        Status::Rejected(p) => ("rejected", p.to_string()),
+    };
+    json!({
+        "path": path(&c.place),
+        "version": c.version().map(|v| v.to_string()),
+        "source": c.origin.source.name(),
+        "accepted": c.is_usable(),
+        "reason": reason,
+        "status": status,
+        "origin": c.origin.detail,
+        "variable": c.origin.variable,
+        "package": package(&c.origin.package),
+        "header": opt_path(c.header.as_deref()),
+        "library": opt_path(c.library.as_deref()),
+        "library_version": c.library_version.as_ref().map(|v| v.to_string()),
+        "cuda_version": c.cuda_version.map(|v| v.to_string()),
+        "conflict": c.conflict,
+        "also_found_by": c.also_found_by.iter().map(|o| o.detail.clone()).collect::<Vec<_>>(),
+    })
+}
+
+/// The whole report.
+pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String {
+    let selected = match n {
+        None => Value::Null,
+        Some(n) => json!({
+            "version": n.version.to_string(),
+            "version_code": n.version.code,
+            "cuda_version": n.cuda_version.map(|v| v.to_string()),
+            "include_dir": opt_path(n.include_paths.first().map(|p| p.as_path())),
+            "lib_dir": path(&n.lib_dir),
+            "library": path(&n.library),
+            "library_real": path(&n.library_real),
+            "library_version": n.library_version.to_string(),
+            "static_library": opt_path(n.static_library.as_deref()),
+            "soname": n.soname,
+            "source": n.origin.source.name(),
+            "origin": n.origin.detail,
+            "variable": n.origin.variable,
+            "package": package(&n.origin.package),
+            "root": opt_path(n.root.as_deref()),
+            "linking": match n.linking {
+                Linking::Dynamic => "dynamic",
+                Linking::DynamicVerbatim => "verbatim",
+                Linking::Static { .. } => "static",
+            },
+            "cuda_include_dirs": match &n.cuda_include_dirs {
+                Ok(d) => d.iter().map(|p| path(p)).collect::<Vec<_>>(),
+                Err(_) => Vec::new(),
+            },
+            "cargo_directives": n.cargo_directives(),
+        }),
+    };
+    let visible = |v: &nccl_find::check::loader::Visible| {
+        json!({
+            "path": path(&v.path),
+            "real": path(&v.real),
+            "via": v.via,
+            "version": v.version.as_ref().map(|v| v.to_string()),
+        })
+    };
+    let out = json!({
+        "found": n.is_some(),
+        "selected": selected,
+        "candidates": r.candidates.iter().map(candidate).collect::<Vec<_>>(),
+        "loader": {
+            "pick": r.loader.pick.as_ref().map(visible),
+            "visible": r.loader.visible.iter().map(visible).collect::<Vec<_>>(),
+        },
+        "env": r.env.iter().map(|e| json!({
+            "name": e.name,
+            "value": e.value.as_ref().map(|v| v.to_string_lossy().into_owned()),
+        })).collect::<Vec<_>>(),
+        "error": error.map(|k| k.headline()),
+        "warnings": r.warnings,
+        "target": r.target,
+        "requirement": r.requirement,
+        "looked": r.looked.iter().map(|l| json!({
+            "source": l.source.name(),
+            "path": path(&l.path),
+            "outcome": l.outcome,
+        })).collect::<Vec<_>>(),
+        "version": 1,
+    });
+    serde_json::to_string_pretty(&out).expect("JSON from plain values")
+}
