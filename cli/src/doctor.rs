@@ -73,42 +73,36 @@ const OURS: [&str; 7] = [
 const KNOBS: [(&str, &str); 14] = [
     (
         "NCCL_SOCKET_IFNAME",
-        "chooses the network interfaces NCCL uses (prefixes; ^ excludes, = is exact)",
+        "the network interfaces NCCL may use: prefixes, ^ to exclude, = for exact names",
     ),
-    (
-        "NCCL_SOCKET_FAMILY",
-        "limits NCCL's sockets to AF_INET or AF_INET6",
-    ),
+    ("NCCL_SOCKET_FAMILY", "AF_INET or AF_INET6 only"),
     (
         "NCCL_IB_DISABLE",
-        "1 turns InfiniBand/RoCE off: traffic between nodes goes over TCP sockets",
+        "1 turns InfiniBand/RoCE off; traffic between nodes then goes over TCP sockets",
     ),
-    ("NCCL_IB_HCA", "chooses the InfiniBand adapters"),
+    ("NCCL_IB_HCA", "the InfiniBand adapters NCCL may use"),
     (
         "NCCL_P2P_DISABLE",
-        "1 turns GPU peer-to-peer off: traffic between GPUs goes through host memory, slowly",
+        "1 turns GPU peer-to-peer off; traffic between GPUs then goes through host memory, slowly",
     ),
     (
         "NCCL_SHM_DISABLE",
         "1 turns the shared-memory transport off",
     ),
-    ("NCCL_NET_GDR_LEVEL", "sets when GPUDirect RDMA is used"),
+    ("NCCL_NET_GDR_LEVEL", "when GPUDirect RDMA is used"),
     (
         "NCCL_DEBUG",
-        "sets NCCL's logging (VERSION, WARN, INFO, TRACE)",
+        "NCCL's log level: VERSION, WARN, INFO or TRACE",
     ),
-    ("NCCL_DEBUG_SUBSYS", "chooses which subsystems NCCL logs"),
-    ("NCCL_DEBUG_FILE", "sends NCCL's log to a file"),
+    ("NCCL_DEBUG_SUBSYS", "which subsystems NCCL logs"),
+    ("NCCL_DEBUG_FILE", "where NCCL's log goes"),
     (
         "NCCL_COMM_ID",
-        "makes NCCL's own bootstrap listen at ip:port",
+        "NCCL's own bootstrap listens at this ip:port",
     ),
-    (
-        "NCCL_NVLS_ENABLE",
-        "turns NVLink SHARP (multicast) on or off",
-    ),
-    ("NCCL_IB_GID_INDEX", "chooses the RoCE GID"),
-    ("NCCL_ALGO", "forces collective algorithms"),
+    ("NCCL_NVLS_ENABLE", "NVLink SHARP (multicast) on or off"),
+    ("NCCL_IB_GID_INDEX", "the RoCE GID index"),
+    ("NCCL_ALGO", "forces the collective algorithms"),
 ];
 
 /// NCCL's interface match: comma-separated prefixes; `^` excludes; `=` exact.
@@ -338,7 +332,7 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
     }
 }
 
-fn check_env(f: &mut Findings, env: &[(String, String)], ifaces: &[Iface]) {
+fn check_env(f: &mut Findings, env: &[(String, String)]) {
     let mut any = false;
     for (k, v) in env {
         if !k.starts_with("NCCL_") || OURS.contains(&k.as_str()) {
@@ -353,7 +347,7 @@ fn check_env(f: &mut Findings, env: &[(String, String)], ifaces: &[Iface]) {
             Some((_, what)) => f.add(
                 "NCCL variables",
                 Level::Note,
-                format!("{k}={v}: {what}"),
+                format!("{k}={v} ({what})"),
                 None,
             ),
             None => f.add(
@@ -362,23 +356,6 @@ fn check_env(f: &mut Findings, env: &[(String, String)], ifaces: &[Iface]) {
                 format!("{k}={v} is not a variable nccl-find knows"),
                 Some("check its spelling against NCCL's documentation".into()),
             ),
-        }
-        if k == "NCCL_SOCKET_IFNAME"
-            && !ifaces.iter().any(|i| usable(i) && matches_spec(&i.name, v))
-        {
-            let names: Vec<&str> = ifaces.iter().map(|i| i.name.as_str()).collect();
-            f.add(
-                "NCCL variables",
-                Level::Problem,
-                format!(
-                    "NCCL_SOCKET_IFNAME={v} matches no interface here (there are: {})",
-                    names.join(", ")
-                ),
-                Some(
-                    "NCCL fails with `no socket interface found`; name one of those interfaces"
-                        .into(),
-                ),
-            );
         }
     }
     if !any {
@@ -426,14 +403,24 @@ fn check_network(f: &mut Findings, ifaces: &[Iface], env: &[(String, String)]) {
         None => "NCCL_SOCKET_IFNAME=^docker,virbr,lo".to_string(),
     };
     match picked.first() {
-        None => f.add(
-            "Network",
-            Level::Problem,
-            format!("NCCL would find no interface ({why})"),
-            Some("NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to a real interface".into()),
-        ),
+        None => {
+            f.add(
+                "Network",
+                Level::Problem,
+                format!("NCCL would find no interface ({why})"),
+                Some(format!(
+                "NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to one of {}",
+                ifaces.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+            )
+        }
         Some(first) => {
-            f.add("Network", Level::Ok, format!("NCCL would use {} ({why})", first.name), None);
+            f.add(
+                "Network",
+                Level::Ok,
+                format!("NCCL would use {} ({why})", first.name),
+                None,
+            );
             if first.name.starts_with("virbr") {
                 f.add(
                     "Network",
@@ -445,11 +432,18 @@ fn check_network(f: &mut Findings, ifaces: &[Iface], env: &[(String, String)]) {
                 f.add(
                     "Network",
                     Level::Note,
-                    format!("NCCL would use {}: fine on one node, unreachable from others", first.name),
+                    format!(
+                        "NCCL would use {}: fine on one node, unreachable from others",
+                        first.name
+                    ),
                     Some(format!("for several nodes, {suggestion}")),
                 );
             }
-            for a in first.addrs.iter().filter(|a| !a.routed && !a.link_local && a.ip != "::1") {
+            for a in first
+                .addrs
+                .iter()
+                .filter(|a| !a.routed && !a.link_local && a.ip != "::1")
+            {
                 f.add(
                     "Network",
                     Level::Problem,
@@ -577,7 +571,7 @@ pub fn run(config: &Config, as_json: bool, facts_file: Option<&Path>, color: Whe
     let mut f = Findings::default();
     check_nccl(&mut f, &result);
     check_driver(&mut f, &facts, result.as_ref().ok());
-    check_env(&mut f, &env, &facts.interfaces);
+    check_env(&mut f, &env);
     check_network(&mut f, &facts.interfaces, &env);
     check_rdma(&mut f, &facts);
     check_shm(&mut f, &facts);

@@ -99,8 +99,10 @@ fn explicit_error_exits_1() {
 #[test]
 fn requirement_flag() {
     let root = tree("dpkg");
+    // With --print, the report shows the requirement; alone, only the exit status answers.
     let out = run(
         &[
+            "--print",
             "--root",
             root.to_str().unwrap(),
             "--atleast-version",
@@ -120,6 +122,65 @@ fn requirement_flag() {
         &[],
     );
     assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty());
+}
+
+/// `$(nccl-find --cflags --libs)` builds and links a C program against a
+/// real wheel (with the CUDA header wheels beside it), which then runs.
+#[test]
+fn cflags_and_libs_build_a_c_program_against_a_real_wheel() {
+    let Some(w) = std::env::var_os("NCCL_FIND_WHEELS").map(PathBuf::from) else {
+        assert!(
+            std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
+            "NCCL_FIND_WHEELS is unset; run scripts/test"
+        );
+        eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
+        return;
+    };
+    let venv = std::env::temp_dir().join(format!("nccl-find-cli-cc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&venv);
+    let nv = venv.join("lib/python3.11/site-packages/nvidia");
+    std::fs::create_dir_all(&nv).unwrap();
+    for (dist, d) in [
+        ("nvidia_nccl_cu12-2.21.5", "nccl"),
+        ("nvidia_cuda_runtime_cu12-12.4.127", "cuda_runtime"),
+        ("nvidia_cuda_nvcc_cu12-12.4.131", "cuda_nvcc"),
+        ("nvidia_cuda_cccl_cu12-12.4.127.post1", "cuda_cccl"),
+    ] {
+        std::os::unix::fs::symlink(w.join(dist).join("nvidia").join(d), nv.join(d)).unwrap();
+    }
+    let vars = [("VIRTUAL_ENV", venv.to_str().unwrap())];
+    let out = run(&["--cflags", "--libs"], &vars);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let flags = text(&out.stdout);
+    assert!(flags.trim_end().ends_with("-l:libnccl.so.2"), "{flags}");
+    let src = venv.join("v.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <nccl.h>\nint main(void){int v=0; ncclGetVersion(&v); printf(\"%d %d\\n\", v, NCCL_VERSION_CODE); return 0;}\n",
+    )
+    .unwrap();
+    let exe = venv.join("v");
+    let cc = Command::new("cc")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .args(flags.split_whitespace())
+        .output()
+        .unwrap();
+    assert!(cc.status.success(), "cc {flags}: {}", text(&cc.stderr));
+    let env = text(&run(&["--env"], &vars).stdout);
+    let lib_dir = env
+        .lines()
+        .find_map(|l| l.strip_prefix("NCCL_LIB_DIR="))
+        .unwrap()
+        .to_string();
+    let ran = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", &lib_dir)
+        .output()
+        .unwrap();
+    assert_eq!(text(&ran.stdout), "22105 22105\n");
+    std::fs::remove_dir_all(&venv).unwrap();
 }
 
 #[test]
@@ -128,12 +189,20 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
-        "nccl-find: unknown argument \"--frobnicate\"\nRun `nccl-find --help` for usage.\n"
+        "error: unexpected argument '--frobnicate' found\n\nUsage: nccl-find [OPTIONS] [COMMAND]\n\n\
+         For more information, try '--help'.\n"
     );
+    assert!(out.stdout.is_empty());
     let out = run(&["--root"], &[]);
     assert_eq!(out.status.code(), Some(2));
     let out = run(&["--help"], &[]);
     assert_eq!(out.status.code(), Some(0));
-    assert!(text(&out.stdout)
-        .contains("Exit status: 0 when NCCL is found, 1 when it is not, 2 for a usage error."));
+    let help = text(&out.stdout);
+    for needle in [
+        "Exit status:\n  0  found and healthy\n  1  not found, or a problem found\n  2  usage error",
+        "nccl-find doctor ",
+        "cc app.c $(nccl-find --cflags --libs)",
+    ] {
+        assert!(help.contains(needle), "{needle:?} in:\n{help}");
+    }
 }

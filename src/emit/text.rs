@@ -83,8 +83,16 @@ pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> S
             }
             if !directives.is_empty() {
                 let _ = writeln!(s, "\nCargo directives a build script gets:");
+                let env = "cargo:rerun-if-env-changed=";
+                let n = directives.iter().filter(|d| d.starts_with(env)).count();
+                let mut said = false;
                 for d in directives {
-                    let _ = writeln!(s, "  {d}");
+                    if !d.starts_with(env) {
+                        let _ = writeln!(s, "  {d}");
+                    } else if !said {
+                        said = true;
+                        let _ = writeln!(s, "  {env}<NAME>  (one line for each of the {n} variables read, listed below)");
+                    }
                 }
             }
         }

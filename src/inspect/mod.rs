@@ -402,7 +402,13 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         ctx.looked(
             site.origin.source,
             &place,
-            format!("no NCCL files (looked in {})", list(&dirs)),
+            format!(
+                "no NCCL files (looked in {})",
+                dirs.iter()
+                    .map(|d| ctx.show(d))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         );
         return None;
     }

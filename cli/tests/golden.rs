@@ -1,0 +1,250 @@
+//! Golden outputs of the `nccl-find` command on fixture trees, compared
+//! exactly. The host-dependent parts are injected: the filesystem root
+//! (`--root`), the environment (cleared, then set), and for `doctor` the
+//! host's facts (`--host-facts`). The fixtures' absolute location is written
+//! as `<FIXTURES>`. `UPDATE_GOLDEN=1 cargo test` rewrites the files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixtures() -> PathBuf {
+    std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/trees")).unwrap()
+}
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+/// Runs nccl-find on a fixture tree; returns (exit code, stdout, stderr)
+/// with the fixtures' location replaced.
+fn run(tree: &str, args: &[&str], vars: &[(&str, &str)]) -> (i32, String, String) {
+    let root = fixtures().join(tree);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let at = if all.first().map(String::as_str) == Some("doctor") {
+        1
+    } else {
+        0
+    };
+    all.splice(at..at, ["--root".to_string(), root.display().to_string()]);
+    if at == 0 {
+        all.extend([
+            "--target".to_string(),
+            "x86_64-unknown-linux-gnu".to_string(),
+        ]);
+    }
+    cmd.args(&all)
+        .env_clear()
+        .envs(vars.iter().copied())
+        .env("TARGET", "x86_64-unknown-linux-gnu");
+    let out = cmd.output().unwrap();
+    let clean = |b: &[u8]| {
+        String::from_utf8_lossy(b).replace(&fixtures().display().to_string(), "<FIXTURES>")
+    };
+    (
+        out.status.code().unwrap_or(-1),
+        clean(&out.stdout),
+        clean(&out.stderr),
+    )
+}
+
+fn check(name: &str, got: &str) {
+    let path = golden_dir().join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} is missing; UPDATE_GOLDEN=1", path.display()));
+    if want != got {
+        panic!("{name} differs from the golden file.\n--- want\n{want}\n--- got\n{got}");
+    }
+}
+
+const VENV: (&str, &str) = ("VIRTUAL_ENV", "/opt/torch/.venv");
+const TARBALL: (&str, &str) = ("NCCL_HOME", "/opt/nccl_2.21.5-1+cuda12.4_x86_64");
+
+#[test]
+fn print_golden() {
+    let (code, out, err) = run("gpu-image", &["--print"], &[VENV]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    check("print-gpu-image.txt", &out);
+    let (code, out, err) = run("empty", &[], &[]);
+    assert_eq!(code, 1);
+    assert_eq!(err, "nccl-find: NCCL was not found.\n");
+    check("print-empty.txt", &out);
+    let (code, out, _) = run(
+        "nccl1-and-nccl2",
+        &["--print"],
+        &[("CONDA_PREFIX", "/opt/anaconda3")],
+    );
+    assert_eq!(code, 0);
+    check("print-nccl1-and-nccl2.txt", &out);
+}
+
+#[test]
+fn json_golden() {
+    let (code, out, _) = run("gpu-image", &["--json"], &[VENV]);
+    assert_eq!(code, 0);
+    check("json-gpu-image.json", &out);
+    let (code, out, _) = run("dpkg-runtime-only", &["--json"], &[]);
+    assert_eq!(code, 1);
+    check("json-dpkg-runtime-only.json", &out);
+}
+
+#[test]
+fn pkg_config_style_golden() {
+    let mut all = String::new();
+    for (tree, args, vars) in [
+        ("tarball", vec!["--modversion"], vec![TARBALL]),
+        ("tarball", vec!["--cflags"], vec![TARBALL]),
+        ("tarball", vec!["--libs"], vec![TARBALL]),
+        ("tarball", vec!["--cflags", "--libs"], vec![TARBALL]),
+        ("tarball", vec!["--env"], vec![TARBALL]),
+        ("wheel-venv", vec!["--libs"], vec![("VIRTUAL_ENV", "/venv")]),
+        ("wheel-venv", vec!["--env"], vec![("VIRTUAL_ENV", "/venv")]),
+        ("dpkg", vec!["--libs", "--static"], vec![]),
+        ("empty", vec!["--libs"], vec![]),
+    ] {
+        let (code, out, err) = run(tree, &args, &vars);
+        all.push_str(&format!(
+            "$ {vars:?} nccl-find {}  # {tree}\nexit {code}\n{out}{err}\n",
+            args.join(" ")
+        ));
+    }
+    check("pkg-config-style.txt", &all);
+}
+
+#[test]
+fn doctor_golden() {
+    let facts = |f: &str| golden_dir().join(f).display().to_string();
+    let troubled = facts("facts-troubled.json");
+    let (code, out, err) = run(
+        "gpu-image",
+        &["doctor", "--host-facts", &troubled],
+        &[
+            VENV,
+            ("NCCL_SOCKET_IFNAME", "eth9"),
+            ("NCCL_IB_DISABLE", "1"),
+            ("NCCL_VERSION", "2.28.3-1"),
+            ("NCCL_FOO", "x"),
+        ],
+    );
+    assert_eq!((code, err.as_str()), (1, ""));
+    check("doctor-troubled.txt", &out);
+    let healthy = facts("facts-healthy.json");
+    let (code, out, _) = run(
+        "dpkg",
+        &["doctor", "--host-facts", &healthy],
+        &[("NCCL_DEBUG", "WARN")],
+    );
+    assert_eq!(code, 0, "{out}");
+    check("doctor-healthy.txt", &out);
+    let (code, out, _) = run(
+        "dpkg",
+        &["doctor", "--json", "--host-facts", &healthy],
+        &[("NCCL_DEBUG", "WARN")],
+    );
+    assert_eq!(code, 0);
+    check("doctor-healthy.json", &out);
+    // A broken facts file is a usage error that names the file.
+    let (code, _, err) = run(
+        "dpkg",
+        &["doctor", "--host-facts", "/nonexistent.json"],
+        &[],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("nccl-find: cannot read host facts from /nonexistent.json: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn json_has_the_documented_keys() {
+    let (_, out, _) = run("gpu-image", &["--json"], &[VENV]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["found"], true);
+    let s = &v["selected"];
+    for k in [
+        "version",
+        "version_code",
+        "cuda_version",
+        "include_dir",
+        "lib_dir",
+        "library",
+        "static_library",
+        "source",
+    ] {
+        assert!(s.get(k).is_some(), "selected.{k}");
+    }
+    assert_eq!(s["version"], "2.28.9");
+    assert_eq!(s["version_code"], 22809);
+    assert_eq!(s["cuda_version"], "13.0");
+    assert_eq!(s["static_library"], serde_json::Value::Null);
+    assert_eq!(s["source"], "pip");
+    let cands = v["candidates"].as_array().unwrap();
+    assert_eq!(cands.len(), 2);
+    for c in cands {
+        for k in ["path", "version", "source", "accepted", "reason"] {
+            assert!(c.get(k).is_some(), "candidates[].{k}");
+        }
+    }
+    assert_eq!(cands[1]["accepted"], true);
+    assert_eq!(
+        cands[1]["reason"],
+        "pip comes earlier in the search order than system"
+    );
+    assert_eq!(v["loader"]["pick"]["version"], "2.28.3");
+    let env = v["env"].as_array().unwrap();
+    assert!(env
+        .iter()
+        .any(|e| e["name"] == "VIRTUAL_ENV" && e["value"] == "/opt/torch/.venv"));
+    assert!(env
+        .iter()
+        .any(|e| e["name"] == "NCCL_HOME" && e["value"].is_null()));
+}
+
+#[test]
+fn exit_codes() {
+    let code = |tree: &str, args: &[&str], vars: &[(&str, &str)]| run(tree, args, vars).0;
+    assert_eq!(code("dpkg", &[], &[]), 0);
+    assert_eq!(code("empty", &[], &[]), 1);
+    assert_eq!(code("dpkg", &["--json"], &[]), 0);
+    assert_eq!(code("empty", &["--json"], &[]), 1);
+    assert_eq!(code("dpkg", &["--modversion"], &[]), 0);
+    assert_eq!(code("empty", &["--cflags"], &[]), 1);
+    // --atleast-version alone answers with its exit status only.
+    assert_eq!(
+        run("dpkg", &["--atleast-version", "2.28"], &[]),
+        (0, String::new(), String::new())
+    );
+    let (c, out, err) = run("dpkg", &["--atleast-version", "2.29"], &[]);
+    assert_eq!((c, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        "nccl-find: NCCL was found, but no install satisfies the requirement >=2.29.0.\n"
+    );
+    assert_eq!(code("dpkg", &["--json", "--env"], &[]), 2);
+    assert_eq!(code("dpkg", &["--bogus"], &[]), 2);
+    assert_eq!(code("dpkg", &["--color", "sometimes"], &[]), 2);
+}
+
+#[test]
+fn colour_only_when_asked_or_on_a_terminal() {
+    let (_, plain, _) = run("dpkg", &["--print"], &[]);
+    assert!(!plain.contains('\x1b'));
+    let (_, coloured, _) = run("dpkg", &["--print", "--color", "always"], &[]);
+    assert!(
+        coloured.contains("\x1b[1;32mSelected: NCCL 2.28.3"),
+        "{coloured}"
+    );
+    // Same text once the escapes are gone.
+    let stripped = coloured
+        .replace("\x1b[1;32m", "")
+        .replace("\x1b[1m", "")
+        .replace("\x1b[33m", "")
+        .replace("\x1b[31m", "")
+        .replace("\x1b[0m", "");
+    assert_eq!(stripped, plain);
+}
