@@ -206,3 +206,43 @@ fn usage_errors_exit_2() {
         assert!(help.contains(needle), "{needle:?} in:\n{help}");
     }
 }
+
+/// A first run with nothing set up: an empty environment, the real root,
+/// and (for doctor) the machine's real facts. What it finds depends on the
+/// machine; that it answers sensibly, without a panic, does not.
+#[test]
+fn first_run_on_a_bare_machine() {
+    let out = run(&["--print"], &[]);
+    let code = out.status.code();
+    assert!(matches!(code, Some(0) | Some(1)), "{code:?}");
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("nccl-find "), "{stdout}");
+    assert!(stdout.contains("\nLooked in ("), "{stdout}");
+    if code == Some(1) {
+        assert!(
+            stdout.contains("  - pip install nvidia-nccl-cu12"),
+            "{stdout}"
+        );
+    }
+    let out = run(&["doctor"], &[]);
+    assert!(matches!(out.status.code(), Some(0) | Some(1)));
+    let stdout = text(&out.stdout);
+    for section in [
+        "NCCL:",
+        "GPU and driver:",
+        "NCCL variables:",
+        "Network:",
+        "RDMA:",
+        "Shared memory:",
+        "MPI:",
+    ] {
+        assert!(
+            stdout.contains(&format!("\n{section}\n")),
+            "{section} in:\n{stdout}"
+        );
+    }
+    assert!(!text(&out.stderr).contains("panicked"));
+    let out = run(&["doctor", "--json"], &[]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["healthy"].as_bool(), Some(out.status.code() == Some(0)));
+}
