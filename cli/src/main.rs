@@ -10,6 +10,7 @@ mod doctor;
 mod host;
 mod json;
 mod pkgflags;
+mod smoke;
 mod style;
 
 const AFTER_HELP: &str = "\
@@ -22,11 +23,15 @@ Examples:
   nccl-find --atleast-version 2.18          exit 0 if NCCL >= 2.18 is found
   NCCL_HOME=/opt/nccl nccl-find --print     check an install before building against it
   nccl-find doctor                          what will go wrong when NCCL runs, and the fixes
+  nccl-find smoke                           a verified all-reduce on every GPU of this machine
+  RANK=0 WORLD_SIZE=2 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 nccl-find smoke
+                                            one rank of a job across processes or nodes
 
 Exit status:
   0  found and healthy
-  1  not found, or a problem found
-  2  usage error";
+  1  not found, or a problem found (smoke: a wrong element, an NCCL error, a deadline)
+  2  usage error
+  3  smoke: no NVIDIA driver or no GPU";
 
 /// Find NVIDIA's NCCL, check it, and say which install would be linked and why.
 #[derive(Parser, Debug)]
@@ -87,6 +92,10 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         root: Option<PathBuf>,
     },
+    /// Prove NCCL works: a verified all-reduce on every GPU, in one process
+    /// or across processes and nodes (exit 0 only if every element of every
+    /// run is right; 3 when there is no driver or no GPU)
+    Smoke(smoke::Args),
 }
 
 fn main() -> ExitCode {
@@ -115,6 +124,9 @@ fn main() -> ExitCode {
             config.root(r);
         }
         return doctor::run(&config, *json, host_facts.as_deref(), cli.color);
+    }
+    if let Some(Command::Smoke(args)) = &cli.command {
+        return smoke::run(args, || smoke::probed_library(&config));
     }
     let result = config.probe();
     let (report, nccl, error) = match &result {

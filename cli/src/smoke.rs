@@ -1,0 +1,439 @@
+//! `nccl-find smoke`: the proof that the NCCL found really works here, and
+//! across processes and nodes.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use nccl_find::smoke::{self, Dtype, Event, Failure, Init, Job, Options};
+use serde_json::json;
+
+/// Exit status when there is no driver or no GPU.
+pub const NO_GPU: u8 = 3;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Load this libnccl.so.2 instead of the install the probe selects
+    #[arg(long, value_name = "PATH")]
+    lib: Option<PathBuf>,
+    /// GPUs this process drives, e.g. 0,1 (default: all, or LOCAL_RANK's one under a launcher)
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    gpus: Option<Vec<usize>>,
+    /// Sizes per rank, e.g. 4K,1M,256M (K, M, G are powers of 1024)
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    sizes: Option<Vec<String>>,
+    /// Datatypes: f32 (default), f16, bf16, f64, i32, i64, u8, or all
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "f32"
+    )]
+    dtypes: Vec<String>,
+    /// Seed of the inputs (default: derived from NCCL's unique id; always printed)
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Seconds each step may take: rendezvous, communicator init, each all-reduce
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    timeout: f64,
+    /// Timed all-reduces per size (default: 20 up to 1 MiB, 10 up to 64 MiB, then 5)
+    #[arg(long)]
+    iters: Option<usize>,
+    /// This process's rank (default: RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMI_RANK)
+    #[arg(long)]
+    rank: Option<usize>,
+    /// How many processes (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS or PMI_SIZE)
+    #[arg(long)]
+    world_size: Option<usize>,
+    /// Rendezvous: tcp://HOST:PORT or file:///shared/path (default: tcp://MASTER_ADDR:MASTER_PORT)
+    #[arg(long, value_name = "URL")]
+    init: Option<String>,
+    /// Keeps two jobs on one port or file apart (default: NCCL_FIND_TOKEN, TORCHELASTIC_RUN_ID, SLURM_JOB_ID)
+    #[arg(long)]
+    token: Option<String>,
+    /// The report as JSON, at the end
+    #[arg(long)]
+    json: bool,
+    /// Only meet the other processes: no GPU needed (tests)
+    #[arg(long, hide = true)]
+    rendezvous_only: bool,
+}
+
+fn env(names: &[&str]) -> Option<(String, String)> {
+    names.iter().find_map(|n| {
+        std::env::var(n)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(|v| (n.to_string(), v))
+    })
+}
+
+fn env_usize(names: &[&str]) -> Result<Option<usize>, String> {
+    match env(names) {
+        None => Ok(None),
+        Some((n, v)) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{n}={v} is not a number")),
+    }
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mul) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size like 4096, 64K, 16M or 1G"))?;
+    n.checked_mul(mul)
+        .filter(|b| *b > 0)
+        .ok_or_else(|| format!("{s:?} is not a size like 4096, 64K, 16M or 1G"))
+}
+
+/// Works out the options from flags and launcher variables.
+fn options(a: &Args, lib: PathBuf) -> Result<Options, String> {
+    let sizes = match &a.sizes {
+        Some(v) => v
+            .iter()
+            .map(|s| parse_size(s))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => smoke::DEFAULT_SIZES.to_vec(),
+    };
+    let mut dtypes = Vec::new();
+    for d in &a.dtypes {
+        if d == "all" {
+            dtypes.extend(Dtype::ALL);
+        } else {
+            dtypes.push(Dtype::parse(d).ok_or_else(|| {
+                format!("{d:?} is not a datatype: f32, f16, bf16, f64, i32, i64, u8 or all")
+            })?);
+        }
+    }
+    if !(a.timeout > 0.0 && a.timeout.is_finite()) {
+        return Err(format!(
+            "--timeout {} is not a number of seconds",
+            a.timeout
+        ));
+    }
+    let rank = match a.rank {
+        Some(r) => Some(r),
+        None => env_usize(&["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"])?,
+    };
+    let world = match a.world_size {
+        Some(w) => Some(w),
+        None => env_usize(&[
+            "WORLD_SIZE",
+            "OMPI_COMM_WORLD_SIZE",
+            "SLURM_NTASKS",
+            "PMI_SIZE",
+        ])?,
+    };
+    let local = env_usize(&[
+        "LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "SLURM_LOCALID",
+        "MPI_LOCALRANKID",
+    ])?;
+    let job = match (rank, world) {
+        (_, None) | (_, Some(1)) if a.init.is_none() => None,
+        (Some(rank), Some(world)) => {
+            let init =
+                match &a.init {
+                    Some(u) => Init::parse(u)?,
+                    None => match (env(&["MASTER_ADDR"]), env(&["MASTER_PORT"])) {
+                        (Some((_, h)), Some((_, p))) => Init::parse(&format!("tcp://{h}:{p}"))?,
+                        _ => return Err(
+                            "several processes need a rendezvous: pass --init tcp://HOST:PORT or \
+                                     file:///shared/path, or set MASTER_ADDR and MASTER_PORT"
+                                .into(),
+                        ),
+                    },
+                };
+            if rank >= world {
+                return Err(format!("rank {rank} is outside a world of {world}"));
+            }
+            let token = a
+                .token
+                .clone()
+                .or_else(|| {
+                    env(&[
+                        "NCCL_FIND_TOKEN",
+                        "TORCHELASTIC_RUN_ID",
+                        "SLURM_JOB_ID",
+                        "PMIX_NAMESPACE",
+                    ])
+                    .map(|(_, v)| v)
+                })
+                .unwrap_or_else(|| "nccl-find".into());
+            Some(Job {
+                rank,
+                world,
+                ngpus: 1,
+                token,
+                init,
+                timeout: Duration::from_secs_f64(a.timeout),
+            })
+        }
+        (None, Some(_)) => {
+            return Err("a world size was given but no rank: pass --rank (or RANK)".into())
+        }
+        (_, None) => return Err("--init needs --world-size (or WORLD_SIZE)".into()),
+    };
+    let gpus = match (&a.gpus, &job, local) {
+        (Some(g), _, _) => Some(g.clone()),
+        (None, Some(_), Some(l)) => Some(vec![l]),
+        _ => None,
+    };
+    Ok(Options {
+        lib,
+        gpus,
+        sizes,
+        dtypes,
+        seed: a.seed,
+        timeout: Duration::from_secs_f64(a.timeout),
+        job,
+        iters: a.iters,
+        rendezvous_only: a.rendezvous_only,
+    })
+}
+
+fn human(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
+        b => b.to_string(),
+    }
+}
+
+/// NCCL's WARN lines, captured through NCCL_DEBUG_FILE when the user had
+/// not set NCCL_DEBUG.
+struct Capture(Option<PathBuf>);
+
+impl Capture {
+    fn start() -> Capture {
+        if std::env::var_os("NCCL_DEBUG").is_some() {
+            return Capture(None);
+        }
+        let dir = std::env::temp_dir().join(format!("nccl-find-smoke-{}", std::process::id()));
+        if std::fs::create_dir_all(&dir).is_err() {
+            return Capture(None);
+        }
+        // Set before NCCL is loaded, while this process has one thread.
+        std::env::set_var("NCCL_DEBUG", "WARN");
+        std::env::set_var("NCCL_DEBUG_FILE", dir.join("nccl.%h.%p.log"));
+        Capture(Some(dir))
+    }
+
+    fn last_warnings(&self, n: usize) -> Vec<String> {
+        let Some(dir) = &self.0 else {
+            return Vec::new();
+        };
+        let mut lines: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+            .flat_map(|t| {
+                t.lines()
+                    .filter(|l| l.contains("WARN"))
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let skip = lines.len().saturating_sub(n);
+        lines.drain(..skip);
+        lines
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Some(d) = &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Runs the smoke test; `lib` is the probe's choice when `--lib` is absent.
+pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCode {
+    let started = Instant::now();
+    let lib = match &a.lib {
+        Some(p) => {
+            if !p.is_file() {
+                eprintln!("nccl-find smoke: --lib {}: no such file", p.display());
+                return ExitCode::from(2);
+            }
+            p.clone()
+        }
+        None => match probed() {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("nccl-find smoke: no NCCL to load: {e}\nRun `nccl-find --print`, or pass --lib PATH.");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    let opts = match options(a, lib) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("nccl-find smoke: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let capture = Capture::start();
+    let who = opts
+        .job
+        .as_ref()
+        .map(|j| format!("[rank {}] ", j.rank))
+        .unwrap_or_default();
+    let mut events = Vec::new();
+    let mut out = std::io::stdout();
+    let json = a.json;
+    let result = smoke::run(&opts, &mut |e: Event| {
+        if !json {
+            let line = match &e {
+                Event::Loaded { path, version } => format!("{who}NCCL {version} from {}", path.display()),
+                Event::Devices { gpus, nranks, first_rank, seed } => {
+                    let g: Vec<String> = gpus.iter().map(|(o, n)| format!("{o} {n}")).collect();
+                    let last = first_rank + gpus.len() - 1;
+                    let ranks = if last == *first_rank { format!("rank {first_rank}") } else { format!("ranks {first_rank}-{last}") };
+                    format!(
+                        "{who}GPUs: {}; {ranks} of {nranks}; seed {seed}\n{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}",
+                        g.join(", "),
+                        "size", "count", "type", "oop us", "algbw", "busbw", "#wrong", "ip us", "algbw", "busbw", "#wrong",
+                        "(bytes)", "(elements)", "", "", "(GB/s)", "(GB/s)", "", "", "(GB/s)", "(GB/s)", ""
+                    )
+                }
+                Event::Note(n) => format!("{who}note: {n}"),
+                Event::Row(r) => format!(
+                    "{who}{:>10} {:>11} {:>5} | {:>10.1} {:>8.2} {:>8.2} {:>7} | {:>10.1} {:>8.2} {:>8.2} {:>7}",
+                    human(r.bytes), r.count, r.dtype.name(),
+                    r.oop.time_us, r.oop.algbw, r.oop.busbw, r.oop.wrong,
+                    r.ip.time_us, r.ip.algbw, r.ip.busbw, r.ip.wrong
+                ),
+            };
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+        events.push(e);
+    });
+    let wall = started.elapsed().as_secs_f64();
+    let code = match &result {
+        Ok(s) if s.ok => 0,
+        Ok(_) => 1,
+        Err(Failure::NoDriver(_) | Failure::NoGpu(_)) => NO_GPU,
+        Err(Failure::Usage(_)) => 2,
+        Err(_) => 1,
+    };
+    let verdict = match &result {
+        Ok(s) if s.ok => format!(
+            "OK: every element of {} all-reduce(s) right on {} rank(s){} ({wall:.2} s)",
+            s.rows.len() * 2,
+            s.nranks,
+            if s.peers.is_empty() {
+                String::new()
+            } else {
+                format!(", {} other process(es) agree", s.peers.len())
+            }
+        ),
+        Ok(s) => {
+            let mut why = Vec::new();
+            if s.wrong > 0 {
+                why.push(format!("{} wrong element(s) here", s.wrong));
+            }
+            for p in &s.peers {
+                match &p.done {
+                    Some((true, _, _)) => {}
+                    Some((false, w, m)) => {
+                        why.push(format!("rank {} reported {w} wrong ({m})", p.rank))
+                    }
+                    None => why.push(format!(
+                        "rank {} never reported (killed, or past the deadline)",
+                        p.rank
+                    )),
+                }
+            }
+            format!("FAILED: {} ({wall:.2} s)", why.join("; "))
+        }
+        Err(f) => format!("FAILED: {f} ({wall:.2} s)"),
+    };
+    let warnings = if code == 1 {
+        capture.last_warnings(10)
+    } else {
+        Vec::new()
+    };
+    if json {
+        let rows: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Row(r) => Some(json!({
+                    "bytes": r.bytes, "count": r.count, "dtype": r.dtype.name(),
+                    "oop": {"time_us": r.oop.time_us, "algbw": r.oop.algbw, "busbw": r.oop.busbw, "wrong": r.oop.wrong},
+                    "ip": {"time_us": r.ip.time_us, "algbw": r.ip.algbw, "busbw": r.ip.busbw, "wrong": r.ip.wrong},
+                })),
+                _ => None,
+            })
+            .collect();
+        let mut doc = json!({"ok": code == 0, "exit": code, "verdict": verdict, "wall_s": wall, "rows": rows,
+                             "nccl_warnings": warnings});
+        for e in &events {
+            match e {
+                Event::Loaded { path, version } => {
+                    doc["library"] = json!(path.display().to_string());
+                    doc["version"] = json!(version);
+                }
+                Event::Devices {
+                    gpus,
+                    nranks,
+                    first_rank,
+                    seed,
+                } => {
+                    doc["gpus"] = json!(gpus
+                        .iter()
+                        .map(|(o, n)| json!({"ordinal": o, "name": n}))
+                        .collect::<Vec<_>>());
+                    doc["nranks"] = json!(nranks);
+                    doc["first_rank"] = json!(first_rank);
+                    doc["seed"] = json!(seed);
+                }
+                Event::Note(n) => {
+                    if let Some(a) = doc["notes"].as_array_mut() {
+                        a.push(json!(n));
+                    } else {
+                        doc["notes"] = json!([n]);
+                    }
+                }
+                Event::Row(_) => {}
+            }
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("JSON from plain values")
+        );
+    } else {
+        if !warnings.is_empty() {
+            eprintln!("{who}NCCL's last warnings:");
+            for w in &warnings {
+                eprintln!("{who}  {w}");
+            }
+        }
+        if code == 0 {
+            println!("{who}{verdict}");
+        } else {
+            println!("{who}{verdict}");
+            eprintln!("nccl-find smoke: {verdict}");
+        }
+    }
+    ExitCode::from(code)
+}
+
+/// Where the smoke test's NCCL comes from when `--lib` is absent.
+pub fn probed_library(config: &nccl_find::Config) -> Result<PathBuf, String> {
+    let n = config.probe().map_err(|e| e.headline())?;
+    Ok(n.library_real)
+}

@@ -1,0 +1,85 @@
+//! The few CUDA driver API calls the smoke test needs, loaded from
+//! `libcuda.so.1` at run time. A missing driver is an error value, never a
+//! panic. The driver API (not the runtime) is used so that no particular
+//! `libcudart` version is needed: NCCL carries its own.
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+
+use libloading::Library;
+
+pub type CuResult = c_int;
+pub type CuDevice = c_int;
+pub type CuContext = *mut c_void;
+pub type CuStream = *mut c_void;
+pub type CuDevicePtr = u64;
+
+/// `CUDA_ERROR_NOT_READY`: a stream still has work.
+pub const NOT_READY: CuResult = 600;
+
+macro_rules! api {
+    ($($name:ident : $sym:literal => fn($($arg:ty),*) -> $ret:ty;)*) => {
+        /// The driver's functions.
+        #[allow(non_snake_case)]
+        pub struct Cuda {
+            _lib: Library,
+            $(pub $name: unsafe extern "C" fn($($arg),*) -> $ret,)*
+        }
+
+        impl Cuda {
+            /// Loads `libcuda.so.1` and its functions.
+            pub fn load() -> Result<Cuda, String> {
+                // SAFETY: libcuda.so.1 is the NVIDIA driver's own library;
+                // loading it runs only its initialisers.
+                let lib = unsafe { Library::new("libcuda.so.1") }.map_err(|e| e.to_string())?;
+                // SAFETY: each symbol is looked up with the signature the
+                // CUDA driver API documents for it.
+                unsafe {
+                    $(let $name = *lib
+                        .get::<unsafe extern "C" fn($($arg),*) -> $ret>(concat!($sym, "\0").as_bytes())
+                        .map_err(|e| format!("libcuda.so.1 lacks {}: {e}", $sym))?;)*
+                    Ok(Cuda { _lib: lib, $($name,)* })
+                }
+            }
+        }
+    };
+}
+
+api! {
+    init: "cuInit" => fn(c_uint) -> CuResult;
+    device_get_count: "cuDeviceGetCount" => fn(*mut c_int) -> CuResult;
+    device_get: "cuDeviceGet" => fn(*mut CuDevice, c_int) -> CuResult;
+    device_get_name: "cuDeviceGetName" => fn(*mut c_char, c_int, CuDevice) -> CuResult;
+    primary_ctx_retain: "cuDevicePrimaryCtxRetain" => fn(*mut CuContext, CuDevice) -> CuResult;
+    ctx_set_current: "cuCtxSetCurrent" => fn(CuContext) -> CuResult;
+    mem_alloc: "cuMemAlloc_v2" => fn(*mut CuDevicePtr, usize) -> CuResult;
+    mem_free: "cuMemFree_v2" => fn(CuDevicePtr) -> CuResult;
+    memcpy_htod: "cuMemcpyHtoD_v2" => fn(CuDevicePtr, *const c_void, usize) -> CuResult;
+    memcpy_dtoh: "cuMemcpyDtoH_v2" => fn(*mut c_void, CuDevicePtr, usize) -> CuResult;
+    stream_create: "cuStreamCreate" => fn(*mut CuStream, c_uint) -> CuResult;
+    stream_query: "cuStreamQuery" => fn(CuStream) -> CuResult;
+    stream_destroy: "cuStreamDestroy_v2" => fn(CuStream) -> CuResult;
+    get_error_string: "cuGetErrorString" => fn(CuResult, *mut *const c_char) -> CuResult;
+}
+
+impl Cuda {
+    /// A CUDA error code in words.
+    pub fn error(&self, rc: CuResult) -> String {
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: cuGetErrorString points p at a static string or leaves it null.
+        unsafe {
+            if (self.get_error_string)(rc, &mut p) == 0 && !p.is_null() {
+                return format!("CUDA error {rc}: {}", CStr::from_ptr(p).to_string_lossy());
+            }
+        }
+        format!("CUDA error {rc}")
+    }
+
+    /// Turns a return code into a `Result`, naming the call.
+    pub fn check(&self, rc: CuResult, what: &str) -> Result<(), String> {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!("{what} failed: {}", self.error(rc)))
+        }
+    }
+}

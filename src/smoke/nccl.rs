@@ -1,0 +1,177 @@
+//! NCCL's API, loaded from one exact library file: the one the probe
+//! selected, or the one named with `--lib`. (cudarc's loader cannot name a
+//! file and never tries `libnccl.so.2`; see FACTS.md §7.)
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::path::{Path, PathBuf};
+
+use libloading::Library;
+
+use super::cuda::CuStream;
+
+pub type NcclResult = c_int;
+pub type NcclComm = *mut c_void;
+
+pub const SUCCESS: NcclResult = 0;
+pub const IN_PROGRESS: NcclResult = 7;
+
+/// `ncclUniqueId`: 128 opaque bytes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct UniqueId {
+    pub internal: [u8; 128],
+}
+
+/// `ncclConfig_t` as NCCL 2.14 laid it out; newer NCCL reads older
+/// layouts by their `size` and `version`.
+#[repr(C)]
+pub struct Config {
+    pub size: usize,
+    pub magic: u32,
+    pub version: u32,
+    pub blocking: c_int,
+    pub cga_cluster_size: c_int,
+    pub min_ctas: c_int,
+    pub max_ctas: c_int,
+    pub net_name: *const c_char,
+}
+
+impl Config {
+    /// `NCCL_CONFIG_INITIALIZER` of 2.14, non-blocking.
+    pub fn non_blocking() -> Config {
+        Config {
+            size: std::mem::size_of::<Config>(),
+            magic: 0xcafe_beef,
+            version: 21400,
+            blocking: 0,
+            cga_cluster_size: c_int::MIN,
+            min_ctas: c_int::MIN,
+            max_ctas: c_int::MIN,
+            net_name: std::ptr::null(),
+        }
+    }
+}
+
+type Fn0 = unsafe extern "C" fn() -> NcclResult;
+type FnComm = unsafe extern "C" fn(NcclComm) -> NcclResult;
+
+/// NCCL's functions, from one library file.
+#[allow(clippy::type_complexity)]
+pub struct Nccl {
+    _lib: Library,
+    /// The file loaded.
+    pub path: PathBuf,
+    /// `ncclGetVersion`'s answer.
+    pub version_code: i32,
+    pub get_unique_id: unsafe extern "C" fn(*mut UniqueId) -> NcclResult,
+    pub comm_init_rank: unsafe extern "C" fn(*mut NcclComm, c_int, UniqueId, c_int) -> NcclResult,
+    /// 2.14 and newer.
+    pub comm_init_rank_config: Option<
+        unsafe extern "C" fn(*mut NcclComm, c_int, UniqueId, c_int, *mut Config) -> NcclResult,
+    >,
+    /// 2.4 and newer.
+    pub comm_get_async_error: Option<unsafe extern "C" fn(NcclComm, *mut NcclResult) -> NcclResult>,
+    pub comm_abort: Option<FnComm>,
+    pub comm_destroy: FnComm,
+    pub all_reduce: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        NcclComm,
+        CuStream,
+    ) -> NcclResult,
+    pub group_start: Fn0,
+    pub group_end: Fn0,
+    pub get_error_string: unsafe extern "C" fn(NcclResult) -> *const c_char,
+    /// 2.13 and newer.
+    pub get_last_error: Option<unsafe extern "C" fn(NcclComm) -> *const c_char>,
+}
+
+impl Nccl {
+    /// Loads NCCL from exactly this file.
+    pub fn load(path: &Path) -> Result<Nccl, String> {
+        // SAFETY: the file is an NCCL library found and checked by the probe
+        // or named by the user; loading it runs its initialisers only.
+        let lib = unsafe { Library::new(path) }
+            .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+        // SAFETY: every symbol is looked up with the signature nccl.h gives it.
+        unsafe {
+            macro_rules! need {
+                ($sym:literal) => {
+                    *lib.get(concat!($sym, "\0").as_bytes())
+                        .map_err(|e| format!("{} lacks {}: {e}", path.display(), $sym))?
+                };
+            }
+            macro_rules! maybe {
+                ($sym:literal) => {
+                    lib.get(concat!($sym, "\0").as_bytes()).ok().map(|s| *s)
+                };
+            }
+            let get_version: unsafe extern "C" fn(*mut c_int) -> NcclResult =
+                need!("ncclGetVersion");
+            let mut version_code = 0;
+            get_version(&mut version_code);
+            Ok(Nccl {
+                path: path.to_path_buf(),
+                version_code,
+                get_unique_id: need!("ncclGetUniqueId"),
+                comm_init_rank: need!("ncclCommInitRank"),
+                comm_init_rank_config: maybe!("ncclCommInitRankConfig"),
+                comm_get_async_error: maybe!("ncclCommGetAsyncError"),
+                comm_abort: maybe!("ncclCommAbort"),
+                comm_destroy: need!("ncclCommDestroy"),
+                all_reduce: need!("ncclAllReduce"),
+                group_start: need!("ncclGroupStart"),
+                group_end: need!("ncclGroupEnd"),
+                get_error_string: need!("ncclGetErrorString"),
+                get_last_error: maybe!("ncclGetLastError"),
+                _lib: lib,
+            })
+        }
+    }
+
+    /// `X.Y.Z` from `ncclGetVersion`.
+    pub fn version(&self) -> String {
+        let c = self.version_code.max(0) as u32;
+        let (x, y, z) = if c >= 10000 {
+            (c / 10000, c / 100 % 100, c % 100)
+        } else {
+            (c / 1000, c / 100 % 10, c % 100)
+        };
+        format!("{x}.{y}.{z}")
+    }
+
+    /// An NCCL result in words, with the communicator's last error if any.
+    pub fn error(&self, rc: NcclResult, comm: Option<NcclComm>) -> String {
+        // SAFETY: both return pointers to static or comm-owned C strings.
+        unsafe {
+            let mut s = CStr::from_ptr((self.get_error_string)(rc))
+                .to_string_lossy()
+                .into_owned();
+            if let (Some(f), Some(c)) = (self.get_last_error, comm) {
+                let p = f(c);
+                if !p.is_null() {
+                    let last = CStr::from_ptr(p).to_string_lossy();
+                    if !last.is_empty() {
+                        s.push_str(&format!(" ({last})"));
+                    }
+                }
+            }
+            s
+        }
+    }
+
+    /// A new unique id (rank 0 makes it; no GPU needed).
+    pub fn unique_id(&self) -> Result<UniqueId, String> {
+        let mut id = UniqueId { internal: [0; 128] };
+        // SAFETY: writes 128 bytes into id.
+        let rc = unsafe { (self.get_unique_id)(&mut id) };
+        if rc == SUCCESS {
+            Ok(id)
+        } else {
+            Err(format!("ncclGetUniqueId failed: {}", self.error(rc, None)))
+        }
+    }
+}
