@@ -17,7 +17,7 @@ torchlib=$(ls /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libncc
 results=()
 row() { results+=("$(printf '| %-44s | %-6s | %8s | %s |' "$1" "$2" "$3" "$4")"); }
 now() { date +%s.%N; }
-secs() { printf '%.2f' "$(echo "$2 - $1" | bc)"; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 
 nvidia-smi -L | tee "$out/gpus.txt"
 "$bin" --print > "$out/print.txt" 2>&1; echo "print exit $?"
