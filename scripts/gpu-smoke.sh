@@ -23,25 +23,25 @@ nvidia-smi -L | tee "$out/gpus.txt"
 "$bin" --print > "$out/print.txt" 2>&1; echo "print exit $?"
 VIRTUAL_ENV=/opt/torch/.venv "$bin" doctor > "$out/doctor.txt" 2>&1; echo "doctor exit $?"
 
-run1() { # name, args...
-  local name=$1; shift
-  local s=$(now); "$bin" smoke "$@" > "$out/$name.txt" 2>&1; local rc=$?; local e=$(now)
-  row "$name" "$rc" "$(secs "$s" "$e")" "$(tail -1 "$out/$name.txt" | cut -c1-90)"
+run1() { # file, name, args...
+  local f=$1 name=$2; shift 2
+  local s=$(now); "$bin" smoke "$@" > "$out/$f.txt" 2>&1; local rc=$?; local e=$(now)
+  row "$name" "$rc" "$(secs "$s" "$e")" "$(tail -1 "$out/$f.txt" | cut -c1-90)"
 }
-run1 "1 process, 2 GPUs (default sweep)" --timeout 30
-run1 "1 process, 1 GPU" --gpus 0 --timeout 30
-run1 "1 process, 2 GPUs, all datatypes" --dtypes all --sizes 4K,1M,8M --timeout 30
+run1 one-2gpu "1 process, 2 GPUs (default sweep)" --timeout 30
+run1 one-1gpu "1 process, 1 GPU" --gpus 0 --timeout 30
+run1 one-dtypes "1 process, 2 GPUs, all datatypes" --dtypes all --sizes 4K,1M,8M --timeout 30
 
-pair() { # name, init-url, extra env for rank 1
-  local name=$1 init=$2
+pair() { # file, name, init-url
+  local f=$1 name=$2 init=$3
   local s=$(now)
-  "$bin" smoke --rank 0 --world-size 2 --init "$init" --gpus 0 --timeout 30 > "$out/$name.r0.txt" 2>&1 & local p0=$!
-  "$bin" smoke --rank 1 --world-size 2 --init "$init" --gpus 1 --timeout 30 > "$out/$name.r1.txt" 2>&1; local rc1=$?
+  "$bin" smoke --rank 0 --world-size 2 --init "$init" --gpus 0 --timeout 30 > "$out/$f.r0.txt" 2>&1 & local p0=$!
+  "$bin" smoke --rank 1 --world-size 2 --init "$init" --gpus 1 --timeout 30 > "$out/$f.r1.txt" 2>&1; local rc1=$?
   wait $p0; local rc0=$?; local e=$(now)
-  row "$name" "$rc0/$rc1" "$(secs "$s" "$e")" "$(tail -1 "$out/$name.r0.txt" | cut -c1-90)"
+  row "$name" "$rc0/$rc1" "$(secs "$s" "$e")" "$(tail -1 "$out/$f.r0.txt" | cut -c1-90)"
 }
-pair "2 processes x 1 GPU, tcp://127.0.0.1" tcp://127.0.0.1:29611
-pair "2 processes x 1 GPU, file://" "file://$out/rdv"
+pair pair-tcp "2 processes x 1 GPU, tcp://127.0.0.1" tcp://127.0.0.1:29611
+pair pair-file "2 processes x 1 GPU, file://" "file://$out/rdv"
 
 s=$(now)
 RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29612 "$bin" smoke --timeout 30 > "$out/torchrun-vars.r0.txt" 2>&1 & p0=$!
@@ -98,6 +98,7 @@ row "e2e: torchrun, one verified all-reduce" "$rc" "$(secs "$s" "$e")" "PyTorch 
 s=$(now); "$bin" smoke --lib "$torchlib" --sizes 4K --timeout 30 > "$out/e2e-ours.txt" 2>&1; rc=$?; e=$(now)
 row "e2e: nccl-find smoke --sizes 4K (1 proc)" "$rc" "$(secs "$s" "$e")" "$(tail -1 "$out/e2e-ours.txt" | cut -c1-60)"
 
+tar czf "$out/logs.tgz" -C "$out" --exclude logs.tgz . 2>/dev/null
 echo
 echo "| run | exit | seconds | last line |"
 echo "|---|---|---|---|"

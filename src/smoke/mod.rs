@@ -381,7 +381,51 @@ impl Run<'_> {
         if rc != nccl::SUCCESS && rc != nccl::IN_PROGRESS {
             return Err(self.nccl_err("ncclGroupEnd (all-reduce)", rc, None));
         }
-        Ok(())
+        self.settle("all-reduce enqueue")
+    }
+
+    /// Non-blocking communicators: every call must have left
+    /// `ncclInProgress` before the next one is made.
+    fn settle(&self, what: &str) -> Result<(), Failure> {
+        let Some(get) = self
+            .nc
+            .comm_get_async_error
+            .filter(|_| self.nc.comm_init_rank_config.is_some())
+        else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + self.timeout;
+        let mut spins = 0u32;
+        loop {
+            let mut pending = false;
+            for g in &self.gpus {
+                let mut state = 0;
+                // SAFETY: live communicator; writes one int.
+                let rc = unsafe { get(g.comm, &mut state) };
+                if rc != nccl::SUCCESS {
+                    return Err(self.nccl_err("ncclCommGetAsyncError", rc, Some(g.comm)));
+                }
+                if state == nccl::IN_PROGRESS {
+                    pending = true;
+                } else if state != nccl::SUCCESS {
+                    return Err(self.nccl_err(what, state, Some(g.comm)));
+                }
+            }
+            if !pending {
+                return Ok(());
+            }
+            spins += 1;
+            if spins % 256 == 0 {
+                self.check_abort()?;
+                if Instant::now() >= deadline {
+                    return Err(Failure::Timeout(format!(
+                        "{what} did not finish within {:.0} s; the communicators were aborted",
+                        self.timeout.as_secs_f64()
+                    )));
+                }
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
     }
 
     fn upload(&self, g: &Gpu, dst: CuDevicePtr, src: &[u8]) -> Result<(), Failure> {
