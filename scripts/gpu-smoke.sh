@@ -8,8 +8,9 @@
 #   scripts/gpu-smoke.sh [path/to/nccl-find]    (logs go to $OUT, or ./gpu-smoke-logs)
 set -u
 bin=${1:-target/release/nccl-find}
-out=${OUT:-gpu-smoke-logs}
-mkdir -p "$out"
+dest=${OUT:-gpu-smoke-logs}
+out=$(mktemp -d)
+mkdir -p "$dest"
 export NCCL_NVLS_ENABLE=0
 py=/opt/torch/.venv/bin/python
 torchrun=/opt/torch/.venv/bin/torchrun
@@ -98,7 +99,7 @@ row "e2e: torchrun, one verified all-reduce" "$rc" "$(secs "$s" "$e")" "PyTorch 
 s=$(now); "$bin" smoke --lib "$torchlib" --sizes 4K --timeout 30 > "$out/e2e-ours.txt" 2>&1; rc=$?; e=$(now)
 row "e2e: nccl-find smoke --sizes 4K (1 proc)" "$rc" "$(secs "$s" "$e")" "$(tail -1 "$out/e2e-ours.txt" | cut -c1-60)"
 
-tar czf "$out/logs.tgz" -C "$out" --exclude logs.tgz . 2>/dev/null
+tar czf "$dest/logs.tgz" -C "$out" . 2>/dev/null
 echo
 echo "| run | exit | seconds | last line |"
 echo "|---|---|---|---|"

@@ -521,6 +521,7 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
     if opts.rendezvous_only {
         return rendezvous_only(opts, &nc, on);
     }
+    let t_driver = Instant::now();
     let cu = Cuda::load().map_err(Failure::NoDriver)?;
     // SAFETY: cuInit(0) is the driver's documented first call.
     let rc = unsafe { (cu.init)(0) };
@@ -541,6 +542,7 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
     if count == 0 {
         return Err(Failure::NoGpu("the driver sees no GPU".into()));
     }
+    let driver_s = t_driver.elapsed().as_secs_f64();
     let ordinals: Vec<usize> = opts
         .gpus
         .clone()
@@ -561,37 +563,57 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
             "GPUs {ordinals:?} name one GPU twice: NCCL needs one rank per GPU"
         )));
     }
+    // Primary contexts take a while each: retain them on one thread per GPU.
+    let t_ctx = Instant::now();
+    let made: Vec<Result<(usize, String), String>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = ordinals
+            .iter()
+            .map(|&o| {
+                let cu = &cu;
+                sc.spawn(move || -> Result<(usize, String), String> {
+                    let mut dev = 0;
+                    let mut ctx: CuContext = std::ptr::null_mut();
+                    let mut name = [0i8; 128];
+                    // SAFETY: each call writes into the local it is given.
+                    unsafe {
+                        cu.check((cu.device_get)(&mut dev, o as i32), "cuDeviceGet")?;
+                        cu.check(
+                            (cu.primary_ctx_retain)(&mut ctx, dev),
+                            "cuDevicePrimaryCtxRetain",
+                        )?;
+                        (cu.device_get_name)(name.as_mut_ptr(), 128, dev);
+                    }
+                    // SAFETY: cuDeviceGetName wrote a NUL-terminated string (or left zeros).
+                    let n = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+                        .to_string_lossy()
+                        .into_owned();
+                    // The context handle crosses threads as an address.
+                    Ok((ctx as usize, n))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a GPU thread failed".into()))
+            })
+            .collect()
+    });
     let mut gpus = Vec::new();
     let mut names = Vec::new();
-    for &o in &ordinals {
-        let mut dev = 0;
-        let mut ctx: CuContext = std::ptr::null_mut();
-        let mut name = [0i8; 128];
-        // SAFETY: each call writes into the local it is given.
-        unsafe {
-            cu.check((cu.device_get)(&mut dev, o as i32), "cuDeviceGet")
-                .map_err(Failure::Cuda)?;
-            cu.check(
-                (cu.primary_ctx_retain)(&mut ctx, dev),
-                "cuDevicePrimaryCtxRetain",
-            )
-            .map_err(Failure::Cuda)?;
-            (cu.device_get_name)(name.as_mut_ptr(), 128, dev);
-        }
-        // SAFETY: cuDeviceGetName wrote a NUL-terminated string (or left zeros).
-        let n = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
+    for (&o, m) in ordinals.iter().zip(made) {
+        let (ctx, n) = m.map_err(Failure::Cuda)?;
         names.push((o, n));
         gpus.push(Gpu {
             ordinal: o,
-            ctx,
+            ctx: ctx as CuContext,
             stream: std::ptr::null_mut(),
             comm: std::ptr::null_mut(),
             send: 0,
             recv: 0,
         });
     }
+    let ctx_s = t_ctx.elapsed().as_secs_f64();
     // Meet the others (or be alone).
     let (id, nranks, first_rank, joined) = match &opts.job {
         None => (nccl_id(&nc)?, gpus.len(), 0, None),
@@ -618,6 +640,9 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         timeout: opts.timeout,
         abort: joined.as_ref().map(|j| j.abort.clone()),
     };
+    on(Event::Note(format!(
+        "setup: driver {driver_s:.2} s, GPU contexts {ctx_s:.2} s"
+    )));
     let result = sweep(&mut run, opts, id, nranks, first_rank, seed, on);
     let (ok, wrong, message) = match &result {
         Ok((_, w)) => (*w == 0, *w as u64, format!("{w} wrong elements")),
@@ -691,7 +716,12 @@ fn sweep(
     if rc != nccl::SUCCESS && rc != nccl::IN_PROGRESS {
         return Err(run.nccl_err("ncclGroupEnd (communicator init)", rc, None));
     }
+    let t_init = Instant::now();
     run.wait_init(deadline)?;
+    on(Event::Note(format!(
+        "NCCL communicators ready in {:.2} s",
+        t_init.elapsed().as_secs_f64()
+    )));
     // Streams and buffers, big enough for the largest size.
     let max_bytes = opts.sizes.iter().copied().max().unwrap_or(0).max(8);
     for j in 0..run.gpus.len() {
