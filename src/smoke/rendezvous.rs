@@ -358,8 +358,11 @@ pub struct Joined {
     link: Link,
 }
 
+/// Where a watcher thread leaves a peer's Done message.
+type DoneSlot = Arc<Mutex<Option<Msg>>>;
+
 enum Link {
-    TcpRoot(Vec<(usize, TcpStream, Arc<Mutex<Option<Msg>>>)>),
+    TcpRoot(Vec<(usize, TcpStream, DoneSlot)>),
     TcpPeer(TcpStream),
     File {
         path: PathBuf,

@@ -1,0 +1,396 @@
+//! `nccl-find smoke` where there is no GPU (CI): rendezvous over TCP and a
+//! file with several real processes on loopback, real NCCL unique ids from a
+//! wheel's library, the failure paths, and the no-driver path. The GPU runs
+//! are in scripts/gpu-smoke.sh.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn wheel_lib() -> Option<PathBuf> {
+    match std::env::var_os("NCCL_FIND_WHEELS") {
+        Some(w) => {
+            Some(PathBuf::from(w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
+        }
+        None => {
+            assert!(
+                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
+                "NCCL_FIND_WHEELS is unset; run scripts/test"
+            );
+            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
+            None
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn(args: &[String], vars: &[(&str, &str)]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .arg("smoke")
+        .args(args)
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("LOCAL_RANK")
+        .env_remove("MASTER_ADDR")
+        .env_remove("MASTER_PORT")
+        .envs(vars.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn text(o: &Output) -> (i32, String, String) {
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn rank_args(lib: &PathBuf, rank: usize, world: usize, init: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["--lib", lib.to_str().unwrap(), "--rendezvous-only"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    a.extend([
+        "--rank".into(),
+        rank.to_string(),
+        "--world-size".into(),
+        world.to_string(),
+        "--init".into(),
+        init.into(),
+    ]);
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// The id prefix and first rank each process reports.
+fn handed_out(stdout: &str) -> (String, String, String) {
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("note: rendezvous:"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let at = |k: &str| w[w.iter().position(|x| *x == k).unwrap() + 1].to_string();
+    (at("nranks"), at("first_rank"), at("id"))
+}
+
+#[test]
+fn tcp_rendezvous_with_three_processes() {
+    let Some(lib) = wheel_lib() else { return };
+    let init = format!("tcp://127.0.0.1:{}", free_port());
+    let kids: Vec<Child> = vec![
+        spawn(&rank_args(&lib, 2, 3, &init, &["--timeout", "20"]), &[]),
+        spawn(
+            &rank_args(&lib, 1, 3, &init, &["--timeout", "20", "--gpus", "0,1"]),
+            &[],
+        ),
+        spawn(&rank_args(&lib, 0, 3, &init, &["--timeout", "20"]), &[]),
+    ];
+    let outs: Vec<_> = kids
+        .into_iter()
+        .map(|k| text(&k.wait_with_output().unwrap()))
+        .collect();
+    for o in &outs {
+        assert_eq!(o.0, 0, "{o:?}");
+        assert!(o.1.contains("NCCL 2.21.5 from "), "{o:?}");
+    }
+    let got: Vec<_> = outs.iter().map(|o| handed_out(&o.1)).collect();
+    // Rank 1 drives two GPUs, so rank 2's first NCCL rank is 3, of 4.
+    assert_eq!((got[2].0.as_str(), got[2].1.as_str()), ("4", "0"));
+    assert_eq!((got[1].0.as_str(), got[1].1.as_str()), ("4", "1"));
+    assert_eq!((got[0].0.as_str(), got[0].1.as_str()), ("4", "3"));
+    assert!(
+        got.iter().all(|g| g.2 == got[0].2),
+        "one unique id for all: {got:?}"
+    );
+    assert!(
+        outs[2].1.contains("2 other process(es) agree"),
+        "{:?}",
+        outs[2]
+    );
+}
+
+#[test]
+fn file_rendezvous_and_torchrun_variables() {
+    let Some(lib) = wheel_lib() else { return };
+    let dir = std::env::temp_dir().join(format!("nccl-find-smoke-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let init = format!("file://{}", dir.join("rdv").display());
+    let k1 = spawn(&rank_args(&lib, 1, 2, &init, &["--timeout", "20"]), &[]);
+    let k0 = spawn(&rank_args(&lib, 0, 2, &init, &["--timeout", "20"]), &[]);
+    let (o0, o1) = (
+        text(&k0.wait_with_output().unwrap()),
+        text(&k1.wait_with_output().unwrap()),
+    );
+    assert_eq!((o0.0, o1.0), (0, 0), "{o0:?} {o1:?}");
+    assert_eq!(handed_out(&o0.1).2, handed_out(&o1.1).2);
+    // Rank 0 cleans up the rendezvous files.
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "{:?}",
+        std::fs::read_dir(&dir).unwrap().collect::<Vec<_>>()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // The launcher's variables instead of flags.
+    let port = free_port().to_string();
+    let base = [
+        "--lib".to_string(),
+        lib.display().to_string(),
+        "--rendezvous-only".into(),
+        "--timeout".into(),
+        "20".into(),
+    ];
+    let env = |r: &'static str| {
+        vec![
+            ("RANK", r),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", port.as_str()),
+        ]
+    };
+    let k1 = spawn(&base, &env("1"));
+    let k0 = spawn(&base, &env("0"));
+    let (o0, o1) = (
+        text(&k0.wait_with_output().unwrap()),
+        text(&k1.wait_with_output().unwrap()),
+    );
+    assert_eq!((o0.0, o1.0), (0, 0), "{o0:?} {o1:?}");
+    assert!(o1.1.starts_with("[rank 1] NCCL 2.21.5 from "), "{o1:?}");
+}
+
+#[test]
+fn a_token_mismatch_is_refused() {
+    let Some(lib) = wheel_lib() else { return };
+    let init = format!("tcp://127.0.0.1:{}", free_port());
+    let k0 = spawn(
+        &rank_args(&lib, 0, 2, &init, &["--timeout", "3", "--token", "job-a"]),
+        &[],
+    );
+    let k1 = spawn(
+        &rank_args(&lib, 1, 2, &init, &["--timeout", "3", "--token", "job-b"]),
+        &[],
+    );
+    let (o0, o1) = (
+        text(&k0.wait_with_output().unwrap()),
+        text(&k1.wait_with_output().unwrap()),
+    );
+    assert_eq!(o1.0, 1);
+    assert!(
+        o1.2.contains("rank 0 refused rank 1: token mismatch: this job's token is \"job-a\", the peer's \"job-b\""),
+        "{o1:?}"
+    );
+    assert_eq!(o0.0, 1);
+    assert!(
+        o0.1.contains("note: refused a peer from 127.0.0.1:"),
+        "{o0:?}"
+    );
+    assert!(o0.2.contains("rank(s) 1 never arrived"), "{o0:?}");
+}
+
+#[test]
+fn a_rank_that_never_comes_ends_at_the_deadline() {
+    let Some(lib) = wheel_lib() else { return };
+    let init = format!("tcp://127.0.0.1:{}", free_port());
+    let start = Instant::now();
+    let k0 = spawn(&rank_args(&lib, 0, 3, &init, &["--timeout", "2"]), &[]);
+    let k1 = spawn(&rank_args(&lib, 1, 3, &init, &["--timeout", "2"]), &[]);
+    let (o0, o1) = (
+        text(&k0.wait_with_output().unwrap()),
+        text(&k1.wait_with_output().unwrap()),
+    );
+    let took = start.elapsed();
+    assert_eq!(o0.0, 1);
+    assert!(
+        o0.2.contains(
+            "the rendezvous timed out after 2 s: rank(s) 2 never arrived at tcp://127.0.0.1:"
+        ),
+        "{o0:?}"
+    );
+    assert!(o0.2.contains("(2 of 3 processes did)"), "{o0:?}");
+    // Rank 1 gives up on its own deadline too.
+    assert_eq!(o1.0, 1, "{o1:?}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+
+    // The same through a file.
+    let dir = std::env::temp_dir().join(format!("nccl-find-smoke-missing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let init = format!("file://{}", dir.join("rdv").display());
+    let o0 = text(
+        &spawn(&rank_args(&lib, 0, 2, &init, &["--timeout", "1"]), &[])
+            .wait_with_output()
+            .unwrap(),
+    );
+    assert_eq!(o0.0, 1);
+    assert!(o0.2.contains("rank(s) 1 never arrived at "), "{o0:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_malformed_peer_is_refused_without_a_crash() {
+    let Some(lib) = wheel_lib() else { return };
+    let port = free_port();
+    let init = format!("tcp://127.0.0.1:{port}");
+    let k0 = spawn(&rank_args(&lib, 0, 2, &init, &["--timeout", "20"]), &[]);
+    // Garbage first: an HTTP request, then a frame that claims 1 GB.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for garbage in [
+        &b"GET / HTTP/1.1\r\n\r\n"[..],
+        &b"NCFS\x01\x01\xff\xff\xff\x7f"[..],
+    ] {
+        let mut s = loop {
+            match std::net::TcpStream::connect(("127.0.0.1", port)) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        s.write_all(garbage).unwrap();
+        drop(s);
+    }
+    let k1 = spawn(&rank_args(&lib, 1, 2, &init, &["--timeout", "20"]), &[]);
+    let (o0, o1) = (
+        text(&k0.wait_with_output().unwrap()),
+        text(&k1.wait_with_output().unwrap()),
+    );
+    assert_eq!((o0.0, o1.0), (0, 0), "{o0:?} {o1:?}");
+    assert!(
+        o0.1.contains("not an nccl-find rendezvous message (bad magic)"),
+        "{o0:?}"
+    );
+    assert!(
+        o0.1.contains("a 2147483647-byte message is too long"),
+        "{o0:?}"
+    );
+}
+
+#[test]
+fn a_port_in_use_says_so() {
+    let Some(lib) = wheel_lib() else { return };
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let init = format!("tcp://127.0.0.1:{}", busy.local_addr().unwrap().port());
+    let o = text(
+        &spawn(&rank_args(&lib, 0, 2, &init, &["--timeout", "5"]), &[])
+            .wait_with_output()
+            .unwrap(),
+    );
+    assert_eq!(o.0, 1);
+    assert!(o.2.contains("rank 0 cannot listen on 127.0.0.1:"), "{o:?}");
+    assert!(o.2.contains("Another job may hold the port"), "{o:?}");
+}
+
+#[test]
+fn without_a_driver_it_says_so_with_its_own_exit_code() {
+    let Some(lib) = wheel_lib() else { return };
+    let o = text(
+        &spawn(&["--lib".into(), lib.display().to_string()], &[])
+            .wait_with_output()
+            .unwrap(),
+    );
+    // CI has no GPU: a clear message and exit 3, after naming the NCCL loaded.
+    assert_eq!(o.0, 3, "{o:?}");
+    assert!(
+        o.1.starts_with(&format!("NCCL 2.21.5 from {}\n", lib.display())),
+        "{o:?}"
+    );
+    assert!(
+        o.2.contains("no NVIDIA driver: libcuda.so.1 cannot be used"),
+        "{o:?}"
+    );
+    assert!(!o.2.contains("panicked"));
+    // Without --lib, the probe's choice is loaded.
+    let home = lib
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let o = text(
+        &spawn(&[], &[("NCCL_HOME", &home)])
+            .wait_with_output()
+            .unwrap(),
+    );
+    assert_eq!(o.0, 3, "{o:?}");
+    assert!(o.1.contains("NCCL 2.21.5 from "), "{o:?}");
+    // --json says the same for tools.
+    let o = text(
+        &spawn(
+            &["--lib".into(), lib.display().to_string(), "--json".into()],
+            &[],
+        )
+        .wait_with_output()
+        .unwrap(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&o.1).unwrap();
+    assert_eq!(
+        (v["ok"].as_bool(), v["exit"].as_i64(), v["version"].as_str()),
+        (Some(false), Some(3), Some("2.21.5"))
+    );
+}
+
+#[test]
+fn usage_errors() {
+    let Some(lib) = wheel_lib() else { return };
+    let l = lib.display().to_string();
+    for (args, says) in [
+        (
+            vec!["--init", "tcp://127.0.0.1:1"],
+            "--init needs --world-size (or WORLD_SIZE)",
+        ),
+        (
+            vec!["--rank", "0", "--world-size", "2", "--init", "tcp://nohost"],
+            "has no port",
+        ),
+        (vec!["--world-size", "2"], "no rank"),
+        (
+            vec!["--rank", "0", "--world-size", "2"],
+            "need a rendezvous",
+        ),
+        (
+            vec![
+                "--rank",
+                "2",
+                "--world-size",
+                "2",
+                "--init",
+                "tcp://127.0.0.1:1",
+            ],
+            "rank 2 is outside a world of 2",
+        ),
+        (vec!["--sizes", "12Q"], "is not a size like"),
+        (vec!["--dtypes", "f128"], "is not a datatype"),
+        (vec!["--timeout=-1"], "is not a number of seconds"),
+        (vec!["--timeout", "0"], "is not a number of seconds"),
+    ] {
+        let mut a = vec!["--lib".to_string(), l.clone()];
+        a.extend(args.iter().map(|s| s.to_string()));
+        let o = text(&spawn(&a, &[]).wait_with_output().unwrap());
+        assert_eq!(o.0, 2, "{args:?}: {o:?}");
+        assert!(o.2.contains(says), "{args:?}: {o:?}");
+    }
+    let o = text(
+        &spawn(&["--lib".into(), "/no/such/libnccl.so.2".into()], &[])
+            .wait_with_output()
+            .unwrap(),
+    );
+    assert_eq!(o.0, 2);
+    assert_eq!(
+        o.2,
+        "nccl-find smoke: --lib /no/such/libnccl.so.2: no such file\n"
+    );
+}
