@@ -294,6 +294,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     let mut events = Vec::new();
     let mut out = std::io::stdout();
     let json = a.json;
+    let mut header_done = false;
     let result = smoke::run(&opts, &mut |e: Event| {
         if !json {
             let line = match &e {
@@ -302,16 +303,20 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
                     let g: Vec<String> = gpus.iter().map(|(o, n)| format!("{o} {n}")).collect();
                     let last = first_rank + gpus.len() - 1;
                     let ranks = if last == *first_rank { format!("rank {first_rank}") } else { format!("ranks {first_rank}-{last}") };
-                    format!(
-                        "{who}GPUs: {}; {ranks} of {nranks}; seed {seed}\n{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}",
-                        g.join(", "),
-                        "size", "count", "type", "oop us", "algbw", "busbw", "#wrong", "ip us", "algbw", "busbw", "#wrong",
-                        "(bytes)", "(elements)", "", "", "(GB/s)", "(GB/s)", "", "", "(GB/s)", "(GB/s)", ""
-                    )
+                    format!("{who}GPUs: {}; {ranks} of {nranks}; seed {seed}", g.join(", "))
                 }
                 Event::Note(n) => format!("{who}note: {n}"),
                 Event::Row(r) => format!(
-                    "{who}{:>10} {:>11} {:>5} | {:>10.1} {:>8.2} {:>8.2} {:>7} | {:>10.1} {:>8.2} {:>8.2} {:>7}",
+                    "{}{who}{:>10} {:>11} {:>5} | {:>10.1} {:>8.2} {:>8.2} {:>7} | {:>10.1} {:>8.2} {:>8.2} {:>7}",
+                    if std::mem::replace(&mut header_done, true) {
+                        String::new()
+                    } else {
+                        format!(
+                            "{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n",
+                            "size", "count", "type", "oop us", "algbw", "busbw", "#wrong", "ip us", "algbw", "busbw", "#wrong",
+                            "(bytes)", "(elements)", "", "", "(GB/s)", "(GB/s)", "", "", "(GB/s)", "(GB/s)", ""
+                        )
+                    },
                     human(r.bytes), r.count, r.dtype.name(),
                     r.oop.time_us, r.oop.algbw, r.oop.busbw, r.oop.wrong,
                     r.ip.time_us, r.ip.algbw, r.ip.busbw, r.ip.wrong

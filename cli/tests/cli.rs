@@ -199,7 +199,7 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(0));
     let help = text(&out.stdout);
     for needle in [
-        "Exit status:\n  0  found and healthy\n  1  not found, or a problem found\n  2  usage error",
+        "Exit status:\n  0  found and healthy\n  1  not found, or a problem found (smoke: a wrong element, an NCCL error, a deadline)\n  2  usage error\n  3  smoke: no NVIDIA driver or no GPU",
         "nccl-find doctor ",
         "cc app.c $(nccl-find --cflags --libs)",
     ] {

@@ -4,7 +4,7 @@
 //! are in scripts/gpu-smoke.sh.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -56,7 +56,7 @@ fn text(o: &Output) -> (i32, String, String) {
     )
 }
 
-fn rank_args(lib: &PathBuf, rank: usize, world: usize, init: &str, extra: &[&str]) -> Vec<String> {
+fn rank_args(lib: &Path, rank: usize, world: usize, init: &str, extra: &[&str]) -> Vec<String> {
     let mut a: Vec<String> = ["--lib", lib.to_str().unwrap(), "--rendezvous-only"]
         .iter()
         .map(|s| s.to_string())
