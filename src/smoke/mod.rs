@@ -253,46 +253,6 @@ impl Run<'_> {
         }
     }
 
-    /// Waits until every communicator is initialised or failed.
-    fn wait_init(&mut self, deadline: Instant) -> Result<(), Failure> {
-        let Some(get) = self.nc.comm_get_async_error else {
-            return Ok(());
-        };
-        loop {
-            let mut pending = false;
-            for g in &self.gpus {
-                let mut state = 0;
-                // SAFETY: live communicator; writes one int.
-                let rc = unsafe { get(g.comm, &mut state) };
-                if rc != nccl::SUCCESS {
-                    return Err(self.nccl_err("ncclCommGetAsyncError", rc, Some(g.comm)));
-                }
-                if state == nccl::IN_PROGRESS {
-                    pending = true;
-                } else if state != nccl::SUCCESS {
-                    return Err(self.nccl_err(
-                        &format!("communicator init on GPU {}", g.ordinal),
-                        state,
-                        Some(g.comm),
-                    ));
-                }
-            }
-            if !pending {
-                return Ok(());
-            }
-            self.check_abort()?;
-            if Instant::now() >= deadline {
-                return Err(Failure::Timeout(format!(
-                    "NCCL communicator init did not finish within {:.0} s; the communicators were aborted. Some \
-                     rank never joined NCCL's own bootstrap: check that every rank is alive and that the nodes \
-                     can reach each other (nccl-find doctor)",
-                    self.timeout.as_secs_f64()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
     fn check_abort(&self) -> Result<(), Failure> {
         match self.abort.as_ref().and_then(|a| a.raised()) {
             Some(why) => Err(Failure::PeerGone(why)),
@@ -381,12 +341,25 @@ impl Run<'_> {
         if rc != nccl::SUCCESS && rc != nccl::IN_PROGRESS {
             return Err(self.nccl_err("ncclGroupEnd (all-reduce)", rc, None));
         }
-        self.settle("all-reduce enqueue")
+        let deadline = Instant::now() + self.timeout;
+        self.poll_comms("all-reduce", deadline, &|| {
+            format!(
+                "an all-reduce was not enqueued within {:.0} s; the communicators were aborted",
+                self.timeout.as_secs_f64()
+            )
+        })
     }
 
     /// Non-blocking communicators: every call must have left
-    /// `ncclInProgress` before the next one is made.
-    fn settle(&self, what: &str) -> Result<(), Failure> {
+    /// `ncclInProgress` before the next one is made. Polls every
+    /// communicator until then, an error, an abort from another rank, or
+    /// `deadline` (after which `late` says what did not finish).
+    fn poll_comms(
+        &self,
+        what: &str,
+        deadline: Instant,
+        late: &dyn Fn() -> String,
+    ) -> Result<(), Failure> {
         let Some(get) = self
             .nc
             .comm_get_async_error
@@ -394,7 +367,6 @@ impl Run<'_> {
         else {
             return Ok(());
         };
-        let deadline = Instant::now() + self.timeout;
         let mut spins = 0u32;
         loop {
             let mut pending = false;
@@ -408,7 +380,11 @@ impl Run<'_> {
                 if state == nccl::IN_PROGRESS {
                     pending = true;
                 } else if state != nccl::SUCCESS {
-                    return Err(self.nccl_err(what, state, Some(g.comm)));
+                    return Err(self.nccl_err(
+                        &format!("{what} on GPU {}", g.ordinal),
+                        state,
+                        Some(g.comm),
+                    ));
                 }
             }
             if !pending {
@@ -418,10 +394,7 @@ impl Run<'_> {
             if spins % 256 == 0 {
                 self.check_abort()?;
                 if Instant::now() >= deadline {
-                    return Err(Failure::Timeout(format!(
-                        "{what} did not finish within {:.0} s; the communicators were aborted",
-                        self.timeout.as_secs_f64()
-                    )));
+                    return Err(Failure::Timeout(late()));
                 }
                 std::thread::sleep(Duration::from_micros(20));
             }
@@ -717,7 +690,14 @@ fn sweep(
         return Err(run.nccl_err("ncclGroupEnd (communicator init)", rc, None));
     }
     let t_init = Instant::now();
-    run.wait_init(deadline)?;
+    let secs = run.timeout.as_secs_f64();
+    run.poll_comms("communicator init", deadline, &|| {
+        format!(
+            "NCCL communicator init did not finish within {secs:.0} s; the communicators were aborted. Some rank \
+             never joined NCCL's own bootstrap: check that every rank is alive and that the nodes can reach each \
+             other (nccl-find doctor)"
+        )
+    })?;
     on(Event::Note(format!(
         "NCCL communicators ready in {:.2} s",
         t_init.elapsed().as_secs_f64()
