@@ -30,8 +30,12 @@ const MARKER: &[u8] = b"NCCL version ";
 const MAX_TABLE: u64 = 16 << 20;
 const MAX_SCAN: u64 = 64 << 20;
 
+/// Anything the reader can read from: a file, or bytes in memory.
+trait Source: Read + Seek {}
+impl<T: Read + Seek> Source for T {}
+
 struct Reader {
-    file: File,
+    file: Box<dyn Source>,
     len: u64,
     le: bool,
     wide: bool,
@@ -104,6 +108,10 @@ impl Elf {
     fn open(path: &Path) -> Result<Elf, String> {
         let file = File::open(path).map_err(|e| e.to_string())?;
         let len = file.metadata().map_err(|e| e.to_string())?.len();
+        Elf::from_source(Box::new(file), len)
+    }
+
+    fn from_source(file: Box<dyn Source>, len: u64) -> Result<Elf, String> {
         let mut r = Reader {
             file,
             len,
@@ -200,7 +208,26 @@ impl Elf {
 
 /// Reads what nccl-find needs from an ELF file.
 pub fn read_elf(path: &Path) -> Result<ElfInfo, String> {
-    let mut elf = Elf::open(path)?;
+    info(Elf::open(path)?)
+}
+
+/// [`read_elf`] over bytes in memory (for fuzzing and tests).
+pub fn read_elf_bytes(data: &[u8]) -> Result<ElfInfo, String> {
+    info(Elf::from_source(
+        Box::new(std::io::Cursor::new(data.to_vec())),
+        data.len() as u64,
+    )?)
+}
+
+/// [`dynamic_symbols`] over bytes in memory (for fuzzing and tests).
+pub fn dynamic_symbols_bytes(data: &[u8]) -> Result<Vec<String>, String> {
+    symbols(Elf::from_source(
+        Box::new(std::io::Cursor::new(data.to_vec())),
+        data.len() as u64,
+    )?)
+}
+
+fn info(mut elf: Elf) -> Result<ElfInfo, String> {
     let mut info = ElfInfo {
         machine: elf.machine,
         ..ElfInfo::default()
@@ -250,7 +277,10 @@ pub fn read_elf(path: &Path) -> Result<ElfInfo, String> {
 /// The names of the symbols an ELF shared library defines and exports
 /// (`.dynsym` entries that are defined, global or weak), sorted.
 pub fn dynamic_symbols(path: &Path) -> Result<Vec<String>, String> {
-    let mut elf = Elf::open(path)?;
+    symbols(Elf::open(path)?)
+}
+
+fn symbols(mut elf: Elf) -> Result<Vec<String>, String> {
     let Some((syms, strs)) = elf.with_strings(SHT_DYNSYM, ".dynsym")? else {
         return Err("it has no dynamic symbol table".into());
     };

@@ -21,7 +21,9 @@ macro_rules! api {
         /// The driver's functions.
         #[allow(non_snake_case)]
         pub struct Cuda {
-            _lib: Library,
+            /// Never closed: NCCL and the driver keep threads running until the
+    /// process exits, and unloading their code under them crashes it.
+    _lib: std::mem::ManuallyDrop<Library>,
             $(pub $name: unsafe extern "C" fn($($arg),*) -> $ret,)*
         }
 
@@ -37,7 +39,7 @@ macro_rules! api {
                     $(let $name = *lib
                         .get::<unsafe extern "C" fn($($arg),*) -> $ret>(concat!($sym, "\0").as_bytes())
                         .map_err(|e| format!("libcuda.so.1 lacks {}: {e}", $sym))?;)*
-                    Ok(Cuda { _lib: lib, $($name,)* })
+                    Ok(Cuda { _lib: std::mem::ManuallyDrop::new(lib), $($name,)* })
                 }
             }
         }

@@ -58,7 +58,9 @@ type FnComm = unsafe extern "C" fn(NcclComm) -> NcclResult;
 /// NCCL's functions, from one library file.
 #[allow(clippy::type_complexity)]
 pub struct Nccl {
-    _lib: Library,
+    /// Never closed: NCCL and the driver keep threads running until the
+    /// process exits, and unloading their code under them crashes it.
+    _lib: std::mem::ManuallyDrop<Library>,
     /// The file loaded.
     pub path: PathBuf,
     /// `ncclGetVersion`'s answer.
@@ -127,7 +129,7 @@ impl Nccl {
                 group_end: need!("ncclGroupEnd"),
                 get_error_string: need!("ncclGetErrorString"),
                 get_last_error: maybe!("ncclGetLastError"),
-                _lib: lib,
+                _lib: std::mem::ManuallyDrop::new(lib),
             })
         }
     }

@@ -958,6 +958,36 @@ mod tests {
     }
 
     #[test]
+    fn fuzz_seeds_are_real_frames() {
+        let hello = Msg::Hello {
+            token: "job-7".into(),
+            rank: 3,
+            world: 4,
+            ngpus: 2,
+        };
+        assert_eq!(
+            &encode(&hello)[..],
+            include_bytes!("../../fuzz/seeds/rendezvous/hello")
+        );
+        let refused = Msg::Refused {
+            reason: "token mismatch".into(),
+        };
+        assert_eq!(
+            &encode(&refused)[..],
+            include_bytes!("../../fuzz/seeds/rendezvous/refused")
+        );
+        let done = Msg::Done {
+            ok: false,
+            wrong: 12,
+            message: "12 wrong!".into(),
+        };
+        assert_eq!(
+            &encode(&done)[..],
+            include_bytes!("../../fuzz/seeds/rendezvous/done")
+        );
+    }
+
+    #[test]
     fn init_urls() {
         assert_eq!(
             Init::parse("tcp://127.0.0.1:29500").unwrap(),

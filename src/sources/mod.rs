@@ -19,9 +19,9 @@ pub(crate) mod cuda;
 pub(crate) mod explicit;
 pub(crate) mod home;
 pub(crate) mod pip;
-pub(crate) mod pkgconfig;
-pub(crate) mod search_path;
-pub(crate) mod system;
+pub mod pkgconfig;
+pub mod search_path;
+pub mod system;
 
 /// Where a candidate install was found, in search order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

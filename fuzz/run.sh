@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Fuzzes every target for SECS seconds (default 600), two at a time, each
+# corpus seeded from fuzz/seeds (fuzz/seed.sh writes them). Per-input limit:
+# 10 s (a hang is a failure) and 2 GB. Logs in fuzz/logs; crashes in
+# fuzz/artifacts. Needs cargo-fuzz; works on stable with RUSTC_BOOTSTRAP=1.
+set -u
+cd "$(dirname "$0")"
+secs=${1:-600}
+export RUSTC_BOOTSTRAP=1
+cargo fuzz build -O >/dev/null 2>&1 || { echo "cargo fuzz build failed" >&2; exit 1; }
+mkdir -p logs
+run() {
+  local t=$1
+  mkdir -p "corpus/$t"
+  nice -n 19 cargo fuzz run -O "$t" "corpus/$t" "seeds/$t" -- \
+    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"logs/$t.log" 2>&1
+  echo "$t exit $?" >>logs/summary.txt
+}
+: >logs/summary.txt
+targets=(header elf dpkg pc rendezvous ldcache)
+for ((i = 0; i < ${#targets[@]}; i += 2)); do
+  run "${targets[$i]}" &
+  [ $((i + 1)) -lt ${#targets[@]} ] && run "${targets[$((i + 1))]}" &
+  wait
+done
+echo "| target | executions | exec/s | corpus | crashes/hangs |"
+echo "|---|---|---|---|---|"
+for t in "${targets[@]}"; do
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "logs/$t.log" | grep -o '[0-9]*$')
+  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "logs/$t.log" | grep -o '[0-9]*$')
+  n=$(ls "corpus/$t" | wc -l)
+  bad=$(ls artifacts/"$t" 2>/dev/null | wc -l)
+  echo "| $t | ${runs:-?} | ${rate:-?} | $n | $bad |"
+done

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Seeds each fuzz target's corpus from the fixtures (and, for the rendezvous
+# decoder, from messages the encoder writes). Run from the repo root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+s=fuzz/seeds
+rm -rf "$s" && mkdir -p "$s"/{header,elf,dpkg,pc,rendezvous,ldcache}
+i=0
+while IFS= read -r f; do i=$((i+1)); cp "$f" "$s/header/$i.h"; done < <(find fixtures/trees -name 'nccl.h*' -type f | sort)
+i=0
+while IFS= read -r f; do i=$((i+1)); cp "$f" "$s/elf/$i.so"; done < <(find fixtures/trees -name 'libnccl.so*' -type f | sort | head -12)
+i=0
+while IFS= read -r f; do i=$((i+1)); cp "$f" "$s/dpkg/$i.status"; done < <(find fixtures/trees -path '*dpkg/status' -type f | sort)
+cp fixtures/trees/tarball/opt/*/lib/pkgconfig/nccl.pc "$s/pc/tarball.pc"
+cp fixtures/trees/ldcache/etc/ld.so.cache "$s/ldcache/fixture.cache"
+# One frame of each message kind, written by the encoder itself.
+printf 'NCFS\001\001\023\000\000\000\005\000job-7\003\000\000\000\004\000\000\000\002\000\000\000' >"$s/rendezvous/hello"
+printf 'NCFS\001\003\020\000\000\000\016\000token mismatch' >"$s/rendezvous/refused"
+printf 'NCFS\001\004\024\000\000\000\000\014\000\000\000\000\000\000\000\011\00012 wrong!' >"$s/rendezvous/done"
+ls -R "$s" | head -40

@@ -1,0 +1,2 @@
+this is not a header
+#define SOMETHING 1
