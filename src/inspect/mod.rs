@@ -396,7 +396,27 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         .or_else(|| site.lib_dirs.first().cloned())
         .or_else(|| site.include_dirs.first().cloned())
         .unwrap_or_default();
-    if header.is_none() && lib.is_none() && site.fault.is_none() && !site.explicit {
+    // A directory we may not list would look empty: say so instead.
+    let unreadable: Vec<Problem> = site
+        .include_dirs
+        .iter()
+        .chain(&site.lib_dirs)
+        .filter_map(|d| match std::fs::read_dir(d) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                Some(Problem::Unreadable {
+                    path: d.clone(),
+                    error: e.to_string(),
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    if header.is_none()
+        && lib.is_none()
+        && site.fault.is_none()
+        && !site.explicit
+        && unreadable.is_empty()
+    {
         let mut dirs = site.lib_dirs.clone();
         dirs.extend(site.include_dirs.iter().cloned());
         ctx.looked(
@@ -434,6 +454,7 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
     ctx.looked(site.origin.source, &place, "NCCL files found");
 
     let mut problems: Vec<Problem> = site.fault.into_iter().collect();
+    problems.extend(unreadable.iter().cloned());
     if header.is_none() && lib.is_none() && problems.is_empty() {
         let mut dirs = site.include_dirs.clone();
         dirs.extend(site.lib_dirs.iter().cloned());

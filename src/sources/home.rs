@@ -69,6 +69,14 @@ pub(crate) fn check_dir(var: &str, dir: &Path) -> Option<Problem> {
             var: var.to_string(),
             path: dir.to_path_buf(),
         }),
+        // The name exists but cannot be followed: a dangling link or a loop.
+        Err(e) if std::fs::symlink_metadata(dir).is_ok() => {
+            Some(crate::inspect::library::broken(dir, e))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Some(Problem::Unreadable {
+            path: dir.to_path_buf(),
+            error: e.to_string(),
+        }),
         Err(_) => Some(Problem::Missing {
             var: var.to_string(),
             path: dir.to_path_buf(),
