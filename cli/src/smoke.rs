@@ -12,6 +12,40 @@ use serde_json::json;
 /// Exit status when there is no driver or no GPU.
 pub const NO_GPU: u8 = 3;
 
+/// Exit status after SIGINT or SIGTERM, as shells expect for SIGINT.
+const INTERRUPTED_EXIT: i32 = 130;
+
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: safe in a signal handler.
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// On SIGINT or SIGTERM: undo what the run wrote (rendezvous files, the
+/// NCCL log directory) and exit 130, whatever the run is blocked on.
+fn handle_interrupts() {
+    // SAFETY: installs a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    std::thread::spawn(|| loop {
+        std::thread::sleep(Duration::from_millis(20));
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            smoke::run_cleanups();
+            eprintln!("nccl-find smoke: interrupted; the files this run wrote were removed");
+            std::process::exit(INTERRUPTED_EXIT);
+        }
+    });
+}
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Load this libnccl.so.2 instead of the install the probe selects
@@ -227,6 +261,10 @@ impl Capture {
         // Set before NCCL is loaded, while this process has one thread.
         std::env::set_var("NCCL_DEBUG", "WARN");
         std::env::set_var("NCCL_DEBUG_FILE", dir.join("nccl.%h.%p.log"));
+        let d = dir.clone();
+        smoke::on_interrupt(move || {
+            let _ = std::fs::remove_dir_all(&d);
+        });
         Capture(Some(dir))
     }
 
@@ -264,8 +302,16 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     let started = Instant::now();
     let lib = match &a.lib {
         Some(p) => {
-            if !p.is_file() {
-                eprintln!("nccl-find smoke: --lib {}: no such file", p.display());
+            let why = match std::fs::metadata(p) {
+                Ok(m) if m.is_file() => None,
+                Ok(_) => Some("not a file".to_string()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    Some("no such file".to_string())
+                }
+                Err(e) => Some(format!("cannot be read ({e})")),
+            };
+            if let Some(why) = why {
+                eprintln!("nccl-find smoke: --lib {}: {why}", p.display());
                 return ExitCode::from(2);
             }
             p.clone()
@@ -286,6 +332,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         }
     };
     let capture = Capture::start();
+    handle_interrupts();
     let who = opts
         .job
         .as_ref()

@@ -394,3 +394,137 @@ fn usage_errors() {
         "nccl-find smoke: --lib /no/such/libnccl.so.2: no such file\n"
     );
 }
+
+/// SIGINT while waiting: exit 130 at once, every file this run wrote removed
+/// (the rendezvous files and NCCL's log directory), no process left.
+#[test]
+fn sigint_cleans_up() {
+    let Some(lib) = wheel_lib() else { return };
+    for rank in [1usize, 0] {
+        let dir =
+            std::env::temp_dir().join(format!("nccl-find-smoke-int-{}-{rank}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let init = format!("file://{}", dir.join("rdv").display());
+        let child = spawn(&rank_args(&lib, rank, 2, &init, &["--timeout", "60"]), &[]);
+        let pid = child.id();
+        // Wait until it is waiting (rank 1 has written its hello).
+        let start = Instant::now();
+        while rank == 1
+            && !dir.join("rdv.hello.1").exists()
+            && start.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let sent = Instant::now();
+        assert!(Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success());
+        let o = text(&child.wait_with_output().unwrap());
+        assert!(
+            sent.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            sent.elapsed()
+        );
+        assert_eq!(o.0, 130, "{o:?}");
+        assert!(
+            o.2.contains("interrupted; the files this run wrote were removed"),
+            "{o:?}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "rank {rank} left {left:?}");
+        assert!(!std::env::temp_dir()
+            .join(format!("nccl-find-smoke-{pid}"))
+            .exists());
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "process {pid} is still there"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// A peer that connects and then says nothing is dropped after a few
+/// seconds, and the real peer still gets in.
+#[test]
+fn a_stalled_peer_does_not_block_the_job() {
+    let Some(lib) = wheel_lib() else { return };
+    let port = free_port();
+    let init = format!("tcp://127.0.0.1:{port}");
+    let k0 = spawn(&rank_args(&lib, 0, 2, &init, &["--timeout", "30"]), &[]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let stalled = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let k1 = spawn(&rank_args(&lib, 1, 2, &init, &["--timeout", "30"]), &[]);
+    let (o0, o1) = (
+        text(&k0.wait_with_output().unwrap()),
+        text(&k1.wait_with_output().unwrap()),
+    );
+    drop(stalled);
+    assert_eq!((o0.0, o1.0), (0, 0), "{o0:?} {o1:?}");
+    assert!(
+        o0.1.contains("refused a malformed peer from 127.0.0.1:"),
+        "{o0:?}"
+    );
+    assert!(o0.1.contains("no message before the deadline"), "{o0:?}");
+}
+
+/// A rendezvous directory this user may not write: a clear message at once.
+#[test]
+fn a_read_only_rendezvous_directory() {
+    let Some(lib) = wheel_lib() else { return };
+    let dir = std::env::temp_dir().join(format!("nccl-find-smoke-ro-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut perm = std::fs::metadata(&dir).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o555);
+    std::fs::set_permissions(&dir, perm).unwrap();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    // Root writes anywhere: run as nobody to see what a user sees.
+    let mut cmd = if root {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_nccl-find"),
+        ]);
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+    };
+    // The library where that user can reach it (the cache may be under /root).
+    let shared =
+        std::env::temp_dir().join(format!("nccl-find-smoke-ro-lib-{}", std::process::id()));
+    if std::fs::hard_link(&lib, &shared).is_err() {
+        std::fs::copy(&lib, &shared).unwrap();
+    }
+    let init = format!("file://{}", dir.join("rdv").display());
+    let o = text(
+        &cmd.arg("smoke")
+            .args(rank_args(&shared, 1, 2, &init, &["--timeout", "5"]))
+            .output()
+            .unwrap(),
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_file(&shared).unwrap();
+    assert_eq!(o.0, 1, "{o:?}");
+    assert!(o.2.contains("cannot write "), "{o:?}");
+    assert!(o.2.contains("Permission denied"), "{o:?}");
+    assert!(
+        o.2.contains("The rendezvous file must be in a directory every rank can write"),
+        "{o:?}"
+    );
+}

@@ -654,6 +654,9 @@ fn file_root(
     log: &mut dyn FnMut(String),
 ) -> Result<Joined, Failed> {
     let _ = std::fs::remove_file(path);
+    // Interrupted, rank 0 removes the job's files (its peers' included).
+    let (p, w) = (path.to_path_buf(), job.world);
+    super::on_interrupt(move || cleanup(&p, w));
     let mut arrived: Vec<Option<(usize, String)>> = vec![None; job.world];
     let mut warned = std::collections::HashSet::new();
     loop {
@@ -697,6 +700,7 @@ fn file_root(
             break;
         }
         if Instant::now() >= deadline {
+            cleanup(path, job.world);
             let missing: Vec<usize> = (1..job.world).filter(|r| arrived[*r].is_none()).collect();
             return Err(Failed {
                 message: format!(
@@ -745,11 +749,23 @@ fn file_root(
 
 fn file_peer(job: &Job, path: &Path, deadline: Instant) -> Result<Joined, Failed> {
     let me = nonce().to_string();
-    write_atomic(
-        &side(path, "hello", job.rank),
-        &format!("{}\n{}\n{me}\n", job.token, job.ngpus),
-    )
-    .map_err(fail)?;
+    let hello = side(path, "hello", job.rank);
+    write_atomic(&hello, &format!("{}\n{}\n{me}\n", job.token, job.ngpus)).map_err(fail)?;
+    let key = {
+        let hello = hello.clone();
+        super::on_interrupt(move || {
+            let _ = std::fs::remove_file(&hello);
+        })
+    };
+    let result = file_peer_wait(job, path, deadline, &me);
+    super::forget_cleanup(key);
+    if result.is_err() {
+        let _ = std::fs::remove_file(&hello);
+    }
+    result
+}
+
+fn file_peer_wait(job: &Job, path: &Path, deadline: Instant, me: &str) -> Result<Joined, Failed> {
     let mut other_token = None;
     loop {
         if let Ok(text) = std::fs::read_to_string(path) {
@@ -783,7 +799,6 @@ fn file_peer(job: &Job, path: &Path, deadline: Instant) -> Result<Joined, Failed
             }
         }
         if Instant::now() >= deadline {
-            let _ = std::fs::remove_file(side(path, "hello", job.rank));
             return Err(fail(format!(
                 "rank {} waited {:.0} s for rank 0's unique id in {}{}. Is rank 0 running with the same file?",
                 job.rank,
