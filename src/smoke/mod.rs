@@ -293,8 +293,7 @@ impl Run<'_> {
     }
 
     /// Waits for every stream, watching NCCL's async errors and the deadline.
-    fn wait(&self, what: &str) -> Result<(), Failure> {
-        let deadline = Instant::now() + self.timeout;
+    fn wait(&self, what: &str, deadline: Instant) -> Result<(), Failure> {
         let mut spins = 0u32;
         loop {
             let mut done = true;
@@ -341,7 +340,13 @@ impl Run<'_> {
     }
 
     /// One all-reduce on every GPU, as one group.
-    fn all_reduce(&self, count: usize, t: Dtype, in_place: bool) -> Result<(), Failure> {
+    fn all_reduce(
+        &self,
+        count: usize,
+        t: Dtype,
+        in_place: bool,
+        deadline: Instant,
+    ) -> Result<(), Failure> {
         // SAFETY: group calls bracket the per-GPU enqueues.
         let rc = unsafe { (self.nc.group_start)() };
         if rc != nccl::SUCCESS {
@@ -373,7 +378,6 @@ impl Run<'_> {
         if rc != nccl::SUCCESS && rc != nccl::IN_PROGRESS {
             return Err(self.nccl_err("ncclGroupEnd (all-reduce)", rc, None));
         }
-        let deadline = Instant::now() + self.timeout;
         self.poll_comms("all-reduce", deadline, &|| {
             format!(
                 "an all-reduce was not enqueued within {:.0} s; the communicators were aborted",
@@ -472,21 +476,26 @@ impl Run<'_> {
             }
         }
         let what = format!("all-reduce of {bytes} bytes ({})", t.name());
-        self.all_reduce(count, t, in_place)?;
-        self.wait(&what)?;
+        // One deadline per step: the checked run, the warm-up, the timed batch.
+        let step = || Instant::now() + self.timeout;
+        let d = step();
+        self.all_reduce(count, t, in_place, d)?;
+        self.wait(&what, d)?;
         let mut wrong = 0;
         for g in &self.gpus {
             let got = self.download(g, g.recv, bytes)?;
             wrong += data::check(t, &got, want).wrong;
         }
         // Timing: a warm-up, then `iters` back to back.
-        self.all_reduce(count, t, in_place)?;
-        self.wait(&what)?;
+        let d = step();
+        self.all_reduce(count, t, in_place, d)?;
+        self.wait(&what, d)?;
+        let d = step();
         let start = Instant::now();
         for _ in 0..iters {
-            self.all_reduce(count, t, in_place)?;
+            self.all_reduce(count, t, in_place, d)?;
         }
-        self.wait(&what)?;
+        self.wait(&what, d)?;
         let secs = start.elapsed().as_secs_f64() / iters as f64;
         let algbw = bytes as f64 / secs / 1e9;
         let n = nranks as f64;
