@@ -663,11 +663,25 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         Err(f) => (false, 0, f.to_string()),
     };
     if result.is_err() {
+        let t = Instant::now();
         run.abort_all();
+        on(Event::Note(format!(
+            "communicators aborted in {:.2} s",
+            t.elapsed().as_secs_f64()
+        )));
     }
     cleanup(&mut run);
     let peers = joined
-        .map(|j| j.finish(ok, wrong, &message, opts.timeout))
+        .map(|j| {
+            // After a failure, peers get a short grace to report: a stalled
+            // one must not hold this rank for another full deadline.
+            let grace = if ok {
+                opts.timeout
+            } else {
+                opts.timeout.min(Duration::from_secs(2))
+            };
+            j.finish(ok, wrong, &message, grace)
+        })
         .unwrap_or_default();
     let (rows, wrong) = result?;
     let all_ok = wrong == 0 && peers.iter().all(|p| matches!(p.done, Some((true, _, _))));
