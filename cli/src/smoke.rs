@@ -68,7 +68,7 @@ pub struct Args {
     /// Seed of the inputs (default: derived from NCCL's unique id; always printed)
     #[arg(long)]
     seed: Option<u64>,
-    /// Seconds each step may take: rendezvous, communicator init, each all-reduce
+    /// Seconds each step may take: the rendezvous, communicator init, each checked all-reduce, each timed batch
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     timeout: f64,
     /// Timed all-reduces per size (default: 20 up to 1 MiB, 10 up to 64 MiB, then 5)
