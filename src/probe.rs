@@ -274,6 +274,7 @@ impl Config {
         let root = std::fs::canonicalize(&root).unwrap_or(root);
         report.root = root.clone();
         let ctx = Ctx::new(&env, &root, &target);
+        let mut loader_done = false;
         let outcome = (|| {
             if let (None, Some(v)) = (&self.root, &sysroot) {
                 if let Some(problem) = sources::home::check_dir(&v.name, &root) {
@@ -318,13 +319,15 @@ impl Config {
             report.candidates = cands;
             report.selected = result.as_ref().ok().copied();
             report.loader = check::loader::resolve(&ctx, &self.runpath, cross);
+            loader_done = true;
             let c = report
                 .selected()
                 .cloned()
                 .ok_or_else(|| result.err().unwrap_or(ErrorKind::NotFound))?;
             self.post(&ctx, &c, &report.loader)
         })();
-        if outcome.is_err() && report.loader == Loader::default() {
+        // Failed before selection: still say what the loader would pick.
+        if !loader_done {
             report.loader = check::loader::resolve(&ctx, &self.runpath, cross);
         }
         report.looked = ctx.looked.take();

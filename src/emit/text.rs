@@ -21,6 +21,13 @@ fn describe(r: &Report, c: &Candidate) -> String {
     )
 }
 
+/// A loader-visible library's version, in words.
+fn seen_version(v: &crate::check::loader::Visible) -> String {
+    v.version
+        .as_ref()
+        .map_or("version unknown".into(), |v| format!("NCCL {v}"))
+}
+
 /// The full report, for `--print`: `directives` are the cargo directives a
 /// build script would get (empty when nothing was selected).
 pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> String {
@@ -111,9 +118,7 @@ pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> S
                 s,
                 "  picks    {} ({}, via {}){}",
                 r.logical(&p.path).display(),
-                p.version
-                    .as_ref()
-                    .map_or("version unknown".into(), |v| format!("NCCL {v}")),
+                seen_version(p),
                 p.via,
                 if same { ": the selected library" } else { "" }
             );
@@ -127,9 +132,7 @@ pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> S
             s,
             "  also sees {} ({}, via {})",
             r.logical(&v.path).display(),
-            v.version
-                .as_ref()
-                .map_or("version unknown".into(), |v| format!("NCCL {v}")),
+            seen_version(v),
             v.via
         );
     }

@@ -313,14 +313,7 @@ impl Run<'_> {
             spins += 1;
             if spins % 64 == 0 {
                 if let Some(get) = self.nc.comm_get_async_error {
-                    for g in &self.gpus {
-                        let mut state = 0;
-                        // SAFETY: live communicator; writes one int.
-                        unsafe { get(g.comm, &mut state) };
-                        if state != nccl::SUCCESS && state != nccl::IN_PROGRESS {
-                            return Err(self.nccl_err(what, state, Some(g.comm)));
-                        }
-                    }
+                    self.comm_states(get, what)?;
                 }
                 self.check_abort()?;
                 if Instant::now() >= deadline {
@@ -386,6 +379,30 @@ impl Run<'_> {
         })
     }
 
+    /// Looks at every communicator once: an error is a failure, and
+    /// `Ok(true)` means one is still in progress.
+    fn comm_states(&self, get: nccl::AsyncErrorFn, what: &str) -> Result<bool, Failure> {
+        let mut pending = false;
+        for g in &self.gpus {
+            let mut state = 0;
+            // SAFETY: live communicator; writes one int.
+            let rc = unsafe { get(g.comm, &mut state) };
+            if rc != nccl::SUCCESS {
+                return Err(self.nccl_err("ncclCommGetAsyncError", rc, Some(g.comm)));
+            }
+            if state == nccl::IN_PROGRESS {
+                pending = true;
+            } else if state != nccl::SUCCESS {
+                return Err(self.nccl_err(
+                    &format!("{what} on GPU {}", g.ordinal),
+                    state,
+                    Some(g.comm),
+                ));
+            }
+        }
+        Ok(pending)
+    }
+
     /// Non-blocking communicators: every call must have left
     /// `ncclInProgress` before the next one is made. Polls every
     /// communicator until then, an error, an abort from another rank, or
@@ -405,25 +422,7 @@ impl Run<'_> {
         };
         let mut spins = 0u32;
         loop {
-            let mut pending = false;
-            for g in &self.gpus {
-                let mut state = 0;
-                // SAFETY: live communicator; writes one int.
-                let rc = unsafe { get(g.comm, &mut state) };
-                if rc != nccl::SUCCESS {
-                    return Err(self.nccl_err("ncclCommGetAsyncError", rc, Some(g.comm)));
-                }
-                if state == nccl::IN_PROGRESS {
-                    pending = true;
-                } else if state != nccl::SUCCESS {
-                    return Err(self.nccl_err(
-                        &format!("{what} on GPU {}", g.ordinal),
-                        state,
-                        Some(g.comm),
-                    ));
-                }
-            }
-            if !pending {
+            if !self.comm_states(get, what)? {
                 return Ok(());
             }
             spins += 1;

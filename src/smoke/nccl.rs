@@ -53,6 +53,8 @@ impl Config {
 }
 
 type Fn0 = unsafe extern "C" fn() -> NcclResult;
+/// `ncclCommGetAsyncError`.
+pub type AsyncErrorFn = unsafe extern "C" fn(NcclComm, *mut NcclResult) -> NcclResult;
 type FnComm = unsafe extern "C" fn(NcclComm) -> NcclResult;
 
 /// NCCL's functions, from one library file.
@@ -72,7 +74,7 @@ pub struct Nccl {
         unsafe extern "C" fn(*mut NcclComm, c_int, UniqueId, c_int, *mut Config) -> NcclResult,
     >,
     /// 2.4 and newer.
-    pub comm_get_async_error: Option<unsafe extern "C" fn(NcclComm, *mut NcclResult) -> NcclResult>,
+    pub comm_get_async_error: Option<AsyncErrorFn>,
     pub comm_abort: Option<FnComm>,
     pub comm_destroy: FnComm,
     pub all_reduce: unsafe extern "C" fn(

@@ -371,16 +371,19 @@ enum Link {
     },
 }
 
-fn offsets(ngpus: &[usize]) -> Vec<usize> {
+/// Each process's first NCCL rank, and the NCCL ranks in all, from the
+/// GPU counts of processes 0, 1, … in order.
+fn offsets(ngpus: &[usize]) -> (Vec<usize>, usize) {
     let mut acc = 0;
-    ngpus
+    let first = ngpus
         .iter()
         .map(|n| {
             let f = acc;
             acc += n;
             f
         })
-        .collect()
+        .collect();
+    (first, acc)
 }
 
 /// Meets the other processes. `make_id` runs on rank 0 only; `log` hears
@@ -499,8 +502,7 @@ fn tcp_root(
     peers.sort_by_key(|p| p.0);
     let mut counts = vec![job.ngpus];
     counts.extend(peers.iter().map(|p| p.1));
-    let first = offsets(&counts);
-    let nranks: usize = counts.iter().sum();
+    let (first, nranks) = offsets(&counts);
     let abort = Arc::new(Abort::default());
     let mut kept = Vec::new();
     for (rank, _, mut s) in peers {
@@ -725,8 +727,7 @@ fn file_root(
             .skip(1)
             .map(|a| a.as_ref().map_or(0, |x| x.0)),
     );
-    let first = offsets(&counts);
-    let nranks: usize = counts.iter().sum();
+    let (first, nranks) = offsets(&counts);
     let mut text = format!("nccl-find-smoke 1\n{}\n{nranks}\n{}\n", job.token, hex(&id));
     for (r, a) in arrived.iter().enumerate().skip(1) {
         if let Some((_, n)) = a {
@@ -1035,6 +1036,6 @@ mod tests {
 
     #[test]
     fn offsets_follow_gpu_counts() {
-        assert_eq!(offsets(&[2, 1, 3]), [0, 2, 3]);
+        assert_eq!(offsets(&[2, 1, 3]), (vec![0, 2, 3], 6));
     }
 }
