@@ -70,6 +70,7 @@ pub mod sources;
 
 pub use check::{loader::Loader, Linking, MissingSymbol};
 pub use emit::cargo::emit_rpath_from_dep;
+pub use emit::loader_dir::{emit_loader_dir_from_dep, make_loader_dir, LoaderDir, LoaderDirError};
 pub use env::EnvRead;
 pub use error::{Error, ErrorKind};
 pub use inspect::{Candidate, Problem, Status};

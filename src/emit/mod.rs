@@ -2,4 +2,5 @@
 //! (Cargo directives for build scripts come with the linking work.)
 
 pub mod cargo;
+pub mod loader_dir;
 pub mod text;
