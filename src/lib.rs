@@ -55,6 +55,7 @@
 
 mod env;
 mod error;
+mod files;
 mod probe;
 mod select;
 mod target;

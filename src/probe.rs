@@ -572,7 +572,7 @@ fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, String> {
     let dir = runtime.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut dirs = vec![dir.clone()];
     for (file, from, wheel_dir, wheel) in CUDA_COMPANIONS {
-        let needed = std::fs::read(dir.join(from))
+        let needed = crate::files::read_bounded(&dir.join(from), 4 << 20)
             .map(|text| String::from_utf8_lossy(&text).contains(file))
             .unwrap_or(false);
         if !needed || dir.join(file).is_file() {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use nccl_find::{Config, Nccl, Package, SourceKind};
 
-/// The wheels `scripts/test` fetches, with what each must say.
+/// The wheels the exact-output tests below are written against.
 const WHEELS: [(&str, &str, &str, u32, &str); 3] = [
     (
         "nvidia_nccl_cu11-2.13.4",
@@ -32,6 +32,56 @@ const WHEELS: [(&str, &str, &str, u32, &str); 3] = [
         "13.0",
     ),
 ];
+
+/// One NCCL wheel in the cache, with what its name says it must be.
+struct Wheel {
+    /// `nvidia_nccl_cu12-2.32.3`.
+    dist: String,
+    /// `nvidia-nccl-cu12`.
+    name: String,
+    /// The distribution's version, `2.26.2.post1`.
+    dist_version: String,
+    /// NCCL's version: the distribution's, less any `.postN`.
+    version: String,
+    /// The CUDA major its name says: 12 for `-cu12`.
+    cuda_major: u32,
+}
+
+/// Every NCCL wheel `scripts/test` put in the cache: the oldest supported,
+/// the ones above, and the newest of each series on PyPI today.
+fn all_wheels(dir: &Path) -> Vec<Wheel> {
+    let mut out: Vec<Wheel> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let dist = e.unwrap().file_name().into_string().ok()?;
+            let (name, dist_version) = dist.split_once('-')?;
+            let cuda_major = name.strip_prefix("nvidia_nccl_cu")?.parse().ok()?;
+            let version = match dist_version.split_once(".post") {
+                Some((v, _)) => v.to_string(),
+                None => dist_version.to_string(),
+            };
+            Some(Wheel {
+                name: name.replace('_', "-"),
+                dist_version: dist_version.to_string(),
+                version,
+                cuda_major,
+                dist,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.dist.cmp(&b.dist));
+    out
+}
+
+/// The newest cached wheel of a series, by version.
+fn newest(wheels: &[Wheel], name: &str) -> Option<usize> {
+    let key = |w: &Wheel| {
+        semver::Version::parse(&w.version).unwrap_or_else(|e| panic!("{}: {e}", w.dist))
+    };
+    (0..wheels.len())
+        .filter(|&i| wheels[i].name == name)
+        .max_by_key(|&i| key(&wheels[i]))
+}
 
 fn wheels_dir() -> Option<PathBuf> {
     match std::env::var_os("NCCL_FIND_WHEELS") {
@@ -95,7 +145,23 @@ fn loaded_version(lib: &Path) -> i32 {
 #[test]
 fn every_wheel_by_every_route() {
     let Some(dir) = wheels_dir() else { return };
-    for (dist, name, version, code, cuda) in WHEELS {
+    let wheels = all_wheels(&dir);
+    // The oldest release we support, the exact-output ones, and the newest
+    // of each series must all be there.
+    for (dist, ..) in WHEELS {
+        assert!(
+            wheels.iter().any(|w| w.dist == dist),
+            "{dist} is not cached"
+        );
+    }
+    for series in ["nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13"] {
+        assert!(
+            newest(&wheels, series).is_some(),
+            "no {series} wheel is cached"
+        );
+    }
+    for w in &wheels {
+        let dist = w.dist.as_str();
         let site = dir.join(dist);
         assert!(
             site.join("nvidia/nccl/lib/libnccl.so.2").exists(),
@@ -117,19 +183,29 @@ fn every_wheel_by_every_route() {
                 ],
             ),
         ];
+        let known = WHEELS.iter().find(|k| k.0 == dist);
         for (source, vars) in routes {
             let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
             let n = probe(&root, &vars);
             let ctx = format!("{dist} via {vars:?}");
             assert_eq!(n.origin.source, source, "{ctx}");
-            assert_eq!(n.version.to_string(), version, "{ctx}: header");
-            assert_eq!(n.version.code, code, "{ctx}: header code");
-            assert_eq!(n.library_version.to_string(), version, "{ctx}: library");
-            assert_eq!(
-                n.cuda_version.map(|c| c.to_string()).as_deref(),
-                Some(cuda),
-                "{ctx}"
+            assert_eq!(n.version.to_string(), w.version, "{ctx}: header");
+            assert_eq!(n.library_version.to_string(), w.version, "{ctx}: library");
+            assert_eq!(n.library_version.code, n.version.code, "{ctx}: codes");
+            // The version came from the file itself: no stand-in warning.
+            assert!(
+                !n.report.warnings.iter().any(|w| w.contains("version")),
+                "{ctx}: {:?}",
+                n.report.warnings
             );
+            let cuda = n
+                .cuda_version
+                .unwrap_or_else(|| panic!("{ctx}: no CUDA version"));
+            assert_eq!(cuda.major, w.cuda_major, "{ctx}: CUDA");
+            if let Some((_, _, _, code, cuda)) = known {
+                assert_eq!(n.version.code, *code, "{ctx}: header code");
+                assert_eq!(cuda.to_string(), *cuda, "{ctx}");
+            }
             assert_eq!(n.soname.as_deref(), Some("libnccl.so.2"), "{ctx}");
             assert!(!n.has_dev_link, "{ctx}: a wheel has no libnccl.so");
             assert_eq!(n.static_library, None, "{ctx}");
@@ -138,8 +214,8 @@ fn every_wheel_by_every_route() {
                 assert_eq!(
                     n.origin.package,
                     Some(Package::Pip {
-                        name: name.into(),
-                        version: version.into()
+                        name: w.name.clone(),
+                        version: w.dist_version.clone()
                     }),
                     "{ctx}"
                 );
@@ -153,6 +229,50 @@ fn every_wheel_by_every_route() {
             "{dist}: ncclGetVersion"
         );
     }
+}
+
+/// The README's "No NCCL yet?" path: a virtualenv holding the newest cu12
+/// wheel, found through `VIRTUAL_ENV`, and what `--print` would select.
+#[test]
+fn the_newcomer_path_with_the_newest_cu12_wheel() {
+    let Some(dir) = wheels_dir() else { return };
+    let wheels = all_wheels(&dir);
+    let w = &wheels[newest(&wheels, "nvidia-nccl-cu12").expect("a cu12 wheel")];
+    let root = Root::new("newcomer", &dir.join(&w.dist));
+    let (report, err) = Config::new()
+        .root(&root.0)
+        .target("x86_64-unknown-linux-gnu")
+        .env_vars([("VIRTUAL_ENV", "/venv")])
+        .report();
+    assert_eq!(err, None, "{report:?}");
+    let sp = root.0.join("venv/lib/python3.11/site-packages");
+    assert_eq!(report.candidates.len(), 1, "{:?}", report.candidates);
+    let c = report.selected().expect("selected");
+    assert_eq!(c.status, nccl_find::Status::Selected);
+    assert_eq!(c.origin.source, SourceKind::Pip);
+    assert_eq!(
+        c.origin.to_string(),
+        format!(
+            "pip wheel in /venv/lib/python3.11/site-packages (VIRTUAL_ENV) [pip {} {}]",
+            w.name, w.dist_version
+        )
+    );
+    assert_eq!(
+        c.header.as_deref(),
+        Some(sp.join("nvidia/nccl/include/nccl.h").as_path())
+    );
+    assert_eq!(
+        c.library.as_deref(),
+        Some(sp.join("nvidia/nccl/lib/libnccl.so.2").as_path())
+    );
+    assert_eq!(
+        c.header_version.as_ref().map(|v| v.to_string()),
+        Some(w.version.clone())
+    );
+    assert_eq!(c.library_version, c.header_version);
+    // Only the loader's warning (nothing puts the venv on its path).
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    assert!(report.warnings[0].starts_with("at run time the loader will find no libnccl.so.2"));
 }
 
 #[test]

@@ -246,3 +246,71 @@ fn first_run_on_a_bare_machine() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["healthy"].as_bool(), Some(out.status.code() == Some(0)));
 }
+
+/// The README's "No NCCL yet?" path, as a new user runs it: a virtualenv
+/// holding the newest cu12 wheel on PyPI (from `scripts/test`'s cache), and
+/// `nccl-find --print` through `VIRTUAL_ENV`.
+#[test]
+fn newcomer_print_selects_the_newest_cu12_wheel() {
+    let Some(wheels) = std::env::var_os("NCCL_FIND_WHEELS").map(PathBuf::from) else {
+        assert!(
+            std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
+            "NCCL_FIND_WHEELS is unset; run scripts/test"
+        );
+        eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
+        return;
+    };
+    // The newest cu12 release in the cache, by version.
+    let (dist, version) = std::fs::read_dir(&wheels)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().ok()?;
+            let v = name.strip_prefix("nvidia_nccl_cu12-")?.to_string();
+            let key: Vec<u32> = v
+                .split(".post")
+                .next()?
+                .split('.')
+                .map(|n| n.parse().unwrap())
+                .collect();
+            Some((key, name.clone(), v))
+        })
+        .max()
+        .map(|(_, d, v)| (d, v))
+        .expect("a cu12 wheel in the cache");
+    let nccl_version = version.split(".post").next().unwrap().to_string();
+    let root = std::env::temp_dir().join(format!("nccl-find-newcomer-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let sp_dir = root.join("home/me/.venv/lib/python3.11");
+    std::fs::create_dir_all(&sp_dir).unwrap();
+    std::os::unix::fs::symlink(wheels.join(&dist), sp_dir.join("site-packages")).unwrap();
+    let out = run(
+        &["--print", "--root", root.to_str().unwrap()],
+        &[("VIRTUAL_ENV", "/home/me/.venv")],
+    );
+    let _ = std::fs::remove_dir_all(&root);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let sp = "/home/me/.venv/lib/python3.11/site-packages";
+    let selected = stdout
+        .lines()
+        .find(|l| l.starts_with("Selected: "))
+        .unwrap_or_else(|| panic!("no Selected line in:\n{stdout}"));
+    let (head, tail) = selected.split_once(" (CUDA 12.").expect(selected);
+    assert_eq!(head, format!("Selected: NCCL {nccl_version}"));
+    assert!(
+        tail.ends_with(&format!(
+            ") at {sp}/nvidia/nccl — pip wheel in {sp} (VIRTUAL_ENV) [pip nvidia-nccl-cu12 {version}]"
+        )),
+        "{selected}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "           soname libnccl.so.2; library says NCCL {nccl_version}+cuda12."
+        )),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("Other installs"), "{stdout}");
+    // The version was read from the library itself: no stand-in warning.
+    assert!(!stdout.contains("is taken for it"), "{stdout}");
+    assert!(!stdout.contains("taken from its file name"), "{stdout}");
+}

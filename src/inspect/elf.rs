@@ -1,11 +1,12 @@
 //! A small, bounded ELF reader: the soname, `DT_NEEDED`, `RUNPATH`, and the
-//! `NCCL version X.Y.Z+cudaA.B` text that every `libnccl.so.2` carries. It
+//! `NCCL version X.Y.Z+cudaA.B` text that every `libnccl.so.2` carries
+//! (found by that pattern: from 2.30 on, help text such as "NCCL version
+//! information" comes first in the file). It
 //! reads the section headers and the few sections it needs, never the whole
 //! file (a real `libnccl.so.2` is 150–300 MB, its `.rodata` 0.1–0.3 MB).
 //! Every offset is checked against the file's length: a truncated or
 //! garbage file gives an error, never a panic.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -106,8 +107,7 @@ const SHT_DYNSYM: u32 = 11;
 
 impl Elf {
     fn open(path: &Path) -> Result<Elf, String> {
-        let file = File::open(path).map_err(|e| e.to_string())?;
-        let len = file.metadata().map_err(|e| e.to_string())?.len();
+        let (file, len) = crate::files::open_regular(path).map_err(|e| e.to_string())?;
         Elf::from_source(Box::new(file), len)
     }
 
@@ -157,6 +157,11 @@ impl Elf {
         }
         if shentsize < min_ent {
             return Err(format!("its section header size {shentsize} is too small"));
+        }
+        if shentsize > 256 || shentsize * shnum > MAX_TABLE {
+            return Err(format!(
+                "its section header table ({shnum} entries of {shentsize} bytes) is implausibly large"
+            ));
         }
         let table = r.bytes(shoff, shentsize * shnum, "the section header table")?;
         let sections: Vec<Section> = (0..shnum as usize)
@@ -307,32 +312,51 @@ fn symbols(mut elf: Elf) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-/// Looks for `NCCL version ` in a range of the file, 1 MiB at a time.
+/// Looks for the version text in a range of the file, 1 MiB at a time:
+/// `NCCL version ` followed by `X.Y.Z[suffix][+cudaA.B]` and the string's
+/// end. Texts that merely start with the words ("NCCL version information",
+/// "NCCL version %s") are passed over. When no string is exactly a version,
+/// the first `NCCL version X.Y.Z ...` sentence is taken.
 fn scan(r: &mut Reader, start: u64, size: u64) -> Result<Option<String>, String> {
     const CHUNK: u64 = 1 << 20;
     const TAIL: u64 = 64;
     let mut pos = 0;
+    let mut loose = None;
     while pos < size {
         let n = (size - pos).min(CHUNK + TAIL);
         let buf = r.bytes(start + pos, n, "the .rodata section")?;
         let mut from = 0;
         while let Some(i) = buf[from..].iter().position(|&b| b == b'N') {
             let at = from + i;
-            if buf[at..].starts_with(MARKER) {
-                let rest = &buf[at + MARKER.len()..];
-                let end = rest
-                    .iter()
-                    .position(|&b| b == 0 || !b.is_ascii_graphic())
-                    .unwrap_or(rest.len());
-                if end > 0 && end < rest.len() {
-                    return Ok(Some(String::from_utf8_lossy(&rest[..end]).into_owned()));
-                }
-            }
             from = at + 1;
+            if at as u64 >= CHUNK && pos + CHUNK < size {
+                break; // the overlap: the next chunk looks at it again
+            }
+            if !buf[at..].starts_with(MARKER) {
+                continue;
+            }
+            let rest = &buf[at + MARKER.len()..];
+            let end = rest
+                .iter()
+                .position(|&b| b == 0 || !b.is_ascii_graphic())
+                .unwrap_or(rest.len());
+            if end == 0 || end == rest.len() {
+                continue;
+            }
+            let token = String::from_utf8_lossy(&rest[..end]);
+            if parse_version_text(&token).is_none() {
+                continue;
+            }
+            if rest[end] == 0 {
+                return Ok(Some(token.into_owned()));
+            }
+            if loose.is_none() && rest[end] == b' ' {
+                loose = Some(token.into_owned());
+            }
         }
         pos += CHUNK;
     }
-    Ok(None)
+    Ok(loose)
 }
 
 fn cstr(table: &[u8], off: usize) -> Option<String> {
@@ -351,20 +375,29 @@ pub fn parse_version_text(text: &str) -> Option<(Version, Option<CudaVersion>)> 
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(ver.len());
     let (nums, suffix) = ver.split_at(digits_end);
+    if !suffix
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '~'))
+    {
+        return None;
+    }
     let mut it = nums.split('.').map(|n| n.parse::<u32>());
     let (Some(Ok(x)), Some(Ok(y)), Some(Ok(z)), None) =
         (it.next(), it.next(), it.next(), it.next())
     else {
         return None;
     };
-    let cuda = cuda.and_then(|c| {
-        let mut it = c.split('.').map(|n| n.parse::<u32>());
-        match (it.next(), it.next()) {
-            (Some(Ok(major)), Some(Ok(minor))) => Some(CudaVersion { major, minor }),
-            (Some(Ok(major)), None) => Some(CudaVersion { major, minor: 0 }),
-            _ => None,
+    let cuda = match cuda {
+        None => None,
+        Some(c) => {
+            let mut it = c.split('.').map(|n| n.parse::<u32>());
+            match (it.next(), it.next(), it.next()) {
+                (Some(Ok(major)), Some(Ok(minor)), None) => Some(CudaVersion { major, minor }),
+                (Some(Ok(major)), None, None) => Some(CudaVersion { major, minor: 0 }),
+                _ => return None,
+            }
         }
-    });
+    };
     Some((Version::new(x, y, z, suffix), cuda))
 }
 
@@ -387,6 +420,85 @@ mod tests {
         assert_eq!(parse_version_text("2.21.5").unwrap().1, None);
         assert!(parse_version_text("%s").is_none());
         assert!(parse_version_text("2.21").is_none());
+        assert!(parse_version_text("info").is_none());
+        assert!(parse_version_text("2.21.5+cudaX").is_none());
+        assert!(parse_version_text("2.21.5%s").is_none());
+        let (v, c) = parse_version_text("2.32.3+cuda13.4").unwrap();
+        assert_eq!((v.code, c.unwrap().minor), (23203, 4));
+    }
+
+    /// A minimal ELF64 with one `.rodata` section holding `strings`.
+    fn elf_with_rodata(strings: &[&[u8]]) -> Vec<u8> {
+        let mut rodata = Vec::new();
+        for s in strings {
+            rodata.extend_from_slice(s);
+            rodata.push(0);
+        }
+        let shstr = b"\0.rodata\0.shstrtab\0".to_vec();
+        let mut f = vec![0u8; 64];
+        f[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
+        f[18] = 62;
+        let ro_off = f.len() as u64;
+        f.extend_from_slice(&rodata);
+        let sh_off = f.len() as u64;
+        f.extend_from_slice(&shstr);
+        let table = f.len() as u64;
+        let sec = |name: u32, kind: u32, off: u64, size: u64| {
+            let mut e = vec![0u8; 64];
+            e[0..4].copy_from_slice(&name.to_le_bytes());
+            e[4..8].copy_from_slice(&kind.to_le_bytes());
+            e[24..32].copy_from_slice(&off.to_le_bytes());
+            e[32..40].copy_from_slice(&size.to_le_bytes());
+            e
+        };
+        let mut secs = sec(0, 0, 0, 0);
+        secs.extend(sec(1, 1, ro_off, rodata.len() as u64));
+        secs.extend(sec(9, 3, sh_off, shstr.len() as u64));
+        f.extend(secs);
+        f[0x28..0x30].copy_from_slice(&table.to_le_bytes());
+        f[0x3a] = 64;
+        f[0x3c] = 3;
+        f[0x3e] = 2;
+        f
+    }
+
+    #[test]
+    fn the_version_is_found_by_its_pattern_not_by_the_words() {
+        // As in NCCL 2.30 and later: help text first, then the version.
+        let lib = elf_with_rodata(&[
+            b"Prints NCCL version information only.",
+            b"NCCL version information",
+            b"NCCL version %s",
+            b"NCCL version 2.32.3+cuda12.9",
+            b"NCCL version 2.32.3 compiled with CUDA 12.9",
+        ]);
+        assert_eq!(
+            read_elf_bytes(&lib).unwrap().version_text.as_deref(),
+            Some("2.32.3+cuda12.9")
+        );
+        // Only the sentence form: its version is taken.
+        let lib = elf_with_rodata(&[
+            b"NCCL version information",
+            b"NCCL version 2.30.7 compiled with CUDA 12.9",
+        ]);
+        assert_eq!(
+            read_elf_bytes(&lib).unwrap().version_text.as_deref(),
+            Some("2.30.7")
+        );
+        // The words and no version at all.
+        let lib = elf_with_rodata(&[b"NCCL version information", b"NCCL version %s"]);
+        assert_eq!(read_elf_bytes(&lib).unwrap().version_text, None);
+    }
+
+    #[test]
+    fn a_huge_section_table_is_refused_before_reading_it() {
+        let mut lib = elf_with_rodata(&[b"x"]);
+        lib[0x3a..0x3c].copy_from_slice(&0xffffu16.to_le_bytes());
+        lib[0x3c..0x3e].copy_from_slice(&0xffffu16.to_le_bytes());
+        assert_eq!(
+            read_elf_bytes(&lib).unwrap_err(),
+            "its section header table (65535 entries of 65535 bytes) is implausibly large"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::elf::{parse_version_text, read_elf};
+use super::elf::{dynamic_symbols, parse_version_text, read_elf};
 use super::Problem;
 use crate::version::{CudaVersion, Version};
 
@@ -68,9 +68,16 @@ pub(crate) struct LibInfo {
     pub primary: PathBuf,
     pub real: PathBuf,
     pub soname: Option<String>,
-    pub version: Version,
+    /// `None` for a real NCCL library whose version text could not be read
+    /// and whose file name has none: the header's version stands in.
+    pub version: Option<Version>,
     pub cuda: Option<CudaVersion>,
     pub warnings: Vec<String>,
+}
+
+/// The soname's major version, for `libnccl.so.N`.
+fn soname_major(soname: &str) -> Option<u32> {
+    soname.strip_prefix("libnccl.so.")?.parse().ok()
 }
 
 /// `libnccl.so.2.21.5` → 2.21.5.
@@ -126,6 +133,7 @@ pub(crate) fn inspect(files: LibFiles, target: &crate::target::Target) -> Result
     }
     let from_text = elf.version_text.as_deref().and_then(parse_version_text);
     let from_name = version_from_name(&real);
+    let mut warnings = Vec::new();
     let (version, cuda) = match (from_text, from_name) {
         (Some((t, _)), Some(n)) if (t.major, t.minor, t.patch) != (n.major, n.minor, n.patch) => {
             return Err(Problem::FileNameMismatch {
@@ -134,26 +142,57 @@ pub(crate) fn inspect(files: LibFiles, target: &crate::target::Target) -> Result
                 content_version: t,
             })
         }
-        (Some((t, cuda)), _) => (t, cuda),
-        (None, Some(n)) => (n, None),
+        (Some((t, cuda)), _) => (Some(t), cuda),
+        (None, Some(n)) => {
+            warnings.push(format!(
+                "{} has no readable `NCCL version` text; its version, {n}, is taken from its file name.",
+                real.display()
+            ));
+            (Some(n), None)
+        }
         (None, None) => {
-            return Err(Problem::BadLibrary {
-                file: real.clone(),
-                why: "it has no `NCCL version` text and no version in its file name: it is not an NCCL library"
-                    .into(),
-            })
+            // Never refuse a real NCCL for its strings: a library for the
+            // target whose soname is libnccl.so.2 (or a later major) and
+            // that exports ncclGetVersion is NCCL.
+            let major = elf.soname.as_deref().and_then(soname_major);
+            let exports = dynamic_symbols(&real)
+                .map(|s| s.iter().any(|n| n == "ncclGetVersion"))
+                .unwrap_or(false);
+            if !(major.is_some_and(|m| m >= 2) && exports) {
+                let mut lacks = vec![
+                    "no `NCCL version X.Y.Z` text",
+                    "no version in its file name",
+                ];
+                if major.is_none() {
+                    lacks.push("no libnccl.so.N soname");
+                }
+                if !exports {
+                    lacks.push("no ncclGetVersion");
+                }
+                return Err(Problem::BadLibrary {
+                    file: real.clone(),
+                    why: format!("it has {}: it is not an NCCL library", lacks.join(", ")),
+                });
+            }
+            (None, None)
         }
     };
-    if version.major == 1 {
+    if version.as_ref().is_some_and(|v| v.major == 1) {
         return Err(Problem::Nccl1 {
             file: primary.clone(),
-            sign: format!("it says it is NCCL {version}"),
+            sign: format!(
+                "it says it is NCCL {}",
+                version.as_ref().map(|v| v.to_string()).unwrap_or_default()
+            ),
         });
     }
-    let mut warnings = Vec::new();
     for old in &files.nccl1 {
+        let next_to = match &version {
+            Some(v) => format!("NCCL {v}"),
+            None => format!("the NCCL 2 library {}", real.display()),
+        };
         warnings.push(format!(
-            "{} is a stale NCCL 1 library next to NCCL {version}; remove it.",
+            "{} is a stale NCCL 1 library next to {next_to}; remove it.",
             old.display()
         ));
     }

@@ -495,10 +495,21 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
             c.has_dev_link = info.files.link.is_some();
             c.soname = info.soname.clone();
             c.static_library = info.files.static_lib.clone();
-            c.library_version = Some(info.version.clone());
+            c.library_version = info.version.clone();
             c.cuda_version = info.cuda;
             for w in &info.warnings {
                 ctx.warn(w.clone());
+            }
+            if info.version.is_none() {
+                if let Some(hv) = &c.header_version {
+                    ctx.warn(format!(
+                        "{} is NCCL (soname {}, exports ncclGetVersion) but its version cannot be read \
+                         from the file; the header's version, {hv}, is taken for it.",
+                        info.real.display(),
+                        info.soname.as_deref().unwrap_or("?")
+                    ));
+                    c.library_version = Some(hv.clone());
+                }
             }
         }
         Some(Err(p)) => problems.push(p.clone()),

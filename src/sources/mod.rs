@@ -219,11 +219,12 @@ impl<'a> Ctx<'a> {
 
     /// The loader cache's entries (`/etc/ld.so.cache` under the root), read once.
     pub fn ld_cache(&self) -> &[(String, String)] {
-        self.ld_cache
-            .get_or_init(|| match std::fs::read(self.path("/etc/ld.so.cache")) {
+        self.ld_cache.get_or_init(|| {
+            match crate::files::read_bounded(&self.path("/etc/ld.so.cache"), 64 << 20) {
                 Ok(data) => search_path::parse_ld_cache(&data),
                 Err(_) => Vec::new(),
-            })
+            }
+        })
     }
 
     /// A variable, read with the target prefix first.

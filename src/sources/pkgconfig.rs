@@ -149,7 +149,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
 
 fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
     let logical_dir = ctx.show(file.parent().unwrap_or(Path::new("/")));
-    let parsed = std::fs::read(file)
+    let parsed = crate::files::read_bounded(file, 1 << 20)
         .map_err(|e| e.to_string())
         .and_then(|bytes| parse_pc(&String::from_utf8_lossy(&bytes), &logical_dir));
     let mut origin = Origin {

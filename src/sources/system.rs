@@ -61,7 +61,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let mut out = Vec::new();
     let usr_include = ctx.path("/usr/include");
     let status_file = ctx.path("/var/lib/dpkg/status");
-    let packages = match std::fs::read(&status_file) {
+    let packages = match crate::files::read_bounded(&status_file, 256 << 20) {
         Ok(bytes) => {
             let p = parse_dpkg_status(&String::from_utf8_lossy(&bytes));
             ctx.looked(
@@ -78,7 +78,14 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
             );
             p
         }
-        Err(_) => Vec::new(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            ctx.warn(format!(
+                "{} cannot be read ({e}); dpkg's NCCL packages are not known. Check that file.",
+                ctx.show(&status_file)
+            ));
+            Vec::new()
+        }
     };
     let arch_fits =
         |p: &&DpkgPackage| p.arch == "all" || Some(p.arch.as_str()) == ctx.target.dpkg_arch;
@@ -164,7 +171,7 @@ fn listed_dir(ctx: &Ctx, pkg: &DpkgPackage, file: &str) -> Option<PathBuf> {
     ];
     let text = names
         .iter()
-        .find_map(|n| std::fs::read(info.join(n)).ok())?;
+        .find_map(|n| crate::files::read_bounded(&info.join(n), 16 << 20).ok())?;
     String::from_utf8_lossy(&text).lines().find_map(|line| {
         let p = Path::new(line.trim());
         if p.file_name()? == file {
