@@ -32,12 +32,43 @@ impl Version {
     /// The version code NCCL gives `major.minor.patch`: the old formula
     /// (`X*1000 + Y*100 + Z`) for versions up to 2.8, the new one
     /// (`X*10000 + Y*100 + Z`) from 2.9.
+    /// Saturates at `u32::MAX` for numbers no real version has; see
+    /// [`Version::checked`].
     pub fn code_of(major: u32, minor: u32, patch: u32) -> u32 {
-        if major < 2 || (major == 2 && minor <= 8) {
-            major * 1000 + minor * 100 + patch
+        Version::code_checked(major, minor, patch).unwrap_or(u32::MAX)
+    }
+
+    /// [`Version::code_of`], or `None` when the code does not fit 32 bits.
+    pub fn code_checked(major: u32, minor: u32, patch: u32) -> Option<u32> {
+        let m = if major < 2 || (major == 2 && minor <= 8) {
+            1000
         } else {
-            major * 10000 + minor * 100 + patch
-        }
+            10000
+        };
+        major
+            .checked_mul(m)?
+            .checked_add(minor.checked_mul(100)?)?
+            .checked_add(patch)
+    }
+
+    /// [`Version::new`], or an error when the numbers are too large for
+    /// a version code.
+    pub fn checked(
+        major: u32,
+        minor: u32,
+        patch: u32,
+        suffix: impl Into<String>,
+    ) -> Result<Version, String> {
+        let code = Version::code_checked(major, minor, patch).ok_or_else(|| {
+            format!("{major}.{minor}.{patch} is too large for a version code (32 bits)")
+        })?;
+        Ok(Version {
+            major,
+            minor,
+            patch,
+            suffix: suffix.into(),
+            code,
+        })
     }
 
     /// Turns a version code back into `(major, minor, patch)`, for either

@@ -1,13 +1,16 @@
-//! Reads the version out of `nccl.h` with a regular expression, without a
-//! compiler: `NCCL_MAJOR`, `NCCL_MINOR`, `NCCL_PATCH`, `NCCL_SUFFIX` and
-//! `NCCL_VERSION_CODE`, and checks the code against the other three under
-//! the formula that applies (FACTS.md §2).
+//! Reads the version out of `nccl.h` the way a C preprocessor would, for
+//! the five macros that matter: `NCCL_MAJOR`, `NCCL_MINOR`, `NCCL_PATCH`,
+//! `NCCL_SUFFIX` and `NCCL_VERSION_CODE`. Lines are spliced at a backslash,
+//! comments and string literals are understood, `#if`/`#ifdef`/`#elif`/
+//! `#else` blocks are evaluated (integer constant expressions, `defined`,
+//! macros defined earlier in the file, undefined names as 0), and values
+//! are C integer constant expressions: hex, octal, `u`/`l` suffixes,
+//! parentheses. A number that does not fit is an error naming the macro.
+//! The code is then checked against MAJOR/MINOR/PATCH under the formula
+//! that applies: `X*1000+Y*100+Z` up to 2.8, `X*10000+Y*100+Z` from 2.9.
 
-use std::io::Read;
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::OnceLock;
-
-use regex_lite::Regex;
 
 use crate::version::Version;
 
@@ -30,15 +33,478 @@ pub enum Header {
     Bad(String),
 }
 
-/// The five macros, when present.
-fn macros() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        Regex::new(
-            r"(?m)^[ \t]*#[ \t]*define[ \t]+NCCL_(MAJOR|MINOR|PATCH|SUFFIX|VERSION_CODE)[ \t]+([^\r\n]*?)[ \t]*(?://[^\r\n]*)?\r?$",
-        )
-        .expect("static regex")
+/// Phases 2 and 3 of translation: lines spliced at a backslash-newline,
+/// each comment replaced by one space; string and character literals kept
+/// whole, so a `//` inside a string is not a comment. Returns the logical
+/// lines with their first physical line number.
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let spliced = text.replace("\\\r\n", "").replace("\\\n", "");
+    // Line numbers: count splices away by keeping a map of physical lines.
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut line_no = 1;
+    let mut start = 1;
+    let mut chars = spliced.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        if let Some(q) = quote {
+            cur.push(c);
+            if c == '\\' {
+                if let Some(&n) = chars.peek() {
+                    if n != '\n' {
+                        cur.push(n);
+                        chars.next();
+                    }
+                }
+            } else if c == q || c == '\n' {
+                if c == '\n' {
+                    cur.pop();
+                    out.push((start, std::mem::take(&mut cur)));
+                    line_no += 1;
+                    start = line_no;
+                }
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' => {
+                quote = Some(c);
+                cur.push(c);
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut prev = ' ';
+                for d in chars.by_ref() {
+                    if d == '\n' {
+                        line_no += 1;
+                    }
+                    if prev == '*' && d == '/' {
+                        break;
+                    }
+                    prev = d;
+                }
+                cur.push(' ');
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                while chars.peek().is_some_and(|&d| d != '\n') {
+                    chars.next();
+                }
+            }
+            '\n' => {
+                out.push((start, std::mem::take(&mut cur)));
+                line_no += 1;
+                start = line_no;
+            }
+            '\r' if chars.peek() == Some(&'\n') => {}
+            _ => cur.push(c),
+        }
+    }
+    out.push((start, cur));
+    out
+}
+
+/// A preprocessing token, as far as these macros need.
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Num(String),
+    Ident(String),
+    Str(String),
+    Punct(&'static str),
+    Other(char),
+}
+
+const PUNCTS: [&str; 22] = [
+    "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "(", ")", "+", "-", "*", "/", "%", "<", ">",
+    "!", "~", "&", "|", "^",
+];
+
+fn tokens(s: &str) -> Vec<Tok> {
+    let b: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    let mut out = Vec::new();
+    while i < b.len() {
+        let c = b[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c.is_ascii_digit() {
+            let st = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == '.' || b[i] == '\'') {
+                i += 1;
+            }
+            out.push(Tok::Num(b[st..i].iter().collect()));
+        } else if c.is_alphabetic() || c == '_' {
+            let st = i;
+            while i < b.len() && (b[i].is_alphanumeric() || b[i] == '_') {
+                i += 1;
+            }
+            out.push(Tok::Ident(b[st..i].iter().collect()));
+        } else if c == '"' {
+            let st = i;
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                i += if b[i] == '\\' { 2 } else { 1 };
+            }
+            i = (i + 1).min(b.len());
+            out.push(Tok::Str(b[st..i].iter().collect()));
+        } else if let Some(p) = PUNCTS.iter().find(|p| {
+            let p: Vec<char> = p.chars().collect();
+            b[i..].starts_with(&p)
+        }) {
+            i += p.len();
+            out.push(Tok::Punct(p));
+        } else {
+            out.push(Tok::Other(c));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// A C integer constant: decimal, hex, octal or binary, with `u`/`l`
+/// suffixes, into 64 bits (as `#if` arithmetic does).
+fn int_literal(text: &str) -> Result<u64, String> {
+    let t = text.replace('\'', "");
+    let body = t.trim_end_matches(['u', 'U', 'l', 'L']);
+    let suffix = &t[body.len()..];
+    let s = suffix.to_ascii_lowercase();
+    if !matches!(
+        s.as_str(),
+        "" | "u" | "l" | "ul" | "lu" | "ll" | "ull" | "llu"
+    ) {
+        return Err(format!("{text} is not a C integer constant"));
+    }
+    let (digits, radix) = if let Some(h) = body.strip_prefix("0x").or(body.strip_prefix("0X")) {
+        (h, 16)
+    } else if let Some(b) = body.strip_prefix("0b").or(body.strip_prefix("0B")) {
+        (b, 2)
+    } else if body.len() > 1 && body.starts_with('0') {
+        (&body[1..], 8)
+    } else {
+        (body, 10)
+    };
+    if digits.is_empty() {
+        return Err(format!("{text} is not a C integer constant"));
+    }
+    u64::from_str_radix(digits, radix).map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => format!("{text} does not fit in 64 bits"),
+        _ => format!("{text} is not a C integer constant"),
     })
+}
+
+/// Evaluates an integer constant expression, as `#if` does: `defined`,
+/// macros defined earlier (object-like, integer-valued), and any other name
+/// as 0. Arithmetic is in 64 bits; overflow and division by zero are errors.
+struct Eval<'a> {
+    toks: &'a [Tok],
+    at: usize,
+    macros: &'a HashMap<String, Vec<Tok>>,
+    depth: u32,
+}
+
+impl Eval<'_> {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.at)
+    }
+    fn eat(&mut self, p: &str) -> bool {
+        if matches!(self.peek(), Some(Tok::Punct(q)) if *q == p) {
+            self.at += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn full(mut self) -> Result<i64, String> {
+        let v = self.cond()?;
+        match self.peek() {
+            None => Ok(v),
+            Some(t) => Err(format!("unexpected {t:?}")),
+        }
+    }
+    fn cond(&mut self) -> Result<i64, String> {
+        let c = self.binary(0)?;
+        if matches!(self.peek(), Some(Tok::Other('?'))) {
+            self.at += 1;
+            let a = self.cond()?;
+            if !matches!(self.peek(), Some(Tok::Other(':'))) {
+                return Err("`?` without `:`".into());
+            }
+            self.at += 1;
+            let b = self.cond()?;
+            return Ok(if c != 0 { a } else { b });
+        }
+        Ok(c)
+    }
+    fn binary(&mut self, level: usize) -> Result<i64, String> {
+        const LEVELS: [&[&str]; 10] = [
+            &["||"],
+            &["&&"],
+            &["|"],
+            &["^"],
+            &["&"],
+            &["==", "!="],
+            &["<", ">", "<=", ">="],
+            &["<<", ">>"],
+            &["+", "-"],
+            &["*", "/", "%"],
+        ];
+        if level == LEVELS.len() {
+            return self.unary();
+        }
+        let mut v = self.binary(level + 1)?;
+        loop {
+            let Some(Tok::Punct(op)) = self.peek() else {
+                return Ok(v);
+            };
+            let op = *op;
+            if !LEVELS[level].contains(&op) {
+                return Ok(v);
+            }
+            self.at += 1;
+            let r = self.binary(level + 1)?;
+            let over = || format!("`{op}` overflows");
+            v = match op {
+                "||" => i64::from(v != 0 || r != 0),
+                "&&" => i64::from(v != 0 && r != 0),
+                "|" => v | r,
+                "^" => v ^ r,
+                "&" => v & r,
+                "==" => i64::from(v == r),
+                "!=" => i64::from(v != r),
+                "<" => i64::from(v < r),
+                ">" => i64::from(v > r),
+                "<=" => i64::from(v <= r),
+                ">=" => i64::from(v >= r),
+                "<<" => u32::try_from(r)
+                    .ok()
+                    .and_then(|r| v.checked_shl(r))
+                    .ok_or_else(over)?,
+                ">>" => u32::try_from(r)
+                    .ok()
+                    .and_then(|r| v.checked_shr(r))
+                    .ok_or_else(over)?,
+                "+" => v.checked_add(r).ok_or_else(over)?,
+                "-" => v.checked_sub(r).ok_or_else(over)?,
+                "*" => v.checked_mul(r).ok_or_else(over)?,
+                _ if r == 0 => return Err("division by zero".into()),
+                "/" => v.checked_div(r).ok_or_else(over)?,
+                _ => v.checked_rem(r).ok_or_else(over)?,
+            };
+        }
+    }
+    fn unary(&mut self) -> Result<i64, String> {
+        if self.eat("!") {
+            return Ok(i64::from(self.unary()? == 0));
+        }
+        if self.eat("~") {
+            return Ok(!self.unary()?);
+        }
+        if self.eat("-") {
+            return self
+                .unary()?
+                .checked_neg()
+                .ok_or_else(|| "`-` overflows".into());
+        }
+        if self.eat("+") {
+            return self.unary();
+        }
+        if self.eat("(") {
+            let v = self.cond()?;
+            if !self.eat(")") {
+                return Err("`(` without `)`".into());
+            }
+            return Ok(v);
+        }
+        let tok = self.peek().cloned();
+        self.at += 1;
+        match tok {
+            Some(Tok::Num(n)) => {
+                let v = int_literal(&n)?;
+                i64::try_from(v).map_err(|_| format!("{n} does not fit in 63 bits"))
+            }
+            Some(Tok::Ident(name)) if name == "defined" => {
+                let paren = self.eat("(");
+                let Some(Tok::Ident(m)) = self.peek().cloned() else {
+                    return Err("`defined` without a name".into());
+                };
+                self.at += 1;
+                if paren && !self.eat(")") {
+                    return Err("`defined(` without `)`".into());
+                }
+                Ok(i64::from(self.macros.contains_key(&m)))
+            }
+            Some(Tok::Ident(name)) => match self.macros.get(&name) {
+                Some(body) if self.depth < 32 => Eval {
+                    toks: body,
+                    at: 0,
+                    macros: self.macros,
+                    depth: self.depth + 1,
+                }
+                .full(),
+                Some(_) => Err(format!("{name} expands too deeply")),
+                None => Ok(0),
+            },
+            Some(t) => Err(format!("unexpected {t:?}")),
+            None => Err("the expression ends early".into()),
+        }
+    }
+}
+
+fn eval(toks: &[Tok], macros: &HashMap<String, Vec<Tok>>) -> Result<i64, String> {
+    Eval {
+        toks,
+        at: 0,
+        macros,
+        depth: 0,
+    }
+    .full()
+}
+
+/// The value of a string literal, its escapes undone.
+fn string_literal(lit: &str) -> Result<String, String> {
+    let inner = lit
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .ok_or_else(|| format!("{lit} is not a string literal"))?;
+    let mut out = String::new();
+    let mut it = inner.chars().peekable();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let e = it.next().ok_or("a string ends in a backslash")?;
+        match e {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            'r' => out.push('\r'),
+            'a' => out.push('\x07'),
+            'b' => out.push('\x08'),
+            'f' => out.push('\x0c'),
+            'v' => out.push('\x0b'),
+            '0'..='7' => {
+                let mut v = e.to_digit(8).unwrap_or(0);
+                for _ in 0..2 {
+                    match it.peek().and_then(|d| d.to_digit(8)) {
+                        Some(d) => {
+                            v = v * 8 + d;
+                            it.next();
+                        }
+                        None => break,
+                    }
+                }
+                out.push(char::from_u32(v).unwrap_or('\u{fffd}'));
+            }
+            'x' => {
+                let mut v = 0u32;
+                while let Some(d) = it.peek().and_then(|d| d.to_digit(16)) {
+                    v = v.saturating_mul(16).saturating_add(d);
+                    it.next();
+                }
+                out.push(char::from_u32(v).unwrap_or('\u{fffd}'));
+            }
+            other => out.push(other),
+        }
+    }
+    Ok(out)
+}
+
+/// One `#if` group: whether a branch was taken, and whether we are in it.
+struct Group {
+    taken: bool,
+    active: bool,
+}
+
+/// The object-like macros a header defines, as a preprocessor would see
+/// them after every `#if` is decided, or why it could not be read.
+fn defines(text: &str) -> Result<HashMap<String, (usize, Vec<Tok>)>, String> {
+    let mut macros: HashMap<String, Vec<Tok>> = HashMap::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut stack: Vec<Group> = Vec::new();
+    for (line, l) in logical_lines(text) {
+        let t = l.trim_start();
+        let Some(d) = t.strip_prefix('#') else {
+            continue;
+        };
+        let d = d.trim_start();
+        let word_end = d
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(d.len());
+        let (word, rest) = d.split_at(word_end);
+        let live = stack.iter().all(|g| g.active);
+        let cond = |rest: &str, macros: &HashMap<String, Vec<Tok>>| -> Result<bool, String> {
+            eval(&tokens(rest), macros)
+                .map(|v| v != 0)
+                .map_err(|e| format!("line {line}: cannot evaluate `#{word}{rest}`: {e}"))
+        };
+        match word {
+            "if" | "ifdef" | "ifndef" => {
+                let on = live
+                    && match word {
+                        "if" => cond(rest, &macros)?,
+                        _ => {
+                            let name = rest.split_whitespace().next().unwrap_or("");
+                            macros.contains_key(name) == (word == "ifdef")
+                        }
+                    };
+                stack.push(Group {
+                    taken: on,
+                    active: on,
+                });
+            }
+            "elif" | "elifdef" | "elifndef" | "else" => {
+                let outer = stack.len() > 1 && stack[..stack.len() - 1].iter().all(|g| g.active);
+                let outer = outer || stack.len() == 1;
+                let g = stack
+                    .last_mut()
+                    .ok_or_else(|| format!("line {line}: #{word} without #if"))?;
+                let on = outer
+                    && !g.taken
+                    && match word {
+                        "else" => true,
+                        "elif" => cond(rest, &macros)?,
+                        _ => {
+                            let name = rest.split_whitespace().next().unwrap_or("");
+                            macros.contains_key(name) == (word == "elifdef")
+                        }
+                    };
+                g.active = on;
+                g.taken |= on;
+            }
+            "endif" => {
+                stack
+                    .pop()
+                    .ok_or_else(|| format!("line {line}: #endif without #if"))?;
+            }
+            "define" if live => {
+                let rest = rest.trim_start();
+                let name_end = rest
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                let (name, body) = rest.split_at(name_end);
+                if name.is_empty() || body.starts_with('(') {
+                    // Function-like macros are not needed here.
+                    if !name.is_empty() {
+                        macros.remove(name);
+                        at.remove(name);
+                    }
+                    continue;
+                }
+                macros.insert(name.to_string(), tokens(body));
+                at.insert(name.to_string(), line);
+            }
+            "undef" if live => {
+                let name = rest.split_whitespace().next().unwrap_or("");
+                macros.remove(name);
+                at.remove(name);
+            }
+            _ => {}
+        }
+    }
+    Ok(macros
+        .into_iter()
+        .map(|(k, v)| (k.clone(), (at.get(&k).copied().unwrap_or(0), v)))
+        .collect())
 }
 
 /// Parses the text of an `nccl.h`.
@@ -46,24 +512,15 @@ pub fn parse_header(text: &str) -> Header {
     if text.contains("${nccl:Major}") {
         return Header::Template;
     }
-    let (mut major, mut minor, mut patch, mut suffix, mut code) = (None, None, None, None, None);
-    for caps in macros().captures_iter(text) {
-        let raw = caps.get(2).map_or("", |m| m.as_str());
-        let value = raw
-            .trim()
-            .trim_start_matches('(')
-            .trim_end_matches(')')
-            .trim();
-        let num = || value.parse::<u32>().ok();
-        match &caps[1] {
-            "MAJOR" => major = Some(num().ok_or(value)),
-            "MINOR" => minor = Some(num().ok_or(value)),
-            "PATCH" => patch = Some(num().ok_or(value)),
-            "VERSION_CODE" => code = Some(num().ok_or(value)),
-            _ => suffix = Some(value.trim_matches('"').to_string()),
-        }
-    }
-    if major.is_none() && minor.is_none() && patch.is_none() {
+    let macros = match defines(text) {
+        Ok(m) => m,
+        Err(why) => return Header::Bad(why),
+    };
+    let names = ["MAJOR", "MINOR", "PATCH"];
+    if names
+        .iter()
+        .all(|n| !macros.contains_key(&format!("NCCL_{n}")))
+    {
         for sign in [
             "ncclInvalidDevicePointer",
             "ncclLibWrapperNotSet",
@@ -84,22 +541,52 @@ pub fn parse_header(text: &str) -> Header {
             "it defines no NCCL_MAJOR, NCCL_MINOR or NCCL_PATCH: this is not an NCCL header".into(),
         );
     }
-    let get = |v: Option<Result<u32, &str>>, name: &str| -> Result<u32, String> {
-        match v {
-            Some(Ok(n)) => Ok(n),
-            Some(Err(raw)) => Err(format!("NCCL_{name} is {raw:?}, not a number")),
-            None => Err(format!("NCCL_{name} is not defined")),
-        }
+    let plain: HashMap<String, Vec<Tok>> = macros
+        .iter()
+        .map(|(k, (_, v))| (k.clone(), v.clone()))
+        .collect();
+    let number = |name: &str| -> Result<u32, String> {
+        let full = format!("NCCL_{name}");
+        let Some((line, body)) = macros.get(&full) else {
+            return Err(format!("{full} is not defined"));
+        };
+        let shown = body_text(body);
+        let v = eval(body, &plain)
+            .map_err(|e| format!("{full} (line {line}) is {shown:?}, not a number: {e}"))?;
+        u32::try_from(v).map_err(|_| {
+            format!(
+                "{full} (line {line}) is {shown}, which does not fit a version number (0 to {})",
+                u32::MAX
+            )
+        })
     };
     let parsed = (|| {
-        let (x, y, z) = (
-            get(major, "MAJOR")?,
-            get(minor, "MINOR")?,
-            get(patch, "PATCH")?,
-        );
-        let mut v = Version::new(x, y, z, suffix.unwrap_or_default());
-        if let Some(c) = code {
-            let c = get(Some(c), "VERSION_CODE")?;
+        let (x, y, z) = (number("MAJOR")?, number("MINOR")?, number("PATCH")?);
+        let suffix = match macros.get("NCCL_SUFFIX") {
+            None => String::new(),
+            Some((line, body)) => match body.as_slice() {
+                [] => String::new(),
+                [Tok::Str(s)] => {
+                    let v =
+                        string_literal(s).map_err(|e| format!("NCCL_SUFFIX (line {line}): {e}"))?;
+                    if v.chars().any(|c| c.is_control()) {
+                        return Err(format!(
+                            "NCCL_SUFFIX (line {line}) holds a control character: {v:?}"
+                        ));
+                    }
+                    v
+                }
+                _ => {
+                    return Err(format!(
+                        "NCCL_SUFFIX (line {line}) is {:?}, not a string",
+                        body_text(body)
+                    ))
+                }
+            },
+        };
+        let mut v = Version::checked(x, y, z, suffix)?;
+        if macros.contains_key("NCCL_VERSION_CODE") {
+            let c = number("VERSION_CODE")?;
             if c != v.code {
                 return Err(format!(
                     "NCCL_VERSION_CODE is {c}, but NCCL_MAJOR/MINOR/PATCH say {x}.{y}.{z}, whose code is {}",
@@ -119,20 +606,30 @@ pub fn parse_header(text: &str) -> Header {
     }
 }
 
-/// Reads and parses an `nccl.h` file, refusing huge and binary files.
+/// Tokens back to text, for messages.
+fn body_text(body: &[Tok]) -> String {
+    body.iter()
+        .map(|t| match t {
+            Tok::Num(s) | Tok::Ident(s) | Tok::Str(s) => s.clone(),
+            Tok::Punct(p) => p.to_string(),
+            Tok::Other(c) => c.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Reads and parses an `nccl.h` file, refusing huge, binary and special
+/// files.
 pub fn read_header(path: &Path) -> Result<Header, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if len > MAX_HEADER_BYTES {
-        return Ok(Header::Bad(format!(
-            "it is {len} bytes; a real nccl.h is under {} bytes",
-            MAX_HEADER_BYTES
-        )));
-    }
-    let mut bytes = Vec::with_capacity(len as usize);
-    file.take(MAX_HEADER_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+    let bytes = match crate::files::read_bounded(path, MAX_HEADER_BYTES) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Ok(Header::Bad(format!(
+                "{e}; a real nccl.h is under {MAX_HEADER_BYTES} bytes"
+            )))
+        }
+        Err(e) => return Err(e.to_string()),
+    };
     if bytes.is_empty() {
         return Ok(Header::Bad("it is empty".into()));
     }
@@ -186,8 +683,11 @@ mod tests {
         );
         assert!(matches!(parse_header("int main() {}"), Header::Bad(_)));
         assert_eq!(
-            parse_header("#define NCCL_MAJOR 2\n#define NCCL_MINOR x\n#define NCCL_PATCH 1\n"),
-            Header::Bad("NCCL_MINOR is \"x\", not a number".into())
+            parse_header("#define NCCL_MAJOR 2\n#define NCCL_MINOR \"x\"\n#define NCCL_PATCH 1\n"),
+            Header::Bad(
+                "NCCL_MINOR (line 2) is \"\\\"x\\\"\", not a number: unexpected Str(\"\\\"x\\\"\")"
+                    .into()
+            )
         );
         assert!(matches!(
             parse_header(&h("1", "3", "0", "1300")),
@@ -201,6 +701,84 @@ mod tests {
         assert_eq!(
             parse_header(text),
             Header::Nccl2(Version::new(2, 19, 3, "a0"))
+        );
+    }
+
+    fn v(text: &str) -> Header {
+        parse_header(text)
+    }
+
+    #[test]
+    fn comments_and_dead_blocks_do_not_count() {
+        let text = "/* #define NCCL_MAJOR 9 */\n\
+                    // #define NCCL_MINOR 99\n\
+                    #if 0\n#define NCCL_MINOR 98\n#elif 0\n#define NCCL_MINOR 97\n#else\n#define NCCL_MINOR 21\n#endif\n\
+                    #ifdef NOT_DEFINED_ANYWHERE\n#define NCCL_PATCH 96\n#endif\n\
+                    #ifndef NCCL_H_\n#define NCCL_H_\n#define NCCL_PATCH 5 /* the patch */ // really\n#endif\n\
+                    #define NCCL_MAJOR /* a comment\n spanning lines */ 2\n\
+                    #if defined(NCCL_H_) && NCCL_MINOR > 20\n#define NCCL_SUFFIX \"\"\n#else\n#define NCCL_SUFFIX \"dead\"\n#endif\n\
+                    const char *s = \"// not a comment\"; /* #define NCCL_PATCH 1 */\n";
+        assert_eq!(v(text), Header::Nccl2(Version::new(2, 21, 5, "")));
+    }
+
+    #[test]
+    fn c_integer_literals() {
+        let h = |x: &str, y: &str, z: &str| {
+            v(&format!(
+                "#define NCCL_MAJOR {x}\n#define NCCL_MINOR {y}\n#define NCCL_PATCH {z}\n"
+            ))
+        };
+        let want = Header::Nccl2(Version::new(2, 21, 5, ""));
+        assert_eq!(h("2u", "21UL", "5ll"), want);
+        assert_eq!(h("(2)", "((0x15))", "05"), want);
+        assert_eq!(h("0X2", "0b10101", "(5LLU)"), want);
+        assert_eq!(h("(1+1)", "(3*7)", "5"), want);
+        assert_eq!(
+            h("2", "99999999999", "5"),
+            Header::Bad(
+                "NCCL_MINOR (line 2) is 99999999999, which does not fit a version number (0 to 4294967295)".into()
+            )
+        );
+        assert_eq!(
+            h("2", "4294967295", "5"),
+            Header::Bad("2.4294967295.5 is too large for a version code (32 bits)".into())
+        );
+        assert_eq!(
+            h("2", "0x1ffffffffffffffff", "5"),
+            Header::Bad(
+                "NCCL_MINOR (line 2) is \"0x1ffffffffffffffff\", not a number: 0x1ffffffffffffffff does not fit in 64 bits".into()
+            )
+        );
+        assert!(
+            matches!(h("2", "21uu", "5"), Header::Bad(w) if w.contains("21uu is not a C integer constant"))
+        );
+        assert!(
+            matches!(h("2", "-1", "5"), Header::Bad(w) if w.contains("does not fit a version number"))
+        );
+    }
+
+    #[test]
+    fn suffix_escapes_and_line_splices() {
+        let text = "#define NCCL_MAJOR 2\n#define NCCL_MINOR \\\n 19\n#define NCCL_PATCH 3\n\
+                    #define NCCL_SUFFIX \"a\\\"0\\\\\"\n";
+        assert_eq!(v(text), Header::Nccl2(Version::new(2, 19, 3, "a\"0\\")));
+        let text = "#define NCCL_MAJOR 2\n#define NCCL_MINOR 19\n#define NCCL_PATCH 3\n\
+                    #define NCCL_SUFFIX \"a\\nb\"\n";
+        assert_eq!(
+            v(text),
+            Header::Bad("NCCL_SUFFIX (line 4) holds a control character: \"a\\nb\"".into())
+        );
+    }
+
+    #[test]
+    fn broken_conditionals_are_errors_not_guesses() {
+        assert_eq!(
+            v("#if (1\n#define NCCL_MAJOR 2\n#endif\n"),
+            Header::Bad("line 1: cannot evaluate `#if (1`: `(` without `)`".into())
+        );
+        assert_eq!(
+            v("#endif\n"),
+            Header::Bad("line 1: #endif without #if".into())
         );
     }
 }
