@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use nccl_find::smoke::{self, Dtype, Event, Failure, Init, Job, Options};
+use nccl_find::smoke::{self, rendezvous, Dtype, Event, Failure, Init, Job, Options};
 use serde_json::json;
 
 /// Exit status when there is no driver or no GPU.
@@ -40,7 +40,10 @@ fn handle_interrupts() {
         std::thread::sleep(Duration::from_millis(20));
         if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
             smoke::run_cleanups();
-            eprintln!("nccl-find smoke: interrupted; the files this run wrote were removed");
+            let _ = writeln!(
+                std::io::stderr(),
+                "nccl-find smoke: interrupted; the files this run wrote were removed"
+            );
             std::process::exit(INTERRUPTED_EXIT);
         }
     });
@@ -154,6 +157,13 @@ fn options(a: &Args, lib: PathBuf) -> Result<Options, String> {
             a.timeout
         ));
     }
+    let max_timeout = rendezvous::MAX_TIMEOUT.as_secs_f64();
+    if a.timeout > max_timeout {
+        return Err(format!(
+            "--timeout {}: at most {max_timeout:.0} seconds (a year); pass a shorter deadline",
+            a.timeout
+        ));
+    }
     let rank = match a.rank {
         Some(r) => Some(r),
         None => env_usize(&["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"])?,
@@ -167,6 +177,12 @@ fn options(a: &Args, lib: PathBuf) -> Result<Options, String> {
             "PMI_SIZE",
         ])?,
     };
+    if let Some(w) = world.filter(|w| *w > rendezvous::MAX_WORLD) {
+        return Err(format!(
+            "a world size of {w} is more than the {} processes a job may have",
+            rendezvous::MAX_WORLD
+        ));
+    }
     let local = env_usize(&[
         "LOCAL_RANK",
         "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -204,6 +220,7 @@ fn options(a: &Args, lib: PathBuf) -> Result<Options, String> {
                     .map(|(_, v)| v)
                 })
                 .unwrap_or_else(|| "nccl-find".into());
+            rendezvous::check_token(&token).map_err(|e| format!("--token: {e}"))?;
             Some(Job {
                 rank,
                 world,
@@ -254,10 +271,11 @@ impl Capture {
         if std::env::var_os("NCCL_DEBUG").is_some() {
             return Capture(None);
         }
-        let dir = std::env::temp_dir().join(format!("nccl-find-smoke-{}", std::process::id()));
-        if std::fs::create_dir_all(&dir).is_err() {
+        // A new directory of this run's own (0700, never one that was
+        // there before), so NCCL's log file cannot follow a planted link.
+        let Ok(dir) = smoke::private_dir(&std::env::temp_dir(), "nccl-find-smoke-") else {
             return Capture(None);
-        }
+        };
         // Set before NCCL is loaded, while this process has one thread.
         std::env::set_var("NCCL_DEBUG", "WARN");
         std::env::set_var("NCCL_DEBUG_FILE", dir.join("nccl.%h.%p.log"));
@@ -272,10 +290,12 @@ impl Capture {
         let Some(dir) = &self.0 else {
             return Vec::new();
         };
+        // Only NCCL's log files, regular ones, and the last 4 MiB of each.
         let mut lines: Vec<String> = std::fs::read_dir(dir)
             .into_iter()
             .flatten()
-            .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+            .take(64)
+            .filter_map(|e| tail(&e.ok()?.path(), 4 << 20))
             .flat_map(|t| {
                 t.lines()
                     .filter(|l| l.contains("WARN"))
@@ -287,6 +307,20 @@ impl Capture {
         lines.drain(..skip);
         lines
     }
+}
+
+/// The last `max` bytes of a regular file (links not followed), as text.
+fn tail(path: &std::path::Path, max: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    if !std::fs::symlink_metadata(path).ok()?.file_type().is_file() {
+        return None;
+    }
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(max))).ok()?;
+    let mut b = Vec::new();
+    f.take(max).read_to_end(&mut b).ok()?;
+    Some(String::from_utf8_lossy(&b).into_owned())
 }
 
 impl Drop for Capture {
@@ -463,22 +497,21 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
                 Event::Row(_) => {}
             }
         }
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).expect("JSON from plain values")
-        );
+        // A closed pipe (`| head`) ends the output quietly; the exit
+        // status is still the test's.
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        let _ = writeln!(std::io::stdout(), "{text}");
     } else {
+        let mut err = std::io::stderr();
         if !warnings.is_empty() {
-            eprintln!("{who}NCCL's last warnings:");
+            let _ = writeln!(err, "{who}NCCL's last warnings:");
             for w in &warnings {
-                eprintln!("{who}  {w}");
+                let _ = writeln!(err, "{who}  {w}");
             }
         }
-        if code == 0 {
-            println!("{who}{verdict}");
-        } else {
-            println!("{who}{verdict}");
-            eprintln!("nccl-find smoke: {verdict}");
+        let _ = writeln!(std::io::stdout(), "{who}{verdict}");
+        if code != 0 {
+            let _ = writeln!(err, "nccl-find smoke: {verdict}");
         }
     }
     ExitCode::from(code)

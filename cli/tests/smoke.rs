@@ -188,9 +188,13 @@ fn a_token_mismatch_is_refused() {
     );
     assert_eq!(o1.0, 1);
     assert!(
-        o1.2.contains("rank 0 refused rank 1: token mismatch: this job's token is \"job-a\", the peer's \"job-b\""),
+        o1.2.contains("rank 0 refused rank 1: token mismatch: the peer's token is not this job's"),
         "{o1:?}"
     );
+    // Neither token is ever sent back or logged.
+    for o in [&o0, &o1] {
+        assert!(!o.1.contains("job-a") && !o.2.contains("job-a"), "{o:?}");
+    }
     assert_eq!(o0.0, 1);
     assert!(
         o0.1.contains("note: refused a peer from 127.0.0.1:"),
@@ -407,12 +411,9 @@ fn sigint_cleans_up() {
         let init = format!("file://{}", dir.join("rdv").display());
         let child = spawn(&rank_args(&lib, rank, 2, &init, &["--timeout", "60"]), &[]);
         let pid = child.id();
-        // Wait until it is waiting (rank 1 has written its hello).
+        // Wait until it is waiting (rank 0 has written the rendezvous file).
         let start = Instant::now();
-        while rank == 1
-            && !dir.join("rdv.hello.1").exists()
-            && start.elapsed() < Duration::from_secs(10)
-        {
+        while rank == 0 && !dir.join("rdv").exists() && start.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(20));
         }
         std::thread::sleep(Duration::from_millis(300));
@@ -438,9 +439,13 @@ fn sigint_cleans_up() {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert!(left.is_empty(), "rank {rank} left {left:?}");
-        assert!(!std::env::temp_dir()
-            .join(format!("nccl-find-smoke-{pid}"))
-            .exists());
+        // NCCL's log directory (nccl-find-smoke-<pid>-<nonce>) is gone too.
+        let prefix = format!("nccl-find-smoke-{pid}-");
+        assert!(!std::fs::read_dir(std::env::temp_dir()).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&prefix)));
         assert!(
             !std::path::Path::new(&format!("/proc/{pid}")).exists(),
             "process {pid} is still there"
@@ -449,8 +454,8 @@ fn sigint_cleans_up() {
     }
 }
 
-/// A peer that connects and then says nothing is dropped after a few
-/// seconds, and the real peer still gets in.
+/// A peer that connects and then says nothing does not hold up the real
+/// peer, which gets in at once.
 #[test]
 fn a_stalled_peer_does_not_block_the_job() {
     let Some(lib) = wheel_lib() else { return };
@@ -465,18 +470,17 @@ fn a_stalled_peer_does_not_block_the_job() {
             Err(e) => panic!("{e}"),
         }
     };
+    let started = Instant::now();
     let k1 = spawn(&rank_args(&lib, 1, 2, &init, &["--timeout", "30"]), &[]);
     let (o0, o1) = (
         text(&k0.wait_with_output().unwrap()),
         text(&k1.wait_with_output().unwrap()),
     );
+    let took = started.elapsed();
     drop(stalled);
     assert_eq!((o0.0, o1.0), (0, 0), "{o0:?} {o1:?}");
-    assert!(
-        o0.1.contains("refused a malformed peer from 127.0.0.1:"),
-        "{o0:?}"
-    );
-    assert!(o0.1.contains("no message before the deadline"), "{o0:?}");
+    // Not after the stalled one's 5 s to say hello: at once.
+    assert!(took < Duration::from_secs(4), "{took:?}");
 }
 
 /// A rendezvous directory this user may not write: a clear message at once.

@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 
 mod cuda;
 pub mod data;
+mod fsafe;
 mod nccl;
 pub mod rendezvous;
 
 use cuda::{CuContext, CuDevicePtr, CuStream, Cuda};
 pub use data::Dtype;
+pub use fsafe::private_dir;
 use nccl::{Nccl, NcclComm};
 pub use rendezvous::{Failed, Init, Job, PeerOutcome};
 

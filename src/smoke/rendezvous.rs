@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::fsafe::{self, FileId};
+
 /// How the ranks meet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Init {
@@ -274,25 +276,93 @@ pub fn decode(kind: u8, payload: &[u8]) -> Result<Msg, String> {
     Ok(m)
 }
 
-/// Reads one message, giving up at `deadline`.
-fn read_msg(s: &mut TcpStream, deadline: Option<Instant>) -> Result<Msg, String> {
-    let left = deadline.map(|d| {
-        d.saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1))
-    });
-    s.set_read_timeout(left).map_err(|e| e.to_string())?;
-    let mut h = [0u8; 10];
-    s.read_exact(&mut h).map_err(|e| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => "the connection closed".to_string(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-            "no message before the deadline".to_string()
+/// The most processes a job may have: every per-rank table is bounded by it.
+pub const MAX_WORLD: usize = 1 << 20;
+
+/// The longest job token, in bytes.
+pub const MAX_TOKEN: usize = 1024;
+
+/// The longest `--timeout` the rendezvous takes: a year. Longer ones are a
+/// mistake (and would overflow the clock).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Checks a job token: at most [`MAX_TOKEN`] bytes, no line break (the file
+/// rendezvous keeps one per line).
+pub fn check_token(token: &str) -> Result<(), String> {
+    if token.len() > MAX_TOKEN {
+        return Err(format!(
+            "the token is {} bytes long; at most {MAX_TOKEN} bytes",
+            token.len()
+        ));
+    }
+    if token.contains(['\n', '\r', '\0']) {
+        return Err("the token holds a line break or a NUL byte: use one line of text".into());
+    }
+    Ok(())
+}
+
+/// Compares two tokens in time that depends on their lengths only, never
+/// on where they first differ.
+fn same_token(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut diff = u64::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= u64::from(std::hint::black_box(x ^ y));
+    }
+    diff == 0
+}
+
+/// `now + t`, or a year from now where that overflows.
+fn deadline_after(t: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(t.min(MAX_TIMEOUT))
+        .or_else(|| now.checked_add(Duration::from_secs(3600)))
+        .unwrap_or(now)
+}
+
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// Fills `buf`, giving up at `deadline` however the bytes trickle in.
+fn read_full(s: &mut TcpStream, buf: &mut [u8], deadline: Option<Instant>) -> Result<(), String> {
+    let mut got = 0;
+    while got < buf.len() {
+        let left = match deadline {
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err("no message before the deadline".into());
+                }
+                Some(left)
+            }
+            None => None,
+        };
+        s.set_read_timeout(left).map_err(|e| e.to_string())?;
+        match s.read(&mut buf[got..]) {
+            Ok(0) => return Err("the connection closed".into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if timed_out(&e) => return Err("no message before the deadline".into()),
+            Err(e) => return Err(e.to_string()),
         }
-        _ => e.to_string(),
-    })?;
+    }
+    Ok(())
+}
+
+/// Reads one whole message by `deadline`: the deadline is for the message,
+/// not for each read, so a peer that sends a byte at a time cannot stretch it.
+fn read_msg(s: &mut TcpStream, deadline: Option<Instant>) -> Result<Msg, String> {
+    let mut h = [0u8; 10];
+    read_full(s, &mut h, deadline)?;
     let (kind, len) = decode_header(&h)?;
     let mut p = vec![0u8; len];
-    s.read_exact(&mut p)
-        .map_err(|e| format!("reading a message: {e}"))?;
+    read_full(s, &mut p, deadline).map_err(|e| format!("reading a message: {e}"))?;
     decode(kind, &p)
 }
 
@@ -361,14 +431,29 @@ pub struct Joined {
 /// Where a watcher thread leaves a peer's Done message.
 type DoneSlot = Arc<Mutex<Option<Msg>>>;
 
+/// The files a run made, to remove (each only if it is still the one made).
+type Made = Arc<Mutex<Vec<(PathBuf, FileId)>>>;
+
+fn remove_made(made: &Made) {
+    for (p, id) in std::mem::take(&mut *made.lock().unwrap_or_else(|e| e.into_inner())) {
+        fsafe::remove_if_ours(&p, id);
+    }
+}
+
 enum Link {
     TcpRoot(Vec<(usize, TcpStream, DoneSlot)>),
     TcpPeer(TcpStream),
-    File {
-        path: PathBuf,
-        rank: usize,
-        world: usize,
-    },
+    File(FileLink),
+}
+
+struct FileLink {
+    path: PathBuf,
+    run: String,
+    rank: usize,
+    /// Rank 0: each peer's nonce (index = rank). A peer: its own, alone.
+    nonces: Vec<String>,
+    made: Made,
+    cleanup_key: u64,
 }
 
 /// Each process's first NCCL rank, and the NCCL ranks in all, from the
@@ -399,7 +484,14 @@ pub fn join(
             job.rank, job.world
         )));
     }
-    let deadline = Instant::now() + job.timeout;
+    if job.world > MAX_WORLD {
+        return Err(fail(format!(
+            "a world of {} processes is more than the {MAX_WORLD} the rendezvous takes",
+            job.world
+        )));
+    }
+    check_token(&job.token).map_err(fail)?;
+    let deadline = deadline_after(job.timeout);
     match &job.init {
         Init::Tcp { host, port } if job.rank == 0 => {
             tcp_root(job, host, *port, deadline, make_id, log)
@@ -407,6 +499,91 @@ pub fn join(
         Init::Tcp { host, port } => tcp_peer(job, host, *port, deadline),
         Init::File { path } if job.rank == 0 => file_root(job, path, deadline, make_id, log),
         Init::File { path } => file_peer(job, path, deadline),
+    }
+}
+
+/// Connections that have not said hello yet, at most this many at once: a
+/// flood of idle ones pushes out the oldest, never a real rank's.
+const MAX_PENDING: usize = 64;
+
+/// How long a new connection has to send its hello.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
+
+/// The longest hello payload: a token and three numbers.
+const MAX_HELLO: usize = 2 + MAX_TOKEN + 12;
+
+/// A connection that has not said hello yet.
+struct Pending {
+    s: TcpStream,
+    addr: std::net::SocketAddr,
+    buf: Vec<u8>,
+    until: Instant,
+}
+
+enum Pumped {
+    More,
+    Got(Msg),
+    Bad(String),
+}
+
+/// Reads what has come of a pending connection's hello, without blocking.
+fn pump(p: &mut Pending) -> Pumped {
+    loop {
+        let need = if p.buf.len() >= 10 {
+            let h: [u8; 10] = p.buf[..10].try_into().unwrap_or([0; 10]);
+            let (kind, len) = match decode_header(&h) {
+                Ok(x) => x,
+                Err(e) => return Pumped::Bad(e),
+            };
+            if kind == 1 && len > MAX_HELLO {
+                return Pumped::Bad(format!("a {len}-byte hello is too long"));
+            }
+            if p.buf.len() == 10 + len {
+                return match decode(kind, &p.buf[10..]) {
+                    Ok(m) => Pumped::Got(m),
+                    Err(e) => Pumped::Bad(e),
+                };
+            }
+            10 + len
+        } else {
+            10
+        };
+        let mut chunk = [0u8; 4096];
+        let want = (need - p.buf.len()).min(chunk.len());
+        match p.s.read(&mut chunk[..want]) {
+            Ok(0) => return Pumped::Bad("the connection closed".into()),
+            Ok(n) => p.buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if timed_out(&e) => return Pumped::More,
+            Err(e) => return Pumped::Bad(e.to_string()),
+        }
+    }
+}
+
+/// Notes about refused connections: the first few one by one, then a count.
+struct Notes<'a> {
+    log: &'a mut dyn FnMut(String),
+    shown: usize,
+    hidden: usize,
+}
+
+impl Notes<'_> {
+    const SHOWN: usize = 20;
+    fn note(&mut self, m: String) {
+        if self.shown < Self::SHOWN {
+            self.shown += 1;
+            (self.log)(m);
+        } else {
+            self.hidden += 1;
+        }
+    }
+    fn flush(&mut self) {
+        if self.hidden > 0 {
+            (self.log)(format!(
+                "{} more connection(s) refused or dropped (not shown)",
+                std::mem::take(&mut self.hidden)
+            ));
+        }
     }
 }
 
@@ -427,77 +604,153 @@ fn tcp_root(
     listener
         .set_nonblocking(true)
         .map_err(|e| fail(e.to_string()))?;
+    let mut notes = Notes {
+        log,
+        shown: 0,
+        hidden: 0,
+    };
     let mut peers: Vec<(usize, usize, TcpStream)> = Vec::new();
+    let mut pending: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
+    let mut dropped = 0usize;
     while peers.len() + 1 < job.world {
-        if Instant::now() >= deadline {
+        let now = Instant::now();
+        if now >= deadline {
+            notes.flush();
+            // Those still half-way through a hello count as sending none.
+            dropped += pending.len();
             let here: Vec<usize> = peers.iter().map(|p| p.0).collect();
             let missing: Vec<usize> = (1..job.world).filter(|r| !here.contains(r)).collect();
             return Err(Failed {
                 message: format!(
                     "the rendezvous timed out after {:.0} s: rank(s) {} never arrived at tcp://{host}:{port} \
-                     ({} of {} processes did). Start them, check that they can reach this address and use the \
+                     ({} of {} processes did{}). Start them, check that they can reach this address and use the \
                      same token, or raise --timeout",
                     job.timeout.as_secs_f64(),
                     list(&missing),
                     peers.len() + 1,
-                    job.world
+                    job.world,
+                    if dropped > 0 {
+                        format!("; {dropped} other connection(s) sent no valid hello")
+                    } else {
+                        String::new()
+                    }
                 ),
                 missing,
             });
         }
-        let (mut s, addr) = match listener.accept() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-            Err(e) => return Err(fail(format!("accepting a peer: {e}"))),
-        };
-        let _ = s.set_nonblocking(false);
-        let hello_deadline = deadline.min(Instant::now() + Duration::from_secs(5));
-        match read_msg(&mut s, Some(hello_deadline)) {
-            Ok(Msg::Hello {
-                token,
-                rank,
-                world,
-                ngpus,
-            }) => {
-                let (rank, world, ngpus) = (rank as usize, world as usize, ngpus as usize);
-                let why = if token != job.token {
-                    Some(format!(
-                        "token mismatch: this job's token is {:?}, the peer's {token:?}",
-                        job.token
-                    ))
-                } else if world != job.world {
-                    Some(format!(
-                        "world size mismatch: this job has {}, the peer says {world}",
-                        job.world
-                    ))
-                } else if rank == 0 || rank >= world {
-                    Some(format!(
-                        "rank {rank} is not a peer rank of a world of {world}"
-                    ))
-                } else if peers.iter().any(|p| p.0 == rank) {
-                    Some(format!("rank {rank} arrived twice"))
-                } else if ngpus == 0 || ngpus > 1024 {
-                    Some(format!("{ngpus} GPUs is not a GPU count"))
-                } else {
-                    None
-                };
-                match why {
-                    Some(why) => {
-                        log(format!("refused a peer from {addr}: {why}"));
-                        let _ = send(&mut s, &Msg::Refused { reason: why });
+        // Take what has arrived (a few at a time, so that each new
+        // connection is read before a flood can push it out).
+        let mut busy = false;
+        for _ in 0..16 {
+            match listener.accept() {
+                Ok((s, addr)) => {
+                    busy = true;
+                    if s.set_nonblocking(true).is_err() {
+                        continue;
                     }
-                    None => peers.push((rank, ngpus, s)),
+                    if pending.len() >= MAX_PENDING {
+                        if let Some(old) = pending.pop_front() {
+                            dropped += 1;
+                            notes.note(format!(
+                                "dropped a connection from {}: {MAX_PENDING} others were waiting to say hello",
+                                old.addr
+                            ));
+                        }
+                    }
+                    pending.push_back(Pending {
+                        s,
+                        addr,
+                        buf: Vec::new(),
+                        until: deadline.min(now + HELLO_WAIT),
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                // Out of descriptors, a connection reset before it was
+                // taken: not this job's end.
+                Err(_) => break,
+            }
+        }
+        let mut i = 0;
+        while i < pending.len() {
+            let p = &mut pending[i];
+            let got = pump(p);
+            let addr = p.addr;
+            match got {
+                Pumped::More if Instant::now() < p.until => {
+                    i += 1;
+                    continue;
+                }
+                Pumped::More => {
+                    dropped += 1;
+                    notes.note(format!(
+                        "refused a malformed peer from {addr}: no message before the deadline"
+                    ));
+                }
+                Pumped::Bad(why) => {
+                    dropped += 1;
+                    notes.note(format!("refused a malformed peer from {addr}: {why}"));
+                }
+                Pumped::Got(Msg::Hello {
+                    token,
+                    rank,
+                    world,
+                    ngpus,
+                }) => {
+                    let (rank, world, ngpus) = (rank as usize, world as usize, ngpus as usize);
+                    let why = if !same_token(&token, &job.token) {
+                        // Neither token is ever sent or logged.
+                        Some(
+                            "token mismatch: the peer's token is not this job's. Give every rank the same \
+                             --token (or NCCL_FIND_TOKEN)"
+                                .to_string(),
+                        )
+                    } else if world != job.world {
+                        Some(format!(
+                            "world size mismatch: this job has {}, the peer says {world}",
+                            job.world
+                        ))
+                    } else if rank == 0 || rank >= world {
+                        Some(format!(
+                            "rank {rank} is not a peer rank of a world of {world}"
+                        ))
+                    } else if peers.iter().any(|p| p.0 == rank) {
+                        Some(format!("rank {rank} arrived twice"))
+                    } else if ngpus == 0 || ngpus > 1024 {
+                        Some(format!("{ngpus} GPUs is not a GPU count"))
+                    } else {
+                        None
+                    };
+                    let mut p = pending.remove(i).expect("an index in range");
+                    match why {
+                        Some(why) => {
+                            notes.note(format!("refused a peer from {addr}: {why}"));
+                            let _ = p.s.set_nonblocking(false);
+                            let _ = p.s.set_write_timeout(Some(Duration::from_secs(1)));
+                            let _ = send(&mut p.s, &Msg::Refused { reason: why });
+                        }
+                        None => {
+                            let _ = p.s.set_nonblocking(false);
+                            peers.push((rank, ngpus, p.s));
+                        }
+                    }
+                    continue;
+                }
+                Pumped::Got(other) => {
+                    dropped += 1;
+                    notes.note(format!(
+                        "refused a peer from {addr}: it sent {} instead of a hello",
+                        kind_name(&other)
+                    ));
                 }
             }
-            Ok(other) => log(format!(
-                "refused a peer from {addr}: it sent {other:?} instead of a hello"
-            )),
-            Err(why) => log(format!("refused a malformed peer from {addr}: {why}")),
+            pending.remove(i);
+        }
+        if !busy {
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
+    notes.flush();
+    drop(pending);
     let id = make_id().map_err(fail)?;
     peers.sort_by_key(|p| p.0);
     let mut counts = vec![job.ngpus];
@@ -511,6 +764,11 @@ fn tcp_root(
             nranks: nranks as u32,
             first_rank: first[rank] as u32,
         };
+        let _ = s.set_write_timeout(Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_secs(1)),
+        ));
         send(&mut s, &welcome)
             .map_err(|e| fail(format!("sending rank {rank} the unique id: {e}")))?;
         // Watch the peer: its Done, or its going away.
@@ -522,7 +780,7 @@ fn tcp_root(
                     *slot.lock().unwrap_or_else(|e| e.into_inner()) =
                         Some(Msg::Done { ok, wrong, message });
                 }
-                Ok(m) => abort.raise(format!("rank {rank} sent {m:?} during the run")),
+                Ok(m) => abort.raise(format!("rank {rank} sent {} during the run", kind_name(&m))),
                 Err(e) => abort.raise(format!("rank {rank}'s process went away ({e})")),
             });
         }
@@ -537,13 +795,26 @@ fn tcp_root(
     })
 }
 
+/// A message's kind, in words: what is logged of a message that came at the
+/// wrong time (never its contents, which may hold a token or the id).
+fn kind_name(m: &Msg) -> &'static str {
+    match m {
+        Msg::Hello { .. } => "a hello",
+        Msg::Welcome { .. } => "a welcome",
+        Msg::Refused { .. } => "a refusal",
+        Msg::Done { .. } => "a done message",
+        Msg::Abort { .. } => "an abort",
+    }
+}
+
 fn tcp_peer(job: &Job, host: &str, port: u16, deadline: Instant) -> Result<Joined, Failed> {
     let addrs: Vec<_> = (host, port)
         .to_socket_addrs()
         .map_err(|e| fail(format!("cannot resolve {host}:{port}: {e}")))?
         .collect();
     let mut last = String::from("nothing tried");
-    let mut s = loop {
+    // Rank 0 may drop a connection it had no room for: connect again.
+    loop {
         if Instant::now() >= deadline {
             return Err(fail(format!(
                 "rank {} could not reach rank 0 at tcp://{host}:{port} within {:.0} s ({last}). Is rank 0 \
@@ -552,56 +823,70 @@ fn tcp_peer(job: &Job, host: &str, port: u16, deadline: Instant) -> Result<Joine
                 job.timeout.as_secs_f64()
             )));
         }
-        match addrs.iter().find_map(|a| {
+        let Some(mut s) = addrs.iter().find_map(|a| {
             TcpStream::connect_timeout(a, Duration::from_millis(500))
                 .map_err(|e| last = e.to_string())
                 .ok()
-        }) {
-            Some(s) => break s,
-            None => std::thread::sleep(Duration::from_millis(100)),
+        }) else {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        };
+        let hello = Msg::Hello {
+            token: job.token.clone(),
+            rank: job.rank as u32,
+            world: job.world as u32,
+            ngpus: job.ngpus as u32,
+        };
+        let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+        if let Err(e) = send(&mut s, &hello) {
+            last = format!("greeting rank 0: {e}");
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
         }
-    };
-    let hello = Msg::Hello {
-        token: job.token.clone(),
-        rank: job.rank as u32,
-        world: job.world as u32,
-        ngpus: job.ngpus as u32,
-    };
-    send(&mut s, &hello).map_err(|e| fail(format!("greeting rank 0: {e}")))?;
-    match read_msg(&mut s, Some(deadline)) {
-        Ok(Msg::Welcome {
-            id,
-            nranks,
-            first_rank,
-        }) => {
-            let abort = Arc::new(Abort::default());
-            if let Ok(mut r) = s.try_clone() {
-                let abort = abort.clone();
-                std::thread::spawn(move || match read_msg(&mut r, None) {
-                    Ok(Msg::Abort { reason }) => {
-                        abort.raise(format!("rank 0 stopped the job: {reason}"))
-                    }
-                    Ok(m) => abort.raise(format!("rank 0 sent {m:?} during the run")),
-                    Err(e) => abort.raise(format!("rank 0's process went away ({e})")),
-                });
+        let _ = s.set_write_timeout(None);
+        return match read_msg(&mut s, Some(deadline)) {
+            Ok(Msg::Welcome {
+                id,
+                nranks,
+                first_rank,
+            }) => {
+                let abort = Arc::new(Abort::default());
+                if let Ok(mut r) = s.try_clone() {
+                    let abort = abort.clone();
+                    std::thread::spawn(move || match read_msg(&mut r, None) {
+                        Ok(Msg::Abort { reason }) => {
+                            abort.raise(format!("rank 0 stopped the job: {reason}"))
+                        }
+                        Ok(m) => {
+                            abort.raise(format!("rank 0 sent {} during the run", kind_name(&m)))
+                        }
+                        Err(e) => abort.raise(format!("rank 0's process went away ({e})")),
+                    });
+                }
+                let mut out = [0u8; 128];
+                out.copy_from_slice(&id);
+                Ok(Joined {
+                    id: out,
+                    nranks: nranks as usize,
+                    first_rank: first_rank as usize,
+                    abort,
+                    link: Link::TcpPeer(s),
+                })
             }
-            let mut out = [0u8; 128];
-            out.copy_from_slice(&id);
-            Ok(Joined {
-                id: out,
-                nranks: nranks as usize,
-                first_rank: first_rank as usize,
-                abort,
-                link: Link::TcpPeer(s),
-            })
-        }
-        Ok(Msg::Refused { reason }) => {
-            Err(fail(format!("rank 0 refused rank {}: {reason}", job.rank)))
-        }
-        Ok(m) => Err(fail(format!(
-            "rank 0 answered {m:?} instead of the unique id"
-        ))),
-        Err(e) => Err(fail(format!("waiting for rank 0's unique id: {e}"))),
+            Ok(Msg::Refused { reason }) => {
+                Err(fail(format!("rank 0 refused rank {}: {reason}", job.rank)))
+            }
+            Ok(m) => Err(fail(format!(
+                "rank 0 answered {} instead of the unique id",
+                kind_name(&m)
+            ))),
+            Err(e) if e.ends_with("the connection closed") || e.contains("reset") => {
+                last = format!("rank 0 closed the connection before answering ({e})");
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            Err(e) => Err(fail(format!("waiting for rank 0's unique id: {e}"))),
+        };
     }
 }
 
@@ -619,33 +904,93 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Writes a file atomically (temp file, then rename).
-fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, text)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format!(
-                "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
-                path.display()
-            )
-        })
+/// The first line of a rendezvous file (format 2: named for a run).
+const FILE_MAGIC: &str = "nccl-find-smoke 2";
+
+/// A hello or done file's size bound.
+const SMALL_FILE: u64 = 8192;
+
+/// The rendezvous file's size bound for a world of `world`.
+fn rendezvous_max(world: usize) -> u64 {
+    4096 + 80 * world as u64
 }
 
-fn side(path: &Path, what: &str, rank: usize) -> PathBuf {
+/// A file next to the rendezvous file, named for the run:
+/// `<path>.<run>.<what>.<rank>`. The run's nonce makes it unguessable.
+fn side(path: &Path, run: &str, what: &str, rank: usize) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
-    s.push(format!(".{what}.{rank}"));
+    s.push(format!(".{run}.{what}.{rank}"));
     PathBuf::from(s)
 }
 
-/// A fresh random-enough nonce: time, pid and an address.
-fn nonce() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let x = 0u8;
-    t ^ (u64::from(std::process::id()) << 32) ^ (&x as *const u8 as u64)
+fn is_nonce(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether `path` holds a rendezvous file an earlier run of this user left
+/// (a regular file, ours, that starts like one): it may be replaced.
+fn stale_rendezvous(path: &Path, world: usize) -> bool {
+    let Ok(Some((bytes, _))) = fsafe::read_small(path, rendezvous_max(world)) else {
+        return false;
+    };
+    let mine = std::fs::symlink_metadata(path)
+        .ok()
+        .zip(std::fs::metadata("/proc/self").ok())
+        .map_or(true, |(f, me)| {
+            use std::os::unix::fs::MetadataExt;
+            f.uid() == me.uid()
+        });
+    mine && bytes.starts_with(b"nccl-find-smoke ")
+}
+
+/// Rank 0 puts `text` at `path`: a new file with an unguessable name,
+/// renamed over `path` (a rename replaces a link, never writes through it).
+/// `prev`: the file this run put there before, which must still be there;
+/// `None`: only nothing, or an earlier run's rendezvous file, may be there.
+fn publish(
+    path: &Path,
+    run: &str,
+    text: &str,
+    prev: Option<FileId>,
+    world: usize,
+    log: &mut dyn FnMut(String),
+) -> Result<FileId, String> {
+    let cannot = |e: &dyn std::fmt::Display| {
+        format!(
+            "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
+            path.display()
+        )
+    };
+    match (std::fs::symlink_metadata(path), prev) {
+        (Err(e), None) if e.kind() == std::io::ErrorKind::NotFound => {}
+        (Ok(m), Some(id)) if m.file_type().is_file() && FileId::of(&m) == id => {}
+        (Ok(_), None) if stale_rendezvous(path, world) => log(format!(
+            "replaced {}: a rendezvous file an earlier run left",
+            path.display()
+        )),
+        (Ok(m), None) => {
+            return Err(format!(
+                "{} already exists and is not a rendezvous file of yours ({}): it is left alone. Remove it, \
+                 or choose another path",
+                path.display(),
+                fsafe::kind(&m)
+            ))
+        }
+        (_, Some(_)) => {
+            return Err(format!(
+                "{} was removed or replaced by someone else during the rendezvous",
+                path.display()
+            ))
+        }
+        (Err(e), None) => return Err(cannot(&e)),
+    }
+    let tmp = side(path, run, &format!("new-{}", fsafe::nonce()), 0);
+    let id = fsafe::create_new(&tmp, text.as_bytes()).map_err(|e| cannot(&e))?;
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        fsafe::remove_if_ours(&tmp, id);
+        return Err(cannot(&e));
+    }
+    Ok(id)
 }
 
 fn file_root(
@@ -655,56 +1000,79 @@ fn file_root(
     make_id: &dyn Fn() -> Result<[u8; 128], String>,
     log: &mut dyn FnMut(String),
 ) -> Result<Joined, Failed> {
-    let _ = std::fs::remove_file(path);
-    // Interrupted, rank 0 removes the job's files (its peers' included).
-    let (p, w) = (path.to_path_buf(), job.world);
-    super::on_interrupt(move || cleanup(&p, w));
+    let run = fsafe::nonce();
+    let made: Made = Arc::default();
+    // Interrupted, rank 0 removes what this run made (its peers' files
+    // included), each only if it is still the file that was made.
+    let key = {
+        let made = made.clone();
+        super::on_interrupt(move || remove_made(&made))
+    };
+    let give_up = |f: Failed| {
+        remove_made(&made);
+        super::forget_cleanup(key);
+        f
+    };
+    let head = format!("{FILE_MAGIC}\n{}\n{run}\n", job.token);
+    let mut at = publish(
+        path,
+        &run,
+        &format!("{head}waiting\n"),
+        None,
+        job.world,
+        log,
+    )
+    .map_err(|e| give_up(fail(e)))?;
+    made.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((path.to_path_buf(), at));
     let mut arrived: Vec<Option<(usize, String)>> = vec![None; job.world];
     let mut warned = std::collections::HashSet::new();
-    loop {
+    let mut left = job.world - 1;
+    while left > 0 {
         for (r, slot) in arrived.iter_mut().enumerate().skip(1) {
             if slot.is_some() {
                 continue;
             }
-            let f = side(path, "hello", r);
-            let Ok(text) = std::fs::read_to_string(&f) else {
-                continue;
+            let f = side(path, &run, "hello", r);
+            let (bytes, id) = match fsafe::read_small(&f, SMALL_FILE) {
+                Ok(Some(x)) => x,
+                Ok(None) => continue,
+                Err(e) => {
+                    if warned.insert(f.clone()) {
+                        log(format!("ignored a hello: {e}"));
+                    }
+                    continue;
+                }
             };
+            let text = String::from_utf8_lossy(&bytes);
             let lines: Vec<&str> = text.lines().collect();
-            match lines[..] {
-                [token, ngpus, nonce] if token == job.token => match ngpus.parse::<usize>() {
-                    Ok(n) if (1..=1024).contains(&n) => *slot = Some((n, nonce.to_string())),
-                    _ => {
-                        if warned.insert(f.clone()) {
-                            log(format!(
-                                "ignored {}: {ngpus:?} is not a GPU count",
-                                f.display()
-                            ));
-                        }
+            let why = match lines[..] {
+                [token, ngpus, nonce, "end"] => match ngpus.parse::<usize>() {
+                    _ if !same_token(token, &job.token) => "it holds another job's token",
+                    _ if !is_nonce(nonce) => "it is not a hello file",
+                    Ok(n) if (1..=1024).contains(&n) => {
+                        *slot = Some((n, nonce.to_string()));
+                        left -= 1;
+                        made.lock().unwrap_or_else(|e| e.into_inner()).push((f, id));
+                        continue;
                     }
+                    _ => "its GPU count is not a number from 1 to 1024",
                 },
-                [token, ..] => {
-                    if warned.insert(f.clone()) {
-                        log(format!(
-                            "ignored {}: it holds another job's token ({token:?})",
-                            f.display()
-                        ));
-                    }
-                }
-                _ => {
-                    if warned.insert(f.clone()) {
-                        log(format!("ignored {}: it is not a hello file", f.display()));
-                    }
-                }
+                // Still being written.
+                _ if !text.contains("\nend\n") && bytes.len() < 4096 => continue,
+                _ => "it is not a hello file",
+            };
+            if warned.insert(f.clone()) {
+                log(format!("ignored {}: {why}", f.display()));
             }
         }
-        if arrived.iter().skip(1).all(Option::is_some) {
+        if left == 0 {
             break;
         }
         if Instant::now() >= deadline {
-            cleanup(path, job.world);
             let missing: Vec<usize> = (1..job.world).filter(|r| arrived[*r].is_none()).collect();
-            return Err(Failed {
+            return Err(give_up(Failed {
                 message: format!(
                     "the rendezvous timed out after {:.0} s: rank(s) {} never arrived at {} ({} of {} \
                      processes did). Start them with the same file and token, or raise --timeout",
@@ -715,11 +1083,11 @@ fn file_root(
                     job.world
                 ),
                 missing,
-            });
+            }));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let id = make_id().map_err(fail)?;
+    let id = make_id().map_err(|e| give_up(fail(e)))?;
     let mut counts = vec![job.ngpus];
     counts.extend(
         arrived
@@ -728,55 +1096,134 @@ fn file_root(
             .map(|a| a.as_ref().map_or(0, |x| x.0)),
     );
     let (first, nranks) = offsets(&counts);
-    let mut text = format!("nccl-find-smoke 1\n{}\n{nranks}\n{}\n", job.token, hex(&id));
+    let mut text = format!("{head}{nranks}\n{}\n", hex(&id));
     for (r, a) in arrived.iter().enumerate().skip(1) {
         if let Some((_, n)) = a {
             text.push_str(&format!("{r} {} {n}\n", first[r]));
         }
     }
-    write_atomic(path, &text).map_err(fail)?;
+    let prev = at;
+    at = publish(path, &run, &text, Some(prev), job.world, log).map_err(|e| give_up(fail(e)))?;
+    for m in made.lock().unwrap_or_else(|e| e.into_inner()).iter_mut() {
+        if m.1 == prev {
+            m.1 = at;
+        }
+    }
+    let nonces = arrived
+        .into_iter()
+        .map(|a| a.map(|x| x.1).unwrap_or_default())
+        .collect();
     Ok(Joined {
         id,
         nranks,
         first_rank: 0,
         abort: Arc::new(Abort::default()),
-        link: Link::File {
+        link: Link::File(FileLink {
             path: path.to_path_buf(),
+            run,
             rank: 0,
-            world: job.world,
-        },
+            nonces,
+            made,
+            cleanup_key: key,
+        }),
     })
 }
 
 fn file_peer(job: &Job, path: &Path, deadline: Instant) -> Result<Joined, Failed> {
-    let me = nonce().to_string();
-    let hello = side(path, "hello", job.rank);
-    write_atomic(&hello, &format!("{}\n{}\n{me}\n", job.token, job.ngpus)).map_err(fail)?;
-    let key = {
-        let hello = hello.clone();
-        super::on_interrupt(move || {
-            let _ = std::fs::remove_file(&hello);
-        })
-    };
-    let result = file_peer_wait(job, path, deadline, &me);
-    super::forget_cleanup(key);
-    if result.is_err() {
-        let _ = std::fs::remove_file(&hello);
+    // Can this rank write there at all? Say so now, not at the deadline.
+    let probe = side(path, &fsafe::nonce(), "probe", job.rank);
+    match fsafe::create_new(&probe, b"") {
+        Ok(id) => {
+            fsafe::remove_if_ours(&probe, id);
+        }
+        Err(e) => {
+            return Err(fail(format!(
+            "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
+            probe.display()
+        )))
+        }
     }
+    let me = fsafe::nonce();
+    let made: Made = Arc::default();
+    let key = {
+        let made = made.clone();
+        super::on_interrupt(move || remove_made(&made))
+    };
+    let result = file_peer_wait(job, path, deadline, &me, &made);
+    // Joined, the hello is rank 0's to remove; failed, this rank's.
+    if result.is_err() {
+        remove_made(&made);
+    }
+    super::forget_cleanup(key);
     result
 }
 
-fn file_peer_wait(job: &Job, path: &Path, deadline: Instant, me: &str) -> Result<Joined, Failed> {
-    let mut other_token = None;
+fn file_peer_wait(
+    job: &Job,
+    path: &Path,
+    deadline: Instant,
+    me: &str,
+    made: &Made,
+) -> Result<Joined, Failed> {
+    let mut other = None;
+    let mut taken: Option<PathBuf> = None;
+    // The run this rank said hello to, and its hello file.
+    let mut greeted: Option<(String, PathBuf, FileId)> = None;
     loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
+        let got = fsafe::read_small(path, rendezvous_max(job.world))
+            .map_err(|e| fail(format!("rank {}: {e}", job.rank)))?;
+        if let Some((bytes, _)) = got {
+            let text = String::from_utf8_lossy(&bytes);
             let lines: Vec<&str> = text.lines().collect();
-            if lines.len() >= 4 && lines[0] == "nccl-find-smoke 1" {
-                if lines[1] != job.token {
-                    other_token = Some(lines[1].to_string());
-                } else if let (Ok(nranks), Some(id)) = (lines[2].parse::<usize>(), unhex(lines[3]))
-                {
-                    let mine = lines[4..].iter().find_map(|l| {
+            if lines.len() < 4 || lines[0] != FILE_MAGIC {
+                other = Some("it is not a rendezvous file of this nccl-find version");
+            } else if !same_token(lines[1], &job.token) {
+                other = Some("it holds another job's token");
+            } else if !is_nonce(lines[2]) {
+                other = Some("it is not a rendezvous file of this nccl-find version");
+            } else if lines[3] == "waiting" {
+                other = None;
+                let run = lines[2];
+                if greeted.as_ref().map(|g| g.0.as_str()) != Some(run) {
+                    // A new run of rank 0 (the one before was killed): say
+                    // hello to this one.
+                    if let Some((_, f, id)) = greeted.take() {
+                        fsafe::remove_if_ours(&f, id);
+                        made.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .retain(|m| m.1 != id);
+                    }
+                    let f = side(path, run, "hello", job.rank);
+                    let hello = format!("{}\n{}\n{me}\nend\n", job.token, job.ngpus);
+                    match fsafe::create_new(&f, hello.as_bytes()) {
+                        Ok(id) => {
+                            made.lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push((f.clone(), id));
+                            greeted = Some((run.to_string(), f, id));
+                        }
+                        // Another process took this rank in this run, or an
+                        // earlier run of rank 0 left it: wait, in case rank 0
+                        // starts over, and say so at the deadline.
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                            taken = Some(f);
+                        }
+                        Err(e) => {
+                            return Err(fail(format!(
+                                "cannot write {}: {e}. The rendezvous file must be in a directory every rank \
+                                 can write",
+                                f.display()
+                            )))
+                        }
+                    }
+                }
+            } else if greeted.as_ref().map(|g| g.0.as_str()) == Some(lines[2]) {
+                if let (Ok(nranks), Some(id), Some(line)) = (
+                    lines[3].parse::<usize>(),
+                    lines.get(4).and_then(|l| unhex(l)),
+                    lines.get(5..),
+                ) {
+                    let mine = line.iter().find_map(|l| {
                         let f: Vec<&str> = l.split(' ').collect();
                         (f.len() == 3 && f[0] == job.rank.to_string() && f[2] == me)
                             .then(|| f[1].parse::<usize>().ok())?
@@ -789,23 +1236,36 @@ fn file_peer_wait(job: &Job, path: &Path, deadline: Instant, me: &str) -> Result
                             nranks,
                             first_rank,
                             abort: Arc::new(Abort::default()),
-                            link: Link::File {
+                            link: Link::File(FileLink {
                                 path: path.to_path_buf(),
+                                run: lines[2].to_string(),
                                 rank: job.rank,
-                                world: job.world,
-                            },
+                                nonces: vec![me.to_string()],
+                                made: made.clone(),
+                                cleanup_key: 0,
+                            }),
                         });
                     }
                 }
             }
         }
         if Instant::now() >= deadline {
+            if let Some(f) = taken {
+                return Err(fail(format!(
+                    "rank {r} waited {:.0} s for rank 0's unique id in {}, but could not say hello: {} \
+                     exists. Two processes were given rank {r}, or a rank 0 that was killed left it",
+                    job.timeout.as_secs_f64(),
+                    path.display(),
+                    f.display(),
+                    r = job.rank
+                )));
+            }
             return Err(fail(format!(
                 "rank {} waited {:.0} s for rank 0's unique id in {}{}. Is rank 0 running with the same file?",
                 job.rank,
                 job.timeout.as_secs_f64(),
                 path.display(),
-                other_token.map(|t| format!(" (it holds another job's token, {t:?})")).unwrap_or_default()
+                other.map(|t| format!(" ({t})")).unwrap_or_default()
             )));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -831,9 +1291,10 @@ impl Joined {
         message: &str,
         timeout: Duration,
     ) -> Vec<PeerOutcome> {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(timeout);
         match self.link {
             Link::TcpPeer(mut s) => {
+                let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
                 let _ = send(
                     &mut s,
                     &Msg::Done {
@@ -848,6 +1309,7 @@ impl Joined {
                 let mut out = Vec::new();
                 for (rank, mut s, slot) in peers {
                     if !ok {
+                        let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
                         let _ = send(
                             &mut s,
                             &Msg::Abort {
@@ -871,25 +1333,49 @@ impl Joined {
                 }
                 out
             }
-            Link::File { path, rank, .. } if rank != 0 => {
-                let text = format!("{} {wrong} {message}\n", if ok { "ok" } else { "fail" });
-                let _ = write_atomic(&side(&path, "done", rank), &text);
+            Link::File(f) if f.rank != 0 => {
+                let one_line: String = message
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .take(2000)
+                    .collect();
+                let text = format!(
+                    "{}\n{} {wrong} {one_line}\nend\n",
+                    f.nonces[0],
+                    if ok { "ok" } else { "fail" }
+                );
+                // Rank 0 removes it (and the hello) once read.
+                let _ = fsafe::create_new(&side(&f.path, &f.run, "done", f.rank), text.as_bytes());
                 Vec::new()
             }
-            Link::File { path, world, .. } => {
+            Link::File(f) => {
                 let mut out = Vec::new();
-                for rank in 1..world {
-                    let f = side(&path, "done", rank);
+                for (rank, nonce) in f.nonces.iter().enumerate().skip(1) {
+                    let p = side(&f.path, &f.run, "done", rank);
                     let done = loop {
-                        if let Ok(t) = std::fs::read_to_string(&f) {
-                            let mut it = t.splitn(3, ' ');
-                            if let (Some(o), Some(w), m) = (it.next(), it.next(), it.next()) {
-                                break Some((
-                                    o == "ok",
-                                    w.parse().unwrap_or(0),
-                                    m.unwrap_or("").trim().to_string(),
-                                ));
+                        match fsafe::read_small(&p, SMALL_FILE) {
+                            Ok(Some((bytes, id))) => {
+                                let t = String::from_utf8_lossy(&bytes);
+                                let lines: Vec<&str> = t.lines().collect();
+                                if let [n, result, "end"] = lines[..] {
+                                    if n != nonce {
+                                        break None;
+                                    }
+                                    f.made
+                                        .lock()
+                                        .unwrap_or_else(|e| e.into_inner())
+                                        .push((p.clone(), id));
+                                    let mut it = result.splitn(3, ' ');
+                                    let (o, w, m) = (it.next(), it.next(), it.next());
+                                    break Some((
+                                        o == Some("ok"),
+                                        w.and_then(|w| w.parse().ok()).unwrap_or(0),
+                                        m.unwrap_or("").trim().to_string(),
+                                    ));
+                                }
                             }
+                            Ok(None) => {}
+                            Err(_) => break None,
                         }
                         if Instant::now() >= deadline {
                             break None;
@@ -898,19 +1384,11 @@ impl Joined {
                     };
                     out.push(PeerOutcome { rank, done });
                 }
-                cleanup(&path, world);
+                remove_made(&f.made);
+                super::forget_cleanup(f.cleanup_key);
                 out
             }
         }
-    }
-}
-
-/// Removes the rendezvous files of a job.
-fn cleanup(path: &Path, world: usize) {
-    let _ = std::fs::remove_file(path);
-    for r in 1..world {
-        let _ = std::fs::remove_file(side(path, "hello", r));
-        let _ = std::fs::remove_file(side(path, "done", r));
     }
 }
 
@@ -1037,5 +1515,383 @@ mod tests {
     #[test]
     fn offsets_follow_gpu_counts() {
         assert_eq!(offsets(&[2, 1, 3]), (vec![0, 2, 3], 6));
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "nccl-find-rdv-{name}-{}-{}",
+            std::process::id(),
+            fsafe::nonce()
+        ));
+        std::fs::create_dir(&d).unwrap();
+        d
+    }
+
+    fn job(rank: usize, world: usize, token: &str, init: Init, secs: u64) -> Job {
+        Job {
+            rank,
+            world,
+            ngpus: 1,
+            token: token.into(),
+            init,
+            timeout: Duration::from_secs(secs),
+        }
+    }
+
+    fn id() -> Result<[u8; 128], String> {
+        Ok([7; 128])
+    }
+
+    /// Runs every rank of a job on its own thread (one PID for all, as in
+    /// a container): each rank's outcome, rank 0 first.
+    fn run_job(jobs: Vec<Job>) -> Vec<Result<(usize, usize), String>> {
+        let hs: Vec<_> = jobs
+            .into_iter()
+            .map(|j| {
+                std::thread::spawn(move || {
+                    let r = join(&j, &id, &mut |_| {});
+                    r.map(|x| {
+                        assert_eq!(x.id, [7; 128]);
+                        let out = (x.nranks, x.first_rank);
+                        x.finish(true, 0, "fine", Duration::from_secs(10));
+                        out
+                    })
+                    .map_err(|f| f.message)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    fn names(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn ranks_sharing_a_pid_meet_through_a_file_and_leave_nothing() {
+        let d = scratch("pid");
+        let init = Init::File {
+            path: d.join("rdv"),
+        };
+        let got = run_job(
+            (0..3)
+                .map(|r| job(r, 3, "t", init.clone(), 20))
+                .rev()
+                .collect(),
+        );
+        assert_eq!(got, vec![Ok((3, 2)), Ok((3, 1)), Ok((3, 0))]);
+        assert_eq!(names(&d), Vec::<String>::new());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn planted_links_at_the_old_predictable_names_are_never_followed_or_removed() {
+        let d = scratch("links");
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let pid = std::process::id();
+        let planted = [
+            format!("rdv.tmp{pid}"),
+            format!("rdv.hello.1.tmp{pid}"),
+            "rdv.hello.1".into(),
+            "rdv.done.1".into(),
+        ];
+        for n in &planted {
+            std::os::unix::fs::symlink(&victim, d.join(n)).unwrap();
+        }
+        let init = Init::File {
+            path: d.join("rdv"),
+        };
+        let got = run_job(vec![
+            job(0, 2, "t", init.clone(), 20),
+            job(1, 2, "t", init, 20),
+        ]);
+        assert_eq!(got, vec![Ok((2, 0)), Ok((2, 1))]);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        let mut want: Vec<String> = planted.to_vec();
+        want.push("victim".into());
+        want.sort();
+        assert_eq!(names(&d), want);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_foreign_file_or_link_at_the_rendezvous_path_is_left_alone() {
+        let d = scratch("foreign");
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        for (path, what) in [(&victim, "a regular file"), (&link, "a symbolic link")] {
+            let j = job(0, 2, "t", Init::File { path: path.clone() }, 20);
+            let t = Instant::now();
+            let e = join(&j, &id, &mut |_| {}).err().unwrap().message;
+            assert!(t.elapsed() < Duration::from_secs(2));
+            assert!(
+                e.contains("already exists and is not a rendezvous file of yours")
+                    && e.contains(what),
+                "{e}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(names(&d), ["link", "victim"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_or_a_link_to_dev_zero_at_the_rendezvous_path_ends_at_once() {
+        let d = scratch("fifo");
+        let fifo = d.join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let zero = d.join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let big = d.join("big");
+        std::fs::write(&big, vec![b'n'; 1 << 20]).unwrap();
+        for (path, says) in [
+            (&fifo, "is a FIFO (named pipe), not a regular file"),
+            (&zero, "is a symbolic link, not a regular file"),
+            (&big, "is larger than the"),
+        ] {
+            let t = Instant::now();
+            let j = job(1, 2, "t", Init::File { path: path.clone() }, 30);
+            let e = join(&j, &id, &mut |_| {}).err().unwrap().message;
+            assert!(t.elapsed() < Duration::from_secs(2), "{e}");
+            assert!(e.contains(says), "{e}");
+            assert!(e.contains(&path.display().to_string()), "{e}");
+            // Rank 0 does not take it over either.
+            let j = job(0, 2, "t", Init::File { path: path.clone() }, 30);
+            let e = join(&j, &id, &mut |_| {}).err().unwrap().message;
+            assert!(e.contains("is left alone"), "{e}");
+        }
+        assert!(std::fs::symlink_metadata(&fifo).is_ok());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn files_a_killed_run_left_do_not_shut_out_a_new_one() {
+        let d = scratch("stale");
+        let rdv = d.join("rdv");
+        let old = "0123456789abcdef0123456789abcdef";
+        std::fs::write(&rdv, format!("{FILE_MAGIC}\nt\n{old}\nwaiting\n")).unwrap();
+        let stale_hello = side(&rdv, old, "hello", 1);
+        std::fs::write(&stale_hello, format!("t\n1\n{old}\nend\n")).unwrap();
+        std::fs::write(d.join("rdv.hello.1"), "t\n1\n42\n").unwrap();
+        let init = Init::File { path: rdv.clone() };
+        // The peer first: it finds the dead run's file and waits.
+        let peer = {
+            let j = job(1, 2, "t", init.clone(), 20);
+            std::thread::spawn(move || run_job(vec![j]))
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let mut notes = Vec::new();
+        let j0 = join(&job(0, 2, "t", init, 20), &id, &mut |m| notes.push(m)).unwrap();
+        assert_eq!(
+            j0.finish(true, 0, "", Duration::from_secs(10))[0]
+                .done
+                .as_ref()
+                .map(|d| d.0),
+            Some(true)
+        );
+        assert_eq!(peer.join().unwrap(), vec![Ok((2, 1))]);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("a rendezvous file an earlier run left")),
+            "{notes:?}"
+        );
+        // What the dead run left is not this run's to remove.
+        assert!(stale_hello.exists() && d.join("rdv.hello.1").exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_file_rank_that_never_comes_ends_at_the_deadline_and_only_our_files_go() {
+        let d = scratch("late");
+        let rdv = d.join("rdv");
+        std::fs::write(d.join("theirs"), "x").unwrap();
+        let t = Instant::now();
+        let e = join(
+            &job(0, 2, "t", Init::File { path: rdv }, 1),
+            &id,
+            &mut |_| {},
+        )
+        .err()
+        .unwrap();
+        assert!(t.elapsed() < Duration::from_secs(3));
+        assert_eq!(e.missing, [1]);
+        assert!(
+            e.message.contains("rank(s) 1 never arrived at "),
+            "{}",
+            e.message
+        );
+        assert_eq!(names(&d), ["theirs"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn tcp(port: u16) -> Init {
+        Init::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        }
+    }
+
+    fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    fn connect(port: u16) -> TcpStream {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            match TcpStream::connect(("127.0.0.1", port)) {
+                Ok(s) => return s,
+                Err(e) if Instant::now() > until => panic!("{e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+
+    /// Rank 0 on a thread, with the notes it logged.
+    fn tcp_rank0(
+        port: u16,
+        token: &'static str,
+        secs: u64,
+    ) -> std::thread::JoinHandle<(Result<usize, String>, Vec<String>)> {
+        std::thread::spawn(move || {
+            let mut notes = Vec::new();
+            let r = join(&job(0, 2, token, tcp(port), secs), &id, &mut |m| {
+                notes.push(m)
+            });
+            (r.map(|j| j.nranks).map_err(|f| f.message), notes)
+        })
+    }
+
+    #[test]
+    fn a_wrong_token_is_refused_without_sending_the_real_one() {
+        let port = free_port();
+        let r0 = tcp_rank0(port, "s3cret-token-xyz", 3);
+        let mut s = connect(port);
+        let hello = Msg::Hello {
+            token: "s3cret-token-xyA".into(),
+            rank: 1,
+            world: 2,
+            ngpus: 1,
+        };
+        s.write_all(&encode(&hello)).unwrap();
+        let reply = read_msg(&mut s, Some(Instant::now() + Duration::from_secs(5))).unwrap();
+        let Msg::Refused { reason } = reply else {
+            panic!("{reply:?}")
+        };
+        assert!(reason.starts_with("token mismatch"), "{reason}");
+        assert!(!reason.contains("s3cret"), "{reason}");
+        let (r, notes) = r0.join().unwrap();
+        assert!(r.unwrap_err().contains("rank(s) 1 never arrived"));
+        assert!(notes.iter().all(|n| !n.contains("s3cret")), "{notes:?}");
+        assert!(same_token("abc", "abc") && !same_token("abc", "abd") && !same_token("abc", "ab"));
+    }
+
+    #[test]
+    fn a_slow_drip_peer_cannot_hold_rank_0_past_its_deadline() {
+        let port = free_port();
+        let t = Instant::now();
+        let r0 = tcp_rank0(port, "t", 3);
+        let mut s = connect(port);
+        // A valid hello, one byte every 500 ms (each read sees data well
+        // within any per-read timeout).
+        let frame = encode(&Msg::Hello {
+            token: "t".into(),
+            rank: 1,
+            world: 2,
+            ngpus: 1,
+        });
+        let drip = std::thread::spawn(move || {
+            for b in frame {
+                if s.write_all(&[b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        let (r, _) = r0.join().unwrap();
+        let e = r.unwrap_err();
+        assert!(e.contains("rank(s) 1 never arrived"), "{e}");
+        assert!(
+            e.contains("1 other connection(s) sent no valid hello"),
+            "{e}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        drop(drip);
+
+        // A peer waiting for its unique id: the same from a dripping rank 0.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            for b in encode(&Msg::Welcome {
+                id: vec![1; 128],
+                nranks: 2,
+                first_rank: 1,
+            }) {
+                if s.write_all(&[b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        let t = Instant::now();
+        let e = join(&job(1, 2, "t", tcp(port), 2), &id, &mut |_| {})
+            .err()
+            .unwrap()
+            .message;
+        assert!(e.contains("no message before the deadline"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn three_hundred_idle_connections_do_not_shut_out_a_real_rank() {
+        let port = free_port();
+        let r0 = tcp_rank0(port, "t", 30);
+        let idle: Vec<TcpStream> = (0..300)
+            .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
+            .collect();
+        let _first = connect(port);
+        assert!(idle.len() >= 100, "{}", idle.len());
+        let t = Instant::now();
+        let peer = join(&job(1, 2, "t", tcp(port), 30), &id, &mut |_| {});
+        let (r, notes) = r0.join().unwrap();
+        assert_eq!(r, Ok(2), "{notes:?}");
+        assert_eq!(peer.map(|j| j.first_rank).map_err(|f| f.message), Ok(1));
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        drop(idle);
+    }
+
+    #[test]
+    fn bad_jobs_are_refused_before_anything_is_made() {
+        let d = scratch("bad");
+        let init = Init::File {
+            path: d.join("rdv"),
+        };
+        let e = join(
+            &job(0, MAX_WORLD + 1, "t", init.clone(), 1),
+            &id,
+            &mut |_| {},
+        );
+        assert!(e.err().unwrap().message.contains("more than the 1048576"));
+        let e = join(&job(0, 2, "a\nb", init, 1), &id, &mut |_| {});
+        assert!(e.err().unwrap().message.contains("line break"));
+        assert_eq!(names(&d), Vec::<String>::new());
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -1,0 +1,357 @@
+//! Files in directories other people can write (`/tmp`, a shared
+//! rendezvous directory): names nobody can guess, files created only where
+//! nothing is (`O_EXCL`), links never followed (`O_NOFOLLOW`), only regular
+//! files read, without blocking and within a size bound, and nothing removed
+//! unless this run made it (checked by device and inode).
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// `O_NONBLOCK` and `O_NOFOLLOW` where their values are known. Elsewhere
+/// they are 0, and the checks by `lstat` before and `fstat` after the open
+/// (same device and inode, a regular file) still refuse links and FIFOs.
+#[cfg(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86_64",
+        target_arch = "x86",
+        target_arch = "riscv64",
+        target_arch = "s390x",
+        target_arch = "loongarch64"
+    )
+))]
+const FLAGS: (i32, i32) = (0o4000, 0o400000);
+#[cfg(all(
+    target_os = "linux",
+    any(
+        target_arch = "aarch64",
+        target_arch = "arm",
+        target_arch = "powerpc64"
+    )
+))]
+const FLAGS: (i32, i32) = (0o4000, 0o100000);
+#[cfg(not(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86_64",
+        target_arch = "x86",
+        target_arch = "riscv64",
+        target_arch = "s390x",
+        target_arch = "loongarch64",
+        target_arch = "aarch64",
+        target_arch = "arm",
+        target_arch = "powerpc64"
+    )
+)))]
+const FLAGS: (i32, i32) = (0, 0);
+const O_NONBLOCK: i32 = FLAGS.0;
+const O_NOFOLLOW: i32 = FLAGS.1;
+
+/// Which file: device and inode, to tell ours from one put in its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    pub(crate) fn of(m: &Metadata) -> FileId {
+        FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    }
+}
+
+/// 128 bits nobody can guess, as 32 hex digits: from the kernel's random
+/// source (16 bytes, no more), else from the standard library's per-process
+/// random hash keys mixed with the time, the pid and a counter.
+pub(crate) fn nonce() -> String {
+    let mut b = [0u8; 16];
+    let from_kernel = File::open("/dev/urandom")
+        .and_then(|f| f.take(16).read_exact(&mut b))
+        .is_ok();
+    if !from_kernel || b == [0u8; 16] {
+        static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for half in b.chunks_mut(8) {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(t);
+            h.write_u32(std::process::id());
+            h.write_u64(n);
+            half.copy_from_slice(&h.finish().to_le_bytes());
+        }
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// What a file that is not a regular file is, in words.
+pub(crate) fn kind(m: &Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Reads `path` if it is a regular file (a link is not followed) of at most
+/// `max` bytes. `Ok(None)`: nothing is there. The open never blocks, the
+/// read never passes `max`.
+pub(crate) fn read_small(path: &Path, max: u64) -> Result<Option<(Vec<u8>, FileId)>, String> {
+    let before = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let refuse = |m: &Metadata| {
+        format!(
+            "{} is {}, not a regular file: it is left alone. Remove it, or choose another path",
+            path.display(),
+            kind(m)
+        )
+    };
+    if !before.file_type().is_file() {
+        return Err(refuse(&before));
+    }
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK | O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(f) => f,
+        // Gone (or swapped) since the look: as if not there yet.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let after = file
+        .metadata()
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !after.is_file() || FileId::of(&after) != FileId::of(&before) {
+        return Err(refuse(&after));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if bytes.len() as u64 > max {
+        return Err(format!(
+            "{} is larger than the {max} bytes a rendezvous file can be: it is not one",
+            path.display()
+        ));
+    }
+    Ok(Some((bytes, FileId::of(&after))))
+}
+
+/// Creates `path` with `text`, readable by this user only, where nothing is
+/// (not even a dangling link): `O_CREAT | O_EXCL | O_NOFOLLOW`.
+pub(crate) fn create_new(path: &Path, text: &[u8]) -> io::Result<FileId> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(O_NOFOLLOW)
+        .open(path)?;
+    let id = FileId::of(&f.metadata()?);
+    if let Err(e) = f.write_all(text) {
+        drop(f);
+        remove_if_ours(path, id);
+        return Err(e);
+    }
+    Ok(id)
+}
+
+/// Removes `path` only if it is still the file this run made.
+pub(crate) fn remove_if_ours(path: &Path, id: FileId) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() && FileId::of(&m) == id => {
+            std::fs::remove_file(path).is_ok()
+        }
+        _ => false,
+    }
+}
+
+/// This process's effective user id, from `/proc/self` (owned by it).
+fn my_uid() -> Option<u32> {
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+}
+
+/// Makes a directory for this run alone, like `mkdtemp`: a new name
+/// `<parent>/<prefix><pid>-<nonce>`, mode 0700, never one that already
+/// exists, and checked after creation (a real directory, ours, 0700).
+pub fn private_dir(parent: &Path, prefix: &str) -> Result<PathBuf, String> {
+    let mut last = String::new();
+    for _ in 0..8 {
+        let dir = parent.join(format!("{prefix}{}-{}", std::process::id(), nonce()));
+        match make_private_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// Makes exactly `dir`, refusing whatever is already there.
+pub(crate) fn make_private_dir(dir: &Path) -> Result<(), String> {
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            format!(
+                "cannot make the private directory {}: {e}{}",
+                dir.display(),
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    " (something is already there; it is not reused)"
+                } else {
+                    ""
+                }
+            )
+        })?;
+    // A umask may have taken bits away: exactly 0700.
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    let m = std::fs::symlink_metadata(dir)
+        .map_err(|e| format!("cannot check {}: {e}", dir.display()))?;
+    let owner_ok = my_uid().map_or(true, |u| u == m.uid());
+    if !m.file_type().is_dir() || !owner_ok || m.mode() & 0o777 != 0o700 {
+        return Err(format!(
+            "{} is not the private directory just made (it is {}, owner {}, mode {:o}): not used",
+            dir.display(),
+            kind(&m),
+            m.uid(),
+            m.mode() & 0o777
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "nccl-find-fsafe-{name}-{}-{}",
+            std::process::id(),
+            nonce()
+        ));
+        std::fs::create_dir(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn nonces_differ_and_look_random() {
+        let a = nonce();
+        let b = nonce();
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn create_new_never_follows_a_planted_link() {
+        let d = scratch("link");
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let at = d.join("planted");
+        std::os::unix::fs::symlink(&victim, &at).unwrap();
+        let e = create_new(&at, b"clobber").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        // A dangling link is refused too (O_EXCL).
+        let dangling = d.join("dangling");
+        std::os::unix::fs::symlink(d.join("nothing"), &dangling).unwrap();
+        assert!(create_new(&dangling, b"x").is_err());
+        assert!(!d.join("nothing").exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn reads_only_small_regular_files_without_blocking() {
+        let d = scratch("read");
+        let fifo = d.join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let t = std::time::Instant::now();
+        assert!(read_small(&fifo, 100)
+            .unwrap_err()
+            .contains("is a FIFO (named pipe), not a regular file"));
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        let zero = d.join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        assert!(read_small(&zero, 100)
+            .unwrap_err()
+            .contains("is a symbolic link, not a regular file"));
+        let big = d.join("big");
+        std::fs::write(&big, vec![b'x'; 101]).unwrap();
+        assert!(read_small(&big, 100)
+            .unwrap_err()
+            .contains("larger than the 100 bytes"));
+        assert_eq!(read_small(&d.join("absent"), 100).unwrap(), None);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn only_our_own_file_is_removed() {
+        let d = scratch("rm");
+        let f = d.join("f");
+        let id = create_new(&f, b"ours").unwrap();
+        // Someone replaces it: theirs stays.
+        std::fs::write(d.join("t"), "theirs").unwrap();
+        std::fs::rename(d.join("t"), &f).unwrap();
+        assert!(!remove_if_ours(&f, id));
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "theirs");
+        let g = d.join("g");
+        let id = create_new(&g, b"ours").unwrap();
+        assert!(remove_if_ours(&g, id));
+        assert!(!g.exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_private_dir_is_new_and_0700_and_an_existing_one_is_never_reused() {
+        let d = scratch("dir");
+        let p = private_dir(&d, "x-").unwrap();
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert!(m.is_dir());
+        assert_eq!(m.mode() & 0o777, 0o700);
+        // Someone else's directory (or a link to one) at the name: refused.
+        let foreign = d.join("foreign");
+        std::fs::create_dir(&foreign).unwrap();
+        std::fs::write(foreign.join("log"), "theirs").unwrap();
+        assert!(make_private_dir(&foreign)
+            .unwrap_err()
+            .contains("it is not reused"));
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&foreign, &link).unwrap();
+        assert!(make_private_dir(&link)
+            .unwrap_err()
+            .contains("it is not reused"));
+        assert_eq!(
+            std::fs::read_to_string(foreign.join("log")).unwrap(),
+            "theirs"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
