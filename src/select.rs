@@ -30,17 +30,25 @@ pub(crate) fn select(
         requirement: req.map(|r| r.1.clone()).unwrap_or_default(),
     };
     let winner = if cands.first().is_some_and(|c| c.explicit) {
-        let first = &mut cands[0];
-        let variable = first.origin.variable.clone().unwrap_or_default();
-        if let Status::Rejected(problem) = &first.status {
-            return Err(ErrorKind::Explicit {
-                variable,
-                problem: problem.clone(),
-            });
-        }
-        if !meets(first) {
-            let problem = unsatisfied(first);
-            first.status = Status::Rejected(problem.clone());
+        let variable = cands[0].origin.variable.clone().unwrap_or_default();
+        let problem = match &cands[0].status {
+            Status::Rejected(problem) => Some(problem.clone()),
+            _ if !meets(&cands[0]) => {
+                let problem = unsatisfied(&cands[0]);
+                cands[0].status = Status::Rejected(problem.clone());
+                Some(problem)
+            }
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            // Nothing is selected: the other usable installs were not
+            // considered, since an explicit variable has no fallback.
+            let name = variable.split('=').next().unwrap_or("").to_string();
+            for c in cands.iter_mut().skip(1).filter(|c| c.is_usable()) {
+                c.status = Status::Lost(format!(
+                    "not considered: {name} is set, and an explicitly named install has no fallback"
+                ));
+            }
             return Err(ErrorKind::Explicit { variable, problem });
         }
         0

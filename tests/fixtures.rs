@@ -474,6 +474,21 @@ fn explicit_variables_win_and_never_fall_back() {
         matches!(e.kind(), ErrorKind::Explicit { problem: Problem::Missing { var, .. }, .. } if var == "NCCL_HOME")
     );
     assert!(e.to_string().contains("NCCL_HOME points at "), "{e}");
+    // Nothing is selected, so the dpkg install is not shown as selected.
+    let r = e.report();
+    assert_eq!(r.selected, None);
+    assert_eq!(r.candidates.len(), 2, "{:?}", r.candidates);
+    assert!(matches!(
+        &r.candidates[0].status,
+        Status::Rejected(Problem::Missing { .. })
+    ));
+    assert_eq!(
+        r.candidates[1].status,
+        Status::Lost(
+            "not considered: NCCL_HOME is set, and an explicitly named install has no fallback"
+                .into()
+        )
+    );
 
     // A file where a directory is needed.
     let e = probe("dpkg", &[("NCCL_ROOT", "/usr/include/nccl.h")]).unwrap_err();
@@ -609,4 +624,25 @@ fn selection_is_deterministic() {
     for _ in 0..5 {
         assert_eq!(probe("gpu-image", &vars).unwrap().report, a);
     }
+}
+
+#[test]
+fn the_root_directive_is_the_prefix() {
+    // dpkg: /usr/include + /usr/lib/x86_64-linux-gnu → /usr, not /usr/lib.
+    let n = found("dpkg", &[]);
+    let root = n
+        .cargo_directives()
+        .into_iter()
+        .find(|d| d.starts_with("cargo:root="))
+        .unwrap();
+    assert_eq!(
+        root,
+        format!(
+            "cargo:root={}",
+            std::fs::canonicalize(tree("dpkg"))
+                .unwrap()
+                .join("usr")
+                .display()
+        )
+    );
 }

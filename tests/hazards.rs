@@ -408,3 +408,79 @@ fn sixteen_probes_at_once_agree_and_leave_nothing_behind() {
     );
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// Runs the built `nccl-find` as `nobody` (when we are root) on a scratch
+/// tree with `NCCL_HOME=/opt/n`; `None` when the binary is not built.
+fn run_as_ordinary_user(s: &Scratch) -> Option<(Option<i32>, String)> {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/nccl-find");
+    if !bin.exists() {
+        eprintln!(
+            "skipped: {} is not built (cargo test --workspace builds it)",
+            bin.display()
+        );
+        return None;
+    }
+    let mut cmd = if is_root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin);
+        c
+    } else {
+        std::process::Command::new(&bin)
+    };
+    let out = cmd
+        .arg("--root")
+        .arg(&s.0)
+        .env_clear()
+        .env("NCCL_HOME", "/opt/n")
+        .output()
+        .unwrap();
+    Some((
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+fn chmod(p: &Path, mode: u32) {
+    let mut perm = std::fs::metadata(p).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, mode);
+    std::fs::set_permissions(p, perm).unwrap();
+}
+
+#[test]
+fn permission_problems_say_permission() {
+    // A library this user may not read: not "reinstall NCCL".
+    let s = Scratch::new("unreadable-lib");
+    let lib = s.p("opt/n/lib/libnccl.so.2.21.5");
+    chmod(&lib, 0o000);
+    let Some((code, stderr)) = run_as_ordinary_user(&s) else {
+        return;
+    };
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} cannot be read (Permission denied (os error 13)): this user lacks the permission. \
+             Make it readable (chmod a+r for a file, a+rx for a directory, or ask its owner)",
+            lib.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Reinstall"), "{stderr}");
+    // An include dir that can be listed but not entered.
+    let s = Scratch::new("unenterable-inc");
+    let inc = s.p("opt/n/include");
+    chmod(&inc, 0o644);
+    let Some((code, stderr)) = run_as_ordinary_user(&s) else {
+        return;
+    };
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} cannot be read (permission denied: the directory cannot be entered (no execute \
+             permission), so nccl.h in it cannot be opened)",
+            inc.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("no nccl.h beside"), "{stderr}");
+}

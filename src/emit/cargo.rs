@@ -65,11 +65,7 @@ pub fn directives(n: &Nccl) -> Vec<String> {
         out.push(format!("cargo:include={}", inc.display()));
     }
     out.push(format!("cargo:lib_dir={lib_dir}"));
-    let root = n
-        .root
-        .clone()
-        .or_else(|| n.lib_dir.parent().map(Path::to_path_buf))
-        .unwrap_or_default();
+    let root = n.root.clone().unwrap_or_else(|| prefix(n));
     out.push(format!("cargo:root={}", root.display()));
     out.push(format!("cargo:version={}", n.version));
     out.push(format!("cargo:version_code={}", n.version.code));
@@ -106,4 +102,23 @@ pub fn emit_rpath_from_dep() -> Option<PathBuf> {
 /// The directive that gives a binary an rpath to `dir`.
 pub fn rpath_directive(dir: &Path) -> String {
     format!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display())
+}
+
+/// The install prefix where no source named a root: the deepest directory
+/// holding both the include dir and the library dir (`/usr` for
+/// `/usr/include` + `/usr/lib/x86_64-linux-gnu`), else the library dir's
+/// parent.
+fn prefix(n: &Nccl) -> PathBuf {
+    let lib = &n.lib_dir;
+    let common = n.include_paths.first().map(|inc| {
+        inc.components()
+            .zip(lib.components())
+            .take_while(|(a, b)| a == b)
+            .map(|(a, _)| a)
+            .collect::<PathBuf>()
+    });
+    match common {
+        Some(c) if c.parent().is_some() => c,
+        _ => lib.parent().map(Path::to_path_buf).unwrap_or_default(),
+    }
 }

@@ -108,6 +108,14 @@ pub(crate) fn inspect(files: LibFiles, target: &crate::target::Target) -> Result
             sign: format!("{} is an NCCL 1 library file", real.display()),
         });
     }
+    if let Err(e) = crate::files::open_regular(&real) {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            return Err(Problem::Unreadable {
+                path: real.clone(),
+                error: e.to_string(),
+            });
+        }
+    }
     let elf = read_elf(&real).map_err(|why| Problem::BadLibrary {
         file: real.clone(),
         why,

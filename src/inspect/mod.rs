@@ -173,6 +173,13 @@ impl fmt::Display for Problem {
                 "{var} points at {}, which is a file, not a directory. Point it at a directory.",
                 path.display()
             ),
+            Problem::Unreadable { path, error } if error.contains("ermission denied") => write!(
+                f,
+                "{} cannot be read ({error}): this user lacks the permission. Make it readable \
+                 (chmod a+r for a file, a+rx for a directory, or ask its owner), or point the variables \
+                 at an install this user can read.",
+                path.display()
+            ),
             Problem::Unreadable { path, error } => write!(
                 f,
                 "{} cannot be read ({error}). Check its permissions, or point the variables elsewhere.",
@@ -384,6 +391,23 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         .iter()
         .map(|d| d.join("nccl.h"))
         .find(|p| std::fs::symlink_metadata(p).is_ok());
+    // A directory that can be listed but not entered (no execute
+    // permission) hides nccl.h: name the permission, not a missing file.
+    let unenterable: Vec<Problem> = site
+        .include_dirs
+        .iter()
+        .filter(|d| {
+            header.is_none()
+                && std::fs::symlink_metadata(d.join("nccl.h"))
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+        })
+        .map(|d| Problem::Unreadable {
+            path: d.clone(),
+            error: "permission denied: the directory cannot be entered (no execute permission), \
+                    so nccl.h in it cannot be opened"
+                .into(),
+        })
+        .collect();
     let lib = site
         .lib_dirs
         .iter()
@@ -410,6 +434,7 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
             }
             _ => None,
         })
+        .chain(unenterable)
         .collect();
     if header.is_none()
         && lib.is_none()
