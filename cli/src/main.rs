@@ -10,6 +10,7 @@ mod doctor;
 mod host;
 mod json;
 mod pkgflags;
+mod shim;
 mod smoke;
 mod style;
 
@@ -20,6 +21,8 @@ Examples:
   cc app.c $(nccl-find --cflags --libs)     build a C program against the NCCL found
   eval \"$(nccl-find --env)\" && python setup.py build
                                             hand the choice to a Makefile, CMake or setup.py build
+  eval \"$(nccl-find --loader-env)\" && cargo run
+                                            cudarc (and any dlopen of libnccl.so) loads the NCCL found
   nccl-find --atleast-version 2.18          exit 0 if NCCL >= 2.18 is found
   NCCL_HOME=/opt/nccl nccl-find --print     check an install before building against it
   nccl-find doctor                          what will go wrong when NCCL runs, and the fixes
@@ -60,6 +63,11 @@ struct Cli {
     /// Print NCCL_INCLUDE_DIR=, NCCL_LIB_DIR=, NCCL_HOME= lines for a shell's eval
     #[arg(long, group = "mode")]
     env: bool,
+    /// Print an LD_LIBRARY_PATH for a shell's eval that makes programs which
+    /// open NCCL by name (cudarc) load the selected one: a private directory
+    /// in your cache whose libnccl.so, libnccl.so.2, ... link to it
+    #[arg(long, group = "mode")]
+    loader_env: bool,
     /// Require at least this version; alone, print nothing and exit 0 or 1
     #[arg(long, value_name = "VERSION")]
     atleast_version: Option<String>,
@@ -133,6 +141,9 @@ fn main() -> ExitCode {
         Ok(n) => (&n.report, Some(n), None),
         Err(e) => (e.report(), None, Some(e.kind())),
     };
+    if cli.loader_env {
+        return shim::loader_env(nccl, error);
+    }
     let flags = cli.cflags || cli.libs;
     if cli.json {
         println!("{}", json::report(report, nccl, error));

@@ -1,0 +1,185 @@
+//! `nccl-find --loader-env`: for programs built without nccl-find in their
+//! build script (cudarc's users among them). Makes a loader directory in the
+//! user's cache, `$XDG_CACHE_HOME/nccl-find/loader/<hash of the library's
+//! path>`, whose `libnccl.so`, `libnccl.so.2` and every other name cudarc
+//! tries before `libnccl.so.1` link to the selected `libnccl.so.2`, and
+//! prints the `LD_LIBRARY_PATH` that puts it first, for a shell's `eval`.
+//!
+//! Every directory on the way is checked: a real directory (never a
+//! followed link), owned by this user, and `nccl-find/`, `loader/` and the
+//! directory itself writable by no one else (made `0700`).
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use nccl_find::{ErrorKind, Nccl};
+
+/// Prints `LD_LIBRARY_PATH=...` and `export LD_LIBRARY_PATH`, or says why not.
+pub fn loader_env(nccl: Option<&Nccl>, error: Option<&ErrorKind>) -> ExitCode {
+    let Some(n) = nccl else {
+        eprintln!(
+            "nccl-find: {}\nRun `nccl-find --print` to see where it looked and what to do.",
+            error.map(|k| k.headline()).unwrap_or_default()
+        );
+        return ExitCode::from(1);
+    };
+    match make(n) {
+        Ok(dir) => {
+            let old = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
+            println!("{}", assignment(&dir, &old.to_string_lossy()));
+            println!("export LD_LIBRARY_PATH");
+            ExitCode::SUCCESS
+        }
+        Err(msg) => {
+            eprintln!("nccl-find: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `LD_LIBRARY_PATH=<dir>:<old entries, dir itself left out>`, quoted for a shell.
+fn assignment(dir: &Path, old: &str) -> String {
+    let dir = dir.display().to_string();
+    let mut parts = vec![dir.clone()];
+    parts.extend(
+        old.split(':')
+            .filter(|p| !p.is_empty() && *p != dir)
+            .map(str::to_string),
+    );
+    format!("LD_LIBRARY_PATH={}", quote(&parts.join(":")))
+}
+
+/// Single-quotes a value for a POSIX shell when it needs it.
+fn quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// FNV-1a over the path's bytes: a short, stable name per library.
+fn hash(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in path.as_os_str().as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The cache: `XDG_CACHE_HOME` when it is an absolute path, else `$HOME/.cache`.
+fn cache_home() -> Result<PathBuf, String> {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
+        if x.is_absolute() {
+            return Ok(x);
+        }
+    }
+    match std::env::var_os("HOME").map(PathBuf::from) {
+        Some(h) if h.is_absolute() => Ok(h.join(".cache")),
+        _ => Err("neither XDG_CACHE_HOME nor HOME names an absolute directory: set XDG_CACHE_HOME to a directory of yours".into()),
+    }
+}
+
+/// Creates `dir` (mode 0700) if it is missing, then checks it: a real
+/// directory, owned by `uid`, not writable by others (and, when `private`,
+/// not readable by them either).
+fn private_dir(dir: &Path, uid: u32, private: bool) -> Result<(), String> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(format!(
+                "cannot create {}: {e}. Set XDG_CACHE_HOME to a directory of yours",
+                dir.display()
+            ))
+        }
+    }
+    let m = std::fs::symlink_metadata(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mode = m.permissions().mode() & 0o7777;
+    let bad = if !m.file_type().is_dir() {
+        Some("is not a directory (a link, or a file)".to_string())
+    } else if m.uid() != uid {
+        Some(format!(
+            "belongs to user {}, not to you (user {uid})",
+            m.uid()
+        ))
+    } else if mode & if private { 0o077 } else { 0o022 } != 0 {
+        Some(format!("has mode {mode:o}, open to others"))
+    } else {
+        None
+    };
+    match bad {
+        Some(why) => Err(format!(
+            "{} {why}: remove it (nccl-find makes it again, private), or set XDG_CACHE_HOME elsewhere",
+            dir.display()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Makes (or refreshes) the loader directory for `n` and returns it.
+fn make(n: &Nccl) -> Result<PathBuf, String> {
+    if n.library_real.as_os_str().is_empty() {
+        return Err(format!(
+            "the selected NCCL in {} has no shared library (libnccl.so.2) to load",
+            n.lib_dir.display()
+        ));
+    }
+    // SAFETY: geteuid takes nothing, cannot fail, and touches no memory of ours.
+    let uid = unsafe { libc::geteuid() };
+    let cache = cache_home()?;
+    nccl_find::emit::loader_dir::check_loader_path(&cache, "the cache directory")
+        .map_err(|e| e.to_string())?;
+    if !cache.is_dir() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&cache)
+            .map_err(|e| {
+                format!(
+                    "cannot create {}: {e}. Set XDG_CACHE_HOME to a directory of yours",
+                    cache.display()
+                )
+            })?;
+    }
+    let top = cache.join("nccl-find");
+    private_dir(&top, uid, false)?;
+    let loader = top.join("loader");
+    private_dir(&loader, uid, true)?;
+    let dir = loader.join(hash(&n.library_real));
+    nccl_find::make_loader_dir(&dir, &n.library_real, 0o700).map_err(|e| e.to_string())?;
+    private_dir(&dir, uid, true)?;
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignment_puts_the_dir_first_once_and_quotes() {
+        let d = Path::new("/c/nccl-find/loader/ab");
+        assert_eq!(assignment(d, ""), "LD_LIBRARY_PATH=/c/nccl-find/loader/ab");
+        assert_eq!(
+            assignment(d, "/x:/c/nccl-find/loader/ab::/y z"),
+            "LD_LIBRARY_PATH='/c/nccl-find/loader/ab:/x:/y z'"
+        );
+        assert_eq!(
+            assignment(d, "/it's"),
+            "LD_LIBRARY_PATH='/c/nccl-find/loader/ab:/it'\\''s'"
+        );
+    }
+
+    #[test]
+    fn hash_is_stable() {
+        assert_eq!(hash(Path::new("")), "cbf29ce484222325");
+        assert_ne!(hash(Path::new("/a")), hash(Path::new("/b")));
+    }
+}

@@ -1,0 +1,220 @@
+//! `nccl-find --loader-env`: a private loader directory in the user's cache
+//! (every name cudarc opens, linked to the selected library), and the
+//! `LD_LIBRARY_PATH` that puts it first. Against the `gpu-image` fixture
+//! (a PyTorch venv's wheel beside a dpkg install), with a fixed environment.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tree(name: &str) -> PathBuf {
+    std::fs::canonicalize(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/trees")
+            .join(name),
+    )
+    .unwrap()
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("loader-env-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `nccl-find --loader-env` on the gpu-image tree with a venv selected.
+fn run(cache: &Path, extra: &[(&str, &str)]) -> Output {
+    let root = tree("gpu-image");
+    Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .args([
+            "--loader-env",
+            "--target",
+            "x86_64-unknown-linux-gnu",
+            "--root",
+        ])
+        .arg(&root)
+        .env_clear()
+        .env("VIRTUAL_ENV", "/opt/torch/.venv")
+        .env("XDG_CACHE_HOME", cache)
+        .envs(extra.iter().copied())
+        .output()
+        .expect("run nccl-find")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn wheel_library() -> PathBuf {
+    tree("gpu-image")
+        .join("opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2")
+}
+
+/// The one directory under `loader/`.
+fn the_dir(cache: &Path) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(cache.join("nccl-find/loader"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs.pop().unwrap()
+}
+
+#[test]
+fn prints_ld_library_path_to_a_private_dir_of_links() {
+    let cache = scratch("ok");
+    let out = run(&cache, &[("LD_LIBRARY_PATH", "/old/lib::/other")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let dir = the_dir(&cache);
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "LD_LIBRARY_PATH={}:/old/lib:/other\nexport LD_LIBRARY_PATH\n",
+            dir.display()
+        )
+    );
+    assert_eq!(text(&out.stderr), "");
+    for d in [cache.join("nccl-find/loader"), dir.clone()] {
+        let m = std::fs::symlink_metadata(&d).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o700, "{}", d.display());
+    }
+    for n in [
+        "libnccl.so",
+        "libnccl.so.2",
+        "libnccl.so.12",
+        "libnccl64_12.so",
+    ] {
+        assert_eq!(
+            std::fs::read_link(dir.join(n)).unwrap(),
+            wheel_library(),
+            "{n}"
+        );
+    }
+    // Again, with the first answer already on LD_LIBRARY_PATH: the same
+    // directory, listed once.
+    let first = text(&out.stdout);
+    let value = first
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("LD_LIBRARY_PATH=")
+        .unwrap();
+    let again = run(&cache, &[("LD_LIBRARY_PATH", value)]);
+    assert_eq!(text(&again.stdout), first);
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn refuses_planted_links_and_open_dirs() {
+    // loader/ is a link to someone else's directory: refused, not followed.
+    let cache = scratch("planted");
+    let elsewhere = scratch("elsewhere");
+    std::fs::create_dir_all(cache.join("nccl-find")).unwrap();
+    std::fs::set_permissions(
+        cache.join("nccl-find"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&elsewhere, cache.join("nccl-find/loader")).unwrap();
+    let out = run(&cache, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stdout), "");
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "nccl-find: {} is not a directory (a link, or a file): remove it (nccl-find makes it again, private), \
+             or set XDG_CACHE_HOME elsewhere\n",
+            cache.join("nccl-find/loader").display()
+        )
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    // loader/ open to others: refused.
+    std::fs::remove_file(cache.join("nccl-find/loader")).unwrap();
+    std::fs::create_dir(cache.join("nccl-find/loader")).unwrap();
+    std::fs::set_permissions(
+        cache.join("nccl-find/loader"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let out = run(&cache, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("loader has mode 777, open to others: remove it"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A file planted in the directory under a name it makes: refused, kept.
+    std::fs::set_permissions(
+        cache.join("nccl-find/loader"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    assert_eq!(run(&cache, &[]).status.code(), Some(0));
+    let dir = the_dir(&cache);
+    std::fs::remove_file(dir.join("libnccl.so")).unwrap();
+    std::fs::write(dir.join("libnccl.so"), "planted").unwrap();
+    let out = run(&cache, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("libnccl.so is not a link that nccl-find made"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("libnccl.so")).unwrap(),
+        "planted"
+    );
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().uid(),
+        std::fs::metadata(&cache).unwrap().uid()
+    );
+    let _ = std::fs::remove_dir_all(&cache);
+    let _ = std::fs::remove_dir_all(&elsewhere);
+}
+
+#[test]
+fn a_cache_path_that_cannot_be_carried_is_refused() {
+    let base = scratch("newline");
+    let cache = base.join("a\nb");
+    let out = run(&cache, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stdout), "");
+    assert!(
+        text(&out.stderr).starts_with("nccl-find: the cache directory \""),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(text(&out.stderr).contains("holds a control character"));
+    assert!(!cache.exists());
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn nothing_found_says_so() {
+    let cache = scratch("none");
+    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .args([
+            "--loader-env",
+            "--target",
+            "x86_64-unknown-linux-gnu",
+            "--root",
+        ])
+        .arg(tree("empty"))
+        .env_clear()
+        .env("XDG_CACHE_HOME", &cache)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stdout), "");
+    assert!(
+        text(&out.stderr).contains("Run `nccl-find --print` to see where it looked"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!cache.join("nccl-find").exists());
+    let _ = std::fs::remove_dir_all(&cache);
+}
