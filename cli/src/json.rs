@@ -117,3 +117,14 @@ pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String
     });
     serde_json::to_string_pretty(&out).expect("JSON from plain values")
 }
+
+/// Lets a write to a closed pipe (`nccl-find --json | head -c 20`) end the
+/// process quietly, as it does other Unix tools, instead of a panic. Not for
+/// `smoke`, which talks to sockets and handles its own output.
+pub fn quiet_on_closed_pipe() {
+    // SAFETY: restores the default action of one signal before any thread
+    // is started; no handler code runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

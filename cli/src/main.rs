@@ -108,9 +108,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Some(Command::Smoke(_))) {
+        json::quiet_on_closed_pipe();
+    }
     let mut config = nccl_find::Config::new();
     config.cargo_metadata(false);
     if let Some(t) = &cli.target {
+        if let Err(e) = pkgflags::check_target(t) {
+            eprintln!("nccl-find: --target {t}: {e}");
+            return ExitCode::from(2);
+        }
         config.target(t);
     }
     if let Some(r) = &cli.root {
@@ -156,13 +163,23 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         };
         let out = if cli.modversion {
-            n.version.to_string()
+            Ok(n.version.to_string().into_bytes())
         } else if cli.env {
-            pkgflags::env(n)
+            Ok(pkgflags::env(n))
         } else {
             pkgflags::flags(n, cli.cflags, cli.libs)
         };
-        println!("{out}");
+        match out {
+            // Paths byte for byte: one that is not UTF-8 stays the same path.
+            Ok(mut bytes) => {
+                bytes.push(b'\n');
+                let _ = std::io::Write::write_all(&mut std::io::stdout(), &bytes);
+            }
+            Err(e) => {
+                eprintln!("nccl-find: {e}");
+                return ExitCode::from(1);
+            }
+        }
     } else if cli.atleast_version.is_some() && !cli.print {
         // pkg-config style: the answer is the exit status.
         if let Some(kind) = error {
@@ -176,7 +193,10 @@ fn main() -> ExitCode {
             eprintln!("nccl-find: {}", kind.headline());
         }
     }
-    if error.is_some() {
+    if let Some(nccl_find::ErrorKind::InvalidRequirement { .. }) = error {
+        // A malformed --atleast-version is a usage error.
+        ExitCode::from(2)
+    } else if error.is_some() {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -532,3 +532,73 @@ fn a_read_only_rendezvous_directory() {
         "{o:?}"
     );
 }
+
+/// What a user sees when the rendezvous path is a FIFO or a link to
+/// /dev/zero: exit 1 at once, the path named, no hang and no huge read.
+#[test]
+fn a_fifo_or_dev_zero_at_the_rendezvous_path_ends_with_a_message() {
+    let Some(lib) = wheel_lib() else { return };
+    let dir = std::env::temp_dir().join(format!("nccl-find-smoke-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let zero = dir.join("zero");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    for (rank, path, says) in [
+        (1, &fifo, "is a FIFO (named pipe), not a regular file"),
+        (1, &zero, "is a symbolic link, not a regular file"),
+        (
+            0,
+            &fifo,
+            "already exists and is not a rendezvous file of yours",
+        ),
+    ] {
+        let init = format!("file://{}", path.display());
+        let start = Instant::now();
+        let o = text(
+            &spawn(&rank_args(&lib, rank, 2, &init, &["--timeout", "5"]), &[])
+                .wait_with_output()
+                .unwrap(),
+        );
+        assert!(start.elapsed() < Duration::from_secs(5), "{o:?}");
+        assert_eq!(o.0, 1, "{o:?}");
+        assert!(o.2.contains(says), "{o:?}");
+        assert!(o.2.contains(&path.display().to_string()), "{o:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `smoke --json | head -c 20`: the output stops quietly; the exit status
+/// is still the test's (3: no GPU here).
+#[test]
+fn a_closed_pipe_does_not_crash_smoke() {
+    use std::os::fd::FromRawFd;
+    let Some(lib) = wheel_lib() else { return };
+    let mut fds = [0; 2];
+    // SAFETY: pipe() fills two descriptors, which are then owned here.
+    let (r, w) = unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    drop(r);
+    for extra in [&["--json"][..], &[]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+            .args(["smoke", "--lib", lib.to_str().unwrap()])
+            .args(extra)
+            .stdout(Stdio::from(w.try_clone().unwrap()))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{extra:?}: {err}");
+        assert!(!err.contains("panicked"), "{extra:?}: {err}");
+    }
+}
