@@ -76,5 +76,5 @@ pub use env::EnvRead;
 pub use error::{Error, ErrorKind};
 pub use inspect::{Candidate, Problem, Status};
 pub use probe::{CompileCheck, Config, Nccl, Report};
-pub use sources::{Looked, Origin, Package, SourceKind};
+pub use sources::{Looked, MisleadingPc, Origin, Package, SourceKind};
 pub use version::{CudaVersion, Version};

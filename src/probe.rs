@@ -255,6 +255,7 @@ impl Config {
             looked: Vec::new(),
             env: Vec::new(),
             warnings: Vec::new(),
+            misleading_pc: Vec::new(),
             loader: Loader::default(),
             cross: false,
         };
@@ -332,6 +333,7 @@ impl Config {
         }
         report.looked = ctx.looked.take();
         report.warnings = ctx.warnings.take();
+        report.misleading_pc = ctx.misleading_pc.take();
         report.env = env.reads();
         (report, outcome)
     }
@@ -634,6 +636,8 @@ pub struct Report {
     pub env: Vec<EnvRead>,
     /// Things worth knowing that stopped nothing.
     pub warnings: Vec<String>,
+    /// `nccl.pc` files whose directories hold no NCCL (a wrong `prefix=`).
+    pub misleading_pc: Vec<sources::MisleadingPc>,
     /// Which `libnccl.so.2` the run-time loader would load.
     pub loader: Loader,
     /// Whether the target differs from the host (`TARGET` ≠ `HOST`).

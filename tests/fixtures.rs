@@ -646,3 +646,30 @@ fn the_root_directive_is_the_prefix() {
         )
     );
 }
+
+#[test]
+fn a_pc_file_with_the_build_machines_prefix_is_named_and_bypassed() {
+    let n = found("dpkg-wrong-pc", &[]);
+    // Found through its real source.
+    assert_eq!(n.origin.source, SourceKind::System);
+    assert_eq!(n.version.to_string(), "2.28.3");
+    let pc = tree("dpkg-wrong-pc").join("usr/lib/x86_64-linux-gnu/pkgconfig/nccl.pc");
+    assert_eq!(
+        n.report.misleading_pc,
+        [nccl_find::MisleadingPc {
+            file: std::fs::canonicalize(&pc).unwrap(),
+            prefix: "/usr/local".into(),
+            flags: "-I/usr/local/include -L/usr/local/lib".into(),
+        }]
+    );
+    assert!(
+        n.report.warnings.iter().any(|w| w.starts_with(
+            "/usr/lib/x86_64-linux-gnu/pkgconfig/nccl.pc says prefix=/usr/local (-I/usr/local/include \
+             -L/usr/local/lib), but there is no nccl.h and no libnccl there"
+        )),
+        "{:?}",
+        n.report.warnings
+    );
+    // A correct .pc (the plain dpkg tree has none) raises nothing.
+    assert!(found("dpkg", &[]).report.misleading_pc.is_empty());
+}

@@ -198,6 +198,35 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
             e.report()
         }
     };
+    for pc in &report.misleading_pc {
+        let real = match result {
+            Ok(n) => format!(
+                " NCCL's files are in {} and {}.",
+                n.include_paths
+                    .first()
+                    .map(|i| report.logical(i).display().to_string())
+                    .unwrap_or_default(),
+                report.logical(&n.lib_dir).display()
+            ),
+            Err(_) => String::new(),
+        };
+        f.add(
+            "NCCL",
+            Level::Problem,
+            format!(
+                "{} says prefix={} ({}), where there is no NCCL: C and CMake builds that ask \
+                 `pkg-config --cflags --libs nccl` get wrong flags and fail.{real}",
+                report.logical(&pc.file).display(),
+                pc.prefix,
+                pc.flags
+            ),
+            Some(
+                "fix the prefix= line of that file, or build with `nccl-find --cflags --libs` \
+                 (or `eval \"$(nccl-find --env)\"`) instead of pkg-config"
+                    .into(),
+            ),
+        );
+    }
     for c in report.others().filter(|c| c.conflict.is_some()) {
         f.add(
             "NCCL",

@@ -147,6 +147,15 @@ fn doctor_golden() {
     );
     assert_eq!(code, 0);
     check("doctor-healthy.json", &out);
+    // A distro nccl.pc whose prefix points where there is no NCCL: doctor
+    // warns C and CMake users, and exits 1.
+    let (code, out, _) = run(
+        "dpkg-wrong-pc",
+        &["doctor", "--host-facts", &healthy],
+        &[("NCCL_DEBUG", "WARN")],
+    );
+    assert_eq!(code, 1, "{out}");
+    check("doctor-wrong-pc.txt", &out);
     // A broken facts file is a usage error that names the file.
     let (code, _, err) = run(
         "dpkg",

@@ -23,6 +23,8 @@ pub mod pkgconfig;
 pub mod search_path;
 pub mod system;
 
+pub use pkgconfig::MisleadingPc;
+
 /// Where a candidate install was found, in search order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SourceKind {
@@ -202,6 +204,7 @@ pub(crate) struct Ctx<'a> {
     pub target: &'a Target,
     pub looked: RefCell<Vec<Looked>>,
     pub warnings: RefCell<Vec<String>>,
+    pub misleading_pc: RefCell<Vec<pkgconfig::MisleadingPc>>,
     ld_cache: std::cell::OnceCell<Vec<(String, String)>>,
 }
 
@@ -213,6 +216,7 @@ impl<'a> Ctx<'a> {
             target,
             looked: RefCell::default(),
             warnings: RefCell::default(),
+            misleading_pc: RefCell::default(),
             ld_cache: std::cell::OnceCell::new(),
         }
     }

@@ -193,9 +193,57 @@ fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
             pc.vars.get("libdir").unwrap_or(&"/usr/lib".to_string()),
         ));
     }
+    let has_nccl = incs
+        .iter()
+        .any(|d| std::fs::symlink_metadata(d.join("nccl.h")).is_ok())
+        || libs.iter().any(|d| {
+            crate::sources::sorted_entries(d).iter().any(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("libnccl"))
+            })
+        });
+    if !has_nccl {
+        let prefix = pc
+            .vars
+            .get("prefix")
+            .cloned()
+            .unwrap_or_else(|| "(none)".into());
+        let flags = incs
+            .iter()
+            .map(|d| format!("-I{}", ctx.show(d)))
+            .chain(libs.iter().map(|d| format!("-L{}", ctx.show(d))))
+            .collect::<Vec<_>>()
+            .join(" ");
+        ctx.warn(format!(
+            "{} says prefix={prefix} ({flags}), but there is no nccl.h and no libnccl there: the file \
+             describes the machine NCCL was built on. `pkg-config --cflags --libs nccl` gives C and CMake \
+             builds wrong flags here; nccl-find ignores the file. Fix its prefix= line, or use \
+             `nccl-find --cflags --libs`.",
+            ctx.show(file)
+        ));
+        ctx.misleading_pc.borrow_mut().push(MisleadingPc {
+            file: file.to_path_buf(),
+            prefix,
+            flags,
+        });
+    }
     let mut site = Site::new(origin, incs, libs);
     site.root = pc.vars.get("prefix").map(place);
     site
+}
+
+/// An `nccl.pc` whose directories hold no NCCL: distro packages have
+/// shipped one whose `prefix` is the build machine's `/usr/local` while the
+/// files are in `/usr`. `pkg-config --cflags --libs nccl` is wrong there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MisleadingPc {
+    /// The `.pc` file.
+    pub file: PathBuf,
+    /// Its `prefix=` value, as written.
+    pub prefix: String,
+    /// The `-I`/`-L` flags it gives, which point at no NCCL.
+    pub flags: String,
 }
 
 #[cfg(test)]
