@@ -16,7 +16,7 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 # SIGINT during a long single-process sweep.
 "$bin" smoke --sizes 1G --iters 400 --timeout 60 >"$out/int.txt" 2>&1 & p=$!
 sleep 5; s=$(now); kill -INT $p; wait $p; rc=$?; e=$(now)
-left=$(ls -d /tmp/nccl-find-smoke-$p 2>/dev/null | wc -l); alive=$(ls -d /proc/$p 2>/dev/null | wc -l)
+left=$(ls -d /tmp/nccl-find-smoke-$p-* 2>/dev/null | wc -l); alive=$(ls -d /proc/$p 2>/dev/null | wc -l)
 row "SIGINT 5 s into a 1 GiB sweep" "$rc" "$(secs $s $e) s to exit" "temp dirs left: $left, process alive: $alive; $(tail -1 "$out/int.txt" | cut -c1-70)"
 
 # Rank 1 stalls (SIGSTOP) mid-collective; deadline 10 s.
