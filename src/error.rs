@@ -67,6 +67,12 @@ pub enum ErrorKind {
         /// The CUDA version the NCCL library was built for.
         cuda: Option<CudaVersion>,
     },
+    /// A cargo directive would hold a line break (from a directory name),
+    /// which cargo cannot carry: it would inject other directives.
+    LineBreak {
+        /// The directive, its line breaks escaped.
+        directive: String,
+    },
     /// The compile-and-run check failed.
     CompileCheck {
         /// What happened.
@@ -132,6 +138,11 @@ impl ErrorKind {
                 format!("NCCL was found, but no install satisfies the requirement {requirement}.")
             }
             ErrorKind::CompileCheck { why } => format!("the compile-and-run check failed: {why}"),
+            ErrorKind::LineBreak { directive } => format!(
+                "the directive {directive} would hold a line break, which cargo cannot carry: printing it \
+                 would inject other directives into the build. Rename the directory it names, or point the \
+                 variables at one without a line break."
+            ),
             ErrorKind::DocsRs => "DOCS_RS is set: NCCL was not probed (docs.rs builds need no library).".into(),
             ErrorKind::BadValue { variable, expected } => format!("{variable} means nothing here: set it to {expected}."),
             ErrorKind::StaticMissing { lib_dir, hint } => format!(

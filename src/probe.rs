@@ -160,7 +160,22 @@ impl Config {
             .cargo_metadata
             .unwrap_or_else(|| std::env::var_os("OUT_DIR").is_some());
         let result = match outcome {
-            Ok(post) => Ok(Nccl::from_report(report, post)),
+            Ok(post) => {
+                let n = Nccl::from_report(report, post);
+                // Last line of defence: no directive may hold a line break.
+                match crate::emit::cargo::directives(&n)
+                    .into_iter()
+                    .find(|d| crate::emit::cargo::has_line_break(d))
+                {
+                    Some(d) => Err(Error::new(
+                        ErrorKind::LineBreak {
+                            directive: crate::emit::cargo::escape(&d),
+                        },
+                        n.report,
+                    )),
+                    None => Ok(n),
+                }
+            }
             Err(kind) => Err(Error::new(kind, report)),
         };
         if emit {
@@ -290,9 +305,16 @@ impl Config {
             let sites = sources::collect(&ctx)?;
             let mut cands: Vec<Candidate> = Vec::new();
             for site in sites {
-                let Some(c) = inspect::inspect_site(&ctx, site) else {
+                let Some(mut c) = inspect::inspect_site(&ctx, site) else {
                     continue;
                 };
+                if let Some(p) = c.line_break().map(Path::to_path_buf) {
+                    let problem = inspect::Problem::LineBreak { path: p };
+                    if !c.explicit {
+                        ctx.warn(format!("an install was skipped: {problem}"));
+                    }
+                    c.status = inspect::Status::Rejected(problem);
+                }
                 if !c.explicit
                     && c.lib_dir.is_none()
                     && cands.iter().any(|o| same_file(&o.header, &c.header))

@@ -440,8 +440,18 @@ fn the_run_time_loader_check() {
 #[test]
 fn rpath_directive() {
     assert_eq!(
-        nccl_find::emit::cargo::rpath_directive(Path::new("/opt/nccl/lib")),
-        "cargo:rustc-link-arg=-Wl,-rpath,/opt/nccl/lib"
+        nccl_find::emit::cargo::rpath_directives(Path::new("/opt/nccl,x/lib")).unwrap(),
+        [
+            "cargo:rustc-link-arg=-Xlinker",
+            "cargo:rustc-link-arg=-rpath",
+            "cargo:rustc-link-arg=-Xlinker",
+            "cargo:rustc-link-arg=/opt/nccl,x/lib"
+        ]
+    );
+    assert_eq!(
+        nccl_find::emit::cargo::rpath_directives(Path::new("/opt/a\ncargo:rustc-cfg=evil"))
+            .unwrap_err(),
+        "/opt/a\\ncargo:rustc-cfg=evil holds a line break, which a cargo directive cannot carry"
     );
 }
 

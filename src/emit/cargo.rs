@@ -8,18 +8,48 @@ use crate::check::Linking;
 use crate::env::EnvRead;
 use crate::Nccl;
 
-/// Prints directives, one per line.
+/// Prints directives, one per line. A line that holds a line break inside
+/// (which would inject further directives) is never printed: a warning with
+/// the break escaped is printed instead.
 pub fn print(lines: &[String]) {
     for l in lines {
-        println!("{l}");
+        if has_line_break(l) {
+            println!(
+                "cargo:warning=nccl-find: a directive was not printed because it holds a line break: {}",
+                escape(l)
+            );
+        } else {
+            println!("{l}");
+        }
     }
 }
 
+/// Whether text holds a line break (`\n` or `\r`), which cargo cannot
+/// escape inside a directive.
+pub fn has_line_break(s: &str) -> bool {
+    s.contains(['\n', '\r'])
+}
+
+/// Text with line breaks and other control characters escaped (`\n`), for
+/// a `cargo:warning` line or a message.
+pub fn escape(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// `rerun-if-env-changed` for every variable read (cargo sets `TARGET` and
-/// `HOST` itself).
+/// `HOST` itself). A name with a line break in it (from a strange `TARGET`)
+/// cannot be written as a directive and is left out.
 pub fn rerun_env(env: &[EnvRead]) -> Vec<String> {
     env.iter()
-        .filter(|r| r.name != "TARGET" && r.name != "HOST")
+        .filter(|r| r.name != "TARGET" && r.name != "HOST" && !has_line_break(&r.name))
         .map(|r| format!("cargo:rerun-if-env-changed={}", r.name))
         .collect()
 }
@@ -79,7 +109,7 @@ pub fn directives(n: &Nccl) -> Vec<String> {
         out.push(format!("cargo:rustc-cfg={name}"));
     }
     for w in &n.report.warnings {
-        out.push(format!("cargo:warning=nccl-find: {w}"));
+        out.push(format!("cargo:warning=nccl-find: {}", escape(w)));
     }
     out
 }
@@ -92,16 +122,51 @@ pub fn directives(n: &Nccl) -> Vec<String> {
 /// It must live there: a -sys crate's `rustc-link-arg` does not reach the
 /// binaries of the crates that depend on it. Returns the directory, or
 /// `None` (printing nothing but the rerun line) when the variable is unset.
+///
+/// A directory holding a line break is refused with a warning (no directive
+/// can carry it). The directory is passed to the linker with `-Xlinker`,
+/// verbatim, so a comma in it is not split as `-Wl,` would split it.
 pub fn emit_rpath_from_dep() -> Option<PathBuf> {
     println!("cargo:rerun-if-env-changed=DEP_NCCL_LIB_DIR");
     let dir = PathBuf::from(std::env::var_os("DEP_NCCL_LIB_DIR")?);
-    println!("{}", rpath_directive(&dir));
-    Some(dir)
+    match rpath_directives(&dir) {
+        Ok(lines) => {
+            print(&lines);
+            Some(dir)
+        }
+        Err(why) => {
+            println!(
+                "cargo:warning=nccl-find: no rpath was given: {}",
+                escape(&why)
+            );
+            None
+        }
+    }
 }
 
-/// The directive that gives a binary an rpath to `dir`.
-pub fn rpath_directive(dir: &Path) -> String {
-    format!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display())
+/// The directives that give a binary an rpath to `dir`: `-Xlinker -rpath
+/// -Xlinker <dir>`, so that no character of the directory is interpreted
+/// (`-Wl,-rpath,<dir>` would split it at commas). Refused when `dir` is not
+/// UTF-8 or holds a line break, which a directive cannot carry.
+pub fn rpath_directives(dir: &Path) -> Result<Vec<String>, String> {
+    let text = dir.to_str().ok_or_else(|| {
+        format!(
+            "{} is not valid UTF-8, which a cargo directive cannot carry",
+            dir.display()
+        )
+    })?;
+    if has_line_break(text) {
+        return Err(format!(
+            "{} holds a line break, which a cargo directive cannot carry",
+            escape(text)
+        ));
+    }
+    Ok(vec![
+        "cargo:rustc-link-arg=-Xlinker".into(),
+        "cargo:rustc-link-arg=-rpath".into(),
+        "cargo:rustc-link-arg=-Xlinker".into(),
+        format!("cargo:rustc-link-arg={text}"),
+    ])
 }
 
 /// The install prefix where no source named a root: the deepest directory

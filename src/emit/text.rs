@@ -228,7 +228,8 @@ pub fn advice(kind: &ErrorKind, r: &Report) -> String {
         | ErrorKind::StaticMissing { .. }
         | ErrorKind::CudartStaticMissing { .. }
         | ErrorKind::MissingSymbols { .. }
-        | ErrorKind::CompileCheck { .. } => {}
+        | ErrorKind::CompileCheck { .. }
+        | ErrorKind::LineBreak { .. } => {}
     }
     for c in &r.candidates {
         if let Some(Problem::NoHeader { hint, .. }) = c.problem() {

@@ -135,6 +135,11 @@ pub enum Problem {
         /// Why.
         why: String,
     },
+    /// A path holding a line break, which no cargo directive can carry.
+    LineBreak {
+        /// The path, as found.
+        path: PathBuf,
+    },
     /// A version that does not meet the requirement.
     Unsatisfied {
         /// The version found.
@@ -282,6 +287,12 @@ impl fmt::Display for Problem {
                 "{} cannot be parsed: {why}. Fix or remove it.",
                 file.display()
             ),
+            Problem::LineBreak { path } => write!(
+                f,
+                "{} holds a line break, which no cargo directive can carry: printing it would inject \
+                 other directives into the build. Rename it, or use an install whose path has none.",
+                crate::emit::cargo::escape(&path.display().to_string())
+            ),
             Problem::Unsatisfied {
                 version,
                 requirement,
@@ -344,6 +355,23 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// The first of its paths that holds a line break (`\n` or `\r`).
+    pub(crate) fn line_break(&self) -> Option<&Path> {
+        [
+            Some(&self.place),
+            self.root.as_ref(),
+            self.header.as_ref(),
+            self.lib_dir.as_ref(),
+            self.library.as_ref(),
+            self.library_real.as_ref(),
+            self.static_library.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::as_path)
+        .find(|p| crate::emit::cargo::has_line_break(&p.as_os_str().to_string_lossy()))
+    }
+
     /// The directory holding `nccl.h`.
     pub fn include_dir(&self) -> Option<&Path> {
         self.header.as_deref().and_then(Path::parent)
