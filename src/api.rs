@@ -1,4 +1,4 @@
-//! NCCL's API by version (FACTS.md §4): the `cfg` names a build script
+//! NCCL's API by version (the first release that has each function): the `cfg` names a build script
 //! emits for each level, and the version that introduced each function.
 
 /// API levels: `(cfg name, major, minor, patch)`, oldest first. A build

@@ -89,11 +89,19 @@ pub enum ErrorKind {
     },
 }
 
-/// The error of [`crate::Config::probe`].
-#[derive(Debug, Clone)]
+/// The error of [`crate::Config::probe`]. Its `Debug` output is its
+/// `Display` text (the whole message), so that `probe().unwrap()` in a build
+/// script prints the message, not a dump of the report.
+#[derive(Clone)]
 pub struct Error {
     // One pointer wide, so that `Result<_, Error>` stays small for callers.
     inner: Box<(ErrorKind, Report)>,
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 impl Error {

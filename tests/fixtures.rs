@@ -168,7 +168,7 @@ fn source_build_layout_and_unbuilt_checkout() {
     );
     assert_eq!(logical(&n.report, &n.lib_dir), "/src/nccl/build/lib");
     assert_eq!(n.version.to_string(), "2.23.4");
-    // Seed 004 points NCCL_HOME at build/ directly.
+    // Source builds are often used with NCCL_HOME at build/ directly.
     let n = found("source-build", &[("NCCL_HOME", "/src/nccl/build")]);
     assert_eq!(logical(&n.report, &n.lib_dir), "/src/nccl/build/lib");
 

@@ -523,7 +523,7 @@ fn check_rdma(f: &mut Findings, facts: &Facts) {
             "RDMA",
             Level::Note,
             "no RDMA libraries load: NCCL uses TCP sockets between nodes (fine on one node)",
-            Some("for InfiniBand/RoCE: apt install rdma-core ibverbs-providers librdmacm1 (seed 001); else NCCL_IB_DISABLE=1 silences the search".into()),
+            Some("for InfiniBand/RoCE: apt install rdma-core ibverbs-providers librdmacm1; else NCCL_IB_DISABLE=1 silences the search".into()),
         );
     } else {
         f.add(
@@ -563,7 +563,7 @@ fn check_mpi(f: &mut Findings, facts: &Facts) {
         None => f.add(
             "MPI",
             Level::Note,
-            "no mpirun or mpiexec on PATH: needed only for MPI-launched jobs (seed 004)",
+            "no mpirun or mpiexec on PATH: needed only for MPI-launched jobs",
             Some(
                 "apt install openmpi-bin libopenmpi-dev, if your framework launches through MPI"
                     .into(),

@@ -197,7 +197,7 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// Cause and fix for an NCCL result code (FACTS.md §5).
+/// Cause and fix for an NCCL result code.
 pub fn hint(rc: i32) -> String {
     match rc {
         1 => "Likely cause: a driver/CUDA problem or out of memory. Check nvidia-smi and the driver version \

@@ -1,6 +1,6 @@
 //! NCCL's API, loaded from one exact library file: the one the probe
 //! selected, or the one named with `--lib`. (cudarc's loader cannot name a
-//! file and never tries `libnccl.so.2`; see FACTS.md §7.)
+//! file and never tries `libnccl.so.2`.)
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::{Path, PathBuf};

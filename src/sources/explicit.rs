@@ -1,4 +1,4 @@
-//! Source 1: `NCCL_INCLUDE_DIR` + `NCCL_LIB_DIR` (seed 000's pair). Both or
+//! Source 1: `NCCL_INCLUDE_DIR` + `NCCL_LIB_DIR` (the pair Makefile and CMake builds often set by hand). Both or
 //! neither: one alone is an error that says which one is missing.
 
 use super::{Ctx, Origin, Site, SourceKind};

@@ -1,7 +1,7 @@
 //! Source 2: `NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`. The first one
 //! set wins; the others are reported as shadowed. Each is an install root:
 //! `<root>/{include,lib,lib64,lib/<multiarch>}`, or the source-build layout
-//! `<root>/build/{include,lib}` (seed 004). A checkout that was never built
+//! `<root>/build/{include,lib}` (where `make src.build` puts a source build). A checkout that was never built
 //! (only `src/nccl.h.in`) gets its own message.
 
 use std::path::{Path, PathBuf};
