@@ -259,7 +259,7 @@ impl Config {
             .target
             .clone()
             .or_else(|| env.raw("TARGET").map(|t| t.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| env!("NCCL_FIND_BUILT_FOR").to_string());
+            .unwrap_or_else(crate::target::built_for);
         let target = Target::new(&triple);
         let mut report = Report {
             target: triple.clone(),

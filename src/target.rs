@@ -19,6 +19,26 @@ pub(crate) struct Target {
     pub elf_machine: Option<(u16, &'static str)>,
 }
 
+/// The target this copy of nccl-find was compiled for, from its own cfgs
+/// (a library has no build script to read `TARGET` from, and a build script
+/// of a -sys crate always has `TARGET` set by cargo).
+pub(crate) fn built_for() -> String {
+    let arch = if cfg!(all(target_arch = "powerpc64", target_endian = "little")) {
+        "powerpc64le"
+    } else {
+        std::env::consts::ARCH
+    };
+    let env = if cfg!(target_env = "musl") {
+        "musl"
+    } else {
+        "gnu"
+    };
+    match std::env::consts::OS {
+        "linux" => format!("{arch}-unknown-linux-{env}"),
+        os => format!("{arch}-unknown-{os}"),
+    }
+}
+
 impl Target {
     pub fn new(triple: &str) -> Target {
         let arch = triple.split('-').next().unwrap_or("");
@@ -60,5 +80,14 @@ impl Target {
                 _ => None,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn built_for_names_this_target() {
+        assert_eq!(super::built_for(), "x86_64-unknown-linux-gnu");
     }
 }

@@ -345,7 +345,27 @@ fn mismatched_header_and_library_are_refused_with_both() {
 
 #[test]
 fn broken_symlink_names_the_missing_target() {
-    let e = probe("broken-symlinks", &[("NCCL_HOME", "/opt/nccl-broken")]).unwrap_err();
+    // libnccl.so -> libnccl.so.2 -> a file that is gone, made in a copy.
+    let root = std::env::temp_dir().join(format!("nccl-find-broken-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(tree("broken-symlinks"))
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let lib = root.join("opt/nccl-broken/lib");
+    std::os::unix::fs::symlink("libnccl.so.2.21.5", lib.join("libnccl.so.2")).unwrap();
+    std::os::unix::fs::symlink("libnccl.so.2", lib.join("libnccl.so")).unwrap();
+    let e = Config::new()
+        .root(&root)
+        .target("x86_64-unknown-linux-gnu")
+        .env_vars([("NCCL_HOME", "/opt/nccl-broken")])
+        .probe()
+        .unwrap_err();
+    let _ = std::fs::remove_dir_all(&root);
     match e.kind() {
         ErrorKind::Explicit {
             problem: Problem::BrokenSymlink { link, target },
@@ -672,4 +692,48 @@ fn a_pc_file_with_the_build_machines_prefix_is_named_and_bypassed() {
     );
     // A correct .pc (the plain dpkg tree has none) raises nothing.
     assert!(found("dpkg", &[]).report.misleading_pc.is_empty());
+}
+
+#[test]
+fn dpkg_lists_in_the_multiarch_form_say_where_the_files_are() {
+    // Real multiarch packages list their files in `<pkg>:<arch>.list`
+    // (made here, since a crate package cannot hold `:` in a file name).
+    // The library is moved to a directory only the list knows.
+    let root = std::env::temp_dir().join(format!("nccl-find-dpkg-arch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(tree("dpkg"))
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let info = root.join("var/lib/dpkg/info");
+    std::fs::remove_file(info.join("libnccl2.list")).unwrap();
+    let ma = root.join("usr/lib/x86_64-linux-gnu");
+    std::fs::create_dir(ma.join("nccl")).unwrap();
+    for f in ["libnccl.so.2.28.3", "libnccl.so.2"] {
+        std::fs::rename(ma.join(f), ma.join("nccl").join(f)).unwrap();
+    }
+    std::fs::write(
+        info.join("libnccl2:amd64.list"),
+        "/.\n/usr/lib/x86_64-linux-gnu/nccl\n/usr/lib/x86_64-linux-gnu/nccl/libnccl.so.2.28.3\n\
+         /usr/lib/x86_64-linux-gnu/nccl/libnccl.so.2\n",
+    )
+    .unwrap();
+    std::fs::remove_file(ma.join("libnccl.so")).unwrap();
+    let n = Config::new()
+        .root(&root)
+        .target("x86_64-unknown-linux-gnu")
+        .cargo_metadata(false)
+        .env_vars(Vec::<(String, String)>::new())
+        .probe()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_dir_all(&root);
+    assert_eq!(
+        n.report.logical(&n.lib_dir).display().to_string(),
+        "/usr/lib/x86_64-linux-gnu/nccl"
+    );
+    assert_eq!(n.library_version.to_string(), "2.28.3");
 }

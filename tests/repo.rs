@@ -43,5 +43,8 @@ fn an_error_debugs_as_its_message() {
         .probe()
         .unwrap_err();
     assert_eq!(format!("{e:?}"), e.to_string());
-    assert!(format!("{e:?}").starts_with("nccl-find: NCCL_HOME=/nowhere was set"), "{e:?}");
+    assert!(
+        format!("{e:?}").starts_with("nccl-find: NCCL_HOME=/nowhere was set"),
+        "{e:?}"
+    );
 }

@@ -119,6 +119,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
         config.target(t);
+    } else {
+        config.target(env!("NCCL_FIND_BUILT_FOR"));
     }
     if let Some(r) = &cli.root {
         config.root(r);
