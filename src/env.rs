@@ -82,6 +82,16 @@ impl Env {
         self.reads.borrow().clone()
     }
 
+    /// Reads one variable without recording the read: for variables cargo
+    /// itself sets for build scripts (`OUT_DIR`), which decide how the probe
+    /// runs, not what it finds.
+    pub(crate) fn peek(&self, name: &str) -> Option<OsString> {
+        match &self.fixed {
+            Some(map) => map.get(OsStr::new(name)).cloned(),
+            None => std::env::var_os(name),
+        }
+    }
+
     /// Reads one variable exactly as named, and records the read.
     pub(crate) fn raw(&self, name: &str) -> Option<OsString> {
         let value = match &self.fixed {

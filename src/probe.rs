@@ -156,9 +156,7 @@ impl Config {
     /// returns [`ErrorKind::DocsRs`]; [`Config::probe_or_exit`] turns that into `None`.
     pub fn probe(&self) -> Result<Nccl, Error> {
         let (report, outcome) = self.run();
-        let emit = self
-            .cargo_metadata
-            .unwrap_or_else(|| std::env::var_os("OUT_DIR").is_some());
+        let emit = self.build_script(&self.env());
         let result = match outcome {
             Ok(post) => {
                 let n = Nccl::from_report(report, post);
@@ -250,11 +248,22 @@ impl Config {
         Ok(Some((req, text)))
     }
 
-    fn run(&self) -> (Report, Result<Post, ErrorKind>) {
-        let env = match &self.vars {
+    fn env(&self) -> Env {
+        match &self.vars {
             Some(v) => Env::from_vars(v.iter().cloned()),
             None => Env::process(),
-        };
+        }
+    }
+
+    /// Whether this probe runs as a build script: [`Config::cargo_metadata`],
+    /// else whether `OUT_DIR` is set.
+    fn build_script(&self, env: &Env) -> bool {
+        self.cargo_metadata
+            .unwrap_or_else(|| env.peek("OUT_DIR").is_some())
+    }
+
+    fn run(&self) -> (Report, Result<Post, ErrorKind>) {
+        let env = self.env();
         let triple = self
             .target
             .clone()
@@ -289,7 +298,8 @@ impl Config {
         };
         let root = std::fs::canonicalize(&root).unwrap_or(root);
         report.root = root.clone();
-        let ctx = Ctx::new(&env, &root, &target);
+        let mut ctx = Ctx::new(&env, &root, &target);
+        ctx.build_script = self.build_script(&env);
         let mut loader_done = false;
         let outcome = (|| {
             if let (None, Some(v)) = (&self.root, &sysroot) {
@@ -347,6 +357,14 @@ impl Config {
                 .selected()
                 .cloned()
                 .ok_or_else(|| result.err().unwrap_or(ErrorKind::NotFound))?;
+            if c.origin.source == sources::SourceKind::Pip && c.origin.detail.ends_with("(PATH)") {
+                ctx.warn(format!(
+                    "this install was found through a python on PATH, which a build script does not search \
+                     (a PATH change would rerun it): for cargo builds set NCCL_HOME={}, or activate the \
+                     environment (VIRTUAL_ENV).",
+                    ctx.show(c.root.as_deref().unwrap_or(&c.place))
+                ));
+            }
             self.post(&ctx, &c, &report.loader)
         })();
         // Failed before selection: still say what the loader would pick.
@@ -364,22 +382,7 @@ impl Config {
     /// run-time loader, the CUDA headers.
     fn post(&self, ctx: &Ctx, c: &Candidate, loader: &Loader) -> Result<Post, ErrorKind> {
         let lib_dir = c.lib_dir.clone().unwrap_or_default();
-        let statik = match self.statik {
-            Some(s) => s,
-            None => match ctx.var("NCCL_STATIC") {
-                None => false,
-                Some(v) => match v.value.to_string_lossy().to_ascii_lowercase().as_str() {
-                    "1" | "true" | "yes" | "on" => true,
-                    "0" | "false" | "no" | "off" => false,
-                    _ => {
-                        return Err(ErrorKind::BadValue {
-                            variable: format!("{}={}", v.name, v.value.to_string_lossy()),
-                            expected: "1 (static) or 0 (shared)",
-                        })
-                    }
-                },
-            },
-        };
+        let statik = self.wants_static(ctx, c)?;
         let linking = if statik {
             let archive = c.static_library.clone().ok_or_else(|| ErrorKind::StaticMissing {
                 lib_dir: lib_dir.clone(),
@@ -460,6 +463,51 @@ impl Config {
             cuda_include,
             compiled,
         })
+    }
+}
+
+impl Config {
+    /// Static or shared, in the order the `pkg-config` crate uses:
+    /// [`Config::statik`], `NCCL_STATIC` (1 or 0), `NCCL_DYNAMIC`, then
+    /// `PKG_CONFIG_ALL_STATIC` (`PKG_CONFIG_ALL_DYNAMIC` asks for the
+    /// default, shared). The global
+    /// `PKG_CONFIG_ALL_STATIC` asks for static NCCL only where there is a
+    /// `libnccl_static.a`; elsewhere it links shared and says so.
+    fn wants_static(&self, ctx: &Ctx, c: &Candidate) -> Result<bool, ErrorKind> {
+        if let Some(s) = self.statik {
+            return Ok(s);
+        }
+        if let Some(v) = ctx.var("NCCL_STATIC") {
+            return match v.value.to_string_lossy().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => Ok(true),
+                "0" | "false" | "no" | "off" => Ok(false),
+                _ => Err(ErrorKind::BadValue {
+                    variable: format!("{}={}", v.name, v.value.to_string_lossy()),
+                    expected: "1 (static) or 0 (shared)",
+                }),
+            };
+        }
+        if ctx.var("NCCL_DYNAMIC").is_some() {
+            return Ok(false);
+        }
+        if ctx
+            .env
+            .raw("PKG_CONFIG_ALL_STATIC")
+            .is_some_and(|v| !v.is_empty())
+        {
+            if c.static_library.is_some() {
+                return Ok(true);
+            }
+            ctx.warn(
+                "PKG_CONFIG_ALL_STATIC is set, but this install has no libnccl_static.a: NCCL is linked \
+                 shared. Set NCCL_STATIC=1 to make that an error, or NCCL_DYNAMIC=1 to silence this."
+                    .into(),
+            );
+            return Ok(false);
+        }
+        // Shared is the default, so PKG_CONFIG_ALL_DYNAMIC changes nothing
+        // and is not read (reading it would only add a rerun trigger).
+        Ok(false)
     }
 }
 

@@ -205,6 +205,9 @@ pub(crate) struct Ctx<'a> {
     pub looked: RefCell<Vec<Looked>>,
     pub warnings: RefCell<Vec<String>>,
     pub misleading_pc: RefCell<Vec<pkgconfig::MisleadingPc>>,
+    /// Running as a build script: searches that depend on `PATH` are left
+    /// out, so that a `PATH` change never reruns the build script.
+    pub build_script: bool,
     ld_cache: std::cell::OnceCell<Vec<(String, String)>>,
 }
 
@@ -217,6 +220,7 @@ impl<'a> Ctx<'a> {
             looked: RefCell::default(),
             warnings: RefCell::default(),
             misleading_pc: RefCell::default(),
+            build_script: false,
             ld_cache: std::cell::OnceCell::new(),
         }
     }
@@ -304,7 +308,42 @@ impl<'a> Ctx<'a> {
 
     /// A variable holding a `:`-separated list of directories.
     pub fn var_list(&self, name: &str) -> Option<(Var, Vec<PathBuf>)> {
-        let var = self.var(name)?;
+        self.list_of(self.var(name)?)
+    }
+
+    /// A pkg-config variable, looked up as the `pkg-config` crate does:
+    /// `<NAME>_<target>`, `<NAME>_<target with underscores>`, then
+    /// `HOST_<NAME>` (host == target) or `TARGET_<NAME>` (cross), then
+    /// `<NAME>`. Empty values count as unset.
+    pub fn pkg_config_var(&self, name: &str) -> Option<Var> {
+        let triple = &self.target.triple;
+        let mut names = vec![
+            format!("{name}_{triple}"),
+            format!("{name}_{}", triple.replace('-', "_")),
+        ];
+        if let Some(host) = self.env.raw("HOST") {
+            let kind = if host == std::ffi::OsStr::new(triple) {
+                "HOST"
+            } else {
+                "TARGET"
+            };
+            names.push(format!("{kind}_{name}"));
+        }
+        names.push(name.to_string());
+        names.into_iter().find_map(|n| {
+            self.env
+                .raw(&n)
+                .filter(|v| !v.is_empty())
+                .map(|value| Var { name: n, value })
+        })
+    }
+
+    /// [`Ctx::pkg_config_var`] as a list of directories.
+    pub fn pkg_config_list(&self, name: &str) -> Option<(Var, Vec<PathBuf>)> {
+        self.list_of(self.pkg_config_var(name)?)
+    }
+
+    fn list_of(&self, var: Var) -> Option<(Var, Vec<PathBuf>)> {
         let dirs = std::env::split_paths(&var.value)
             .filter(|p| !p.as_os_str().is_empty())
             .map(|p| self.value_path(&var.name, &p.into_os_string()))

@@ -5,7 +5,7 @@
 //!
 //! Site-packages are tried in this order: `PYTHONPATH` entries, the active
 //! virtualenv (`VIRTUAL_ENV`), the conda env (`CONDA_PREFIX`), the
-//! interpreters on `PATH`, pyenv's versions (`PYENV_ROOT`, else
+//! interpreters on `PATH` (not in a build script), pyenv's versions (`PYENV_ROOT`, else
 //! `~/.pyenv`), the user site (`PYTHONUSERBASE`, else `~/.local`), and the
 //! system's `dist-packages` / `site-packages`.
 
@@ -28,7 +28,15 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
             );
         }
     }
-    if let Some((var, dirs)) = ctx.var_list("PATH") {
+    // Not in a build script: a PATH search there would rerun it (and
+    // rebuild everything above it) whenever PATH changes, as between an IDE
+    // and a terminal. The command searches PATH and says what to set.
+    let path = if ctx.build_script {
+        None
+    } else {
+        ctx.var_list("PATH")
+    };
+    if let Some((var, dirs)) = path {
         for bin in dirs {
             let has_python = ["python3", "python"].iter().any(|p| bin.join(p).exists());
             if has_python && bin.file_name().is_some_and(|n| n == "bin") {

@@ -119,20 +119,28 @@ fn default_dirs(ctx: &Ctx) -> Vec<PathBuf> {
 }
 
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
-    let mut dirs: Vec<(PathBuf, &str)> = Vec::new();
-    if let Some((_, list)) = ctx.var_list("PKG_CONFIG_PATH") {
-        dirs.extend(list.into_iter().map(|d| (d, "PKG_CONFIG_PATH")));
+    if let Some(v) = ctx.var("NCCL_NO_PKG_CONFIG") {
+        ctx.looked(
+            SourceKind::PkgConfig,
+            Path::new("nccl.pc"),
+            format!("not looked for: {} is set", v.name),
+        );
+        return Vec::new();
     }
-    match ctx.var_list("PKG_CONFIG_LIBDIR") {
-        Some((_, list)) => dirs.extend(list.into_iter().map(|d| (d, "PKG_CONFIG_LIBDIR"))),
+    let mut dirs: Vec<(PathBuf, String)> = Vec::new();
+    if let Some((var, list)) = ctx.pkg_config_list("PKG_CONFIG_PATH") {
+        dirs.extend(list.into_iter().map(|d| (d, var.name.clone())));
+    }
+    match ctx.pkg_config_list("PKG_CONFIG_LIBDIR") {
+        Some((var, list)) => dirs.extend(list.into_iter().map(|d| (d, var.name.clone()))),
         None => dirs.extend(
             default_dirs(ctx)
                 .into_iter()
-                .map(|d| (d, "default pkg-config dir")),
+                .map(|d| (d, "default pkg-config dir".to_string())),
         ),
     }
     let sysroot = ctx
-        .var("PKG_CONFIG_SYSROOT_DIR")
+        .pkg_config_var("PKG_CONFIG_SYSROOT_DIR")
         .map(|v| PathBuf::from(v.value));
     let mut out = Vec::new();
     for (dir, why) in dirs {
@@ -142,7 +150,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
             continue;
         }
         ctx.looked(SourceKind::PkgConfig, &file, format!("found ({why})"));
-        out.push(site_for(ctx, &file, why, sysroot.as_deref()));
+        out.push(site_for(ctx, &file, &why, sysroot.as_deref()));
     }
     out
 }
