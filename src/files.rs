@@ -6,7 +6,7 @@
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `O_NONBLOCK` where its value is known, so that even a FIFO swapped in
 /// between the check and the open cannot block the open.
@@ -104,6 +104,78 @@ pub(crate) fn read_bounded(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// How many symbolic links one resolution may follow, as the kernel's own
+/// limit (`ELOOP` past it).
+const MAX_LINKS: u32 = 40;
+
+/// Resolves `path` (which lies under `root`) the way a chroot or a sysroot
+/// would: every symbolic link is followed inside `root`, an absolute target
+/// is taken from `root`, and `..` never climbs above it. With `strict`, a
+/// missing component is an error (as `canonicalize`); without, the rest of
+/// the path is appended as it is. Under the root `/` this is
+/// `std::fs::canonicalize`.
+pub(crate) fn resolve_in(root: &Path, path: &Path, strict: bool) -> io::Result<PathBuf> {
+    use std::path::Component;
+    if root == Path::new("/") {
+        return match std::fs::canonicalize(path) {
+            Err(e) if !strict && e.kind() == io::ErrorKind::NotFound => Ok(path.to_path_buf()),
+            r => r,
+        };
+    }
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    let mut todo: Vec<std::ffi::OsString> = rel
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    let mut cur = root.to_path_buf();
+    let mut links = 0;
+    while let Some(name) = todo.pop() {
+        if name == ".." {
+            if cur != root {
+                cur.pop();
+            }
+            continue;
+        }
+        let next = cur.join(&name);
+        match std::fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Other,
+                        "symbolic links loop (more than 40 followed)",
+                    ));
+                }
+                let target = std::fs::read_link(&next)?;
+                if target.is_absolute() {
+                    cur = root.to_path_buf();
+                }
+                for c in target.components().rev() {
+                    match c {
+                        Component::Normal(n) => todo.push(n.to_os_string()),
+                        Component::ParentDir => todo.push("..".into()),
+                        _ => {}
+                    }
+                }
+            }
+            Ok(_) => cur = next,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !strict => {
+                cur = next;
+                while let Some(rest) = todo.pop() {
+                    cur.push(rest);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(cur)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,5 +213,40 @@ mod tests {
         );
         assert_eq!(read_bounded(&big, 11).unwrap(), [b'x'; 11]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn links_resolve_inside_the_root() {
+        use std::os::unix::fs::symlink;
+        let root = std::env::temp_dir().join(format!("nccl-find-resolve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("usr/lib/real")).unwrap();
+        std::fs::write(root.join("usr/lib/real/f"), "x").unwrap();
+        // An absolute link, as a sysroot has them: taken from the root.
+        symlink("/usr/lib/real", root.join("usr/lib/abs")).unwrap();
+        // A relative link that climbs past the root stays inside it.
+        symlink("../../../../../usr/lib/real", root.join("usr/lib/up")).unwrap();
+        // A link to /etc: /etc under the root, which does not exist.
+        symlink("/etc", root.join("etc-link")).unwrap();
+        symlink("loop", root.join("loop")).unwrap();
+        let r = |p: &str, strict| resolve_in(&root, &root.join(p), strict);
+        assert_eq!(
+            r("usr/lib/abs/f", true).unwrap(),
+            root.join("usr/lib/real/f")
+        );
+        assert_eq!(
+            r("usr/lib/up/f", true).unwrap(),
+            root.join("usr/lib/real/f")
+        );
+        assert_eq!(
+            r("etc-link/passwd", true).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        assert_eq!(
+            r("etc-link/passwd", false).unwrap(),
+            root.join("etc/passwd")
+        );
+        assert!(r("loop", true).unwrap_err().to_string().contains("loop"));
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

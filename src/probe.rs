@@ -303,7 +303,7 @@ impl Config {
         let mut loader_done = false;
         let outcome = (|| {
             if let (None, Some(v)) = (&self.root, &sysroot) {
-                if let Some(problem) = sources::home::check_dir(&v.name, &root) {
+                if let Some(problem) = sources::home::check_dir(Path::new("/"), &v.name, &root) {
                     return Err(ErrorKind::Explicit {
                         variable: format!("{}={}", v.name, v.value.to_string_lossy()),
                         problem,

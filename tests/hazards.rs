@@ -99,9 +99,9 @@ fn symlink_loops() {
         msg.contains("libnccl.so cannot be read (symbolic links loop)"),
         "{msg}"
     );
-    // NCCL_HOME itself a loop.
-    symlink(s.p("loop-b"), s.p("loop-a")).unwrap();
-    symlink(s.p("loop-a"), s.p("loop-b")).unwrap();
+    // NCCL_HOME itself a loop (absolute targets are taken from the root).
+    symlink("/loop-b", s.p("loop-a")).unwrap();
+    symlink("/loop-a", s.p("loop-b")).unwrap();
     let (p, _) = explicit_problem(probe_in(&s.0, &home("/loop-a")));
     assert!(
         matches!(p, Problem::Unreadable { ref error, .. } if error == "symbolic links loop"),
@@ -112,7 +112,7 @@ fn symlink_loops() {
 #[test]
 fn dangling_symlinks() {
     let s = Scratch::new("dangling");
-    symlink(s.p("nowhere"), s.p("opt/gone")).unwrap();
+    symlink("/nowhere", s.p("opt/gone")).unwrap();
     let (p, _) = explicit_problem(probe_in(&s.0, &home("/opt/gone")));
     assert_eq!(
         p,
@@ -483,4 +483,42 @@ fn permission_problems_say_permission() {
         "{stderr}"
     );
     assert!(!stderr.contains("no nccl.h beside"), "{stderr}");
+}
+
+#[test]
+fn absolute_links_inside_a_root_stay_inside_it() {
+    // A sysroot whose /opt/n is an absolute link to /opt/real (inside the
+    // root), and whose /opt/evil points at a real NCCL outside the root.
+    let s = Scratch::new("root-escape");
+    std::fs::rename(s.p("opt/n"), s.p("opt/real")).unwrap();
+    symlink("/opt/real", s.p("opt/n")).unwrap();
+    let n = probe_in(&s.0, &home("/opt/n"))
+        .0
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(n.library_real, s.p("opt/real/lib/libnccl.so.2.21.5"));
+    // The outside install is a real one: a copy of the fixture elsewhere.
+    let outside = Scratch::new("root-escape-outside");
+    symlink(outside.p("opt/n"), s.p("opt/evil")).unwrap();
+    let (p, _) = explicit_problem(probe_in(&s.0, &home("/opt/evil")));
+    // The link's target is taken from the root, where there is nothing.
+    assert_eq!(
+        p,
+        Problem::BrokenSymlink {
+            link: s.p("opt/evil"),
+            target: s.0.join(outside.p("opt/n").strip_prefix("/").unwrap()),
+        }
+    );
+    // A library link pointing outside the root is not followed out either.
+    let lib = s.p("opt/real/lib");
+    std::fs::remove_file(lib.join("libnccl.so")).unwrap();
+    symlink(
+        outside.p("opt/n/lib/libnccl.so.2.21.5"),
+        lib.join("libnccl.so"),
+    )
+    .unwrap();
+    let (p, _) = explicit_problem(probe_in(&s.0, &home("/opt/n")));
+    assert!(
+        matches!(&p, Problem::BrokenSymlink { link, .. } if *link == lib.join("libnccl.so")),
+        "{p:?}"
+    );
 }

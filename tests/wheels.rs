@@ -97,19 +97,36 @@ fn wheels_dir() -> Option<PathBuf> {
 }
 
 /// A fresh, empty filesystem root in which the wheel's site-packages is
-/// linked where each route expects it, so nothing on this machine counts.
+/// placed where each route expects it, so nothing on this machine counts.
+/// It lies beside the cache and its files are hard links into it (no data
+/// is copied): a symbolic link out of the root would not be followed, as
+/// in a sysroot.
 struct Root(PathBuf);
 
 impl Root {
     fn new(tag: &str, site: &Path) -> Root {
-        let root =
-            std::env::temp_dir().join(format!("nccl-find-wheels-{}-{tag}", std::process::id()));
+        let cache = site.parent().and_then(Path::parent).expect("the cache");
+        let root = cache.join(format!("test-roots/{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let sp = root.join("venv/lib/python3.11");
         std::fs::create_dir_all(&sp).unwrap();
-        std::os::unix::fs::symlink(site, sp.join("site-packages")).unwrap();
+        place(site, &sp.join("site-packages"));
         Root(root)
     }
+}
+
+/// Puts a copy of the tree `src` at `dst`, made of hard links where the
+/// filesystem allows (else a real copy).
+fn place(src: &Path, dst: &Path) {
+    let cp = |flags: &str| {
+        std::process::Command::new("cp")
+            .arg(flags)
+            .arg(src)
+            .arg(dst)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(cp("-al") || cp("-a"), "cannot copy {}", src.display());
 }
 
 impl Drop for Root {
@@ -336,17 +353,15 @@ fn required_symbols_against_real_libraries() {
 fn cuda_headers_beside_a_wheel_say_which_wheel_is_missing() {
     let Some(dir) = wheels_dir() else { return };
     let root = Root::new("cudainc", &dir.join(WHEELS[1].0));
-    // The site-packages is a link into the cache; put the CUDA wheels beside
-    // nvidia/nccl in a site-packages of our own instead.
+    // Put the CUDA wheels beside nvidia/nccl in a site-packages of our own.
     let sp = root.0.join("venv/lib/python3.11/site-packages");
-    std::fs::remove_file(&sp).unwrap();
+    std::fs::remove_dir_all(&sp).unwrap();
     std::fs::create_dir_all(sp.join("nvidia")).unwrap();
     let link = |dist: &str, d: &str| {
-        std::os::unix::fs::symlink(
-            dir.join(dist).join("nvidia").join(d),
-            sp.join("nvidia").join(d),
+        place(
+            &dir.join(dist).join("nvidia").join(d),
+            &sp.join("nvidia").join(d),
         )
-        .unwrap()
     };
     link(WHEELS[1].0, "nccl");
     let probe = || {
@@ -416,7 +431,7 @@ fn compile_and_run_check_against_a_real_wheel() {
         "{msg}"
     );
     // With the CUDA wheels beside it, the real library answers 2.21.5.
-    std::fs::remove_file(&sp).unwrap();
+    std::fs::remove_dir_all(&sp).unwrap();
     std::fs::create_dir_all(sp.join("nvidia")).unwrap();
     for (dist, d) in [
         (WHEELS[1].0, "nccl"),
@@ -424,11 +439,10 @@ fn compile_and_run_check_against_a_real_wheel() {
         ("nvidia_cuda_nvcc_cu12-12.4.131", "cuda_nvcc"),
         ("nvidia_cuda_cccl_cu12-12.4.127.post1", "cuda_cccl"),
     ] {
-        std::os::unix::fs::symlink(
-            dir.join(dist).join("nvidia").join(d),
-            sp.join("nvidia").join(d),
-        )
-        .unwrap();
+        place(
+            &dir.join(dist).join("nvidia").join(d),
+            &sp.join("nvidia").join(d),
+        );
     }
     let n = Config::new()
         .root(&root.0)

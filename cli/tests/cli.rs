@@ -278,11 +278,24 @@ fn newcomer_print_selects_the_newest_cu12_wheel() {
         .map(|(_, d, v)| (d, v))
         .expect("a cu12 wheel in the cache");
     let nccl_version = version.split(".post").next().unwrap().to_string();
-    let root = std::env::temp_dir().join(format!("nccl-find-newcomer-{}", std::process::id()));
+    // A root beside the cache, the wheel hard-linked into it (a symbolic
+    // link out of the root would not be followed, as in a sysroot).
+    let root = wheels
+        .parent()
+        .unwrap()
+        .join(format!("test-roots/newcomer-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let sp_dir = root.join("home/me/.venv/lib/python3.11");
     std::fs::create_dir_all(&sp_dir).unwrap();
-    std::os::unix::fs::symlink(wheels.join(&dist), sp_dir.join("site-packages")).unwrap();
+    let copied = ["-al", "-a"].iter().any(|f| {
+        Command::new("cp")
+            .arg(f)
+            .arg(wheels.join(&dist))
+            .arg(sp_dir.join("site-packages"))
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    assert!(copied);
     let out = run(
         &["--print", "--root", root.to_str().unwrap()],
         &[("VIRTUAL_ENV", "/home/me/.venv")],

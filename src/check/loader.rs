@@ -69,7 +69,7 @@ pub(crate) fn resolve(ctx: &Ctx, runpath: &[PathBuf], cross: bool) -> Loader {
     let mut seen = HashSet::new();
     let mut visible = Vec::new();
     for (path, via) in places {
-        let Ok(real) = std::fs::canonicalize(&path) else {
+        let Ok(real) = ctx.canonical(&path) else {
             continue;
         };
         if !seen.insert(real.clone()) {

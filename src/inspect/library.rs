@@ -92,11 +92,14 @@ pub(crate) fn version_from_name(path: &Path) -> Option<Version> {
 }
 
 /// Inspects the library files of one directory.
-pub(crate) fn inspect(files: LibFiles, target: &crate::target::Target) -> Result<LibInfo, Problem> {
+pub(crate) fn inspect(files: LibFiles, ctx: &crate::sources::Ctx) -> Result<LibInfo, Problem> {
+    let target = ctx.target;
     let primary = files.primary().cloned().ok_or(Problem::NoLibrary {
         hint: String::new(),
     })?;
-    let real = std::fs::canonicalize(&primary).map_err(|e| broken(&primary, e))?;
+    let real = ctx
+        .canonical(&primary)
+        .map_err(|e| broken(ctx.root, &primary, e))?;
     let nccl1_file = |p: &Path| {
         p.file_name()
             .and_then(|n| n.to_str())
@@ -217,13 +220,17 @@ pub(crate) fn inspect(files: LibFiles, target: &crate::target::Target) -> Result
 
 /// Why a path could not be resolved: a dangling link (naming the missing
 /// file at the end of the chain), a loop, or an unreadable file.
-pub(crate) fn broken(path: &Path, e: std::io::Error) -> Problem {
+pub(crate) fn broken(root: &Path, path: &Path, e: std::io::Error) -> Problem {
     let mut cur = path.to_path_buf();
     for _ in 0..40 {
         let Ok(target) = std::fs::read_link(&cur) else {
             break;
         };
-        let next = cur.parent().unwrap_or(Path::new("/")).join(&target);
+        // An absolute target is taken from the root, as a sysroot's are.
+        let next = match target.strip_prefix("/") {
+            Ok(rel) => root.join(rel),
+            Err(_) => cur.parent().unwrap_or(Path::new("/")).join(&target),
+        };
         if std::fs::symlink_metadata(&next).is_err() {
             return Problem::BrokenSymlink {
                 link: path.to_path_buf(),

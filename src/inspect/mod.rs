@@ -506,6 +506,14 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
     };
     ctx.looked(site.origin.source, &place, "NCCL files found");
 
+    // An explicitly named place that is a dangling link or a loop: its
+    // files are not read (they could only be reached outside the root).
+    let unreachable = matches!(
+        site.fault,
+        Some(Problem::BrokenSymlink { .. } | Problem::Missing { .. })
+    ) || matches!(&site.fault, Some(Problem::Unreadable { error, .. }) if error == "symbolic links loop");
+    let header = header.filter(|_| !unreachable);
+    let lib = lib.filter(|_| !unreachable);
     let mut problems: Vec<Problem> = site.fault.into_iter().collect();
     problems.extend(unreadable.iter().cloned());
     if header.is_none() && lib.is_none() && problems.is_empty() {
@@ -513,8 +521,8 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         dirs.extend(site.lib_dirs.iter().cloned());
         problems.push(Problem::NoNccl { dirs });
     }
-    let header_read = header.as_ref().map(|p| match std::fs::canonicalize(p) {
-        Err(e) => Err(library::broken(p, e)),
+    let header_read = header.as_ref().map(|p| match ctx.canonical(p) {
+        Err(e) => Err(library::broken(ctx.root, p, e)),
         Ok(real) => match header::read_header(&real) {
             Err(error) => Err(Problem::Unreadable {
                 path: p.clone(),
@@ -534,7 +542,7 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
             }),
         },
     });
-    let lib_read = lib.map(|(_, files)| library::inspect(files, ctx.target));
+    let lib_read = lib.map(|(_, files)| library::inspect(files, ctx));
 
     match &header_read {
         Some(Ok(v)) => c.header_version = Some(v.clone()),

@@ -43,7 +43,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Result<Vec<Site>, ErrorKind> {
     site.explicit = true;
     for (var, dir) in [(&iv, &idir), (&lv, &ldir)] {
         if site.fault.is_none() {
-            site.fault = super::home::check_dir(&var.name, dir);
+            site.fault = super::home::check_dir(ctx.root, &var.name, dir);
         }
         ctx.looked(
             SourceKind::ExplicitDirs,

@@ -27,7 +27,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         };
         let mut site = layout(ctx, origin, &root);
         site.explicit = true;
-        site.fault = check_dir(&var.name, &root).or_else(|| unbuilt_checkout(&root));
+        site.fault = check_dir(ctx.root, &var.name, &root).or_else(|| unbuilt_checkout(&root));
         ctx.looked(SourceKind::Home, &root, format!("named by {}", var.name));
         out.push(site);
     }
@@ -56,8 +56,10 @@ pub(crate) fn layout(ctx: &Ctx, origin: Origin, root: &Path) -> Site {
 }
 
 /// An explicitly named directory must exist and be a directory.
-pub(crate) fn check_dir(var: &str, dir: &Path) -> Option<Problem> {
-    match std::fs::metadata(dir) {
+pub(crate) fn check_dir(root: &Path, var: &str, dir: &Path) -> Option<Problem> {
+    // Links are followed inside the root, as in a sysroot.
+    let followed = crate::files::resolve_in(root, dir, true).and_then(std::fs::metadata);
+    match followed {
         Ok(m) if m.is_dir() => match std::fs::read_dir(dir) {
             Ok(_) => None,
             Err(e) => Some(Problem::Unreadable {
@@ -71,7 +73,7 @@ pub(crate) fn check_dir(var: &str, dir: &Path) -> Option<Problem> {
         }),
         // The name exists but cannot be followed: a dangling link or a loop.
         Err(e) if std::fs::symlink_metadata(dir).is_ok() => {
-            Some(crate::inspect::library::broken(dir, e))
+            Some(crate::inspect::library::broken(root, dir, e))
         }
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Some(Problem::Unreadable {
             path: dir.to_path_buf(),

@@ -275,13 +275,35 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// A logical absolute path (`/usr/include`) under the root.
+    /// A logical absolute path (`/usr/include`) under the root, with the
+    /// links along it resolved inside the root (an absolute link in a
+    /// sysroot points into the sysroot, never out of it).
     pub fn path(&self, logical: impl AsRef<Path>) -> PathBuf {
         let logical = logical.as_ref();
-        match logical.strip_prefix("/") {
+        let joined = match logical.strip_prefix("/") {
             Ok(rel) => self.root.join(rel),
             Err(_) => self.root.join(logical),
+        };
+        if self.root == Path::new("/") {
+            return joined;
         }
+        match crate::files::resolve_in(self.root, &joined, false) {
+            Ok(p) if p.exists() => p,
+            // A dangling link keeps its name, so that the error names it
+            // (see `home::check_dir`); so does a loop.
+            Ok(_)
+                if std::fs::symlink_metadata(&joined).is_ok_and(|m| m.file_type().is_symlink()) =>
+            {
+                joined
+            }
+            Ok(p) => p,
+            Err(_) => joined,
+        }
+    }
+
+    /// A file's real path, every link resolved inside the root.
+    pub fn canonical(&self, path: &Path) -> std::io::Result<PathBuf> {
+        crate::files::resolve_in(self.root, path, true)
     }
 
     /// A path as seen inside the root, for messages: `<root>/usr/lib` → `/usr/lib`.
