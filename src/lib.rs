@@ -5,12 +5,18 @@
 //!
 //! ```no_run
 //! // build.rs
-//! let nccl = nccl_find::Config::new().atleast_version("2.18").probe()?;
-//! for dir in &nccl.include_paths {
-//!     println!("cargo:include={}", dir.display());
+//! // `None` on docs.rs (DOCS_RS set), where nothing is probed; on failure
+//! // the whole message goes to stderr and the build script exits 1.
+//! if let Some(nccl) = nccl_find::Config::new().atleast_version("2.18").probe_or_exit() {
+//!     for dir in &nccl.include_paths {
+//!         println!("cargo:include={}", dir.display());
+//!     }
 //! }
-//! # Ok::<(), nccl_find::Error>(())
 //! ```
+//!
+//! [`Config::probe`] returns `Err` with [`ErrorKind::DocsRs`] on docs.rs, so
+//! a build script that uses it with `?` must treat that kind as success
+//! (as [`Config::probe_or_exit`] does).
 //!
 //! The probe is a pipeline, one module each:
 //! [`sources`] (where to look) → [`inspect`] (what is there) →
