@@ -8,9 +8,11 @@ use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-/// `O_NONBLOCK` where its value is known, so that even a FIFO swapped in
-/// between the check and the open cannot block the open.
-#[cfg(all(
+/// `O_NONBLOCK` where its value is known (0o4000 on Linux for these
+/// architectures), so that even a FIFO swapped in between the check and the
+/// open cannot block the open. Elsewhere 0: the type is still checked
+/// before and after the open.
+const O_NONBLOCK: i32 = if cfg!(all(
     target_os = "linux",
     any(
         target_arch = "x86_64",
@@ -22,22 +24,11 @@ use std::path::{Path, PathBuf};
         target_arch = "s390x",
         target_arch = "loongarch64"
     )
-))]
-const O_NONBLOCK: i32 = 0o4000;
-#[cfg(not(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "x86",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "riscv64",
-        target_arch = "powerpc64",
-        target_arch = "s390x",
-        target_arch = "loongarch64"
-    )
-)))]
-const O_NONBLOCK: i32 = 0;
+)) {
+    0o4000
+} else {
+    0
+};
 
 /// What a file that is not a regular file is, in words.
 fn kind(m: &Metadata) -> &'static str {
