@@ -137,8 +137,7 @@ pub(crate) fn resolve_in(root: &Path, path: &Path, strict: bool) -> io::Result<P
             Ok(m) if m.file_type().is_symlink() => {
                 links += 1;
                 if links > MAX_LINKS {
-                    return Err(io::Error::new(
-                        io::ErrorKind::Other,
+                    return Err(io::Error::other(
                         "symbolic links loop (more than 40 followed)",
                     ));
                 }
