@@ -14,6 +14,8 @@ mod shim;
 mod smoke;
 mod style;
 
+const PKG_CONFIG: &str = "pkg-config drop-in (nccl-find [OPTIONS] nccl)";
+
 const AFTER_HELP: &str = "\
 Examples:
   nccl-find --print                         what is installed, what would be linked, and why
@@ -60,6 +62,49 @@ struct Cli {
     /// there is no libnccl.so, as in pip wheels)
     #[arg(long)]
     libs: bool,
+    /// Package names, with version comparisons, as pkg-config takes them:
+    /// `nccl`, `nccl >= 2.18` (nccl-find answers for nccl only)
+    #[arg(value_name = "PACKAGE", help_heading = PKG_CONFIG)]
+    packages: Vec<String>,
+    /// Print nothing; exit 0 if NCCL is found (and meets the versions asked), else 1
+    #[arg(long, help_heading = PKG_CONFIG)]
+    exists: bool,
+    /// Print only the -L flags of --libs
+    #[arg(long = "libs-only-L", help_heading = PKG_CONFIG)]
+    libs_only_dirs: bool,
+    /// Print only the -l flags of --libs
+    #[arg(long = "libs-only-l", help_heading = PKG_CONFIG)]
+    libs_only_l: bool,
+    /// Print the --libs flags that are neither -L nor -l (NCCL has none)
+    #[arg(long = "libs-only-other", help_heading = PKG_CONFIG)]
+    libs_only_other: bool,
+    /// Print only the -I flags of --cflags
+    #[arg(long = "cflags-only-I", help_heading = PKG_CONFIG)]
+    cflags_only_include: bool,
+    /// Print the --cflags flags that are not -I (NCCL has none)
+    #[arg(long = "cflags-only-other", help_heading = PKG_CONFIG)]
+    cflags_only_other: bool,
+    /// Print a variable of nccl.pc: prefix, includedir or libdir
+    #[arg(long, value_name = "NAME", group = "mode", help_heading = PKG_CONFIG)]
+    variable: Option<String>,
+    /// Print the names of the variables --variable answers
+    #[arg(long, group = "mode", help_heading = PKG_CONFIG)]
+    print_variables: bool,
+    /// Require exactly this version (X.Y.Z)
+    #[arg(long, value_name = "VERSION", help_heading = PKG_CONFIG)]
+    exact_version: Option<String>,
+    /// Require at most this version
+    #[arg(long, value_name = "VERSION", help_heading = PKG_CONFIG)]
+    max_version: Option<String>,
+    /// Say why, on stderr, when --exists or a version check fails
+    #[arg(long, help_heading = PKG_CONFIG)]
+    print_errors: bool,
+    /// Say why in one line, without the hint that follows
+    #[arg(long, help_heading = PKG_CONFIG)]
+    short_errors: bool,
+    /// Say nothing on stderr when NCCL is not found
+    #[arg(long, help_heading = PKG_CONFIG)]
+    silence_errors: bool,
     /// Print NCCL_INCLUDE_DIR=, NCCL_LIB_DIR=, NCCL_HOME= lines for a shell's eval
     #[arg(long, group = "mode")]
     env: bool,
@@ -81,7 +126,7 @@ struct Cli {
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
     /// When to colour the report: auto (a terminal, and NO_COLOR unset), always, never
-    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    #[arg(long, value_name = "WHEN", default_value = "auto", global = true)]
     color: style::When,
 }
 
@@ -125,8 +170,67 @@ fn main() -> ExitCode {
     if let Some(r) = &cli.root {
         config.root(r);
     }
-    if let Some(v) = &cli.atleast_version {
-        config.atleast_version(v);
+    let parts = pkgflags::Parts {
+        include: cli.cflags || cli.cflags_only_include,
+        cflags_other: cli.cflags || cli.cflags_only_other,
+        lib_dirs: cli.libs || cli.libs_only_dirs,
+        libs: cli.libs || cli.libs_only_l,
+        libs_other: cli.libs || cli.libs_only_other,
+    };
+    let output = parts.any()
+        || cli.print
+        || cli.json
+        || cli.modversion
+        || cli.env
+        || cli.loader_env
+        || cli.variable.is_some()
+        || cli.print_variables;
+    let versions =
+        cli.atleast_version.is_some() || cli.exact_version.is_some() || cli.max_version.is_some();
+    // pkg-config's rules: a check with no output (--exists, or a package
+    // and versions alone) answers with its exit status, and says why only
+    // with --print-errors.
+    let pkg_mode = cli.exists || !cli.packages.is_empty();
+    let check_only = cli.exists || (!output && (pkg_mode || versions));
+    let quiet = !cli.print_errors && (cli.silence_errors || (check_only && pkg_mode));
+    let say = |msg: &str| {
+        if !quiet {
+            eprintln!("nccl-find: {msg}");
+        }
+    };
+    let mut constraints = match pkgflags::parse_modules(&cli.packages) {
+        Ok(c) => c,
+        Err(e @ pkgflags::ModuleError::NotNccl(_)) => {
+            say(&e.to_string());
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            // A usage error: said even where pkg-config's rules are quiet.
+            eprintln!("nccl-find: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match (&cli.atleast_version, constraints.is_empty()) {
+        (Some(v), true) if cli.exact_version.is_none() && cli.max_version.is_none() => {
+            config.atleast_version(v);
+        }
+        _ => {
+            for (op, v) in [
+                (">=", &cli.atleast_version),
+                ("=", &cli.exact_version),
+                ("<=", &cli.max_version),
+            ] {
+                if let Some(v) = v {
+                    constraints.push(pkgflags::Constraint {
+                        op,
+                        version: v.clone(),
+                    });
+                }
+            }
+            if let Some(req) = pkgflags::semver_requirement(&constraints) {
+                config.version_req(&req);
+            }
+        }
     }
     if cli.statik {
         config.statik(true);
@@ -145,7 +249,23 @@ fn main() -> ExitCode {
     if let Some(Command::Smoke(args)) = &cli.command {
         return smoke::run(args, || smoke::probed_library(&config));
     }
-    let result = config.probe();
+    let mut result = config.probe();
+    if pkg_mode && cli.statik {
+        // pkg-config's --static adds a package's private dependencies; it
+        // never fails for want of a static archive, and CMake asks for
+        // --static flags on every configure. So where the install has no
+        // static library, the drop-in answers with the dynamic flags.
+        if let Err(e) = &result {
+            if matches!(
+                e.kind(),
+                nccl_find::ErrorKind::StaticMissing { .. }
+                    | nccl_find::ErrorKind::CudartStaticMissing { .. }
+            ) {
+                config.statik(false);
+                result = config.probe();
+            }
+        }
+    }
     let (report, nccl, error) = match &result {
         Ok(n) => (&n.report, Some(n), None),
         Err(e) => (e.report(), None, Some(e.kind())),
@@ -153,23 +273,78 @@ fn main() -> ExitCode {
     if cli.loader_env {
         return shim::loader_env(nccl, error);
     }
-    let flags = cli.cflags || cli.libs;
+    // A `!=` the selected version breaks: not found, as pkg-config says.
+    let unwanted = nccl.and_then(|n| pkgflags::excluded(&constraints, &n.version));
+    if let (Some(n), Some(c)) = (nccl, unwanted) {
+        if !cli.json && !cli.print {
+            say(&format!(
+                "NCCL {} was found, but 'nccl != {}' was asked for",
+                n.version, c.version
+            ));
+            return ExitCode::from(1);
+        }
+    }
     if cli.json {
         println!("{}", json::report(report, nccl, error));
-    } else if cli.modversion || flags || cli.env {
+    } else if check_only {
+        if let Some(kind) = error {
+            say(&kind.headline());
+        }
+    } else if cli.modversion
+        || parts.any()
+        || cli.env
+        || cli.variable.is_some()
+        || cli.print_variables
+    {
         let Some(n) = nccl else {
-            eprintln!(
-                "nccl-find: {}\nRun `nccl-find --print` to see where it looked and what to do.",
-                error.map(|k| k.headline()).unwrap_or_default()
-            );
-            return ExitCode::from(1);
+            let headline = error.map(|k| k.headline()).unwrap_or_default();
+            if cli.short_errors {
+                say(&headline);
+            } else {
+                say(&format!(
+                    "{headline}\nRun `nccl-find --print` to see where it looked and what to do."
+                ));
+            }
+            return match error {
+                Some(nccl_find::ErrorKind::InvalidRequirement { .. }) => ExitCode::from(2),
+                _ => ExitCode::from(1),
+            };
         };
         let out = if cli.modversion {
             Ok(n.version.to_string().into_bytes())
         } else if cli.env {
             Ok(pkgflags::env(n))
+        } else if cli.print_variables {
+            Ok(pkgflags::VARIABLES.join("\n").into_bytes())
+        } else if let Some(name) = &cli.variable {
+            // Like pkg-config: an undefined variable is an empty line.
+            Ok(pkgflags::variable(n, name).unwrap_or_else(|| {
+                say(&format!(
+                    "nccl has no variable '{name}' (it has {}): printed an empty line, as pkg-config does",
+                    pkgflags::VARIABLES.join(", ")
+                ));
+                Vec::new()
+            }))
         } else {
-            pkgflags::flags(n, cli.cflags, cli.libs)
+            // A wheel has no libnccl.so, and CMake's pkg_check_modules
+            // looks each -l name up with find_library, which cannot find
+            // -l:libnccl.so.2: the drop-in names a loader directory whose
+            // libnccl.so links to the wheel's libnccl.so.2.
+            let loader_dir = if pkg_mode
+                && (parts.lib_dirs || parts.libs)
+                && matches!(n.linking, nccl_find::Linking::DynamicVerbatim)
+            {
+                match shim::make(n) {
+                    Ok(d) => Some(d),
+                    Err(e) => {
+                        say(&format!("{e}; giving -l:libnccl.so.2 instead"));
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            pkgflags::flags(n, parts, loader_dir.as_deref())
         };
         match out {
             // Paths byte for byte: one that is not UTF-8 stays the same path.
@@ -178,14 +353,9 @@ fn main() -> ExitCode {
                 let _ = std::io::Write::write_all(&mut std::io::stdout(), &bytes);
             }
             Err(e) => {
-                eprintln!("nccl-find: {e}");
+                say(&e);
                 return ExitCode::from(1);
             }
-        }
-    } else if cli.atleast_version.is_some() && !cli.print {
-        // pkg-config style: the answer is the exit status.
-        if let Some(kind) = error {
-            eprintln!("nccl-find: {}", kind.headline());
         }
     } else {
         let directives = nccl.map(|n| n.cargo_directives()).unwrap_or_default();

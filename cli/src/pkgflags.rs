@@ -1,10 +1,12 @@
-//! pkg-config-style output: `--cflags`, `--libs`, `--env`. Paths are
-//! written byte for byte (a path that is not UTF-8 stays the same path),
-//! escaped for a shell: a backslash before every character a shell or a
-//! glob would read, as pkg-config does, and single quotes for `--env`.
+//! pkg-config-style output: `--cflags`, `--libs` (and their `-only-`
+//! parts), `--variable`, `--env`, and the module list a build system passes
+//! (`nccl`, `nccl >= 2.18`). Paths are written byte for byte (a path that
+//! is not UTF-8 stays the same path), escaped for a shell: a backslash
+//! before every character a shell or a glob would read, as pkg-config does,
+//! and single quotes for `--env`.
 
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nccl_find::{Linking, Nccl};
 
@@ -49,11 +51,41 @@ fn flag(prefix: &str, p: &Path) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// `--cflags` and/or `--libs`, on one line. `--cflags` adds the CUDA include
-/// dirs where found, since `nccl.h` includes `cuda_runtime.h`.
-pub fn flags(n: &Nccl, cflags: bool, libs: bool) -> Result<Vec<u8>, String> {
+/// Which parts of the flags to print, as pkg-config's output options
+/// choose them: `--cflags` is `-I` plus other compiler flags, `--libs` is
+/// `-L` plus `-l` plus other linker flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Parts {
+    /// `-I<dir>` (`--cflags`, `--cflags-only-I`).
+    pub include: bool,
+    /// Other compiler flags (`--cflags`, `--cflags-only-other`): NCCL has none.
+    pub cflags_other: bool,
+    /// `-L<dir>` (`--libs`, `--libs-only-L`).
+    pub lib_dirs: bool,
+    /// `-l<name>` (`--libs`, `--libs-only-l`).
+    pub libs: bool,
+    /// Other linker flags (`--libs`, `--libs-only-other`): NCCL has none.
+    pub libs_other: bool,
+}
+
+impl Parts {
+    /// Whether any output was asked for.
+    pub fn any(self) -> bool {
+        self.include || self.cflags_other || self.lib_dirs || self.libs || self.libs_other
+    }
+}
+
+/// The flags `parts` selects, on one line, compiler flags first.
+/// The include part adds the CUDA include dirs where found, since `nccl.h`
+/// includes `cuda_runtime.h`.
+///
+/// `loader_dir`, for an install with no `libnccl.so` (a pip wheel): a
+/// directory whose `libnccl.so` links to its `libnccl.so.2`, given as
+/// `-L<dir> -lnccl` instead of `-L<lib dir> -l:libnccl.so.2`, for tools
+/// that look each `-l` name up themselves (CMake's `pkg_check_modules`).
+pub fn flags(n: &Nccl, parts: Parts, loader_dir: Option<&Path>) -> Result<Vec<u8>, String> {
     let mut out: Vec<Vec<u8>> = Vec::new();
-    if cflags {
+    if parts.include {
         for d in &n.include_paths {
             out.push(flag("-I", d)?);
         }
@@ -63,33 +95,188 @@ pub fn flags(n: &Nccl, cflags: bool, libs: bool) -> Result<Vec<u8>, String> {
             }
         }
     }
-    if libs {
-        out.push(flag("-L", &n.lib_dir)?);
-        match &n.linking {
-            Linking::Dynamic => out.push(b"-lnccl".to_vec()),
-            Linking::DynamicVerbatim => out.push(b"-l:libnccl.so.2".to_vec()),
-            Linking::Static { cudart, .. } => {
-                out.push(b"-lnccl_static".to_vec());
-                if let Some(d) = cudart.parent() {
-                    out.push(flag("-L", d)?);
-                }
-                out.extend(
-                    ["-lcudart_static", "-lstdc++", "-lpthread", "-ldl", "-lrt"]
-                        .map(|s| s.as_bytes().to_vec()),
-                );
+    let lib_dir = |out: &mut Vec<Vec<u8>>, d: &Path| -> Result<(), String> {
+        if parts.lib_dirs {
+            out.push(flag("-L", d)?);
+        }
+        Ok(())
+    };
+    let libs = |out: &mut Vec<Vec<u8>>, names: &[&str]| {
+        if parts.libs {
+            out.extend(names.iter().map(|s| s.as_bytes().to_vec()));
+        }
+    };
+    match (&n.linking, loader_dir) {
+        (Linking::DynamicVerbatim, Some(d)) => lib_dir(&mut out, d)?,
+        _ => lib_dir(&mut out, &n.lib_dir)?,
+    }
+    match &n.linking {
+        Linking::Dynamic => libs(&mut out, &["-lnccl"]),
+        Linking::DynamicVerbatim if loader_dir.is_some() => libs(&mut out, &["-lnccl"]),
+        Linking::DynamicVerbatim => libs(&mut out, &["-l:libnccl.so.2"]),
+        Linking::Static { cudart, .. } => {
+            libs(&mut out, &["-lnccl_static"]);
+            if let Some(d) = cudart.parent() {
+                lib_dir(&mut out, d)?;
             }
+            libs(
+                &mut out,
+                &["-lcudart_static", "-lstdc++", "-lpthread", "-ldl", "-lrt"],
+            );
         }
     }
     Ok(out.join(&b' '))
 }
 
-/// `--env`: lines a POSIX shell can `eval`, each path byte for byte.
-pub fn env(n: &Nccl) -> Vec<u8> {
-    let home = n
-        .root
+/// The install's prefix: its root, else the parent of its library dir.
+fn prefix(n: &Nccl) -> PathBuf {
+    n.root
         .clone()
         .or_else(|| n.lib_dir.parent().map(|p| p.to_path_buf()))
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The variables `--variable` answers, as `nccl.pc` defines them.
+pub const VARIABLES: [&str; 3] = ["prefix", "includedir", "libdir"];
+
+/// `--variable=NAME`: the path, as pkg-config prints a variable (as it is,
+/// not escaped). `None` for a name NCCL's `.pc` does not define.
+pub fn variable(n: &Nccl, name: &str) -> Option<Vec<u8>> {
+    let p = match name {
+        "prefix" => prefix(n),
+        "includedir" => n.include_paths.first().cloned().unwrap_or_default(),
+        "libdir" => n.lib_dir.clone(),
+        _ => return None,
+    };
+    Some(p.as_os_str().as_bytes().to_vec())
+}
+
+/// A version comparison in a module list: `nccl >= 2.18`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Constraint {
+    /// `=`, `!=`, `<`, `<=`, `>`, `>=` (`==` is read as `=`).
+    pub op: &'static str,
+    /// The version as written.
+    pub version: String,
+}
+
+/// A module list that names a package other than nccl, or is malformed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModuleError {
+    /// A package nccl-find does not answer for (pkg-config's "not found").
+    NotNccl(String),
+    /// A comparison with no version after it, or a version that is not
+    /// `X`, `X.Y` or `X.Y.Z`.
+    Malformed(String),
+}
+
+impl std::fmt::Display for ModuleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModuleError::NotNccl(name) => write!(
+                f,
+                "No package '{name}' found (nccl-find answers for nccl only; ask pkg-config for other packages)"
+            ),
+            ModuleError::Malformed(why) => f.write_str(why),
+        }
+    }
+}
+
+const OPS: [&str; 7] = ["==", "!=", "<=", ">=", "=", "<", ">"];
+
+/// Reads the package arguments as pkg-config does: joined, then split on
+/// spaces and commas into names, each optionally followed by a comparison
+/// and a version (`nccl`, `nccl >= 2.18`, `nccl>=2.18, nccl < 3`). Every
+/// name must be `nccl`; the constraints of all of them are returned.
+pub fn parse_modules(args: &[String]) -> Result<Vec<Constraint>, ModuleError> {
+    let joined = args.join(" ");
+    // Tokens: split on separators, and around comparison operators.
+    let mut tokens: Vec<String> = Vec::new();
+    let mut rest = joined.as_str();
+    while let Some(c) = rest.chars().next() {
+        if c == ' ' || c == ',' || c.is_whitespace() {
+            rest = &rest[c.len_utf8()..];
+        } else if let Some(op) = OPS.iter().find(|op| rest.starts_with(*op)) {
+            tokens.push(op.to_string());
+            rest = &rest[op.len()..];
+        } else {
+            let end = rest
+                .find(|c: char| c == ',' || c.is_whitespace() || "=!<>".contains(c))
+                .unwrap_or(rest.len());
+            tokens.push(rest[..end].to_string());
+            rest = &rest[end..];
+        }
+    }
+    let mut out = Vec::new();
+    let mut it = tokens.into_iter().peekable();
+    while let Some(name) = it.next() {
+        if OPS.contains(&name.as_str()) {
+            return Err(ModuleError::Malformed(format!(
+                "'{name}' with no package name before it: write e.g. 'nccl >= 2.18'"
+            )));
+        }
+        if name != "nccl" {
+            return Err(ModuleError::NotNccl(name));
+        }
+        let Some(op) = it.next_if(|t| OPS.contains(&t.as_str())) else {
+            continue;
+        };
+        let op = OPS
+            .iter()
+            .copied()
+            .find(|o| *o == op)
+            .map(|o| if o == "==" { "=" } else { o })
+            .unwrap_or("=");
+        let Some(version) = it.next() else {
+            return Err(ModuleError::Malformed(format!(
+                "'nccl {op}' has no version after it: write e.g. 'nccl {op} 2.18'"
+            )));
+        };
+        padded(&version).map_err(ModuleError::Malformed)?;
+        out.push(Constraint { op, version });
+    }
+    Ok(out)
+}
+
+/// `X`, `X.Y` or `X.Y.Z` as a full `X.Y.Z` (missing parts are 0).
+fn padded(v: &str) -> Result<String, String> {
+    let parts: Vec<&str> = v.split('.').collect();
+    if parts.len() > 3
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || p.len() > 9)
+    {
+        return Err(format!(
+            "'{v}' is not an NCCL version: write X, X.Y or X.Y.Z, e.g. 2.18"
+        ));
+    }
+    let mut full: Vec<&str> = parts;
+    full.resize(3, "0");
+    Ok(full.join("."))
+}
+
+/// The constraints as a semver requirement for the probe (`>=2.18.0,
+/// <3.0.0`), leaving out `!=`, which semver cannot say: check those with
+/// [`excluded`] after the probe. `None` when nothing is left.
+pub fn semver_requirement(cs: &[Constraint]) -> Option<String> {
+    let parts: Vec<String> = cs
+        .iter()
+        .filter(|c| c.op != "!=")
+        .map(|c| format!("{}{}", c.op, padded(&c.version).unwrap_or_default()))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// The `!=` constraint that `version` (`X.Y.Z`) breaks, if any.
+pub fn excluded<'a>(cs: &'a [Constraint], version: &nccl_find::Version) -> Option<&'a Constraint> {
+    let v = format!("{}.{}.{}", version.major, version.minor, version.patch);
+    cs.iter()
+        .find(|c| c.op == "!=" && padded(&c.version).ok().as_deref() == Some(v.as_str()))
+}
+
+/// `--env`: lines a POSIX shell can `eval`, each path byte for byte.
+pub fn env(n: &Nccl) -> Vec<u8> {
+    let home = prefix(n);
     let include = n.include_paths.first().cloned().unwrap_or_default();
     let lines: Vec<Vec<u8>> = [
         ("NCCL_INCLUDE_DIR", include),
@@ -152,6 +339,59 @@ mod tests {
         assert!(flag("-I", Path::new("/a\nb"))
             .unwrap_err()
             .contains("holds a line break"));
+    }
+
+    #[test]
+    fn module_lists_are_read_as_pkg_config_reads_them() {
+        let c = |op: &'static str, v: &str| Constraint {
+            op,
+            version: v.to_string(),
+        };
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(parse_modules(&args(&[])), Ok(vec![]));
+        assert_eq!(parse_modules(&args(&["nccl"])), Ok(vec![]));
+        for form in [
+            &["nccl >= 2.18"][..],
+            &["nccl>=2.18"],
+            &["nccl", ">=", "2.18"],
+            &["  nccl >=2.18 ,"],
+        ] {
+            assert_eq!(
+                parse_modules(&args(form)),
+                Ok(vec![c(">=", "2.18")]),
+                "{form:?}"
+            );
+        }
+        assert_eq!(
+            parse_modules(&args(&["nccl == 2.21.5, nccl != 2.20 nccl<3"])),
+            Ok(vec![c("=", "2.21.5"), c("!=", "2.20"), c("<", "3")])
+        );
+        assert_eq!(
+            parse_modules(&args(&["nccl", "cuda"])),
+            Err(ModuleError::NotNccl("cuda".into()))
+        );
+        assert_eq!(
+            parse_modules(&args(&["nccl <="])),
+            Err(ModuleError::Malformed(
+                "'nccl <=' has no version after it: write e.g. 'nccl <= 2.18'".into()
+            ))
+        );
+        assert!(matches!(
+            parse_modules(&args(&["nccl >= 2.18.1.4"])),
+            Err(ModuleError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_modules(&args(&["nccl >= -1"])),
+            Err(ModuleError::Malformed(_))
+        ));
+        assert_eq!(
+            semver_requirement(&[c(">=", "2.18"), c("!=", "2.20"), c("<", "3")]).as_deref(),
+            Some(">=2.18.0, <3.0.0")
+        );
+        assert_eq!(semver_requirement(&[c("!=", "2.20")]), None);
+        let v = nccl_find::Version::new(2, 20, 0, "");
+        assert_eq!(excluded(&[c("!=", "2.20")], &v), Some(&c("!=", "2.20")));
+        assert_eq!(excluded(&[c("!=", "2.20.1")], &v), None);
     }
 
     #[test]

@@ -125,7 +125,9 @@ fn private_dir(dir: &Path, uid: u32, private: bool) -> Result<(), String> {
 }
 
 /// Makes (or refreshes) the loader directory for `n` and returns it.
-fn make(n: &Nccl) -> Result<PathBuf, String> {
+/// Makes (or brings up to date) the loader directory for `n`'s library in
+/// the user's cache, and returns it.
+pub fn make(n: &Nccl) -> Result<PathBuf, String> {
     if n.library_real.as_os_str().is_empty() {
         return Err(format!(
             "the selected NCCL in {} has no shared library (libnccl.so.2) to load",

@@ -189,7 +189,9 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
-        "error: unexpected argument '--frobnicate' found\n\nUsage: nccl-find [OPTIONS] [COMMAND]\n\n\
+        "error: unexpected argument '--frobnicate' found\n\n  \
+         tip: to pass '--frobnicate' as a value, use '-- --frobnicate'\n\n\
+         Usage: nccl-find [OPTIONS] [PACKAGE]... [COMMAND]\n\n\
          For more information, try '--help'.\n"
     );
     assert!(out.stdout.is_empty());

@@ -1,0 +1,460 @@
+//! `nccl-find` as pkg-config for real build systems: CMake's
+//! `pkg_check_modules` and meson's `dependency()` each configure, build and
+//! run a C program that prints `ncclGetVersion` and `NCCL_VERSION_CODE`,
+//! against a fixture install and against a real pip wheel. `PKG_CONFIG`
+//! names a wrapper script that runs nccl-find and logs every call with its
+//! exit status, so the tests also check that every question these tools
+//! asked was answered.
+//!
+//! cmake, meson and ninja come from Debian's `cmake`, `meson` and
+//! `ninja-build` packages. Without them these tests say so and pass, unless
+//! `NCCL_FIND_REQUIRE_TOOLS` is set (scripts/test sets it): then a missing
+//! tool fails the test.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Variables that would steer the probe: cleared, so only the wrapper's count.
+const STEERING: &[&str] = &[
+    "NCCL_HOME",
+    "NCCL_ROOT",
+    "NCCL_DIR",
+    "NCCL_INCLUDE_DIR",
+    "NCCL_LIB_DIR",
+    "NCCL_STATIC",
+    "NCCL_SYSROOT",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "PYTHONPATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_ROOT",
+    "CUDA_TOOLKIT_ROOT_DIR",
+    "LD_LIBRARY_PATH",
+    "LIBRARY_PATH",
+    "PKG_CONFIG_PATH",
+    "PKG_CONFIG_LIBDIR",
+    "EBROOTNCCL",
+    "NVHPC_ROOT",
+    "CMAKE_PREFIX_PATH",
+];
+
+const PROGRAM: &str = "#include <stdio.h>\n#include <nccl.h>\n\
+int main(void) { int v = 0; ncclGetVersion(&v); printf(\"%d %d\\n\", v, NCCL_VERSION_CODE); return 0; }\n";
+
+const TARBALL: &str = "/opt/nccl_2.21.5-1+cuda12.4_x86_64";
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn both(o: &Output) -> String {
+    format!("{}{}", text(&o.stdout), text(&o.stderr))
+}
+
+/// Whether the tools are on PATH; false (the test is skipped, saying why)
+/// when one is missing and `NCCL_FIND_REQUIRE_TOOLS` is unset.
+fn tools(names: &[&str]) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let missing: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !std::env::split_paths(&path).any(|d| d.join(n).is_file()))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let msg = format!(
+        "{} not on PATH (apt-get install cmake meson ninja-build)",
+        missing.join(", ")
+    );
+    if std::env::var_os("NCCL_FIND_REQUIRE_TOOLS").is_some() {
+        panic!("NCCL_FIND_REQUIRE_TOOLS is set, but {msg}");
+    }
+    eprintln!("skipped: {msg}");
+    false
+}
+
+/// A scratch directory for one test, empty.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nccl-find-bs-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Single quotes for a path in a shell script.
+fn sq(p: &Path) -> String {
+    let s = p.to_str().expect("test paths are UTF-8");
+    assert!(!s.contains('\''), "{s}");
+    format!("'{s}'")
+}
+
+/// Where the probe looks: a fixture tree with NCCL_HOME, or a venv.
+enum Install {
+    Fixture(&'static str, &'static str),
+    Venv(PathBuf),
+}
+
+/// Writes `<dir>/pkg-config`: runs nccl-find for `install`, and appends
+/// `<exit status> [arg] [arg]...` to `<dir>/calls.log`.
+fn wrapper(dir: &Path, install: &Install) -> PathBuf {
+    let nccl_find = Path::new(env!("CARGO_BIN_EXE_nccl-find"));
+    let (vars, root) = match install {
+        Install::Fixture(tree, home) => {
+            let root = std::fs::canonicalize(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/trees"),
+            )
+            .unwrap()
+            .join(tree);
+            (
+                format!("NCCL_HOME='{home}'"),
+                format!("--root {}", sq(&root)),
+            )
+        }
+        Install::Venv(v) => (format!("VIRTUAL_ENV={}", sq(v)), String::new()),
+    };
+    let script = dir.join("pkg-config");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n\
+             env XDG_CACHE_HOME={cache} {vars} {bin} {root} \"$@\"\n\
+             rc=$?\n\
+             {{ printf '%s' \"$rc\"; for a in \"$@\"; do printf ' [%s]' \"$a\"; done; echo; }} >> {log}\n\
+             exit $rc\n",
+            cache = sq(&dir.join("cache")),
+            bin = sq(nccl_find),
+            log = sq(&dir.join("calls.log")),
+        ),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&script, perm).unwrap();
+    script
+}
+
+/// A command with the probe's variables cleared and PKG_CONFIG set.
+fn tool(name: &str, pkg_config: &Path) -> Command {
+    let mut c = Command::new(name);
+    for v in STEERING {
+        c.env_remove(v);
+    }
+    c.env("PKG_CONFIG", pkg_config);
+    c
+}
+
+/// The wrapper's log: one `(exit status, args)` per call.
+fn calls(dir: &Path) -> Vec<(i32, String)> {
+    std::fs::read_to_string(dir.join("calls.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let (rc, args) = l.split_once(' ').unwrap_or((l, ""));
+            (rc.parse().unwrap(), args.to_string())
+        })
+        .collect()
+}
+
+/// Every call answered with exit 0, and each of `expected` was made.
+fn answered_all(dir: &Path, expected: &[&str]) {
+    let calls = calls(dir);
+    let failed: Vec<_> = calls.iter().filter(|(rc, _)| *rc != 0).collect();
+    assert!(failed.is_empty(), "calls that failed: {failed:?}");
+    for e in expected {
+        assert!(
+            calls.iter().any(|(_, a)| a == e),
+            "no call {e} in {calls:?}"
+        );
+    }
+}
+
+/// Runs the program a build made and checks what it prints.
+fn runs(exe: &Path, want: &str) {
+    let mut c = Command::new(exe);
+    for v in STEERING {
+        c.env_remove(v);
+    }
+    let out = c.output().unwrap();
+    assert_eq!(
+        (out.status.code(), text(&out.stdout).as_str()),
+        (Some(0), want),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// CMake configures with pkg_check_modules (IMPORTED_TARGET), builds, and
+/// reports the variables it read. Returns (configure output, built program).
+fn cmake(dir: &Path, pc: &Path, requirement: &str) -> (Output, PathBuf) {
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("v.c"), PROGRAM).unwrap();
+    std::fs::write(
+        src.join("CMakeLists.txt"),
+        format!(
+            "cmake_minimum_required(VERSION 3.13)\n\
+             project(v C)\n\
+             find_package(PkgConfig REQUIRED)\n\
+             pkg_check_modules(NCCL REQUIRED IMPORTED_TARGET {requirement})\n\
+             message(STATUS \"got version=${{NCCL_VERSION}} prefix=${{NCCL_PREFIX}} includedir=${{NCCL_INCLUDEDIR}} libdir=${{NCCL_LIBDIR}}\")\n\
+             add_executable(v v.c)\n\
+             target_link_libraries(v PkgConfig::NCCL)\n"
+        ),
+    )
+    .unwrap();
+    let build = dir.join("build");
+    let conf = tool("cmake", pc)
+        .arg("-S")
+        .arg(&src)
+        .arg("-B")
+        .arg(&build)
+        .output()
+        .unwrap();
+    (conf, build.join("v"))
+}
+
+fn cmake_build(dir: &Path, pc: &Path) {
+    let out = tool("cmake", pc)
+        .arg("--build")
+        .arg(dir.join("build"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cmake --build: {}", both(&out));
+}
+
+/// meson setup with dependency('nccl'), then ninja. Returns (setup output,
+/// built program).
+fn meson(dir: &Path, pc: &Path, requirement: &str) -> (Output, PathBuf) {
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("v.c"), PROGRAM).unwrap();
+    std::fs::write(
+        src.join("meson.build"),
+        format!(
+            "project('v', 'c')\n\
+             d = dependency('nccl', version: '{requirement}')\n\
+             message('got prefix=' + d.get_variable(pkgconfig: 'prefix') + ' libdir=' + d.get_variable(pkgconfig: 'libdir'))\n\
+             executable('v', 'v.c', dependencies: d)\n"
+        ),
+    )
+    .unwrap();
+    let build = dir.join("build");
+    let setup = tool("meson", pc)
+        .arg("setup")
+        .arg(&build)
+        .arg(&src)
+        .output()
+        .unwrap();
+    (setup, build.join("v"))
+}
+
+fn ninja(dir: &Path, pc: &Path) {
+    let out = tool("ninja", pc)
+        .arg("-C")
+        .arg(dir.join("build"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ninja: {}", both(&out));
+}
+
+fn fixture_prefix() -> String {
+    std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/trees/tarball"))
+        .unwrap()
+        .join(TARBALL.trim_start_matches('/'))
+        .display()
+        .to_string()
+}
+
+/// The questions CMake 3.25's pkg_check_modules asks (each also with --static).
+const CMAKE_CALLS: &[&str] = &[
+    "[--version]",
+    "[--print-errors] [--short-errors] [nccl >= 2.18]",
+    "[--modversion] [nccl]",
+    "[--variable=prefix] [nccl]",
+    "[--variable=includedir] [nccl]",
+    "[--variable=libdir] [nccl]",
+    "[--libs-only-l] [nccl]",
+    "[--libs-only-L] [nccl]",
+    "[--libs] [nccl]",
+    "[--static] [--libs] [nccl]",
+    "[--libs-only-other] [nccl]",
+    "[--cflags-only-I] [nccl]",
+    "[--cflags] [nccl]",
+    "[--cflags-only-other] [nccl]",
+];
+
+#[test]
+fn cmake_pkg_check_modules_builds_and_runs_against_a_fixture() {
+    if !tools(&["cmake", "cc"]) {
+        return;
+    }
+    let dir = scratch("cmake-fixture");
+    let pc = wrapper(&dir, &Install::Fixture("tarball", TARBALL));
+    let (conf, exe) = cmake(&dir, &pc, "nccl>=2.18");
+    assert!(conf.status.success(), "cmake: {}", both(&conf));
+    let p = fixture_prefix();
+    assert!(
+        text(&conf.stdout).contains(&format!(
+            "-- got version=2.21.5 prefix={p} includedir={p}/include libdir={p}/lib\n"
+        )),
+        "{}",
+        both(&conf)
+    );
+    assert!(!text(&conf.stderr).contains("nccl-find"), "{}", both(&conf));
+    cmake_build(&dir, &pc);
+    runs(&exe, "22105 22105\n");
+    answered_all(&dir, CMAKE_CALLS);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cmake_pkg_check_modules_fails_with_the_reason_when_too_old() {
+    if !tools(&["cmake", "cc"]) {
+        return;
+    }
+    let dir = scratch("cmake-too-old");
+    let pc = wrapper(&dir, &Install::Fixture("tarball", TARBALL));
+    let (conf, _) = cmake(&dir, &pc, "nccl>=2.99");
+    assert_ne!(conf.status.code(), Some(0));
+    let all = both(&conf);
+    assert!(
+        all.contains("NCCL 2.21.5 does not satisfy the requirement >=2.99.0"),
+        "{all}"
+    );
+    assert!(all.contains("A required package was not found"), "{all}");
+    assert_eq!(
+        calls(&dir).last(),
+        Some(&(
+            1,
+            "[--print-errors] [--short-errors] [nccl >= 2.99]".to_string()
+        ))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn meson_dependency_builds_and_runs_against_a_fixture() {
+    if !tools(&["meson", "ninja", "cc"]) {
+        return;
+    }
+    let dir = scratch("meson-fixture");
+    let pc = wrapper(&dir, &Install::Fixture("tarball", TARBALL));
+    let (setup, exe) = meson(&dir, &pc, ">=2.18");
+    assert!(setup.status.success(), "meson: {}", both(&setup));
+    let out = text(&setup.stdout);
+    assert!(
+        out.contains("Run-time dependency nccl found: YES 2.21.5\n"),
+        "{out}"
+    );
+    let p = fixture_prefix();
+    assert!(
+        out.contains(&format!("Message: got prefix={p} libdir={p}/lib\n")),
+        "{out}"
+    );
+    ninja(&dir, &pc);
+    runs(&exe, "22105 22105\n");
+    answered_all(
+        &dir,
+        &[
+            "[--version]",
+            "[--modversion] [nccl]",
+            "[--cflags] [nccl]",
+            "[--libs] [nccl]",
+            "[--variable=prefix] [nccl]",
+            "[--variable=libdir] [nccl]",
+        ],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn meson_dependency_refuses_a_version_too_old() {
+    if !tools(&["meson", "ninja"]) {
+        return;
+    }
+    let dir = scratch("meson-too-old");
+    let pc = wrapper(&dir, &Install::Fixture("tarball", TARBALL));
+    let (setup, _) = meson(&dir, &pc, ">=2.99");
+    assert_ne!(setup.status.code(), Some(0));
+    let all = both(&setup);
+    assert!(
+        all.contains("Invalid version, need 'nccl' ['>=2.99'] found '2.21.5'"),
+        "{all}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A venv whose site-packages holds the real NCCL wheel and the CUDA header
+/// wheels `nccl.h` needs; None (skipped) without the wheel cache.
+fn wheel_venv(dir: &Path) -> Option<PathBuf> {
+    let Some(w) = std::env::var_os("NCCL_FIND_WHEELS").map(PathBuf::from) else {
+        assert!(
+            std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
+            "NCCL_FIND_WHEELS is unset; run scripts/test"
+        );
+        eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
+        return None;
+    };
+    let venv = dir.join("venv");
+    let nv = venv.join("lib/python3.11/site-packages/nvidia");
+    std::fs::create_dir_all(&nv).unwrap();
+    for (dist, d) in [
+        ("nvidia_nccl_cu12-2.21.5", "nccl"),
+        ("nvidia_cuda_runtime_cu12-12.4.127", "cuda_runtime"),
+        ("nvidia_cuda_nvcc_cu12-12.4.131", "cuda_nvcc"),
+        ("nvidia_cuda_cccl_cu12-12.4.127.post1", "cuda_cccl"),
+    ] {
+        std::os::unix::fs::symlink(w.join(dist).join("nvidia").join(d), nv.join(d)).unwrap();
+    }
+    Some(venv)
+}
+
+/// A wheel has no libnccl.so: the drop-in's -L names a loader directory
+/// whose libnccl.so links to the wheel's libnccl.so.2, which CMake's
+/// find_library and meson both use; the programs run from the build tree
+/// (its run path) with no LD_LIBRARY_PATH.
+#[test]
+fn cmake_and_meson_build_and_run_against_a_real_wheel() {
+    if !tools(&["cmake", "meson", "ninja", "cc"]) {
+        return;
+    }
+    let dir = scratch("wheel");
+    let Some(venv) = wheel_venv(&dir) else {
+        return;
+    };
+    let pc = wrapper(&dir, &Install::Venv(venv.clone()));
+    let flags = Command::new(&pc).args(["--libs", "nccl"]).output().unwrap();
+    let loader = dir.join("cache/nccl-find/loader");
+    let libs = text(&flags.stdout);
+    assert!(
+        libs.starts_with(&format!("-L{}/", loader.display())) && libs.ends_with(" -lnccl\n"),
+        "{libs}"
+    );
+
+    let cm = dir.join("cmake");
+    std::fs::create_dir_all(&cm).unwrap();
+    let (conf, exe) = cmake(&cm, &pc, "nccl>=2.18");
+    assert!(conf.status.success(), "cmake: {}", both(&conf));
+    let site = venv.join("lib/python3.11/site-packages/nvidia/nccl");
+    assert!(
+        text(&conf.stdout).contains(&format!(
+            "-- got version=2.21.5 prefix={s} includedir={s}/include libdir={s}/lib\n",
+            s = site.display()
+        )),
+        "{}",
+        both(&conf)
+    );
+    cmake_build(&cm, &pc);
+    runs(&exe, "22105 22105\n");
+
+    let ms = dir.join("meson");
+    std::fs::create_dir_all(&ms).unwrap();
+    let (setup, exe) = meson(&ms, &pc, ">=2.18");
+    assert!(setup.status.success(), "meson: {}", both(&setup));
+    ninja(&ms, &pc);
+    runs(&exe, "22105 22105\n");
+    answered_all(&dir, CMAKE_CALLS);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
