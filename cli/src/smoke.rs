@@ -262,8 +262,9 @@ fn human(bytes: usize) -> String {
     }
 }
 
-/// NCCL's WARN lines, captured through NCCL_DEBUG_FILE when the user had
-/// not set NCCL_DEBUG.
+/// NCCL's log, captured through NCCL_DEBUG_FILE when the user had not set
+/// NCCL_DEBUG: its WARN lines for failures, its INFO lines on the transport
+/// for the verdict.
 struct Capture(Option<PathBuf>);
 
 impl Capture {
@@ -277,7 +278,7 @@ impl Capture {
             return Capture(None);
         };
         // Set before NCCL is loaded, while this process has one thread.
-        std::env::set_var("NCCL_DEBUG", "WARN");
+        std::env::set_var("NCCL_DEBUG", "INFO");
         std::env::set_var("NCCL_DEBUG_FILE", dir.join("nccl.%h.%p.log"));
         let d = dir.clone();
         smoke::on_interrupt(move || {
@@ -287,6 +288,15 @@ impl Capture {
     }
 
     fn last_warnings(&self, n: usize) -> Vec<String> {
+        self.lines(n, |l| l.contains("WARN"))
+    }
+
+    /// NCCL's lines on the paths between ranks (`... via P2P/CUMEM/read`).
+    fn transport_lines(&self) -> Vec<String> {
+        self.lines(4096, |l| l.contains(" via "))
+    }
+
+    fn lines(&self, n: usize, keep: impl Fn(&str) -> bool) -> Vec<String> {
         let Some(dir) = &self.0 else {
             return Vec::new();
         };
@@ -298,7 +308,7 @@ impl Capture {
             .filter_map(|e| tail(&e.ok()?.path(), 4 << 20))
             .flat_map(|t| {
                 t.lines()
-                    .filter(|l| l.contains("WARN"))
+                    .filter(|l| keep(l))
                     .map(String::from)
                     .collect::<Vec<_>>()
             })
@@ -448,6 +458,19 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         }
         Err(f) => format!("FAILED: {f} ({wall:.2} s)"),
     };
+    let judged = match &result {
+        Ok(s) => s.rows.iter().max_by_key(|r| r.bytes).map(|r| {
+            smoke::verdict::judge(
+                &s.topology,
+                r.oop.busbw.max(r.ip.busbw),
+                r.bytes,
+                s.nranks,
+                &capture.transport_lines(),
+                &|n| std::env::var(n).ok(),
+            )
+        }),
+        Err(_) => None,
+    };
     let warnings = if code == 1 {
         capture.last_warnings(10)
     } else {
@@ -467,6 +490,16 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
             .collect();
         let mut doc = json!({"ok": code == 0, "exit": code, "verdict": verdict, "wall_s": wall, "rows": rows,
                              "nccl_warnings": warnings});
+        if let Some(v) = &judged {
+            doc["hardware"] = json!({
+                "verdict": v.line,
+                "predicted_busbw": v.predicted.as_ref().map(|p| p.0),
+                "links": v.predicted.as_ref().map(|p| p.1.clone()),
+                "measured_busbw": v.measured,
+                "ratio": v.ratio,
+                "transport": v.transport.as_ref().map(|t| format!("{t:?}")),
+            });
+        }
         for e in &events {
             match e {
                 Event::Loaded { path, version } => {
@@ -508,6 +541,9 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
             for w in &warnings {
                 let _ = writeln!(err, "{who}  {w}");
             }
+        }
+        if let Some(v) = &judged {
+            let _ = writeln!(std::io::stdout(), "{who}hardware: {}", v.line);
         }
         let _ = writeln!(std::io::stdout(), "{who}{verdict}");
         if code != 0 {

@@ -12,6 +12,11 @@ pub type CuDevice = c_int;
 pub type CuContext = *mut c_void;
 pub type CuStream = *mut c_void;
 pub type CuDevicePtr = u64;
+pub type CuModule = *mut c_void;
+pub type CuFunction = *mut c_void;
+
+/// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR`.
+pub const ATTR_CC_MAJOR: c_int = 75;
 
 /// `CUDA_ERROR_NOT_READY`: a stream still has work.
 pub const NOT_READY: CuResult = 600;
@@ -61,6 +66,12 @@ api! {
     stream_query: "cuStreamQuery" => fn(CuStream) -> CuResult;
     stream_destroy: "cuStreamDestroy_v2" => fn(CuStream) -> CuResult;
     get_error_string: "cuGetErrorString" => fn(CuResult, *mut *const c_char) -> CuResult;
+    module_load_data: "cuModuleLoadData" => fn(*mut CuModule, *const c_void) -> CuResult;
+    module_get_function: "cuModuleGetFunction" => fn(*mut CuFunction, CuModule, *const c_char) -> CuResult;
+    launch_kernel: "cuLaunchKernel" => fn(CuFunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CuStream, *mut *mut c_void, *mut *mut c_void) -> CuResult;
+    device_get_attribute: "cuDeviceGetAttribute" => fn(*mut c_int, c_int, CuDevice) -> CuResult;
+    device_can_access_peer: "cuDeviceCanAccessPeer" => fn(*mut c_int, CuDevice, CuDevice) -> CuResult;
+    device_get_pci_bus_id: "cuDeviceGetPCIBusId" => fn(*mut c_char, c_int, CuDevice) -> CuResult;
 }
 
 impl Cuda {

@@ -77,7 +77,8 @@ impl Dtype {
     }
 
     /// Floats get small integers, so that any order of summing is exact:
-    /// the largest integer each type holds exactly, shared among the ranks.
+    /// the largest integer each type holds exactly, shared among the ranks,
+    /// rounded down to a power of two (so the GPU takes it with a mask).
     fn float_range(self, nranks: usize) -> u64 {
         let limit: u64 = match self {
             Dtype::F16 => 2048,
@@ -85,7 +86,22 @@ impl Dtype {
             Dtype::F32 => 1 << 24,
             _ => 1 << 53,
         };
-        (limit / nranks.max(1) as u64).clamp(2, 1 << 20)
+        let r = (limit / nranks.max(1) as u64).clamp(2, 1 << 20);
+        1 << (63 - r.leading_zeros())
+    }
+
+    /// The mask that takes a hashed value into this type's range of
+    /// inputs: all ones for integers (they wrap, as NCCL's sum does).
+    pub fn value_mask(self, nranks: usize) -> u64 {
+        match self {
+            Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::F64 => self.float_range(nranks) - 1,
+            _ => u64::MAX,
+        }
+    }
+
+    /// The position of this type in [`Dtype::ALL`] (the GPU kernels' code).
+    pub fn code(self) -> u32 {
+        Dtype::ALL.iter().position(|d| *d == self).unwrap_or(0) as u32
     }
 
     /// The value of element `i` on `rank`, as the sum's integer domain.
@@ -93,10 +109,7 @@ impl Dtype {
         let v = mix(seed
             ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
-        match self {
-            Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::F64 => v % self.float_range(nranks),
-            _ => v,
-        }
+        v & self.value_mask(nranks)
     }
 
     /// Encodes an integer-domain value into the element's bytes.
@@ -320,6 +333,30 @@ mod tests {
             let want = expected(t, 1, 4, 5000);
             assert_eq!(check(t, &poison(&want), &want).wrong, 5000, "{t:?}");
         }
+    }
+
+    #[test]
+    fn float_ranges_are_powers_of_two_and_sums_fit() {
+        assert_eq!(Dtype::F16.value_mask(2), 1023);
+        assert_eq!(Dtype::F16.value_mask(3), 511);
+        assert_eq!(Dtype::Bf16.value_mask(4), 63);
+        assert_eq!(Dtype::F32.value_mask(1), (1 << 20) - 1);
+        assert_eq!(Dtype::F64.value_mask(8), (1 << 20) - 1);
+        assert_eq!(Dtype::I32.value_mask(8), u64::MAX);
+        for t in [Dtype::F16, Dtype::Bf16, Dtype::F32] {
+            for n in 1..=64usize {
+                let m = t.value_mask(n);
+                assert!((m + 1).is_power_of_two());
+                let limit: u64 = match t {
+                    Dtype::F16 => 2048,
+                    Dtype::Bf16 => 256,
+                    _ => 1 << 24,
+                };
+                assert!(m * n as u64 <= limit || m == 1, "{t:?} x{n}");
+            }
+        }
+        assert_eq!(Dtype::U8.code(), 6);
+        assert_eq!(Dtype::F32.code(), 0);
     }
 
     #[test]

@@ -13,9 +13,12 @@ mod cuda;
 pub mod data;
 mod fsafe;
 mod nccl;
+mod ptx;
 pub mod rendezvous;
+pub mod verdict;
+mod watchdog;
 
-use cuda::{CuContext, CuDevicePtr, CuStream, Cuda};
+use cuda::{CuContext, CuDevicePtr, CuFunction, CuStream, Cuda};
 pub use data::Dtype;
 pub use fsafe::private_dir;
 use nccl::{Nccl, NcclComm};
@@ -147,6 +150,8 @@ pub struct Summary {
     pub peers: Vec<PeerOutcome>,
     /// Whether every element everywhere was right.
     pub ok: bool,
+    /// The links of this process's GPUs (for [`verdict::judge`]).
+    pub topology: verdict::Topology,
 }
 
 /// Why the smoke test could not finish.
@@ -249,6 +254,10 @@ struct Gpu {
     comm: NcclComm,
     send: CuDevicePtr,
     recv: CuDevicePtr,
+    /// Two counters the check kernel adds into: wrong elements, first wrong index.
+    result: CuDevicePtr,
+    /// The fill and check kernels, loaded into this GPU's context.
+    kernels: Option<(CuFunction, CuFunction)>,
 }
 
 struct Run<'a> {
@@ -256,7 +265,7 @@ struct Run<'a> {
     nc: &'a Nccl,
     gpus: Vec<Gpu>,
     timeout: Duration,
-    abort: Option<Arc<rendezvous::Abort>>,
+    dog: Arc<watchdog::Watchdog>,
 }
 
 impl Run<'_> {
@@ -267,6 +276,11 @@ impl Run<'_> {
     }
 
     fn nccl_err(&self, what: &str, rc: i32, comm: Option<NcclComm>) -> Failure {
+        // After an abort the communicators are gone: the watchdog's reason
+        // is the one to give, and no freed communicator may be asked.
+        if let Some(f) = self.dog.failure() {
+            return f;
+        }
         Failure::Nccl {
             what: what.to_string(),
             error: self.nc.error(rc, comm),
@@ -274,74 +288,50 @@ impl Run<'_> {
         }
     }
 
-    /// Aborts every communicator (NCCL's way out of a hang).
-    fn abort_all(&mut self) {
-        for g in &mut self.gpus {
-            if !g.comm.is_null() {
-                if let Some(f) = self.nc.comm_abort {
-                    // SAFETY: the communicator is live; abort frees it.
-                    unsafe { f(g.comm) };
-                }
-                g.comm = std::ptr::null_mut();
-            }
-        }
-    }
-
-    fn check_abort(&self) -> Result<(), Failure> {
-        match self.abort.as_ref().and_then(|a| a.raised()) {
-            Some(why) => Err(Failure::PeerGone(why)),
+    fn fired(&self) -> Result<(), Failure> {
+        match self.dog.has_fired().then(|| self.dog.failure()).flatten() {
+            Some(f) => Err(f),
             None => Ok(()),
         }
     }
 
-    /// Waits for every stream, watching NCCL's async errors and the deadline.
-    fn wait(&self, what: &str, deadline: Instant) -> Result<(), Failure> {
+    /// Waits for every stream, spinning as `cuStreamSynchronize` would,
+    /// while the watchdog keeps the deadline.
+    fn wait(&self, what: &str) -> Result<(), Failure> {
+        let start = Instant::now();
         let mut spins = 0u32;
+        let mut pending: Vec<&Gpu> = self.gpus.iter().collect();
         loop {
-            let mut done = true;
-            for g in &self.gpus {
+            self.fired()?;
+            let mut k = 0;
+            while k < pending.len() {
+                let g = pending[k];
                 self.set(g)?;
                 // SAFETY: live stream of the current context.
                 let rc = unsafe { (self.cu.stream_query)(g.stream) };
                 if rc == cuda::NOT_READY {
-                    done = false;
+                    k += 1;
                 } else if rc != 0 {
+                    self.fired()?;
                     return Err(Failure::Cuda(format!("{what}: {}", self.cu.error(rc))));
+                } else {
+                    pending.swap_remove(k);
                 }
             }
-            if done {
+            if pending.is_empty() {
                 return Ok(());
             }
             spins += 1;
-            if spins % 64 == 0 {
-                if let Some(get) = self.nc.comm_get_async_error {
-                    self.comm_states(get, what)?;
-                }
-                self.check_abort()?;
-                if Instant::now() >= deadline {
-                    return Err(Failure::Timeout(format!(
-                        "{what} did not finish within {:.0} s; the communicators were aborted. A rank died or \
-                         stalled: check the other ranks",
-                        self.timeout.as_secs_f64()
-                    )));
-                }
-            }
-            if spins > 1000 {
-                std::thread::sleep(Duration::from_micros(50));
+            if spins % 256 == 0 && start.elapsed() > Duration::from_millis(20) {
+                std::thread::sleep(Duration::from_micros(20));
             } else {
                 std::hint::spin_loop();
             }
         }
     }
 
-    /// One all-reduce on every GPU, as one group.
-    fn all_reduce(
-        &self,
-        count: usize,
-        t: Dtype,
-        in_place: bool,
-        deadline: Instant,
-    ) -> Result<(), Failure> {
+    /// One all-reduce on every GPU, as one group (blocking communicators).
+    fn all_reduce(&self, count: usize, t: Dtype, in_place: bool) -> Result<(), Failure> {
         // SAFETY: group calls bracket the per-GPU enqueues.
         let rc = unsafe { (self.nc.group_start)() };
         if rc != nccl::SUCCESS {
@@ -362,7 +352,7 @@ impl Run<'_> {
                     g.stream,
                 )
             };
-            if rc != nccl::SUCCESS && rc != nccl::IN_PROGRESS {
+            if rc != nccl::SUCCESS {
                 // SAFETY: close the group before reporting.
                 unsafe { (self.nc.group_end)() };
                 return Err(self.nccl_err("ncclAllReduce", rc, Some(g.comm)));
@@ -370,72 +360,10 @@ impl Run<'_> {
         }
         // SAFETY: closes the group opened above.
         let rc = unsafe { (self.nc.group_end)() };
-        if rc != nccl::SUCCESS && rc != nccl::IN_PROGRESS {
+        if rc != nccl::SUCCESS {
             return Err(self.nccl_err("ncclGroupEnd (all-reduce)", rc, None));
         }
-        self.poll_comms("all-reduce", deadline, &|| {
-            format!(
-                "an all-reduce was not enqueued within {:.0} s; the communicators were aborted",
-                self.timeout.as_secs_f64()
-            )
-        })
-    }
-
-    /// Looks at every communicator once: an error is a failure, and
-    /// `Ok(true)` means one is still in progress.
-    fn comm_states(&self, get: nccl::AsyncErrorFn, what: &str) -> Result<bool, Failure> {
-        let mut pending = false;
-        for g in &self.gpus {
-            let mut state = 0;
-            // SAFETY: live communicator; writes one int.
-            let rc = unsafe { get(g.comm, &mut state) };
-            if rc != nccl::SUCCESS {
-                return Err(self.nccl_err("ncclCommGetAsyncError", rc, Some(g.comm)));
-            }
-            if state == nccl::IN_PROGRESS {
-                pending = true;
-            } else if state != nccl::SUCCESS {
-                return Err(self.nccl_err(
-                    &format!("{what} on GPU {}", g.ordinal),
-                    state,
-                    Some(g.comm),
-                ));
-            }
-        }
-        Ok(pending)
-    }
-
-    /// Non-blocking communicators: every call must have left
-    /// `ncclInProgress` before the next one is made. Polls every
-    /// communicator until then, an error, an abort from another rank, or
-    /// `deadline` (after which `late` says what did not finish).
-    fn poll_comms(
-        &self,
-        what: &str,
-        deadline: Instant,
-        late: &dyn Fn() -> String,
-    ) -> Result<(), Failure> {
-        let Some(get) = self
-            .nc
-            .comm_get_async_error
-            .filter(|_| self.nc.comm_init_rank_config.is_some())
-        else {
-            return Ok(());
-        };
-        let mut spins = 0u32;
-        loop {
-            if !self.comm_states(get, what)? {
-                return Ok(());
-            }
-            spins += 1;
-            if spins % 256 == 0 {
-                self.check_abort()?;
-                if Instant::now() >= deadline {
-                    return Err(Failure::Timeout(late()));
-                }
-                std::thread::sleep(Duration::from_micros(20));
-            }
-        }
+        Ok(())
     }
 
     fn upload(&self, g: &Gpu, dst: CuDevicePtr, src: &[u8]) -> Result<(), Failure> {
@@ -454,58 +382,307 @@ impl Run<'_> {
         Ok(out)
     }
 
+    /// Launches `f` on `g`'s stream over `count` elements.
+    fn launch(
+        &self,
+        g: &Gpu,
+        f: CuFunction,
+        count: usize,
+        args: &mut [*mut c_void],
+    ) -> Result<(), Failure> {
+        self.set(g)?;
+        // SAFETY: `args` points at one value per kernel parameter, of the
+        // parameter's type, alive for the call (the driver copies them).
+        let rc = unsafe {
+            (self.cu.launch_kernel)(
+                f,
+                ptx::grid(count),
+                1,
+                1,
+                ptx::BLOCK,
+                1,
+                1,
+                0,
+                g.stream,
+                args.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        self.cu.check(rc, "cuLaunchKernel").map_err(Failure::Cuda)
+    }
+
+    /// Fills `dst` on the GPU: rank `rank`'s input, or the poison.
+    fn fill(
+        &self,
+        g: &Gpu,
+        d: &Data,
+        dst: CuDevicePtr,
+        rank: usize,
+        poison: bool,
+    ) -> Result<(), Failure> {
+        let (fill, _) = g.kernels.expect("kernels loaded");
+        let (mut ptr, mut count, mut seed, mut rank, mut nranks) =
+            (dst, d.count as u64, d.seed, rank as u64, d.nranks as u64);
+        let (mut dtype, mut mask, mut esize, mut mode) = (
+            d.t.code(),
+            d.t.value_mask(d.nranks),
+            d.t.size() as u64,
+            u32::from(poison),
+        );
+        let mut args: [*mut c_void; 9] = [
+            &mut ptr as *mut _ as *mut c_void,
+            &mut count as *mut _ as *mut c_void,
+            &mut seed as *mut _ as *mut c_void,
+            &mut rank as *mut _ as *mut c_void,
+            &mut nranks as *mut _ as *mut c_void,
+            &mut dtype as *mut _ as *mut c_void,
+            &mut mask as *mut _ as *mut c_void,
+            &mut esize as *mut _ as *mut c_void,
+            &mut mode as *mut _ as *mut c_void,
+        ];
+        self.launch(g, fill, d.count, &mut args)
+    }
+
+    /// Checks every element of `src` on the GPU; returns the number wrong
+    /// and the first wrong index.
+    fn check_on_gpu(&self, g: &Gpu, d: &Data, src: CuDevicePtr) -> Result<(), Failure> {
+        let (_, check) = g.kernels.expect("kernels loaded");
+        self.upload(
+            g,
+            g.result,
+            &[0u8; 8]
+                .iter()
+                .chain(&[0xffu8; 8])
+                .copied()
+                .collect::<Vec<_>>(),
+        )?;
+        let (mut ptr, mut count, mut seed, mut nranks) =
+            (src, d.count as u64, d.seed, d.nranks as u64);
+        let (mut dtype, mut mask, mut esize, mut out) = (
+            d.t.code(),
+            d.t.value_mask(d.nranks),
+            d.t.size() as u64,
+            g.result,
+        );
+        let mut args: [*mut c_void; 8] = [
+            &mut ptr as *mut _ as *mut c_void,
+            &mut count as *mut _ as *mut c_void,
+            &mut seed as *mut _ as *mut c_void,
+            &mut nranks as *mut _ as *mut c_void,
+            &mut dtype as *mut _ as *mut c_void,
+            &mut mask as *mut _ as *mut c_void,
+            &mut esize as *mut _ as *mut c_void,
+            &mut out as *mut _ as *mut c_void,
+        ];
+        self.launch(g, check, d.count, &mut args)
+    }
+
+    fn check_result(&self, g: &Gpu) -> Result<(usize, u64), Failure> {
+        let b = self.download(g, g.result, 16)?;
+        let wrong = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+        let first = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+        Ok((wrong as usize, first))
+    }
+
     /// Runs one size in one mode: poison, run, check every element, time.
-    #[allow(clippy::too_many_arguments)]
     fn one(
         &self,
-        t: Dtype,
-        count: usize,
-        nranks: usize,
-        inputs: &[Vec<u8>],
-        want: &[u8],
+        d: &Data,
+        first_rank: usize,
         in_place: bool,
         iters: usize,
     ) -> Result<Timing, Failure> {
+        let (t, count, nranks) = (d.t, d.count, d.nranks);
         let bytes = count * t.size();
-        let poison = data::poison(want);
-        for (g, input) in self.gpus.iter().zip(inputs) {
-            if in_place {
-                self.upload(g, g.recv, input)?;
+        let on_gpu = self.gpus.iter().all(|g| g.kernels.is_some());
+        for (j, g) in self.gpus.iter().enumerate() {
+            let dst = if in_place { g.recv } else { g.send };
+            if on_gpu {
+                self.fill(g, d, dst, first_rank + j, false)?;
+                if !in_place {
+                    self.fill(g, d, g.recv, 0, true)?;
+                }
             } else {
-                self.upload(g, g.send, input)?;
-                self.upload(g, g.recv, &poison)?;
+                self.upload(
+                    g,
+                    dst,
+                    &data::input(t, d.seed, first_rank + j, nranks, count),
+                )?;
+                if !in_place {
+                    self.upload(
+                        g,
+                        g.recv,
+                        &data::poison(&data::expected(t, d.seed, nranks, count)),
+                    )?;
+                }
             }
         }
         let what = format!("all-reduce of {bytes} bytes ({})", t.name());
+        let late = format!(
+            "{what} did not finish within {:.0} s; the communicators were aborted. A rank died or stalled: check \
+             the other ranks",
+            self.timeout.as_secs_f64()
+        );
         // One deadline per step: the checked run, the warm-up, the timed batch.
-        let step = || Instant::now() + self.timeout;
-        let d = step();
-        self.all_reduce(count, t, in_place, d)?;
-        self.wait(&what, d)?;
+        let step = |f: &dyn Fn() -> Result<(), Failure>| -> Result<(), Failure> {
+            self.dog.arm(late.clone(), Instant::now() + self.timeout);
+            let r = f();
+            self.dog.disarm();
+            r
+        };
+        step(&|| {
+            self.all_reduce(count, t, in_place)?;
+            self.wait(&what)
+        })?;
         let mut wrong = 0;
+        if on_gpu {
+            for g in &self.gpus {
+                self.check_on_gpu(g, d, g.recv)?;
+            }
+            for g in &self.gpus {
+                wrong += self.check_result(g)?.0;
+            }
+        } else {
+            let want = data::expected(t, d.seed, nranks, count);
+            for g in &self.gpus {
+                let got = self.download(g, g.recv, bytes)?;
+                wrong += data::check(t, &got, &want).wrong;
+            }
+        }
+        // Timing: a warm-up, then `iters` back to back, one wait.
+        step(&|| {
+            self.all_reduce(count, t, in_place)?;
+            self.wait(&what)
+        })?;
+        let secs = std::cell::Cell::new(0.0);
+        step(&|| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                self.all_reduce(count, t, in_place)?;
+            }
+            self.wait(&what)?;
+            secs.set(start.elapsed().as_secs_f64() / iters as f64);
+            Ok(())
+        })?;
+        Ok(Timing::of(bytes, secs.get(), nranks, wrong))
+    }
+
+    /// Loads the kernels on every GPU and checks them against the host's
+    /// data: the fill's inputs and poison, the check's counts. Any
+    /// disagreement leaves the data to the host (slower, as exact).
+    fn load_kernels(
+        &mut self,
+        dtypes: &[Dtype],
+        nranks: usize,
+        seed: u64,
+        on: &mut dyn FnMut(Event),
+    ) {
+        let text = std::ffi::CString::new(ptx::module()).unwrap_or_default();
+        for j in 0..self.gpus.len() {
+            if self.set(&self.gpus[j]).is_err() {
+                return;
+            }
+            let mut m: cuda::CuModule = std::ptr::null_mut();
+            let (mut fill, mut check): (CuFunction, CuFunction) =
+                (std::ptr::null_mut(), std::ptr::null_mut());
+            // SAFETY: the text is NUL-terminated PTX; each call writes one handle.
+            let rc = unsafe {
+                let mut rc = (self.cu.module_load_data)(&mut m, text.as_ptr() as *const c_void);
+                if rc == 0 {
+                    rc = (self.cu.module_get_function)(&mut fill, m, b"nf_fill\0".as_ptr().cast());
+                }
+                if rc == 0 {
+                    rc =
+                        (self.cu.module_get_function)(&mut check, m, b"nf_check\0".as_ptr().cast());
+                }
+                rc
+            };
+            if rc != 0 {
+                on(Event::Note(format!(
+                    "the GPU kernels did not load ({}): data is made and checked on the host",
+                    self.cu.error(rc)
+                )));
+                for g in &mut self.gpus {
+                    g.kernels = None;
+                }
+                return;
+            }
+            self.gpus[j].kernels = Some((fill, check));
+        }
+        if let Err(why) = self.self_test(dtypes, nranks, seed) {
+            on(Event::Note(format!(
+                "the GPU kernels disagree with the host ({why}): data is made and checked on the host"
+            )));
+            for g in &mut self.gpus {
+                g.kernels = None;
+            }
+        }
+    }
+
+    fn self_test(&self, dtypes: &[Dtype], nranks: usize, seed: u64) -> Result<(), String> {
+        let count = 4099usize;
         for g in &self.gpus {
-            let got = self.download(g, g.recv, bytes)?;
-            wrong += data::check(t, &got, want).wrong;
+            for &t in dtypes {
+                let d = Data {
+                    t,
+                    count,
+                    nranks,
+                    seed,
+                };
+                let bytes = count * t.size();
+                let e = |f: Failure| f.to_string();
+                self.fill(g, &d, g.send, nranks - 1, false).map_err(e)?;
+                self.fill(g, &d, g.recv, 0, true).map_err(e)?;
+                self.wait("the kernels' self-test").map_err(e)?;
+                let input = self.download(g, g.send, bytes).map_err(e)?;
+                if input != data::input(t, seed, nranks - 1, nranks, count) {
+                    return Err(format!("{} inputs", t.name()));
+                }
+                let want = data::expected(t, seed, nranks, count);
+                if self.download(g, g.recv, bytes).map_err(e)? != data::poison(&want) {
+                    return Err(format!("{} poison", t.name()));
+                }
+                // The poison is all wrong; the answer, planted, all right
+                // but one element.
+                self.check_on_gpu(g, &d, g.recv).map_err(e)?;
+                self.wait("the kernels' self-test").map_err(e)?;
+                if self.check_result(g).map_err(e)? != (count, 0) {
+                    return Err(format!("{} check of the poison", t.name()));
+                }
+                let mut planted = want.clone();
+                planted[1234 * t.size()] ^= 1;
+                self.upload(g, g.recv, &planted).map_err(e)?;
+                self.check_on_gpu(g, &d, g.recv).map_err(e)?;
+                self.wait("the kernels' self-test").map_err(e)?;
+                if self.check_result(g).map_err(e)? != (1, 1234) {
+                    return Err(format!("{} check of the answer", t.name()));
+                }
+            }
         }
-        // Timing: a warm-up, then `iters` back to back.
-        let d = step();
-        self.all_reduce(count, t, in_place, d)?;
-        self.wait(&what, d)?;
-        let d = step();
-        let start = Instant::now();
-        for _ in 0..iters {
-            self.all_reduce(count, t, in_place, d)?;
-        }
-        self.wait(&what, d)?;
-        let secs = start.elapsed().as_secs_f64() / iters as f64;
+        Ok(())
+    }
+}
+
+/// One size of one datatype: what the kernels and the host need to know.
+#[derive(Debug, Clone, Copy)]
+struct Data {
+    t: Dtype,
+    count: usize,
+    nranks: usize,
+    seed: u64,
+}
+
+impl Timing {
+    /// The figures of `bytes` all-reduced over `nranks` in `secs` per call.
+    pub fn of(bytes: usize, secs: f64, nranks: usize, wrong: usize) -> Timing {
         let algbw = bytes as f64 / secs / 1e9;
         let n = nranks as f64;
-        Ok(Timing {
+        Timing {
             time_us: secs * 1e6,
             algbw,
             busbw: algbw * 2.0 * (n - 1.0) / n,
             wrong,
-        })
+        }
     }
 }
 
@@ -626,8 +803,11 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
             comm: std::ptr::null_mut(),
             send: 0,
             recv: 0,
+            result: 0,
+            kernels: None,
         });
     }
+    let topology = topology(&cu, &gpus);
     let ctx_s = t_ctx.elapsed().as_secs_f64();
     // Meet the others (or be alone).
     let (id, nranks, first_rank, joined) = match &opts.job {
@@ -648,12 +828,20 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         first_rank,
         seed,
     });
+    let dog = watchdog::Watchdog::start(
+        watchdog::NcclFns {
+            abort: nc.comm_abort,
+            async_error: nc.comm_get_async_error,
+            error_string: nc.get_error_string,
+        },
+        joined.as_ref().map(|j| j.abort.clone()),
+    );
     let mut run = Run {
         cu: &cu,
         nc: &nc,
         gpus,
         timeout: opts.timeout,
-        abort: joined.as_ref().map(|j| j.abort.clone()),
+        dog,
     };
     on(Event::Note(format!(
         "setup: driver {driver_s:.2} s, GPU contexts {ctx_s:.2} s"
@@ -664,8 +852,19 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         Err(f) => (false, 0, f.to_string()),
     };
     if result.is_err() {
+        // The watchdog aborted them already, or an error came back: abort
+        // what is left (destroying a broken communicator can hang).
         let t = Instant::now();
-        run.abort_all();
+        let live = run.dog.stop();
+        if let Some(f) = nc.comm_abort {
+            for c in &live {
+                // SAFETY: a live communicator of this run, aborted once.
+                unsafe { f(*c) };
+            }
+        }
+        for g in &mut run.gpus {
+            g.comm = std::ptr::null_mut();
+        }
         on(Event::Note(format!(
             "communicators aborted in {:.2} s",
             t.elapsed().as_secs_f64()
@@ -692,7 +891,53 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         nranks,
         peers,
         ok: all_ok,
+        topology,
     })
+}
+
+/// The links of this process's GPUs: NVLinks and PCIe from NVML, P2P
+/// between every pair from the driver.
+fn topology(cu: &Cuda, gpus: &[Gpu]) -> verdict::Topology {
+    let nvml = verdict::Nvml::open();
+    let mut t = verdict::Topology::default();
+    let mut devs = Vec::new();
+    for g in gpus {
+        let mut dev = 0;
+        let mut cc = 0;
+        let mut bus = [0 as std::ffi::c_char; 32];
+        // SAFETY: each call writes into the local it is given (bus: 32 bytes, NUL-terminated).
+        let ok = unsafe {
+            (cu.device_get)(&mut dev, g.ordinal as i32) == 0
+                && (cu.device_get_attribute)(&mut cc, cuda::ATTR_CC_MAJOR, dev) == 0
+                && (cu.device_get_pci_bus_id)(bus.as_mut_ptr(), 32, dev) == 0
+        };
+        devs.push(dev);
+        // SAFETY: the driver wrote a NUL-terminated string (or zeros).
+        let bus = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) };
+        let (nvlinks, pcie) = match (&nvml, ok) {
+            (Some(n), true) => n.links(bus),
+            _ => (None, None),
+        };
+        t.gpus.push(verdict::GpuLinks {
+            ordinal: g.ordinal,
+            cc_major: cc,
+            nvlinks,
+            pcie,
+        });
+    }
+    if devs.len() > 1 {
+        let mut all = true;
+        for &a in &devs {
+            for &b in devs.iter().filter(|b| **b != a) {
+                let mut can = 0;
+                // SAFETY: writes one int.
+                let rc = unsafe { (cu.device_can_access_peer)(&mut can, a, b) };
+                all &= rc == 0 && can == 1;
+            }
+        }
+        t.p2p = Some(all);
+    }
+    t
 }
 
 fn nccl_id(nc: &Nccl) -> Result<[u8; 128], Failure> {
@@ -714,8 +959,8 @@ fn sweep(
     seed: u64,
     on: &mut dyn FnMut(Event),
 ) -> Result<(Vec<Row>, usize), Failure> {
-    // Communicators: non-blocking where NCCL has it (2.14+), polled to a deadline.
-    let deadline = Instant::now() + opts.timeout;
+    // Blocking communicators, as a plain program makes them; the watchdog
+    // keeps the deadline (it aborts them if init outlives it).
     let uid = nccl::UniqueId { internal: id };
     // SAFETY: group calls bracket the per-GPU inits.
     unsafe { (run.nc.group_start)() };
@@ -723,37 +968,35 @@ fn sweep(
         run.set(&run.gpus[j])?;
         let rank = (first_rank + j) as i32;
         let mut comm: NcclComm = std::ptr::null_mut();
-        let blocking = std::env::var_os("NCCL_FIND_BLOCKING_INIT").is_some();
-        let rc = match run.nc.comm_init_rank_config.filter(|_| !blocking) {
-            Some(f) => {
-                let mut cfg = nccl::Config::non_blocking();
-                // SAFETY: comm receives the handle; the config outlives the call.
-                unsafe { f(&mut comm, nranks as i32, uid, rank, &mut cfg) }
-            }
-            // SAFETY: as above, blocking.
-            None => unsafe { (run.nc.comm_init_rank)(&mut comm, nranks as i32, uid, rank) },
-        };
+        // SAFETY: comm receives the handle (NCCL sets it before the group ends).
+        let rc = unsafe { (run.nc.comm_init_rank)(&mut comm, nranks as i32, uid, rank) };
         run.gpus[j].comm = comm;
-        if rc != nccl::SUCCESS && rc != nccl::IN_PROGRESS {
+        if rc != nccl::SUCCESS {
             // SAFETY: closes the group.
             unsafe { (run.nc.group_end)() };
             return Err(run.nccl_err(&format!("ncclCommInitRank (rank {rank})"), rc, None));
         }
     }
-    // SAFETY: closes the group opened above.
+    let comms: Vec<NcclComm> = run.gpus.iter().map(|g| g.comm).collect();
+    run.dog.set_comms(&comms, false);
+    let t_init = Instant::now();
+    run.dog.arm(
+        format!(
+            "NCCL communicator init did not finish within {:.0} s; the communicators were aborted. Some rank \
+             never joined NCCL's own bootstrap: check that every rank is alive and that the nodes can reach each \
+             other (nccl-find doctor)",
+            run.timeout.as_secs_f64()
+        ),
+        Instant::now() + opts.timeout,
+    );
+    // SAFETY: closes the group opened above; blocks until init is done.
     let rc = unsafe { (run.nc.group_end)() };
-    if rc != nccl::SUCCESS && rc != nccl::IN_PROGRESS {
+    run.dog.disarm();
+    if rc != nccl::SUCCESS {
         return Err(run.nccl_err("ncclGroupEnd (communicator init)", rc, None));
     }
-    let t_init = Instant::now();
-    let secs = run.timeout.as_secs_f64();
-    run.poll_comms("communicator init", deadline, &|| {
-        format!(
-            "NCCL communicator init did not finish within {secs:.0} s; the communicators were aborted. Some rank \
-             never joined NCCL's own bootstrap: check that every rank is alive and that the nodes can reach each \
-             other (nccl-find doctor)"
-        )
-    })?;
+    run.fired()?;
+    run.dog.set_comms(&comms, true);
     on(Event::Note(format!(
         "NCCL communicators ready in {:.2} s",
         t_init.elapsed().as_secs_f64()
@@ -768,32 +1011,42 @@ fn sweep(
             run.cu
                 .check((run.cu.stream_create)(&mut g.stream, 0), "cuStreamCreate")
                 .map_err(Failure::Cuda)?;
-            run.cu
-                .check(
-                    (run.cu.mem_alloc)(&mut g.send, max_bytes),
-                    &format!("cuMemAlloc of {max_bytes} bytes"),
-                )
-                .map_err(Failure::Cuda)?;
-            run.cu
-                .check(
-                    (run.cu.mem_alloc)(&mut g.recv, max_bytes),
-                    &format!("cuMemAlloc of {max_bytes} bytes"),
-                )
-                .map_err(Failure::Cuda)?;
+            for (buf, len) in [
+                (&mut g.send, max_bytes.max(1 << 16)),
+                (&mut g.recv, max_bytes.max(1 << 16)),
+                (&mut g.result, 16),
+            ] {
+                run.cu
+                    .check(
+                        (run.cu.mem_alloc)(buf, len),
+                        &format!("cuMemAlloc of {len} bytes"),
+                    )
+                    .map_err(Failure::Cuda)?;
+            }
         }
+    }
+    let t_k = Instant::now();
+    run.load_kernels(&opts.dtypes, nranks, seed, on);
+    if run.gpus.iter().all(|g| g.kernels.is_some()) {
+        on(Event::Note(format!(
+            "data made and checked on the GPU (kernels loaded and self-tested in {:.2} s)",
+            t_k.elapsed().as_secs_f64()
+        )));
     }
     let mut rows = Vec::new();
     let mut wrong = 0;
     for &t in &opts.dtypes {
         for &bytes in &opts.sizes {
             let count = (bytes / t.size()).max(1);
-            let inputs: Vec<Vec<u8>> = (0..run.gpus.len())
-                .map(|j| data::input(t, seed, first_rank + j, nranks, count))
-                .collect();
-            let want = data::expected(t, seed, nranks, count);
+            let d = Data {
+                t,
+                count,
+                nranks,
+                seed,
+            };
             let iters = opts.iters.unwrap_or_else(|| iters_for(bytes));
-            let oop = run.one(t, count, nranks, &inputs, &want, false, iters)?;
-            let ip = run.one(t, count, nranks, &inputs, &want, true, iters)?;
+            let oop = run.one(&d, first_rank, false, iters)?;
+            let ip = run.one(&d, first_rank, true, iters)?;
             wrong += oop.wrong + ip.wrong;
             let row = Row {
                 bytes: count * t.size(),
@@ -810,6 +1063,13 @@ fn sweep(
 }
 
 fn cleanup(run: &mut Run) {
+    // Communicators the watchdog aborted are gone; the others are destroyed.
+    let live = run.dog.stop();
+    for g in &mut run.gpus {
+        if !live.contains(&g.comm) {
+            g.comm = std::ptr::null_mut();
+        }
+    }
     for g in &run.gpus {
         if run.set(g).is_err() {
             continue;
@@ -819,11 +1079,10 @@ fn cleanup(run: &mut Run) {
             if !g.comm.is_null() {
                 (run.nc.comm_destroy)(g.comm);
             }
-            if g.send != 0 {
-                (run.cu.mem_free)(g.send);
-            }
-            if g.recv != 0 {
-                (run.cu.mem_free)(g.recv);
+            for p in [g.send, g.recv, g.result] {
+                if p != 0 {
+                    (run.cu.mem_free)(p);
+                }
             }
             if !g.stream.is_null() {
                 (run.cu.stream_destroy)(g.stream);
@@ -868,5 +1127,6 @@ fn rendezvous_only(
         nranks,
         peers,
         ok,
+        topology: verdict::Topology::default(),
     })
 }

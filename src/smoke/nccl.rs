@@ -22,36 +22,6 @@ pub struct UniqueId {
     pub internal: [u8; 128],
 }
 
-/// `ncclConfig_t` as NCCL 2.14 laid it out; newer NCCL reads older
-/// layouts by their `size` and `version`.
-#[repr(C)]
-pub struct Config {
-    pub size: usize,
-    pub magic: u32,
-    pub version: u32,
-    pub blocking: c_int,
-    pub cga_cluster_size: c_int,
-    pub min_ctas: c_int,
-    pub max_ctas: c_int,
-    pub net_name: *const c_char,
-}
-
-impl Config {
-    /// `NCCL_CONFIG_INITIALIZER` of 2.14, non-blocking.
-    pub fn non_blocking() -> Config {
-        Config {
-            size: std::mem::size_of::<Config>(),
-            magic: 0xcafe_beef,
-            version: 21400,
-            blocking: 0,
-            cga_cluster_size: c_int::MIN,
-            min_ctas: c_int::MIN,
-            max_ctas: c_int::MIN,
-            net_name: std::ptr::null(),
-        }
-    }
-}
-
 type Fn0 = unsafe extern "C" fn() -> NcclResult;
 /// `ncclCommGetAsyncError`.
 pub type AsyncErrorFn = unsafe extern "C" fn(NcclComm, *mut NcclResult) -> NcclResult;
@@ -69,10 +39,6 @@ pub struct Nccl {
     pub version_code: i32,
     pub get_unique_id: unsafe extern "C" fn(*mut UniqueId) -> NcclResult,
     pub comm_init_rank: unsafe extern "C" fn(*mut NcclComm, c_int, UniqueId, c_int) -> NcclResult,
-    /// 2.14 and newer.
-    pub comm_init_rank_config: Option<
-        unsafe extern "C" fn(*mut NcclComm, c_int, UniqueId, c_int, *mut Config) -> NcclResult,
-    >,
     /// 2.4 and newer.
     pub comm_get_async_error: Option<AsyncErrorFn>,
     pub comm_abort: Option<FnComm>,
@@ -122,7 +88,6 @@ impl Nccl {
                 version_code,
                 get_unique_id: need!("ncclGetUniqueId"),
                 comm_init_rank: need!("ncclCommInitRank"),
-                comm_init_rank_config: maybe!("ncclCommInitRankConfig"),
                 comm_get_async_error: maybe!("ncclCommGetAsyncError"),
                 comm_abort: maybe!("ncclCommAbort"),
                 comm_destroy: need!("ncclCommDestroy"),
