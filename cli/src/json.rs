@@ -1,11 +1,31 @@
-//! `--json`: the report as a stable JSON object. The keys `found`,
-//! `selected`, `candidates`, `loader` and `env` and their fields, listed in
-//! the README, are fixed; others may be added.
+//! `--json`: the report as a stable JSON object. The keys `schema`,
+//! `found`, `selected`, `candidates`, `loader` and `env` and their fields,
+//! listed in the README, are fixed; others may be added. `schema` is the
+//! version of this format, raised whenever a documented key changes shape.
 
 use std::path::Path;
 
-use nccl_find::{Candidate, ErrorKind, Linking, Nccl, Package, Report, Status};
+use nccl_find::{Candidate, ErrorKind, Linking, Nccl, Package, Report, SourceKind, Status};
 use serde_json::{json, Value};
+
+/// The version of this format. 1: `source` was a string (the source's
+/// name). 2: `source` is an object, `{"kind", "display"}`.
+pub const SCHEMA: u32 = 2;
+
+/// A source as tools read it: a fixed identifier, and words for people.
+fn source(kind: SourceKind, display: &str) -> Value {
+    let id = match kind {
+        SourceKind::ExplicitDirs => "explicit_dirs",
+        SourceKind::Home => "nccl_home",
+        SourceKind::PkgConfig => "pkg_config",
+        SourceKind::Pip => "pip",
+        SourceKind::Prefix => "prefix",
+        SourceKind::Cuda => "cuda_toolkit",
+        SourceKind::System => "system",
+        SourceKind::SearchPath => "search_path",
+    };
+    json!({"kind": id, "display": display})
+}
 
 fn path(p: &Path) -> Value {
     Value::String(p.display().to_string())
@@ -36,7 +56,7 @@ fn candidate(c: &Candidate) -> Value {
     json!({
         "path": path(&c.place),
         "version": c.version().map(|v| v.to_string()),
-        "source": c.origin.source.name(),
+        "source": source(c.origin.source, &c.origin.detail),
         "accepted": c.is_usable(),
         "reason": reason,
         "status": status,
@@ -67,7 +87,7 @@ pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String
             "library_version": n.library_version.to_string(),
             "static_library": opt_path(n.static_library.as_deref()),
             "soname": n.soname,
-            "source": n.origin.source.name(),
+            "source": source(n.origin.source, &n.origin.detail),
             "origin": n.origin.detail,
             "variable": n.origin.variable,
             "package": package(&n.origin.package),
@@ -93,6 +113,7 @@ pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String
         })
     };
     let out = json!({
+        "schema": SCHEMA,
         "found": n.is_some(),
         "selected": selected,
         "candidates": r.candidates.iter().map(candidate).collect::<Vec<_>>(),
@@ -109,11 +130,10 @@ pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String
         "target": r.target,
         "requirement": r.requirement,
         "looked": r.looked.iter().map(|l| json!({
-            "source": l.source.name(),
+            "source": source(l.source, l.source.name()),
             "path": path(&l.path),
             "outcome": l.outcome,
         })).collect::<Vec<_>>(),
-        "version": 1,
     });
     serde_json::to_string_pretty(&out).expect("JSON from plain values")
 }

@@ -20,7 +20,7 @@ impl When {
             When::Never => false,
             When::Auto => {
                 std::io::stdout().is_terminal()
-                    && std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty())
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
             }
         }
     }

@@ -191,15 +191,22 @@ fn json_has_the_documented_keys() {
     assert_eq!(s["version_code"], 22809);
     assert_eq!(s["cuda_version"], "13.0");
     assert_eq!(s["static_library"], serde_json::Value::Null);
-    assert_eq!(s["source"], "pip");
+    assert_eq!(v["schema"], 2);
+    assert_eq!(s["source"]["kind"], "pip");
+    assert_eq!(
+        s["source"]["display"],
+        "pip wheel in /opt/torch/.venv/lib/python3.12/site-packages (VIRTUAL_ENV)"
+    );
     let cands = v["candidates"].as_array().unwrap();
     assert_eq!(cands.len(), 2);
     for c in cands {
         for k in ["path", "version", "source", "accepted", "reason"] {
             assert!(c.get(k).is_some(), "candidates[].{k}");
         }
+        assert!(c["source"]["kind"].is_string() && c["source"]["display"].is_string());
     }
     assert_eq!(cands[1]["accepted"], true);
+    assert_eq!(cands[1]["source"]["kind"], "system");
     assert_eq!(
         cands[1]["reason"],
         "pip comes earlier in the search order than system"
