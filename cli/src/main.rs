@@ -26,6 +26,8 @@ Examples:
   eval \"$(nccl-find --loader-env)\" && cargo run
                                             cudarc (and any dlopen of libnccl.so) loads the NCCL found
   nccl-find --atleast-version 2.18          exit 0 if NCCL >= 2.18 is found
+  PKG_CONFIG=$(command -v nccl-find) cmake -S . -B build
+                                            nccl-find answers CMake's and meson's pkg-config questions for nccl
   NCCL_HOME=/opt/nccl nccl-find --print     check an install before building against it
   nccl-find doctor                          what will go wrong when NCCL runs, and the fixes
   nccl-find smoke                           a verified all-reduce on every GPU of this machine
