@@ -56,7 +56,24 @@ row "forced NET (P2P and SHM disabled), 256M" "$rc" "$(secs $s $e)" "$(grep hard
 row "default transport, 1G" "$?" "-" "$(grep hardware: "$out/fast.txt" | cut -c1-300)"
 
 # Cross-node style: two processes, the rendezvous on this machine's address.
-read -r ifc addr <<< "$(ip -4 -o addr | awk '$2 != "lo" {split($4, a, "/"); print $2, a[1]; exit}')"
+# `ip -4 -o addr` where there is `ip`; else ask the kernel through Python.
+if command -v ip >/dev/null; then
+  read -r ifc addr <<< "$(ip -4 -o addr | awk '$2 != "lo" {split($4, a, "/"); print $2, a[1]; exit}')"
+else
+  read -r ifc addr <<< "$($py -c '
+import socket, fcntl, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _, n in socket.if_nameindex():
+    if n == "lo": continue
+    try:
+        a = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", n.encode()))
+        print(n, socket.inet_ntoa(a[20:24])); break
+    except OSError: pass')"
+fi
+if [ -z "$addr" ]; then
+  ifc=$(awk '$2 == "00000000" {print $1; exit}' /proc/net/route); addr=$(hostname -I 2>/dev/null | awk '{print $1}')
+fi
+echo "interfaces: $(ls /sys/class/net | tr '\n' ' '); hostname -I: $(hostname -I 2>&1)"
 echo "interface $ifc address $addr"
 xpair() { # tag ifname timeout
   local s=$(now)

@@ -332,6 +332,13 @@ impl Run<'_> {
 
     /// One all-reduce on every GPU, as one group (blocking communicators).
     fn all_reduce(&self, count: usize, t: Dtype, in_place: bool) -> Result<(), Failure> {
+        self.dog.in_nccl(true);
+        let r = self.all_reduce_inner(count, t, in_place);
+        self.dog.in_nccl(false);
+        r
+    }
+
+    fn all_reduce_inner(&self, count: usize, t: Dtype, in_place: bool) -> Result<(), Failure> {
         // SAFETY: group calls bracket the per-GPU enqueues.
         let rc = unsafe { (self.nc.group_start)() };
         if rc != nccl::SUCCESS {
@@ -353,6 +360,8 @@ impl Run<'_> {
                 )
             };
             if rc != nccl::SUCCESS {
+                // After an abort no NCCL call may touch the communicators.
+                self.fired()?;
                 // SAFETY: close the group before reporting.
                 unsafe { (self.nc.group_end)() };
                 return Err(self.nccl_err("ncclAllReduce", rc, Some(g.comm)));
@@ -713,6 +722,12 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
     if opts.rendezvous_only {
         return rendezvous_only(opts, &nc, on);
     }
+    if let Some(p) = ifname_problem(
+        std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
+        &interfaces(),
+    ) {
+        on(Event::Note(p));
+    }
     let t_driver = Instant::now();
     let cu = Cuda::load().map_err(Failure::NoDriver)?;
     // SAFETY: cuInit(0) is the driver's documented first call.
@@ -815,7 +830,7 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         Some(job) => {
             let mut job = job.clone();
             job.ngpus = gpus.len();
-            let make = || nc.unique_id().map(|u| u.internal);
+            let make = || nccl_id(&nc).map_err(|f| f.to_string());
             let j = rendezvous::join(&job, &make, &mut |m| on(Event::Note(m)))
                 .map_err(Failure::Rendezvous)?;
             (j.id, j.nranks, j.first_rank, Some(j))
@@ -945,9 +960,55 @@ fn nccl_id(nc: &Nccl) -> Result<[u8; 128], Failure> {
         .map(|u| u.internal)
         .map_err(|e| Failure::Nccl {
             what: "ncclGetUniqueId".into(),
-            error: e,
-            hint: hint(2),
+            error: e.trim_start_matches("ncclGetUniqueId failed: ").to_string(),
+            hint: ifname_problem(
+                std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
+                &interfaces(),
+            )
+            .unwrap_or_else(|| hint(2)),
         })
+}
+
+/// What is wrong with `NCCL_SOCKET_IFNAME` (`ifname`) given this machine's
+/// interfaces, with the fix; `None` when it is unset or matches one. NCCL
+/// reads it as a comma-separated list of name prefixes (`=` before the list:
+/// exact names; `^`: names to avoid).
+pub fn ifname_problem(ifname: Option<&str>, interfaces: &[String]) -> Option<String> {
+    let v = ifname?.trim();
+    if v.is_empty() {
+        return None;
+    }
+    let (exclude, rest) = match v.strip_prefix('^') {
+        Some(r) => (true, r),
+        None => (false, v),
+    };
+    let (exact, list) = match rest.strip_prefix('=') {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let named = |i: &String| {
+        list.split(',')
+            .filter(|p| !p.is_empty())
+            .any(|p| if exact { i == p } else { i.starts_with(p) })
+    };
+    let usable: Vec<&String> = interfaces
+        .iter()
+        .filter(|i| i.as_str() != "lo" && named(i) != exclude)
+        .collect();
+    if !usable.is_empty() {
+        return None;
+    }
+    let others: Vec<&str> = interfaces
+        .iter()
+        .map(String::as_str)
+        .filter(|i| *i != "lo")
+        .collect();
+    Some(format!(
+        "NCCL_SOCKET_IFNAME={v} leaves NCCL no network interface here (interfaces: {}), so it cannot bootstrap. \
+         Name one that reaches the other nodes{}",
+        if others.is_empty() { "lo only".to_string() } else { others.join(", ") },
+        default_route_iface().map_or(String::new(), |i| format!(": the default route's is NCCL_SOCKET_IFNAME={i}"))
+    ))
 }
 
 fn sweep(
@@ -989,8 +1050,10 @@ fn sweep(
         ),
         Instant::now() + opts.timeout,
     );
+    run.dog.in_nccl(true);
     // SAFETY: closes the group opened above; blocks until init is done.
     let rc = unsafe { (run.nc.group_end)() };
+    run.dog.in_nccl(false);
     run.dog.disarm();
     if rc != nccl::SUCCESS {
         return Err(run.nccl_err("ncclGroupEnd (communicator init)", rc, None));
@@ -1129,4 +1192,43 @@ fn rendezvous_only(
         ok,
         topology: verdict::Topology::default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_socket_ifname_that_names_no_interface_is_caught() {
+        let here: Vec<String> = ["eth0", "ifb0", "ifb1", "lo"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(ifname_problem(None, &here), None);
+        assert_eq!(ifname_problem(Some("eth0"), &here), None);
+        assert_eq!(ifname_problem(Some("eth"), &here), None);
+        assert_eq!(ifname_problem(Some("^docker,lo"), &here), None);
+        assert_eq!(ifname_problem(Some("=ifb1"), &here), None);
+        let p = ifname_problem(Some("nosuchif0"), &here).unwrap();
+        assert!(
+            p.starts_with(
+                "NCCL_SOCKET_IFNAME=nosuchif0 leaves NCCL no network interface here (interfaces: eth0, ifb0, ifb1), \
+                 so it cannot bootstrap. Name one that reaches the other nodes"
+            ),
+            "{p}"
+        );
+        assert!(ifname_problem(Some("=eth"), &here).is_some());
+        assert!(ifname_problem(Some("^eth,ifb"), &here).is_some());
+        assert!(ifname_problem(Some("lo"), &here).is_some());
+    }
+
+    #[test]
+    fn timing_math() {
+        let t = Timing::of(1 << 30, 0.003, 4, 0);
+        assert!((t.time_us - 3000.0).abs() < 1e-9);
+        assert!((t.algbw - 357.913_941_333).abs() < 1e-6, "{}", t.algbw);
+        assert!((t.busbw - t.algbw * 1.5).abs() < 1e-9);
+        assert_eq!(Timing::of(8, 1e-5, 1, 3).busbw, 0.0);
+        assert_eq!(Timing::of(8, 1e-5, 1, 3).wrong, 3);
+    }
 }

@@ -39,6 +39,8 @@ pub struct Watchdog {
     state: Mutex<State>,
     cv: Condvar,
     fired: AtomicBool,
+    /// The run thread is inside an NCCL call.
+    in_nccl: AtomicBool,
 }
 
 /// What the watchdog needs of NCCL (plain function pointers).
@@ -59,6 +61,7 @@ impl Watchdog {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
             fired: AtomicBool::new(false),
+            in_nccl: AtomicBool::new(false),
         });
         let d = dog.clone();
         std::thread::Builder::new()
@@ -94,6 +97,11 @@ impl Watchdog {
         s.poll_errors = poll_errors;
     }
 
+    /// The run thread enters (`true`) or leaves an NCCL call.
+    pub fn in_nccl(&self, inside: bool) {
+        self.in_nccl.store(inside, Ordering::Release);
+    }
+
     /// Whether the watchdog stopped the run (cheap: one atomic load).
     pub fn has_fired(&self) -> bool {
         self.fired.load(Ordering::Acquire)
@@ -117,15 +125,34 @@ impl Watchdog {
     }
 
     fn fire(&self, why: Failure, fns: &NcclFns) {
-        let comms = {
+        {
             let mut s = self.lock();
             if s.fired.is_some() || s.stop {
                 return;
             }
             s.fired = Some(why.clone());
             self.fired.store(true, Ordering::Release);
-            std::mem::take(&mut s.comms)
-        };
+        }
+        // A run thread outside NCCL (waiting on its streams) sees the flag
+        // at once and aborts the communicators itself, with no NCCL call in
+        // flight; one held inside NCCL needs the abort from here.
+        let asked = Instant::now();
+        let mut s = self.lock();
+        while !s.stop
+            && !self.in_nccl.load(Ordering::Acquire)
+            && asked.elapsed() < Duration::from_millis(200)
+        {
+            s = self
+                .cv
+                .wait_timeout(s, Duration::from_millis(5))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        if s.stop {
+            return;
+        }
+        let comms = std::mem::take(&mut s.comms);
+        drop(s);
         if let Some(abort) = fns.abort {
             for c in &comms {
                 // SAFETY: a live communicator of this run, aborted once
