@@ -47,7 +47,7 @@ row "1 process, $n GPUs, all datatypes 8 B-64 MiB" "$rc" "$(secs $s $e)" "$(tail
 # The 4 GiB sweep: wall time against the time spent in all-reduces.
 big=4G; [ -n "$quick" ] && big=1G
 s=$(now); "$bin" smoke --lib $lib --sizes $big --timeout 120 --json > "$out/big.json" 2> "$out/big.err"; rc=$?; e=$(now)
-row "1 process, $n GPUs, --sizes $big" "$rc" "$(secs $s $e)" "$($py -c "import json,sys;d=json.load(open(sys.argv[1]));r=d['rows'][0];t=(1+1+5)*(r['oop']['time_us']+r['ip']['time_us'])/1e6;print(f\"all-reduces {t:.2f} s; {[x for x in d.get('notes',[]) if 'setup' in x or 'ready' in x or 'kernels' in x]}; {d['verdict'][:60]}\")" "$out/big.json" 2>&1 | cut -c1-250)"
+row "1 process, $n GPUs, --sizes $big" "$rc" "$(secs $s $e)" "$($py -c "import json,sys;d=json.load(open(sys.argv[1]));r=d['rows'][0];t=(1+1+5)*(r['oop']['time_us']+r['ip']['time_us'])/1e6;print(f\"wall {d['wall_s']:.2f} s, all-reduces {t:.2f} s; {[x for x in d.get('notes',[]) if 'setup' in x or 'ready' in x or 'data:' in x]}; {d['verdict'][:60]}\")" "$out/big.json" 2>&1 | cut -c1-250)"
 
 # The verdict with NCCL's network transport forced.
 s=$(now); NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 "$bin" smoke --lib $lib --sizes 256M --iters 5 --timeout 60 > "$out/net.txt" 2>&1; rc=$?; e=$(now)

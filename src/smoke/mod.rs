@@ -266,6 +266,8 @@ struct Run<'a> {
     gpus: Vec<Gpu>,
     timeout: Duration,
     dog: Arc<watchdog::Watchdog>,
+    /// Seconds spent making and checking data, and bytes per GPU touched.
+    data_time: std::cell::Cell<(f64, u64)>,
 }
 
 impl Run<'_> {
@@ -504,6 +506,7 @@ impl Run<'_> {
         let (t, count, nranks) = (d.t, d.count, d.nranks);
         let bytes = count * t.size();
         let on_gpu = self.gpus.iter().all(|g| g.kernels.is_some());
+        let t_data = Instant::now();
         for (j, g) in self.gpus.iter().enumerate() {
             let dst = if in_place { g.recv } else { g.send };
             if on_gpu {
@@ -527,6 +530,8 @@ impl Run<'_> {
             }
         }
         let what = format!("all-reduce of {bytes} bytes ({})", t.name());
+        self.wait("making the inputs")?;
+        let mut data_s = t_data.elapsed().as_secs_f64();
         let late = format!(
             "{what} did not finish within {:.0} s; the communicators were aborted. A rank died or stalled: check \
              the other ranks",
@@ -544,6 +549,7 @@ impl Run<'_> {
             self.wait(&what)
         })?;
         let mut wrong = 0;
+        let t_check = Instant::now();
         if on_gpu {
             for g in &self.gpus {
                 self.check_on_gpu(g, d, g.recv)?;
@@ -558,6 +564,10 @@ impl Run<'_> {
                 wrong += data::check(t, &got, &want).wrong;
             }
         }
+        data_s += t_check.elapsed().as_secs_f64();
+        let (s0, b0) = self.data_time.get();
+        let touched = bytes as u64 * if in_place { 2 } else { 3 };
+        self.data_time.set((s0 + data_s, b0 + touched));
         // Timing: a warm-up, then `iters` back to back, one wait.
         step(&|| {
             self.all_reduce(count, t, in_place)?;
@@ -857,6 +867,7 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         gpus,
         timeout: opts.timeout,
         dog,
+        data_time: std::cell::Cell::new((0.0, 0)),
     };
     on(Event::Note(format!(
         "setup: driver {driver_s:.2} s, GPU contexts {ctx_s:.2} s"
@@ -1121,6 +1132,19 @@ fn sweep(
             on(Event::Row(row.clone()));
             rows.push(row);
         }
+    }
+    let (secs, touched) = run.data_time.get();
+    if touched > 0 {
+        on(Event::Note(format!(
+            "data: {:.2} GB per GPU made and checked on the {} in {secs:.3} s ({:.0} GB/s per GPU)",
+            touched as f64 / 1e9,
+            if run.gpus.iter().all(|g| g.kernels.is_some()) {
+                "GPU"
+            } else {
+                "host"
+            },
+            touched as f64 / 1e9 / secs.max(1e-9)
+        )));
     }
     Ok((rows, wrong))
 }
