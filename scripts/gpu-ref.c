@@ -1,5 +1,5 @@
 /* The reference timing for `nccl-find smoke`: the plainest all-reduce loop
- * (blocking communicators, back-to-back ncclAllReduce, one synchronization
+ * (blocking communicators, five warm-ups, back-to-back ncclAllReduce, one synchronization
  * at the end), float32, out of place. It needs no CUDA or NCCL headers:
  * libcuda.so.1 and the NCCL file are opened with dlopen, and the few
  * prototypes are declared here. Build anywhere with gcc:
@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
   CK(groupEnd());
   for (int a = 8; a < argc; a++) {
     size_t bytes = strtoull(argv[a], 0, 10), count = bytes / 4 ? bytes / 4 : 1;
-    for (int rep = -2; rep < iters; rep++) {
+    for (int rep = -5; rep < iters; rep++) {
       double t0 = 0;
       if (rep == 0) {
         for (int g = 0; g < ngpus; g++) { CK(cuSetCurrent(ctx[g])); CK(cuStreamSync(st[g])); }

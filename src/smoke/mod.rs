@@ -568,9 +568,13 @@ impl Run<'_> {
         let (s0, b0) = self.data_time.get();
         let touched = bytes as u64 * if in_place { 2 } else { 3 };
         self.data_time.set((s0 + data_s, b0 + touched));
-        // Timing: a warm-up, then `iters` back to back, one wait.
+        // Timing: warm-ups (several for small sizes, so that every rank
+        // comes to the timed batch in step), then `iters` back to back,
+        // one wait.
         step(&|| {
-            self.all_reduce(count, t, in_place)?;
+            for _ in 0..if bytes <= 1 << 20 { 5 } else { 1 } {
+                self.all_reduce(count, t, in_place)?;
+            }
             self.wait(&what)
         })?;
         let secs = std::cell::Cell::new(0.0);
