@@ -20,23 +20,22 @@
 //!
 //! The probe is a pipeline, one module each:
 //! [`sources`] (where to look) → [`inspect`] (what is there) →
-//! `select` (one winner, every loser with its reason) → [`emit`] (words).
+//! `select` (one winner, every loser with its reason) → [`check`] (how to
+//! link, what the loader will load) → [`Report`] → [`emit`] (directives,
+//! words). `ARCHITECTURE.md` in the repository has the layers.
 //!
 //! ## Search order
 //!
-//! 1. `NCCL_INCLUDE_DIR` + `NCCL_LIB_DIR`: both, or neither.
-//! 2. `NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`: an install root, with
-//!    `include/` and `lib/`, `lib64/` or `lib/<multiarch>/`, or a source
-//!    build's `build/include` and `build/lib`.
-//! 3. `nccl.pc` on `PKG_CONFIG_PATH`, `PKG_CONFIG_LIBDIR` or pkg-config's defaults.
-//! 4. pip wheels `nvidia-nccl-cu*`: `PYTHONPATH`, `VIRTUAL_ENV`, `CONDA_PREFIX`,
-//!    the Pythons on `PATH`, pyenv, the user site, the system site-packages.
-//! 5. `CONDA_PREFIX`, the NVIDIA HPC SDK's `comm_libs`, `EBROOTNCCL`.
-//! 6. `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`, `CUDA_TOOLKIT_ROOT_DIR`,
-//!    `/usr/local/cuda`, `/usr/local/cuda-*`, `/opt/cuda`.
-//! 7. dpkg (`/usr/include` + `/usr/lib/<multiarch>`, named from the dpkg
-//!    database), rpm (`/usr/lib64`), `/usr/lib`, `/usr/local`.
-//! 8. `LIBRARY_PATH`, `LD_LIBRARY_PATH`, the loader cache.
+//! | # | source | looks at |
+//! |---|---|---|
+//! | 1 | explicit dirs | `NCCL_INCLUDE_DIR` + `NCCL_LIB_DIR` (both, or neither: one alone is an error) |
+//! | 2 | NCCL_HOME | `NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`: `include/` + `lib/`, `lib64/`, `lib/<multiarch>/`; or a source build's `build/include` + `build/lib` |
+//! | 3 | pkg-config | `nccl.pc` on `PKG_CONFIG_PATH`, then `PKG_CONFIG_LIBDIR` or the default dirs (`PKG_CONFIG_SYSROOT_DIR` honoured), each read as the `pkg-config` crate reads it (below); skipped when `NCCL_NO_PKG_CONFIG` is set. An `nccl.pc` whose directories hold no NCCL (some distro packages ship one with the build machine's `prefix=/usr/local`) is named in a warning and bypassed; `doctor` warns C and CMake users |
+//! | 4 | pip | `nvidia-nccl-cu*` wheels in `PYTHONPATH`, `VIRTUAL_ENV`, `CONDA_PREFIX`, the Pythons on `PATH` (the command only: see below), pyenv, the user site, system site/dist-packages |
+//! | 5 | prefix | `CONDA_PREFIX`, NVIDIA HPC SDK `comm_libs` (`NVHPC_ROOT`, `/opt/nvidia/hpc_sdk`), `EBROOTNCCL` |
+//! | 6 | CUDA toolkit | `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`, `CUDA_TOOLKIT_ROOT_DIR`, `/usr/local/cuda`, `/usr/local/cuda-*` (newest first), `/opt/cuda`, with `targets/<arch>-linux` |
+//! | 7 | system | dpkg (`/usr/include` + `/usr/lib/<multiarch>`, named and versioned from `/var/lib/dpkg/status` and `info/libnccl*.list`), rpm `/usr/lib64`, `/usr/lib`, `/usr/local` |
+//! | 8 | search path | `LIBRARY_PATH`, `LD_LIBRARY_PATH`, the loader cache `/etc/ld.so.cache` (read as a file) |
 //!
 //! Sources 1–2 are *explicit*: they win outright, and if what they name
 //! cannot be used, that is an error, never a silent fallback. Otherwise the
@@ -59,13 +58,25 @@
 // matters; keeping `Problem` unboxed keeps it easy to match on.
 #![allow(clippy::result_large_err)]
 
+// The layers, lowest first; a module imports only from layers below its
+// own (ARCHITECTURE.md; tests/architecture.rs checks it).
 mod env;
-mod error;
 mod files;
-mod probe;
-mod select;
+mod ldcache;
+mod lines;
 mod target;
 mod version;
+
+mod origin;
+
+mod context;
+
+mod problem;
+
+mod error;
+mod probe;
+mod report;
+mod select;
 
 pub mod api;
 pub mod check;
@@ -75,12 +86,14 @@ pub mod inspect;
 pub mod smoke;
 pub mod sources;
 
-pub use check::{loader::Loader, Linking, MissingSymbol};
+pub use check::{loader::Loader, CompileCheck, LinkArg, Linking, MissingSymbol};
 pub use emit::cargo::emit_rpath_from_dep;
 pub use emit::loader_dir::{emit_loader_dir_from_dep, make_loader_dir, LoaderDir, LoaderDirError};
 pub use env::EnvRead;
-pub use error::{Error, ErrorKind};
-pub use inspect::{Candidate, Problem, Status};
-pub use probe::{CompileCheck, Config, Nccl, Report};
-pub use sources::{Looked, MisleadingPc, Origin, Package, SourceKind};
+pub use error::Error;
+pub use inspect::{Candidate, Status};
+pub use origin::{Looked, MisleadingPc, Origin, Package, SourceKind};
+pub use probe::Config;
+pub use problem::{ErrorKind, Problem};
+pub use report::{Nccl, Report};
 pub use version::{CudaVersion, Version};

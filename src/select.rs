@@ -11,9 +11,126 @@
 //!    (sorted, newest version first), so the outcome never depends on the
 //!    order a directory happens to be listed in.
 
-use crate::error::ErrorKind;
-use crate::inspect::{Candidate, Problem, Status};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
 
+use crate::context::Ctx;
+use crate::inspect::{self, Candidate, Status};
+use crate::problem::{ErrorKind, Problem};
+use crate::sources::Site;
+use crate::version::lenient_semver;
+
+/// A version requirement, as given to `Config`.
+#[derive(Debug, Clone)]
+pub(crate) enum Requirement {
+    AtLeast(String),
+    Exactly(String),
+    Range(Bound<String>, Bound<String>),
+    Semver(String),
+}
+
+impl Requirement {
+    /// The requirement as a semver requirement, with its text (`>=2.18.0`);
+    /// `None` for a range open at both ends.
+    pub(crate) fn parse(&self) -> Result<Option<(semver::VersionReq, String)>, ErrorKind> {
+        let invalid = |requirement: &str, why: String| ErrorKind::InvalidRequirement {
+            requirement: requirement.to_string(),
+            why,
+        };
+        let text = match self {
+            Requirement::AtLeast(v) => {
+                format!(">={}", lenient_semver(v).map_err(|e| invalid(v, e))?)
+            }
+            Requirement::Exactly(v) => {
+                format!("={}", lenient_semver(v).map_err(|e| invalid(v, e))?)
+            }
+            Requirement::Range(lo, hi) => {
+                let mut parts = Vec::new();
+                for (b, inc, exc) in [(lo, ">=", ">"), (hi, "<=", "<")] {
+                    match b {
+                        Bound::Included(v) => parts.push(format!(
+                            "{inc}{}",
+                            lenient_semver(v).map_err(|e| invalid(v, e))?
+                        )),
+                        Bound::Excluded(v) => parts.push(format!(
+                            "{exc}{}",
+                            lenient_semver(v).map_err(|e| invalid(v, e))?
+                        )),
+                        Bound::Unbounded => {}
+                    }
+                }
+                if parts.is_empty() {
+                    return Ok(None);
+                }
+                parts.join(", ")
+            }
+            Requirement::Semver(r) => r.clone(),
+        };
+        let req = semver::VersionReq::parse(&text).map_err(|e| invalid(&text, e.to_string()))?;
+        Ok(Some((req, text)))
+    }
+}
+
+/// Inspects every site and keeps one candidate per install: the same files
+/// found again are noted on the first ("also via"); a path with a line
+/// break rejects its install; an explicit install shadowed by another is
+/// warned about.
+pub(crate) fn candidates(ctx: &Ctx, sites: Vec<Site>) -> Vec<Candidate> {
+    let mut cands: Vec<Candidate> = Vec::new();
+    for site in sites {
+        let Some(mut c) = inspect::inspect_site(ctx, site) else {
+            continue;
+        };
+        if let Some(p) = c.line_break().map(Path::to_path_buf) {
+            let problem = Problem::LineBreak { path: p };
+            if !c.explicit {
+                ctx.warn(format!("an install was skipped: {problem}"));
+            }
+            c.status = Status::Rejected(problem);
+        }
+        if !c.explicit
+            && c.lib_dir.is_none()
+            && cands.iter().any(|o| same_file(&o.header, &c.header))
+        {
+            // A shared include dir (/usr/include) seen again beside a
+            // library dir with no NCCL: nothing new.
+            continue;
+        }
+        if let Some(same) = cands.iter_mut().find(|o| same_install(o, &c)) {
+            same.also_found_by.push(c.origin);
+            continue;
+        }
+        cands.push(c);
+    }
+    for c in cands.iter().skip(1).filter(|c| c.explicit) {
+        if let Some(p) = c.problem() {
+            ctx.warn(format!(
+                "{} is set but shadowed by {}; it is ignored. Note: {p}",
+                c.origin.variable.as_deref().unwrap_or(""),
+                cands[0].origin.variable.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    cands
+}
+
+/// Two candidates are one install when they resolve to the same header
+/// and library files.
+fn same_install(a: &Candidate, b: &Candidate) -> bool {
+    (a.header.is_some() || a.library_real.is_some())
+        && same_file(&a.header, &b.header)
+        && same_file(&a.library_real, &b.library_real)
+}
+
+fn same_file(a: &Option<PathBuf>, b: &Option<PathBuf>) -> bool {
+    let canon = |p: &Option<PathBuf>| {
+        p.as_ref()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+    };
+    canon(a) == canon(b)
+}
+
+/// Picks the winner: see the module's rules.
 pub(crate) fn select(
     cands: &mut [Candidate],
     req: Option<&(semver::VersionReq, String)>,

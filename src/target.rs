@@ -39,6 +39,23 @@ pub(crate) fn built_for() -> String {
     }
 }
 
+/// The ELF `e_machine` of each architecture NCCL ships for: `(arch names
+/// in a triple, e_machine, name in words)`.
+const ELF_MACHINES: [(&str, u16, &str); 4] = [
+    ("x86_64", 62, "x86-64"),
+    ("aarch64", 183, "AArch64"),
+    ("powerpc64le", 21, "POWER"),
+    ("i686|i586", 3, "i386"),
+];
+
+/// An ELF `e_machine` in words (`x86-64`), `unknown` for others.
+pub(crate) fn machine_name(machine: u16) -> &'static str {
+    ELF_MACHINES
+        .iter()
+        .find(|(_, m, _)| *m == machine)
+        .map_or("unknown", |&(.., name)| name)
+}
+
 impl Target {
     pub fn new(triple: &str) -> Target {
         let arch = triple.split('-').next().unwrap_or("");
@@ -72,13 +89,10 @@ impl Target {
             cuda_targets,
             hpc_sdk,
             dpkg_arch,
-            elf_machine: match arch {
-                "x86_64" => Some((62, "x86-64")),
-                "aarch64" => Some((183, "AArch64")),
-                "powerpc64le" => Some((21, "POWER")),
-                "i686" | "i586" => Some((3, "i386")),
-                _ => None,
-            },
+            elf_machine: ELF_MACHINES
+                .iter()
+                .find(|(a, ..)| a.split('|').any(|a| a == arch))
+                .map(|&(_, m, name)| (m, name)),
         }
     }
 }

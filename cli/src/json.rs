@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use nccl_find::{Candidate, ErrorKind, Linking, Nccl, Package, Report, SourceKind, Status};
+use nccl_find::{Candidate, ErrorKind, Nccl, Package, Report, SourceKind, Status};
 use serde_json::{json, Value};
 
 /// The version of this format. 1: `source` was a string (the source's
@@ -14,17 +14,7 @@ pub const SCHEMA: u32 = 2;
 
 /// A source as tools read it: a fixed identifier, and words for people.
 fn source(kind: SourceKind, display: &str) -> Value {
-    let id = match kind {
-        SourceKind::ExplicitDirs => "explicit_dirs",
-        SourceKind::Home => "nccl_home",
-        SourceKind::PkgConfig => "pkg_config",
-        SourceKind::Pip => "pip",
-        SourceKind::Prefix => "prefix",
-        SourceKind::Cuda => "cuda_toolkit",
-        SourceKind::System => "system",
-        SourceKind::SearchPath => "search_path",
-    };
-    json!({"kind": id, "display": display})
+    json!({"kind": kind.id(), "display": display})
 }
 
 fn path(p: &Path) -> Value {
@@ -38,12 +28,12 @@ fn opt_path(p: Option<&Path>) -> Value {
 fn package(p: &Option<Package>) -> Value {
     match p {
         None => Value::Null,
-        Some(Package::Dpkg { runtime, dev }) => {
-            json!({"manager": "dpkg", "libnccl2": runtime, "libnccl-dev": dev})
-        }
-        Some(Package::Pip { name, version }) => {
-            json!({"manager": "pip", "name": name, "version": version})
-        }
+        Some(p) => Value::Object(
+            p.fields()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.map_or(Value::Null, Value::String)))
+                .collect(),
+        ),
     }
 }
 
@@ -92,11 +82,7 @@ pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String
             "variable": n.origin.variable,
             "package": package(&n.origin.package),
             "root": opt_path(n.root.as_deref()),
-            "linking": match n.linking {
-                Linking::Dynamic => "dynamic",
-                Linking::DynamicVerbatim => "verbatim",
-                Linking::Static { .. } => "static",
-            },
+            "linking": n.linking.id(),
             "cuda_include_dirs": match &n.cuda_include_dirs {
                 Ok(d) => d.iter().map(|p| path(p)).collect::<Vec<_>>(),
                 Err(_) => Vec::new(),

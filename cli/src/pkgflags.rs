@@ -8,7 +8,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use nccl_find::{Linking, Nccl};
+use nccl_find::{LinkArg, Linking, Nccl};
 
 /// The target triples NCCL is built for: Linux on x86_64, aarch64 (sbsa)
 /// and ppc64le. Anything else is a usage error, not an empty answer.
@@ -106,23 +106,17 @@ pub fn flags(n: &Nccl, parts: Parts, loader_dir: Option<&Path>) -> Result<Vec<u8
             out.extend(names.iter().map(|s| s.as_bytes().to_vec()));
         }
     };
-    match (&n.linking, loader_dir) {
-        (Linking::DynamicVerbatim, Some(d)) => lib_dir(&mut out, d)?,
-        _ => lib_dir(&mut out, &n.lib_dir)?,
-    }
-    match &n.linking {
-        Linking::Dynamic => libs(&mut out, &["-lnccl"]),
-        Linking::DynamicVerbatim if loader_dir.is_some() => libs(&mut out, &["-lnccl"]),
-        Linking::DynamicVerbatim => libs(&mut out, &["-l:libnccl.so.2"]),
-        Linking::Static { cudart, .. } => {
-            libs(&mut out, &["-lnccl_static"]);
-            if let Some(d) = cudart.parent() {
-                lib_dir(&mut out, d)?;
-            }
-            libs(
-                &mut out,
-                &["-lcudart_static", "-lstdc++", "-lpthread", "-ldl", "-lrt"],
-            );
+    // A loader directory (the drop-in's shim) stands in for the library's
+    // own directory, and holds `libnccl.so`: `-lnccl` finds it.
+    let shim = loader_dir.filter(|_| matches!(n.linking, Linking::DynamicVerbatim));
+    for a in n.linking.args(&n.lib_dir) {
+        match a {
+            LinkArg::SearchDir(d) => lib_dir(&mut out, shim.unwrap_or(d))?,
+            LinkArg::SharedFile(_) if shim.is_some() => libs(&mut out, &["-lnccl"]),
+            LinkArg::Shared(l) => libs(&mut out, &[&format!("-l{l}")]),
+            LinkArg::SharedFile(f) => libs(&mut out, &[&format!("-l:{f}")]),
+            LinkArg::Static { name, .. } => libs(&mut out, &[&format!("-l{name}")]),
+            _ => {}
         }
     }
     Ok(out.join(&b' '))

@@ -6,8 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::check::Linking;
-use crate::probe::CompileCheck;
+use crate::check::{CompileCheck, LinkArg, Linking};
+use crate::context::Ctx;
+use crate::inspect::Candidate;
+use crate::problem::ErrorKind;
 
 const SOURCE: &str = r#"#include <stdio.h>
 #include <nccl.h>
@@ -25,6 +27,60 @@ pub(crate) struct Inputs<'a> {
     pub cuda_include: &'a [PathBuf],
     pub lib_dir: &'a Path,
     pub linking: &'a Linking,
+}
+
+/// The compile-and-run check of the selected install: skipped with a
+/// warning where host != target; the program must load a library whose
+/// `ncclGetVersion()` is the version read from the file.
+pub(crate) fn check(
+    ctx: &Ctx,
+    c: &Candidate,
+    linking: &Linking,
+    cuda_include: &Result<Vec<PathBuf>, String>,
+) -> Result<Option<CompileCheck>, ErrorKind> {
+    let host = ctx
+        .env
+        .raw("HOST")
+        .map(|h| h.to_string_lossy().into_owned());
+    if host.as_deref().is_some_and(|h| h != ctx.target.triple) {
+        ctx.warn("the compile-and-run check was skipped: it runs only where host == target".into());
+        return Ok(None);
+    }
+    let work = ctx
+        .env
+        .raw("OUT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let empty = Vec::new();
+    let inputs = Inputs {
+        triple: &ctx.target.triple,
+        include: c.include_dir().unwrap_or(Path::new("/")),
+        cuda_include: cuda_include.as_ref().unwrap_or(&empty),
+        lib_dir: c.lib_dir.as_deref().unwrap_or(Path::new("/")),
+        linking,
+    };
+    let fail = |why: String| ErrorKind::CompileCheck {
+        why: match cuda_include {
+            Err(cuda) => format!("{why}\n(nccl.h needs the CUDA headers: {cuda})"),
+            Ok(_) => why,
+        },
+    };
+    let got = run(inputs, &work).map_err(fail)?;
+    let file_code = c.library_version.as_ref().map_or(0, |v| v.code);
+    if got.runtime_code != file_code {
+        return Err(ErrorKind::CompileCheck {
+            why: format!(
+                "the program loaded a library whose ncclGetVersion() is {}, but the file {} says {file_code}: \
+                 the library loaded is not the one inspected",
+                got.runtime_code,
+                c.library_real.as_deref().unwrap_or(Path::new("?")).display()
+            ),
+        });
+    }
+    Ok(Some(CompileCheck {
+        runtime_code: got.runtime_code,
+        header_code: got.header_code,
+    }))
 }
 
 /// Builds and runs the check program in a fresh directory under `work`.
@@ -53,22 +109,14 @@ fn build_and_run(i: &Inputs, dir: &Path) -> Result<CompileCheck, String> {
     for d in i.cuda_include {
         cmd.arg(format!("-I{}", d.display()));
     }
-    cmd.arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", i.lib_dir.display()));
-    match i.linking {
-        Linking::Dynamic => {
-            cmd.arg("-lnccl");
-        }
-        Linking::DynamicVerbatim => {
-            cmd.arg("-l:libnccl.so.2");
-        }
-        Linking::Static { archive, cudart } => {
-            cmd.arg(archive)
-                .arg(cudart)
-                .args(["-lstdc++", "-lpthread", "-ldl", "-lrt"]);
-        }
+    cmd.arg(&src).arg("-o").arg(&exe);
+    for a in i.linking.args(i.lib_dir) {
+        match a {
+            LinkArg::SearchDir(d) => cmd.arg(format!("-L{}", d.display())),
+            LinkArg::Shared(l) => cmd.arg(format!("-l{l}")),
+            LinkArg::SharedFile(f) => cmd.arg(format!("-l:{f}")),
+            LinkArg::Static { file, .. } => cmd.arg(file),
+        };
     }
     cmd.arg(format!("-Wl,-rpath,{}", i.lib_dir.display()));
     let out = cmd

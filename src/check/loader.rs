@@ -6,9 +6,9 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use crate::context::Ctx;
 use crate::inspect::elf::{parse_version_text, read_elf};
 use crate::inspect::library::version_from_name;
-use crate::sources::Ctx;
 use crate::version::Version;
 
 /// One `libnccl.so.2` the loader can see.

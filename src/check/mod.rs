@@ -6,19 +6,20 @@
 use std::path::{Path, PathBuf};
 
 #[cfg(feature = "cc")]
-pub mod compile;
+pub(crate) mod compile;
+pub(crate) mod cuda_headers;
+pub(crate) mod link;
 pub mod loader;
 
-use crate::inspect::elf::dynamic_symbols;
+pub use crate::problem::MissingSymbol;
+pub use link::{LinkArg, Linking, STATIC_SYSTEM_LIBS};
+use loader::Loader;
 
-/// A required function the library lacks, with the version that added it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MissingSymbol {
-    /// The function.
-    pub name: String,
-    /// The first NCCL version that has it, where known.
-    pub introduced_in: Option<&'static str>,
-}
+use crate::context::Ctx;
+use crate::inspect::elf::dynamic_symbols;
+use crate::inspect::Candidate;
+use crate::problem::{ErrorKind, Problem};
+use crate::version::Version;
 
 /// The required symbols `library` does not export.
 pub(crate) fn missing_symbols(
@@ -39,18 +40,86 @@ pub(crate) fn missing_symbols(
         .collect())
 }
 
-/// How the selected install is linked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Linking {
-    /// `-lnccl` against `libnccl.so`.
-    Dynamic,
-    /// `libnccl.so.2` by file name (`dylib:+verbatim`), where there is no `libnccl.so`.
-    DynamicVerbatim,
-    /// `libnccl_static.a` with the static CUDA runtime.
-    Static {
-        /// `libnccl_static.a`.
-        archive: PathBuf,
-        /// `libcudart_static.a`.
-        cudart: PathBuf,
-    },
+/// What the checks after selection add to the result.
+pub(crate) struct Post {
+    pub linking: Linking,
+    pub cuda_include: Result<Vec<PathBuf>, String>,
+    pub compiled: Option<CompileCheck>,
+}
+
+/// What the compile-and-run check found: `ncclGetVersion()` of the library
+/// loaded, and `NCCL_VERSION_CODE` of the header compiled against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileCheck {
+    /// `ncclGetVersion()` of the library the program loaded.
+    pub runtime_code: u32,
+    /// `NCCL_VERSION_CODE` from the header it was compiled with.
+    pub header_code: u32,
+}
+
+/// What the checks after selection are asked to do (from `Config`).
+pub(crate) struct Options<'a> {
+    /// `Config::statik`, when set.
+    pub statik: Option<bool>,
+    /// `Config::require_symbols`.
+    pub symbols: &'a [String],
+    /// `Config::compile_check`.
+    pub compile_check: bool,
+}
+
+/// The checks after selection: static or shared, required symbols, the
+/// run-time loader, the CUDA headers, and the compile check when asked.
+pub(crate) fn after_selection(
+    ctx: &Ctx,
+    c: &Candidate,
+    loader: &Loader,
+    opts: &Options,
+) -> Result<Post, ErrorKind> {
+    let lib_dir = c.lib_dir.clone().unwrap_or_default();
+    let linking = link::linking(ctx, c, opts.statik)?;
+    let library_real = c.library_real.clone().unwrap_or_default();
+    let missing =
+        missing_symbols(&library_real, opts.symbols).map_err(|why| ErrorKind::Explicit {
+            variable: "require_symbols".into(),
+            problem: Problem::BadLibrary {
+                file: library_real.clone(),
+                why,
+            },
+        })?;
+    if !missing.is_empty() {
+        return Err(ErrorKind::MissingSymbols {
+            library: library_real,
+            version: c
+                .library_version
+                .clone()
+                .unwrap_or_else(|| Version::new(0, 0, 0, "")),
+            missing,
+        });
+    }
+    if !matches!(linking, Linking::Static { .. }) {
+        let version = c
+            .library_version
+            .clone()
+            .unwrap_or_else(|| Version::new(0, 0, 0, ""));
+        let library = c.library.clone().unwrap_or_default();
+        if let Some(w) = loader::warning(loader, &library, &library_real, &version, &lib_dir) {
+            ctx.warn(w);
+        }
+    }
+    let cuda_include = cuda_headers::cuda_headers(ctx, c);
+    #[cfg(feature = "cc")]
+    let compiled = match opts.compile_check {
+        true => compile::check(ctx, c, &linking, &cuda_include)?,
+        false => None,
+    };
+    #[cfg(not(feature = "cc"))]
+    let compiled = {
+        let _ = opts.compile_check;
+        None
+    };
+    Ok(Post {
+        linking,
+        cuda_include,
+        compiled,
+    })
 }

@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::check::Linking;
+use crate::check::{LinkArg, Linking};
 use crate::env::EnvRead;
-use crate::Nccl;
+pub use crate::lines::{escape, has_line_break};
+use crate::report::Nccl;
 
 /// Prints directives, one per line. A line that holds a line break inside
 /// (which would inject further directives) is never printed: a warning with
@@ -24,26 +25,6 @@ pub fn print(lines: &[String]) {
     }
 }
 
-/// Whether text holds a line break (`\n` or `\r`), which cargo cannot
-/// escape inside a directive.
-pub fn has_line_break(s: &str) -> bool {
-    s.contains(['\n', '\r'])
-}
-
-/// Text with line breaks and other control characters escaped (`\n`), for
-/// a `cargo:warning` line or a message.
-pub fn escape(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
 /// `rerun-if-env-changed` for every variable read (cargo sets `TARGET` and
 /// `HOST` itself). A name with a line break in it (from a strange `TARGET`)
 /// cannot be written as a directive and is left out.
@@ -58,23 +39,12 @@ pub fn rerun_env(env: &[EnvRead]) -> Vec<String> {
 pub fn directives(n: &Nccl) -> Vec<String> {
     let mut out = Vec::new();
     let lib_dir = n.lib_dir.display();
-    out.push(format!("cargo:rustc-link-search=native={lib_dir}"));
-    match &n.linking {
-        Linking::Dynamic => out.push("cargo:rustc-link-lib=dylib=nccl".into()),
-        Linking::DynamicVerbatim => {
-            out.push("cargo:rustc-link-lib=dylib:+verbatim=libnccl.so.2".into())
-        }
-        Linking::Static { cudart, .. } => {
-            out.push("cargo:rustc-link-lib=static=nccl_static".into());
-            if let Some(dir) = cudart.parent() {
-                out.push(format!("cargo:rustc-link-search=native={}", dir.display()));
-            }
-            out.push("cargo:rustc-link-lib=static=cudart_static".into());
-            for l in ["stdc++", "pthread", "dl", "rt"] {
-                out.push(format!("cargo:rustc-link-lib=dylib={l}"));
-            }
-        }
-    }
+    out.extend(n.linking.args(&n.lib_dir).iter().map(|a| match a {
+        LinkArg::SearchDir(d) => format!("cargo:rustc-link-search=native={}", d.display()),
+        LinkArg::Shared(l) => format!("cargo:rustc-link-lib=dylib={l}"),
+        LinkArg::SharedFile(f) => format!("cargo:rustc-link-lib=dylib:+verbatim={f}"),
+        LinkArg::Static { name, .. } => format!("cargo:rustc-link-lib=static={name}"),
+    }));
     out.extend(rerun_env(&n.report.env));
     let headers: Vec<PathBuf> = n.include_paths.iter().map(|d| d.join("nccl.h")).collect();
     let mut files: Vec<&Path> = headers.iter().map(PathBuf::as_path).collect();
@@ -185,5 +155,12 @@ fn prefix(n: &Nccl) -> PathBuf {
     match common {
         Some(c) if c.parent().is_some() => c,
         _ => lib.parent().map(Path::to_path_buf).unwrap_or_default(),
+    }
+}
+
+impl Nccl {
+    /// The cargo directives a build script gets for this install.
+    pub fn cargo_directives(&self) -> Vec<String> {
+        directives(self)
     }
 }

@@ -27,7 +27,8 @@ use std::path::{Path, PathBuf};
 
 use crate::inspect::elf::{parse_version_text, read_elf};
 use crate::inspect::library::version_from_name;
-use crate::{Nccl, Version};
+use crate::report::Nccl;
+use crate::version::Version;
 
 /// The names a loader directory holds, each a link to the selected
 /// `libnccl.so.2`:

@@ -3,10 +3,11 @@
 
 use std::fmt::Write;
 
-use crate::error::ErrorKind;
-use crate::inspect::{Candidate, Problem, Status};
-use crate::probe::Report;
-use crate::sources::SourceKind;
+use crate::inspect::{Candidate, Status};
+use crate::origin::SourceKind;
+use crate::problem::ErrorKind;
+use crate::problem::Problem;
+use crate::report::Report;
 
 fn describe(r: &Report, c: &Candidate) -> String {
     let version = match (c.version(), &c.cuda_version) {
@@ -179,7 +180,7 @@ pub fn details(r: &Report) -> String {
         }
     }
     let _ = writeln!(s, "\nSearch order:");
-    for (i, k) in SourceKind::ALL.iter().enumerate() {
+    for (i, k) in SourceKind::all().enumerate() {
         let _ = writeln!(s, "  {}. {:<13} {}", i + 1, k.name(), k.describe());
     }
     let _ = writeln!(s, "\nLooked in ({} places):", r.looked.len());

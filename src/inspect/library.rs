@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::elf::{dynamic_symbols, parse_version_text, read_elf};
-use super::Problem;
+use crate::problem::{broken, Problem};
 use crate::version::{CudaVersion, Version};
 
 /// The `libnccl` files of one directory.
@@ -26,7 +26,7 @@ pub(crate) struct LibFiles {
 impl LibFiles {
     pub fn list(dir: &Path) -> LibFiles {
         let mut f = LibFiles::default();
-        for p in crate::sources::sorted_entries(dir) {
+        for p in crate::context::sorted_entries(dir) {
             let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
@@ -92,7 +92,7 @@ pub(crate) fn version_from_name(path: &Path) -> Option<Version> {
 }
 
 /// Inspects the library files of one directory.
-pub(crate) fn inspect(files: LibFiles, ctx: &crate::sources::Ctx) -> Result<LibInfo, Problem> {
+pub(crate) fn inspect(files: LibFiles, ctx: &crate::context::Ctx) -> Result<LibInfo, Problem> {
     let target = ctx.target;
     let primary = files.primary().cloned().ok_or(Problem::NoLibrary {
         hint: String::new(),
@@ -216,37 +216,4 @@ pub(crate) fn inspect(files: LibFiles, ctx: &crate::sources::Ctx) -> Result<LibI
         cuda,
         warnings,
     })
-}
-
-/// Why a path could not be resolved: a dangling link (naming the missing
-/// file at the end of the chain), a loop, or an unreadable file.
-pub(crate) fn broken(root: &Path, path: &Path, e: std::io::Error) -> Problem {
-    let mut cur = path.to_path_buf();
-    for _ in 0..40 {
-        let Ok(target) = std::fs::read_link(&cur) else {
-            break;
-        };
-        // An absolute target is taken from the root, as a sysroot's are.
-        let next = match target.strip_prefix("/") {
-            Ok(rel) => root.join(rel),
-            Err(_) => cur.parent().unwrap_or(Path::new("/")).join(&target),
-        };
-        if std::fs::symlink_metadata(&next).is_err() {
-            return Problem::BrokenSymlink {
-                link: path.to_path_buf(),
-                target: next,
-            };
-        }
-        cur = next;
-    }
-    if std::fs::read_link(&cur).is_ok() {
-        return Problem::Unreadable {
-            path: path.to_path_buf(),
-            error: "symbolic links loop".into(),
-        };
-    }
-    Problem::Unreadable {
-        path: path.to_path_buf(),
-        error: e.to_string(),
-    }
 }

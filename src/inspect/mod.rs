@@ -4,10 +4,13 @@
 //! together. The outcome is a [`Candidate`], accepted or rejected with a
 //! [`Problem`] that says what to do.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::sources::{Ctx, Origin, Package, Site};
+use crate::context::Ctx;
+use crate::origin::{Origin, Package};
+pub use crate::problem::Problem;
+use crate::problem::{broken, list};
+use crate::sources::Site;
 use crate::version::{CudaVersion, Version};
 
 pub mod elf;
@@ -16,293 +19,6 @@ pub(crate) mod library;
 
 use header::Header;
 use library::LibFiles;
-
-/// Why a candidate install cannot be used. Each message names the file and
-/// says what to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Problem {
-    /// An explicitly set variable names something that does not exist.
-    Missing {
-        /// The variable.
-        var: String,
-        /// What it names.
-        path: PathBuf,
-    },
-    /// An explicitly set variable names a file where a directory is needed.
-    NotADirectory {
-        /// The variable.
-        var: String,
-        /// What it names.
-        path: PathBuf,
-    },
-    /// A directory or file that cannot be read.
-    Unreadable {
-        /// The path.
-        path: PathBuf,
-        /// The system's error.
-        error: String,
-    },
-    /// A directory named explicitly holds neither `nccl.h` nor `libnccl`.
-    NoNccl {
-        /// The directories looked in.
-        dirs: Vec<PathBuf>,
-    },
-    /// An NCCL source checkout that was never built.
-    UnbuiltSource {
-        /// The `nccl.h.in` template found.
-        template: PathBuf,
-    },
-    /// A library without `nccl.h` beside it.
-    NoHeader {
-        /// Where the header was looked for.
-        looked: Vec<PathBuf>,
-        /// What to do, for this kind of install.
-        hint: String,
-    },
-    /// A header without a shared library beside it.
-    NoLibrary {
-        /// What to do, for this kind of install.
-        hint: String,
-    },
-    /// NCCL 1, which is refused.
-    Nccl1 {
-        /// The file that is NCCL 1.
-        file: PathBuf,
-        /// The sign that gave it away.
-        sign: String,
-    },
-    /// An `nccl.h` whose version cannot be read or does not add up.
-    BadHeader {
-        /// The header.
-        file: PathBuf,
-        /// Why.
-        why: String,
-    },
-    /// A library file that is not a readable NCCL library.
-    BadLibrary {
-        /// The file.
-        file: PathBuf,
-        /// Why.
-        why: String,
-    },
-    /// A symbolic link whose target does not exist.
-    BrokenSymlink {
-        /// The link.
-        link: PathBuf,
-        /// The missing target at the end of its chain.
-        target: PathBuf,
-    },
-    /// A `libnccl.so.2.X.Y` whose contents say another version.
-    FileNameMismatch {
-        /// The file.
-        file: PathBuf,
-        /// The version in its name.
-        name_version: Version,
-        /// The version inside it.
-        content_version: Version,
-    },
-    /// Header and library versions that cannot go together.
-    Mismatch {
-        /// The header.
-        header: PathBuf,
-        /// Its version.
-        header_version: Version,
-        /// The library.
-        library: PathBuf,
-        /// Its version.
-        library_version: Version,
-    },
-    /// `libnccl2` and `libnccl-dev` installed at different versions.
-    DpkgSkew {
-        /// `libnccl2`'s version.
-        runtime: String,
-        /// `libnccl-dev`'s version.
-        dev: String,
-    },
-    /// A library built for another machine than the target.
-    WrongArch {
-        /// The file.
-        file: PathBuf,
-        /// Its ELF `e_machine`.
-        machine: u16,
-        /// The target's machine, in words.
-        wanted: String,
-    },
-    /// An `nccl.pc` that cannot be parsed.
-    BadPcFile {
-        /// The file.
-        file: PathBuf,
-        /// Why.
-        why: String,
-    },
-    /// A path holding a line break, which no cargo directive can carry.
-    LineBreak {
-        /// The path, as found.
-        path: PathBuf,
-    },
-    /// A version that does not meet the requirement.
-    Unsatisfied {
-        /// The version found.
-        version: Version,
-        /// The requirement, e.g. `>=2.18.0`.
-        requirement: String,
-    },
-}
-
-impl Problem {
-    /// True for the NCCL 1 refusal.
-    pub fn is_nccl1(&self) -> bool {
-        matches!(self, Problem::Nccl1 { .. })
-    }
-}
-
-fn list(paths: &[PathBuf]) -> String {
-    paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Problem::Missing { var, path } => write!(
-                f,
-                "{var} points at {}, which does not exist. Point it at an NCCL install \
-                 (with include/nccl.h and lib/libnccl.so*), or unset it.",
-                path.display()
-            ),
-            Problem::NotADirectory { var, path } => write!(
-                f,
-                "{var} points at {}, which is a file, not a directory. Point it at a directory.",
-                path.display()
-            ),
-            Problem::Unreadable { path, error } if error.contains("ermission denied") => write!(
-                f,
-                "{} cannot be read ({error}): this user lacks the permission. Make it readable \
-                 (chmod a+r for a file, a+rx for a directory, or ask its owner), or point the variables \
-                 at an install this user can read.",
-                path.display()
-            ),
-            Problem::Unreadable { path, error } => write!(
-                f,
-                "{} cannot be read ({error}). Check its permissions, or point the variables elsewhere.",
-                path.display()
-            ),
-            Problem::NoNccl { dirs } => write!(
-                f,
-                "no nccl.h and no libnccl in {}. Point the variable at an NCCL install.",
-                list(dirs)
-            ),
-            Problem::UnbuiltSource { template } => write!(
-                f,
-                "{} is the template of an NCCL source checkout that was never built. Build it first \
-                 (`make -j src.build` in the checkout), then set NCCL_HOME to its build/ directory.",
-                template.display()
-            ),
-            Problem::NoHeader { looked, hint } => {
-                write!(f, "no nccl.h beside the library (looked in {}).", list(looked))?;
-                if !hint.is_empty() {
-                    write!(f, " {hint}")?;
-                }
-                Ok(())
-            }
-            Problem::NoLibrary { hint } => {
-                write!(f, "nccl.h is there but no libnccl.so* beside it.")?;
-                if !hint.is_empty() {
-                    write!(f, " {hint}")?;
-                }
-                Ok(())
-            }
-            Problem::Nccl1 { file, sign } => write!(
-                f,
-                "{} is NCCL 1 ({sign}). It is probably a stale copy: an old build cache such as \
-                 torch/lib/tmp_install or build/, or an old conda package. NCCL 1 lacks ncclGroupStart \
-                 and everything since. Delete the stale copy or take it off your paths, and install NCCL 2.",
-                file.display()
-            ),
-            Problem::BadHeader { file, why } => write!(
-                f,
-                "{} is not a usable nccl.h: {why}. Reinstall NCCL's headers, or point NCCL_INCLUDE_DIR \
-                 at a real NCCL 2 include directory.",
-                file.display()
-            ),
-            Problem::BadLibrary { file, why } => write!(
-                f,
-                "{} is not a usable NCCL library: {why}. Reinstall NCCL there, or point NCCL_LIB_DIR \
-                 at a real NCCL 2 library directory.",
-                file.display()
-            ),
-            Problem::BrokenSymlink { link, target } => write!(
-                f,
-                "{} is a symbolic link to {}, which does not exist. Reinstall the package that owns it, \
-                 or fix the link.",
-                link.display(),
-                target.display()
-            ),
-            Problem::FileNameMismatch {
-                file,
-                name_version,
-                content_version,
-            } => write!(
-                f,
-                "{}'s name says NCCL {name_version} but its contents say NCCL {content_version}: \
-                 the file was renamed or replaced. Reinstall NCCL.",
-                file.display()
-            ),
-            Problem::Mismatch {
-                header,
-                header_version,
-                library,
-                library_version,
-            } => write!(
-                f,
-                "the header {} is NCCL {header_version} but the library {} is NCCL {library_version}: \
-                 they come from different installs. Point NCCL_INCLUDE_DIR and NCCL_LIB_DIR at one install, \
-                 or reinstall it.",
-                header.display(),
-                library.display()
-            ),
-            Problem::DpkgSkew { runtime, dev } => write!(
-                f,
-                "dpkg has libnccl2 {runtime} but libnccl-dev {dev}; the header and library disagree. \
-                 Install matching versions: apt install libnccl2={runtime} libnccl-dev={runtime}"
-            ),
-            Problem::WrongArch { file, machine, wanted } => write!(
-                f,
-                "{} is built for another machine (ELF machine {machine}, {}), not for {wanted}. \
-                 Install NCCL for the target, or point NCCL_HOME / NCCL_SYSROOT at the target's files.",
-                file.display(),
-                match machine {
-                    62 => "x86-64",
-                    183 => "AArch64",
-                    21 => "POWER",
-                    3 => "i386",
-                    _ => "unknown",
-                }
-            ),
-            Problem::BadPcFile { file, why } => write!(
-                f,
-                "{} cannot be parsed: {why}. Fix or remove it.",
-                file.display()
-            ),
-            Problem::LineBreak { path } => write!(
-                f,
-                "{} holds a line break, which no cargo directive can carry: printing it would inject \
-                 other directives into the build. Rename it, or use an install whose path has none.",
-                crate::emit::cargo::escape(&path.display().to_string())
-            ),
-            Problem::Unsatisfied {
-                version,
-                requirement,
-            } => write!(
-                f,
-                "NCCL {version} does not satisfy the requirement {requirement}."
-            ),
-        }
-    }
-}
 
 /// Where a candidate stands after selection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -369,7 +85,7 @@ impl Candidate {
         .into_iter()
         .flatten()
         .map(PathBuf::as_path)
-        .find(|p| crate::emit::cargo::has_line_break(&p.as_os_str().to_string_lossy()))
+        .find(|p| crate::lines::has_line_break(&p.as_os_str().to_string_lossy()))
     }
 
     /// The directory holding `nccl.h`.
@@ -522,7 +238,7 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         problems.push(Problem::NoNccl { dirs });
     }
     let header_read = header.as_ref().map(|p| match ctx.canonical(p) {
-        Err(e) => Err(library::broken(ctx.root, p, e)),
+        Err(e) => Err(broken(ctx.root, p, e)),
         Ok(real) => match header::read_header(&real) {
             Err(error) => Err(Problem::Unreadable {
                 path: p.clone(),

@@ -1,4 +1,4 @@
-//! Source 5: install prefixes that are not NCCL's own variables: the conda
+//! A source: install prefixes that are not NCCL's own variables: the conda
 //! env (`CONDA_PREFIX`), the NVIDIA HPC SDK's `comm_libs` (`NVHPC_ROOT`,
 //! then `/opt/nvidia/hpc_sdk/<platform>/<version>`, newest first; in each,
 //! `comm_libs/nccl` then `comm_libs/<cuda>/nccl`, newest CUDA first), and an

@@ -1,4 +1,4 @@
-//! Source 6: CUDA toolkit directories, where NCCL is often copied by hand:
+//! A source: CUDA toolkit directories, where NCCL is often copied by hand:
 //! `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`, `CUDA_TOOLKIT_ROOT_DIR`, then
 //! `/usr/local/cuda`, `/usr/local/cuda-*` (newest first) and `/opt/cuda`. In
 //! each, `include` + `lib64`/`lib`, then `targets/<arch>-linux/{include,lib}`.

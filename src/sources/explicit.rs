@@ -1,8 +1,8 @@
-//! Source 1: `NCCL_INCLUDE_DIR` + `NCCL_LIB_DIR` (the pair Makefile and CMake builds often set by hand). Both or
+//! A source: `NCCL_INCLUDE_DIR` + `NCCL_LIB_DIR` (the pair Makefile and CMake builds often set by hand). Both or
 //! neither: one alone is an error that says which one is missing.
 
 use super::{Ctx, Origin, Site, SourceKind};
-use crate::error::ErrorKind;
+use crate::problem::ErrorKind;
 
 pub(crate) fn sites(ctx: &Ctx) -> Result<Vec<Site>, ErrorKind> {
     let inc = ctx.var_path("NCCL_INCLUDE_DIR");

@@ -1,4 +1,4 @@
-//! Source 2: `NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`. The first one
+//! A source: `NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`. The first one
 //! set wins; the others are reported as shadowed. Each is an install root:
 //! `<root>/{include,lib,lib64,lib/<multiarch>}`, or the source-build layout
 //! `<root>/build/{include,lib}` (where `make src.build` puts a source build). A checkout that was never built
@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Ctx, Origin, Site, SourceKind};
-use crate::inspect::Problem;
+use crate::problem::Problem;
 
 /// The variables, in precedence order.
 pub(crate) const VARS: [&str; 3] = ["NCCL_HOME", "NCCL_ROOT", "NCCL_DIR"];
@@ -73,7 +73,7 @@ pub(crate) fn check_dir(root: &Path, var: &str, dir: &Path) -> Option<Problem> {
         }),
         // The name exists but cannot be followed: a dangling link or a loop.
         Err(e) if std::fs::symlink_metadata(dir).is_ok() => {
-            Some(crate::inspect::library::broken(root, dir, e))
+            Some(crate::problem::broken(root, dir, e))
         }
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Some(Problem::Unreadable {
             path: dir.to_path_buf(),

@@ -1,4 +1,4 @@
-//! Source 4: pip wheels `nvidia-nccl-cu11/12/13`, found by looking at
+//! A source: pip wheels `nvidia-nccl-cu11/12/13`, found by looking at
 //! directories, never by starting Python. A wheel puts `nccl.h` in
 //! `site-packages/nvidia/nccl/include` and only `libnccl.so.2` (no
 //! `libnccl.so`) in `site-packages/nvidia/nccl/lib`.

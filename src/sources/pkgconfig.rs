@@ -1,4 +1,4 @@
-//! Source 3: `nccl.pc`, found the way `pkg-config` finds it:
+//! A source: `nccl.pc`, found the way `pkg-config` finds it:
 //! `PKG_CONFIG_PATH` first, then `PKG_CONFIG_LIBDIR` if set, else the
 //! default directories. The file is read here rather than by running
 //! `pkg-config`, so the probe's environment and root stay its inputs.
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Ctx, Origin, Site, SourceKind};
-use crate::inspect::Problem;
+use crate::problem::Problem;
 
 /// What an `nccl.pc` says.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -230,28 +230,17 @@ fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
              `nccl-find --cflags --libs`.",
             ctx.show(file)
         ));
-        ctx.misleading_pc.borrow_mut().push(MisleadingPc {
-            file: file.to_path_buf(),
-            prefix,
-            flags,
-        });
+        ctx.misleading_pc
+            .borrow_mut()
+            .push(crate::origin::MisleadingPc {
+                file: file.to_path_buf(),
+                prefix,
+                flags,
+            });
     }
     let mut site = Site::new(origin, incs, libs);
     site.root = pc.vars.get("prefix").map(place);
     site
-}
-
-/// An `nccl.pc` whose directories hold no NCCL: distro packages have
-/// shipped one whose `prefix` is the build machine's `/usr/local` while the
-/// files are in `/usr`. `pkg-config --cflags --libs nccl` is wrong there.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MisleadingPc {
-    /// The `.pc` file.
-    pub file: PathBuf,
-    /// Its `prefix=` value, as written.
-    pub prefix: String,
-    /// The `-I`/`-L` flags it gives, which point at no NCCL.
-    pub flags: String,
 }
 
 #[cfg(test)]

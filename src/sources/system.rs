@@ -1,4 +1,4 @@
-//! Source 7: the system directories. dpkg's `/usr/include` +
+//! A source: the system directories. dpkg's `/usr/include` +
 //! `/usr/lib/<multiarch>`, named and versioned from the dpkg database
 //! (`/var/lib/dpkg/status`, `/var/lib/dpkg/info/libnccl*.list`); rpm's
 //! `/usr/lib64`; `/usr/lib`; and `/usr/local` (NCCL's `make install`).
@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Ctx, Origin, Package, Site, SourceKind};
-use crate::inspect::Problem;
+use crate::problem::Problem;
 
 /// One installed package from the dpkg status file.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,259 @@
+//! What every step of the probe works in: the environment, the filesystem
+//! root (a test's fixture tree or a sysroot), the target, and the logs of
+//! where the probe looked and what it should warn about. Paths are resolved
+//! here, inside the root, and directories are listed here, sorted.
+
+use std::cell::RefCell;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::env::{Env, Var};
+use crate::origin::{Looked, MisleadingPc, SourceKind};
+use crate::target::Target;
+
+/// What every source gets: the environment, the filesystem root, the target,
+/// and a log of where it looked.
+pub(crate) struct Ctx<'a> {
+    pub env: &'a Env,
+    pub root: &'a Path,
+    pub target: &'a Target,
+    pub looked: RefCell<Vec<Looked>>,
+    pub warnings: RefCell<Vec<String>>,
+    pub misleading_pc: RefCell<Vec<MisleadingPc>>,
+    /// Running as a build script: searches that depend on `PATH` are left
+    /// out, so that a `PATH` change never reruns the build script.
+    pub build_script: bool,
+    ld_cache: std::cell::OnceCell<Vec<(String, String)>>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(env: &'a Env, root: &'a Path, target: &'a Target) -> Ctx<'a> {
+        Ctx {
+            env,
+            root,
+            target,
+            looked: RefCell::default(),
+            warnings: RefCell::default(),
+            misleading_pc: RefCell::default(),
+            build_script: false,
+            ld_cache: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The loader cache's entries (`/etc/ld.so.cache` under the root), read once.
+    pub fn ld_cache(&self) -> &[(String, String)] {
+        self.ld_cache.get_or_init(|| {
+            match crate::files::read_bounded(&self.path("/etc/ld.so.cache"), 64 << 20) {
+                Ok(data) => crate::ldcache::parse_ld_cache(&data),
+                Err(_) => Vec::new(),
+            }
+        })
+    }
+
+    /// A variable, read with the target prefix first.
+    pub fn var(&self, name: &str) -> Option<Var> {
+        self.env.var(&self.target.env_prefix, name)
+    }
+
+    /// A variable holding a directory, resolved under the root. A relative
+    /// value is taken from the current directory, with a warning, since
+    /// build scripts run in their package's directory.
+    pub fn var_path(&self, name: &str) -> Option<(Var, PathBuf)> {
+        let var = self.var(name)?;
+        let path = self.value_path(&var.name, &var.value);
+        Some((var, path))
+    }
+
+    /// Turns a value from a variable into a path under the root.
+    pub fn value_path(&self, name: &str, value: &OsString) -> PathBuf {
+        let raw = PathBuf::from(value);
+        let raw = match raw.strip_prefix("~") {
+            Ok(rest) if value.to_string_lossy().starts_with("~/") || value == "~" => {
+                match self.env.raw("HOME") {
+                    Some(home) => PathBuf::from(home).join(rest),
+                    None => raw.clone(),
+                }
+            }
+            _ => raw,
+        };
+        if raw.is_absolute() {
+            self.path(&raw)
+        } else {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            self.warn(format!(
+                "{name}={} is a relative path; it was taken from the current directory {}. \
+                 Build scripts run in their package's directory: use an absolute path.",
+                value.to_string_lossy(),
+                cwd.display()
+            ));
+            cwd.join(raw)
+        }
+    }
+
+    /// A logical absolute path (`/usr/include`) under the root, with the
+    /// links along it resolved inside the root (an absolute link in a
+    /// sysroot points into the sysroot, never out of it).
+    pub fn path(&self, logical: impl AsRef<Path>) -> PathBuf {
+        let logical = logical.as_ref();
+        let joined = match logical.strip_prefix("/") {
+            Ok(rel) => self.root.join(rel),
+            Err(_) => self.root.join(logical),
+        };
+        if self.root == Path::new("/") {
+            return joined;
+        }
+        match crate::files::resolve_in(self.root, &joined, false) {
+            Ok(p) if p.exists() => p,
+            // A dangling link keeps its name, so that the error names it
+            // (see `home::check_dir`); so does a loop.
+            Ok(_)
+                if std::fs::symlink_metadata(&joined).is_ok_and(|m| m.file_type().is_symlink()) =>
+            {
+                joined
+            }
+            Ok(p) => p,
+            Err(_) => joined,
+        }
+    }
+
+    /// A file's real path, every link resolved inside the root.
+    pub fn canonical(&self, path: &Path) -> std::io::Result<PathBuf> {
+        crate::files::resolve_in(self.root, path, true)
+    }
+
+    /// A path as seen inside the root, for messages: `<root>/usr/lib` → `/usr/lib`.
+    pub fn show(&self, real: &Path) -> String {
+        under_root(self.root, real).display().to_string()
+    }
+
+    /// Records a place looked at.
+    pub fn looked(&self, source: SourceKind, path: &Path, outcome: impl Into<String>) {
+        self.looked.borrow_mut().push(Looked {
+            source,
+            path: path.to_path_buf(),
+            outcome: outcome.into(),
+        });
+    }
+
+    /// Records a warning for the report.
+    pub fn warn(&self, message: String) {
+        let mut w = self.warnings.borrow_mut();
+        if !w.contains(&message) {
+            w.push(message);
+        }
+    }
+
+    /// A variable holding a `:`-separated list of directories.
+    pub fn var_list(&self, name: &str) -> Option<(Var, Vec<PathBuf>)> {
+        self.list_of(self.var(name)?)
+    }
+
+    /// A pkg-config variable, looked up as the `pkg-config` crate does:
+    /// `<NAME>_<target>`, `<NAME>_<target with underscores>`, then
+    /// `HOST_<NAME>` (host == target) or `TARGET_<NAME>` (cross), then
+    /// `<NAME>`. Empty values count as unset.
+    pub fn pkg_config_var(&self, name: &str) -> Option<Var> {
+        let triple = &self.target.triple;
+        let mut names = vec![
+            format!("{name}_{triple}"),
+            format!("{name}_{}", triple.replace('-', "_")),
+        ];
+        if let Some(host) = self.env.raw("HOST") {
+            let kind = if host == std::ffi::OsStr::new(triple) {
+                "HOST"
+            } else {
+                "TARGET"
+            };
+            names.push(format!("{kind}_{name}"));
+        }
+        names.push(name.to_string());
+        names.into_iter().find_map(|n| {
+            self.env
+                .raw(&n)
+                .filter(|v| !v.is_empty())
+                .map(|value| Var { name: n, value })
+        })
+    }
+
+    /// [`Ctx::pkg_config_var`] as a list of directories.
+    pub fn pkg_config_list(&self, name: &str) -> Option<(Var, Vec<PathBuf>)> {
+        self.list_of(self.pkg_config_var(name)?)
+    }
+
+    fn list_of(&self, var: Var) -> Option<(Var, Vec<PathBuf>)> {
+        let dirs = std::env::split_paths(&var.value)
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| self.value_path(&var.name, &p.into_os_string()))
+            .collect();
+        Some((var, dirs))
+    }
+}
+
+/// A real path as seen inside `root`: `<root>/usr/lib` → `/usr/lib`. Paths
+/// outside the root, and every path when the root is `/`, stay as they are.
+pub(crate) fn under_root<'a>(root: &Path, real: &'a Path) -> std::borrow::Cow<'a, Path> {
+    if root == Path::new("/") {
+        return real.into();
+    }
+    match real.strip_prefix(root) {
+        Ok(rel) => Path::new("/").join(rel).into(),
+        Err(_) => real.into(),
+    }
+}
+
+/// The directory's entries, sorted by name, so that results never depend on
+/// the order the filesystem lists them in. Unreadable or missing: empty.
+pub(crate) fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(_) => Vec::new(),
+    };
+    v.sort();
+    v
+}
+
+/// Entries of `dir` whose names start with `prefix`, sorted with the highest
+/// version first (`python3.12` before `python3.9`, `cuda-12.4` before
+/// `cuda-11.8`), then by name.
+pub(crate) fn versioned_entries(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = sorted_entries(dir)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix) && n.len() > prefix.len())
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        let key = |p: &PathBuf| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let nums: Vec<u64> = name[prefix.len()..]
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().unwrap_or(0))
+                .collect();
+            nums
+        };
+        key(b).cmp(&key(a)).then_with(|| a.cmp(b))
+    });
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versioned_entries_sort_highest_first() {
+        let dir = std::env::temp_dir().join(format!("nccl-find-ve-{}", std::process::id()));
+        for n in ["cuda-11.8", "cuda-12.10", "cuda-12.4", "cuda", "other"] {
+            std::fs::create_dir_all(dir.join(n)).unwrap();
+        }
+        let names: Vec<String> = versioned_entries(&dir, "cuda-")
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(names, ["cuda-12.10", "cuda-12.4", "cuda-11.8"]);
+    }
+}
