@@ -28,8 +28,36 @@ impl Level {
     }
 }
 
+/// The part of the system a finding is about; findings are printed grouped
+/// under these headings, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Area {
+    Nccl,
+    Driver,
+    Variables,
+    Network,
+    Rdma,
+    Shm,
+    Mpi,
+}
+
+impl Area {
+    /// The heading in the text output, and `area` in the JSON output.
+    fn word(self) -> &'static str {
+        match self {
+            Area::Nccl => "NCCL",
+            Area::Driver => "GPU and driver",
+            Area::Variables => "NCCL variables",
+            Area::Network => "Network",
+            Area::Rdma => "RDMA",
+            Area::Shm => "Shared memory",
+            Area::Mpi => "MPI",
+        }
+    }
+}
+
 struct Finding {
-    area: &'static str,
+    area: Area,
     level: Level,
     text: String,
     fix: Option<String>,
@@ -39,13 +67,7 @@ struct Finding {
 struct Findings(Vec<Finding>);
 
 impl Findings {
-    fn add(
-        &mut self,
-        area: &'static str,
-        level: Level,
-        text: impl Into<String>,
-        fix: Option<String>,
-    ) {
+    fn add(&mut self, area: Area, level: Level, text: impl Into<String>, fix: Option<String>) {
         self.0.push(Finding {
             area,
             level,
@@ -171,7 +193,7 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
     let report: &Report = match result {
         Ok(n) => {
             f.add(
-                "NCCL",
+                Area::Nccl,
                 Level::Ok,
                 format!(
                     "NCCL {}{} from {}; links {}",
@@ -188,7 +210,7 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
         }
         Err(e) => {
             f.add(
-                "NCCL",
+                Area::Nccl,
                 Level::Problem,
                 e.headline(),
                 Some(
@@ -211,7 +233,7 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
             Err(_) => String::new(),
         };
         f.add(
-            "NCCL",
+            Area::Nccl,
             Level::Problem,
             format!(
                 "{} says prefix={} ({}), where there is no NCCL: C and CMake builds that ask \
@@ -229,7 +251,7 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
     }
     for c in report.others().filter(|c| c.conflict.is_some()) {
         f.add(
-            "NCCL",
+            Area::Nccl,
             Level::Note,
             format!(
                 "another NCCL {} is installed at {} ({})",
@@ -263,7 +285,7 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
             })
             .collect();
         f.add(
-            "NCCL",
+            Area::Nccl,
             Level::Problem,
             format!(
                 "several different libnccl.so.2 are visible to the loader: {}; the first wins",
@@ -275,7 +297,7 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
     if let (Ok(n), pick) = (result, &report.loader.pick) {
         match pick {
             None => f.add(
-                "NCCL",
+                Area::Nccl,
                 Level::Note,
                 format!("the run-time loader finds no libnccl.so.2, so programs linked against {} need an rpath", n.library.display()),
                 Some(format!(
@@ -284,7 +306,7 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
                 )),
             ),
             Some(p) if p.real != n.library_real && p.version.as_ref() != Some(&n.library_version) => f.add(
-                "NCCL",
+                Area::Nccl,
                 Level::Problem,
                 format!(
                     "the run-time loader picks {} (NCCL {}), not the selected NCCL {}: expect `undefined symbol` errors",
@@ -303,7 +325,7 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
     let d = &facts.driver;
     let Some(v) = d.version else {
         f.add(
-            "GPU and driver",
+            Area::Driver,
             Level::Problem,
             format!(
                 "no NVIDIA driver: libcuda.so.1 cannot be used ({}); NCCL cannot run here",
@@ -315,7 +337,7 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
     };
     let (major, minor) = (v / 1000, v % 1000 / 10);
     f.add(
-        "GPU and driver",
+        Area::Driver,
         Level::Ok,
         format!(
             "driver supports CUDA {major}.{minor} ({}){}",
@@ -328,14 +350,14 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
     );
     if let Some(e) = &d.error {
         f.add(
-            "GPU and driver",
+            Area::Driver,
             Level::Problem,
             format!("the driver does not start: {e}"),
             Some("check `nvidia-smi`, and that this process may use the GPU devices".into()),
         );
     } else if d.gpus == Some(0) {
         f.add(
-            "GPU and driver",
+            Area::Driver,
             Level::Problem,
             "the driver sees no GPU".to_string(),
             Some("check CUDA_VISIBLE_DEVICES and `nvidia-smi`".into()),
@@ -345,14 +367,14 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
         let (m, n) = (cu.major as i32, cu.minor as i32);
         if major < m {
             f.add(
-                "GPU and driver",
+                Area::Driver,
                 Level::Problem,
                 format!("NCCL was built for CUDA {cu}, but the driver supports only CUDA {major}.{minor}: NCCL fails with `unhandled cuda error`"),
                 Some(format!("update the driver, or use an NCCL built for CUDA {major} (pip install nvidia-nccl-cu{major})")),
             );
         } else if major == m && minor < n {
             f.add(
-                "GPU and driver",
+                Area::Driver,
                 Level::Note,
                 format!("NCCL was built for CUDA {cu} and the driver supports CUDA {major}.{minor}: this relies on CUDA's minor-version compatibility"),
                 Some("update the driver if NCCL reports `unhandled cuda error`".into()),
@@ -369,18 +391,18 @@ fn check_env(f: &mut Findings, env: &[(String, String)]) {
         }
         any = true;
         if k == "NCCL_VERSION" {
-            f.add("NCCL variables", Level::Note, format!("{k}={v} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
+            f.add(Area::Variables, Level::Note, format!("{k}={v} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
             continue;
         }
         match KNOBS.iter().find(|(n, _)| n == k) {
             Some((_, what)) => f.add(
-                "NCCL variables",
+                Area::Variables,
                 Level::Note,
                 format!("{k}={v} ({what})"),
                 None,
             ),
             None => f.add(
-                "NCCL variables",
+                Area::Variables,
                 Level::Note,
                 format!("{k}={v} is not a variable nccl-find knows"),
                 Some("check its spelling against NCCL's documentation".into()),
@@ -389,7 +411,7 @@ fn check_env(f: &mut Findings, env: &[(String, String)]) {
     }
     if !any {
         f.add(
-            "NCCL variables",
+            Area::Variables,
             Level::Ok,
             "no NCCL_* variables are set: NCCL uses its defaults",
             None,
@@ -397,7 +419,7 @@ fn check_env(f: &mut Findings, env: &[(String, String)]) {
     }
     if !env.iter().any(|(k, _)| k == "NCCL_DEBUG") {
         f.add(
-            "NCCL variables",
+            Area::Variables,
             Level::Note,
             "NCCL_DEBUG is unset, so NCCL says little when it fails",
             Some("NCCL_DEBUG=WARN (or INFO) when something goes wrong".into()),
@@ -409,7 +431,7 @@ fn check_network(f: &mut Findings, ifaces: &[Iface], env: &[(String, String)]) {
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let list: Vec<String> = ifaces.iter().map(describe).collect();
     f.add(
-        "Network",
+        Area::Network,
         Level::Ok,
         format!("interfaces: {}", list.join("; ")),
         None,
@@ -434,7 +456,7 @@ fn check_network(f: &mut Findings, ifaces: &[Iface], env: &[(String, String)]) {
     match picked.first() {
         None => {
             f.add(
-                "Network",
+                Area::Network,
                 Level::Problem,
                 format!("NCCL would find no interface ({why})"),
                 Some(format!(
@@ -445,21 +467,21 @@ fn check_network(f: &mut Findings, ifaces: &[Iface], env: &[(String, String)]) {
         }
         Some(first) => {
             f.add(
-                "Network",
+                Area::Network,
                 Level::Ok,
                 format!("NCCL would use {} ({why})", first.name),
                 None,
             );
             if first.name.starts_with("virbr") {
                 f.add(
-                    "Network",
+                    Area::Network,
                     Level::Problem,
                     format!("{} is libvirt's bridge, which other nodes cannot reach; NCCL's default rule does not skip virbr*", first.name),
                     Some(suggestion.clone()),
                 );
             } else if first.name.starts_with("docker") || first.name == "lo" {
                 f.add(
-                    "Network",
+                    Area::Network,
                     Level::Note,
                     format!(
                         "NCCL would use {}: fine on one node, unreachable from others",
@@ -474,7 +496,7 @@ fn check_network(f: &mut Findings, ifaces: &[Iface], env: &[(String, String)]) {
                 .filter(|a| !a.routed && !a.link_local && a.ip != "::1")
             {
                 f.add(
-                    "Network",
+                    Area::Network,
                     Level::Problem,
                     format!("{} has {} with no route through it: peers that try it get `No route to host` and NCCL `unhandled system error`", first.name, a.ip),
                     Some(format!("{suggestion}; or NCCL_SOCKET_FAMILY=AF_INET{}", if a.v6 { "" } else { "6" })),
@@ -485,15 +507,15 @@ fn check_network(f: &mut Findings, ifaces: &[Iface], env: &[(String, String)]) {
     for i in ifaces {
         if i.name.starts_with("docker") && picked.first().map(|p| &p.name) != Some(&i.name) {
             f.add(
-                "Network",
+                Area::Network,
                 Level::Note,
-                format!("{} is there: NCCL's default rule skips docker*, but a NCCL_SOCKET_IFNAME prefix can still match it (seed: `NCCL_SOCKET_IFNAME=^docker0`)", i.name),
+                format!("{} is there: NCCL's default rule skips docker*, but a NCCL_SOCKET_IFNAME prefix can still match it (for example `NCCL_SOCKET_IFNAME=^docker0`)", i.name),
                 None,
             );
         }
         if i.name.starts_with("virbr") && picked.first().map(|p| &p.name) != Some(&i.name) {
             f.add(
-                "Network",
+                Area::Network,
                 Level::Note,
                 format!(
                     "{} (libvirt's bridge) is there and NCCL's default rule does not skip it",
@@ -513,21 +535,21 @@ fn check_rdma(f: &mut Findings, facts: &Facts) {
         .collect();
     if missing.is_empty() && !facts.rdma.is_empty() {
         f.add(
-            "RDMA",
+            Area::Rdma,
             Level::Ok,
             "libibverbs, libmlx5 and librdmacm load: InfiniBand/RoCE can be used",
             None,
         );
     } else if missing.len() == facts.rdma.len() {
         f.add(
-            "RDMA",
+            Area::Rdma,
             Level::Note,
             "no RDMA libraries load: NCCL uses TCP sockets between nodes (fine on one node)",
             Some("for InfiniBand/RoCE: apt install rdma-core ibverbs-providers librdmacm1; else NCCL_IB_DISABLE=1 silences the search".into()),
         );
     } else {
         f.add(
-            "RDMA",
+            Area::Rdma,
             Level::Problem,
             format!("some RDMA libraries do not load: {}", missing.join(", ")),
             Some(
@@ -542,26 +564,31 @@ fn check_shm(f: &mut Findings, facts: &Facts) {
     const MIB: u64 = 1 << 20;
     match facts.shm_bytes {
         None => f.add(
-            "Shared memory",
+            Area::Shm,
             Level::Problem,
             "/dev/shm is missing: NCCL's shared-memory transport fails",
             Some("mount a tmpfs on /dev/shm, or NCCL_SHM_DISABLE=1".into()),
         ),
         Some(b) if b < 256 * MIB => f.add(
-            "Shared memory",
+            Area::Shm,
             Level::Problem,
             format!("/dev/shm is {} MiB (Docker's default is 64 MiB): NCCL fails with `unhandled system error` between GPUs", b / MIB),
             Some("docker run --shm-size=1g (or --ipc=host), or NCCL_SHM_DISABLE=1".into()),
         ),
-        Some(b) => f.add("Shared memory", Level::Ok, format!("/dev/shm is {} MiB", b / MIB), None),
+        Some(b) => f.add(Area::Shm, Level::Ok, format!("/dev/shm is {} MiB", b / MIB), None),
     }
 }
 
 fn check_mpi(f: &mut Findings, facts: &Facts) {
     match facts.mpi.first() {
-        Some(p) => f.add("MPI", Level::Ok, format!("MPI launcher found: {p}"), None),
+        Some(p) => f.add(
+            Area::Mpi,
+            Level::Ok,
+            format!("MPI launcher found: {p}"),
+            None,
+        ),
         None => f.add(
-            "MPI",
+            Area::Mpi,
             Level::Note,
             "no mpirun or mpiexec on PATH: needed only for MPI-launched jobs",
             Some(
@@ -612,7 +639,7 @@ pub fn run(config: &Config, as_json: bool, facts_file: Option<&Path>, color: Whe
             "problems": problems,
             "notes": notes,
             "findings": f.0.iter().map(|x| json!({
-                "area": x.area, "level": x.level.word(), "text": x.text, "fix": x.fix,
+                "area": x.area.word(), "level": x.level.word(), "text": x.text, "fix": x.fix,
             })).collect::<Vec<_>>(),
             "facts": facts.to_json(),
         });
@@ -622,11 +649,11 @@ pub fn run(config: &Config, as_json: bool, facts_file: Option<&Path>, color: Whe
         );
     } else {
         let mut s = String::from("nccl-find doctor\n");
-        let mut area = "";
+        let mut area = None;
         for x in &f.0 {
-            if x.area != area {
-                area = x.area;
-                let _ = writeln!(s, "\n{area}:");
+            if area != Some(x.area) {
+                area = Some(x.area);
+                let _ = writeln!(s, "\n{}:", x.area.word());
             }
             let _ = writeln!(s, "  {:<8} {}", x.level.word(), x.text);
             if let Some(fix) = &x.fix {
