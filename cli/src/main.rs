@@ -142,7 +142,8 @@ enum Command {
         /// The findings as JSON
         #[arg(long)]
         json: bool,
-        /// Read the host's facts from this JSON file instead of the machine (tests)
+        /// Read the host's facts from this JSON file instead of the machine
+        /// (tests); an `env` object in it stands for the environment's NCCL_* variables
         #[arg(long, value_name = "FILE", hide = true)]
         host_facts: Option<PathBuf>,
         /// Treat DIR as the filesystem root (sysroots, tests)
