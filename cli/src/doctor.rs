@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use nccl_find::{Config, Nccl, Report};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::host::{Facts, Iface};
 use crate::style::{paint, When};
@@ -28,8 +28,36 @@ impl Level {
     }
 }
 
+/// The part of the system a finding is about; findings are printed grouped
+/// under these headings, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Area {
+    Nccl,
+    Driver,
+    Variables,
+    Network,
+    Rdma,
+    Shm,
+    Mpi,
+}
+
+impl Area {
+    /// The heading in the text output, and `area` in the JSON output.
+    fn word(self) -> &'static str {
+        match self {
+            Area::Nccl => "NCCL",
+            Area::Driver => "GPU and driver",
+            Area::Variables => "NCCL variables",
+            Area::Network => "Network",
+            Area::Rdma => "RDMA",
+            Area::Shm => "Shared memory",
+            Area::Mpi => "MPI",
+        }
+    }
+}
+
 struct Finding {
-    area: &'static str,
+    area: Area,
     level: Level,
     text: String,
     fix: Option<String>,
@@ -39,13 +67,7 @@ struct Finding {
 struct Findings(Vec<Finding>);
 
 impl Findings {
-    fn add(
-        &mut self,
-        area: &'static str,
-        level: Level,
-        text: impl Into<String>,
-        fix: Option<String>,
-    ) {
+    fn add(&mut self, area: Area, level: Level, text: impl Into<String>, fix: Option<String>) {
         self.0.push(Finding {
             area,
             level,
@@ -167,11 +189,25 @@ fn describe(i: &Iface) -> String {
     format!("{} {}", i.name, addrs.join(" "))
 }
 
+/// The NCCL area: the install found (or why none was), and what will mislead
+/// builds and the run-time loader.
 fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
-    let report: &Report = match result {
+    let report = check_selected(f, result);
+    let nccl = result.as_ref().ok();
+    check_pkg_config_files(f, report, nccl);
+    check_other_installs(f, report);
+    check_visible_copies(f, report);
+    if let Some(n) = nccl {
+        loader_verdict(f, n);
+    }
+}
+
+/// The install selected, or why there is none; returns the probe's report.
+fn check_selected<'a>(f: &mut Findings, result: &'a Result<Nccl, nccl_find::Error>) -> &'a Report {
+    match result {
         Ok(n) => {
             f.add(
-                "NCCL",
+                Area::Nccl,
                 Level::Ok,
                 format!(
                     "NCCL {}{} from {}; links {}",
@@ -188,7 +224,7 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
         }
         Err(e) => {
             f.add(
-                "NCCL",
+                Area::Nccl,
                 Level::Problem,
                 e.headline(),
                 Some(
@@ -197,10 +233,14 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
             );
             e.report()
         }
-    };
+    }
+}
+
+/// `nccl.pc` files whose prefix has no NCCL, which mislead C and CMake builds.
+fn check_pkg_config_files(f: &mut Findings, report: &Report, nccl: Option<&Nccl>) {
     for pc in &report.misleading_pc {
-        let real = match result {
-            Ok(n) => format!(
+        let real = match nccl {
+            Some(n) => format!(
                 " NCCL's files are in {} and {}.",
                 n.include_paths
                     .first()
@@ -208,10 +248,10 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
                     .unwrap_or_default(),
                 report.logical(&n.lib_dir).display()
             ),
-            Err(_) => String::new(),
+            None => String::new(),
         };
         f.add(
-            "NCCL",
+            Area::Nccl,
             Level::Problem,
             format!(
                 "{} says prefix={} ({}), where there is no NCCL: C and CMake builds that ask \
@@ -227,9 +267,13 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
             ),
         );
     }
+}
+
+/// Other installs that conflict with the selected one.
+fn check_other_installs(f: &mut Findings, report: &Report) {
     for c in report.others().filter(|c| c.conflict.is_some()) {
         f.add(
-            "NCCL",
+            Area::Nccl,
             Level::Note,
             format!(
                 "another NCCL {} is installed at {} ({})",
@@ -243,6 +287,10 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
             ),
         );
     }
+}
+
+/// Several versions of libnccl.so.2 visible to the run-time loader.
+fn check_visible_copies(f: &mut Findings, report: &Report) {
     let visible = &report.loader.visible;
     let mut versions: Vec<String> = visible
         .iter()
@@ -263,7 +311,7 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
             })
             .collect();
         f.add(
-            "NCCL",
+            Area::Nccl,
             Level::Problem,
             format!(
                 "several different libnccl.so.2 are visible to the loader: {}; the first wins",
@@ -272,30 +320,35 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
             Some("remove the stale ones, or put the one you mean first on LD_LIBRARY_PATH".into()),
         );
     }
-    if let (Ok(n), pick) = (result, &report.loader.pick) {
-        match pick {
-            None => f.add(
-                "NCCL",
-                Level::Note,
-                format!("the run-time loader finds no libnccl.so.2, so programs linked against {} need an rpath", n.library.display()),
-                Some(format!(
-                    "LD_LIBRARY_PATH={} or nccl_find::emit_rpath_from_dep in the binary's build script",
-                    n.lib_dir.display()
-                )),
+}
+
+/// The loader verdict: whether the run-time loader will load the selected
+/// NCCL. (The library's `check/loader.rs` judges the same with other
+/// thresholds; doctor is to take its verdict from there.)
+fn loader_verdict(f: &mut Findings, n: &Nccl) {
+    let report = &n.report;
+    match &report.loader.pick {
+        None => f.add(
+            Area::Nccl,
+            Level::Note,
+            format!("the run-time loader finds no libnccl.so.2, so programs linked against {} need an rpath", n.library.display()),
+            Some(format!(
+                "LD_LIBRARY_PATH={} or nccl_find::emit_rpath_from_dep in the binary's build script",
+                n.lib_dir.display()
+            )),
+        ),
+        Some(p) if p.real != n.library_real && p.version.as_ref() != Some(&n.library_version) => f.add(
+            Area::Nccl,
+            Level::Problem,
+            format!(
+                "the run-time loader picks {} (NCCL {}), not the selected NCCL {}: expect `undefined symbol` errors",
+                report.logical(&p.path).display(),
+                p.version.as_ref().map_or("?".into(), |v| v.to_string()),
+                n.library_version
             ),
-            Some(p) if p.real != n.library_real && p.version.as_ref() != Some(&n.library_version) => f.add(
-                "NCCL",
-                Level::Problem,
-                format!(
-                    "the run-time loader picks {} (NCCL {}), not the selected NCCL {}: expect `undefined symbol` errors",
-                    report.logical(&p.path).display(),
-                    p.version.as_ref().map_or("?".into(), |v| v.to_string()),
-                    n.library_version
-                ),
-                Some(format!("put {} first on LD_LIBRARY_PATH, or use an rpath", n.lib_dir.display())),
-            ),
-            Some(_) => {}
-        }
+            Some(format!("put {} first on LD_LIBRARY_PATH, or use an rpath", n.lib_dir.display())),
+        ),
+        Some(_) => {}
     }
 }
 
@@ -303,7 +356,7 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
     let d = &facts.driver;
     let Some(v) = d.version else {
         f.add(
-            "GPU and driver",
+            Area::Driver,
             Level::Problem,
             format!(
                 "no NVIDIA driver: libcuda.so.1 cannot be used ({}); NCCL cannot run here",
@@ -315,7 +368,7 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
     };
     let (major, minor) = (v / 1000, v % 1000 / 10);
     f.add(
-        "GPU and driver",
+        Area::Driver,
         Level::Ok,
         format!(
             "driver supports CUDA {major}.{minor} ({}){}",
@@ -328,14 +381,14 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
     );
     if let Some(e) = &d.error {
         f.add(
-            "GPU and driver",
+            Area::Driver,
             Level::Problem,
             format!("the driver does not start: {e}"),
             Some("check `nvidia-smi`, and that this process may use the GPU devices".into()),
         );
     } else if d.gpus == Some(0) {
         f.add(
-            "GPU and driver",
+            Area::Driver,
             Level::Problem,
             "the driver sees no GPU".to_string(),
             Some("check CUDA_VISIBLE_DEVICES and `nvidia-smi`".into()),
@@ -345,14 +398,14 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
         let (m, n) = (cu.major as i32, cu.minor as i32);
         if major < m {
             f.add(
-                "GPU and driver",
+                Area::Driver,
                 Level::Problem,
                 format!("NCCL was built for CUDA {cu}, but the driver supports only CUDA {major}.{minor}: NCCL fails with `unhandled cuda error`"),
                 Some(format!("update the driver, or use an NCCL built for CUDA {major} (pip install nvidia-nccl-cu{major})")),
             );
         } else if major == m && minor < n {
             f.add(
-                "GPU and driver",
+                Area::Driver,
                 Level::Note,
                 format!("NCCL was built for CUDA {cu} and the driver supports CUDA {major}.{minor}: this relies on CUDA's minor-version compatibility"),
                 Some("update the driver if NCCL reports `unhandled cuda error`".into()),
@@ -369,18 +422,18 @@ fn check_env(f: &mut Findings, env: &[(String, String)]) {
         }
         any = true;
         if k == "NCCL_VERSION" {
-            f.add("NCCL variables", Level::Note, format!("{k}={v} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
+            f.add(Area::Variables, Level::Note, format!("{k}={v} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
             continue;
         }
         match KNOBS.iter().find(|(n, _)| n == k) {
             Some((_, what)) => f.add(
-                "NCCL variables",
+                Area::Variables,
                 Level::Note,
                 format!("{k}={v} ({what})"),
                 None,
             ),
             None => f.add(
-                "NCCL variables",
+                Area::Variables,
                 Level::Note,
                 format!("{k}={v} is not a variable nccl-find knows"),
                 Some("check its spelling against NCCL's documentation".into()),
@@ -389,7 +442,7 @@ fn check_env(f: &mut Findings, env: &[(String, String)]) {
     }
     if !any {
         f.add(
-            "NCCL variables",
+            Area::Variables,
             Level::Ok,
             "no NCCL_* variables are set: NCCL uses its defaults",
             None,
@@ -397,7 +450,7 @@ fn check_env(f: &mut Findings, env: &[(String, String)]) {
     }
     if !env.iter().any(|(k, _)| k == "NCCL_DEBUG") {
         f.add(
-            "NCCL variables",
+            Area::Variables,
             Level::Note,
             "NCCL_DEBUG is unset, so NCCL says little when it fails",
             Some("NCCL_DEBUG=WARN (or INFO) when something goes wrong".into()),
@@ -405,101 +458,117 @@ fn check_env(f: &mut Findings, env: &[(String, String)]) {
     }
 }
 
+/// The Network area: the interfaces, the one NCCL would use, and the ones
+/// that can mislead it.
 fn check_network(f: &mut Findings, ifaces: &[Iface], env: &[(String, String)]) {
-    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let list: Vec<String> = ifaces.iter().map(describe).collect();
     f.add(
-        "Network",
+        Area::Network,
         Level::Ok,
         format!("interfaces: {}", list.join("; ")),
         None,
     );
-    let (picked, why) = nccl_pick(ifaces, get("NCCL_SOCKET_IFNAME"));
-    let real = ifaces
+    let ifname = env
         .iter()
-        .filter(|i| {
-            usable(i)
-                && !i.name.starts_with("docker")
-                && !i.name.starts_with("virbr")
-                && i.name != "lo"
-        })
-        .map(|i| i.name.clone())
-        .collect::<Vec<_>>();
-    let suggestion = match real.first() {
-        Some(n) => format!(
-            "NCCL_SOCKET_IFNAME=={n} (the real NIC), or NCCL_SOCKET_IFNAME=^docker,virbr,lo"
+        .find(|(k, _)| k == "NCCL_SOCKET_IFNAME")
+        .map(|(_, v)| v.as_str());
+    let (picked, why) = nccl_pick(ifaces, ifname);
+    let suggestion = ifname_suggestion(ifaces);
+    match picked.first() {
+        None => f.add(
+            Area::Network,
+            Level::Problem,
+            format!("NCCL would find no interface ({why})"),
+            Some(format!(
+                "NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to one of {}",
+                ifaces
+                    .iter()
+                    .map(|i| i.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        ),
+        Some(first) => check_chosen(f, first, &why, &suggestion),
+    }
+    let chosen = picked.first().map(|p| p.name.as_str());
+    check_bridges(f, ifaces, chosen, &suggestion);
+}
+
+/// The `NCCL_SOCKET_IFNAME` to suggest: the first real NIC, else a rule that
+/// leaves out bridges and loopback.
+fn ifname_suggestion(ifaces: &[Iface]) -> String {
+    let real = ifaces.iter().find(|i| {
+        usable(i) && !i.name.starts_with("docker") && !i.name.starts_with("virbr") && i.name != "lo"
+    });
+    match real {
+        Some(i) => format!(
+            "NCCL_SOCKET_IFNAME=={} (the real NIC), or NCCL_SOCKET_IFNAME=^docker,virbr,lo",
+            i.name
         ),
         None => "NCCL_SOCKET_IFNAME=^docker,virbr,lo".to_string(),
-    };
-    match picked.first() {
-        None => {
-            f.add(
-                "Network",
-                Level::Problem,
-                format!("NCCL would find no interface ({why})"),
-                Some(format!(
-                "NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to one of {}",
-                ifaces.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
-            )),
-            )
-        }
-        Some(first) => {
-            f.add(
-                "Network",
-                Level::Ok,
-                format!("NCCL would use {} ({why})", first.name),
-                None,
-            );
-            if first.name.starts_with("virbr") {
-                f.add(
-                    "Network",
-                    Level::Problem,
-                    format!("{} is libvirt's bridge, which other nodes cannot reach; NCCL's default rule does not skip virbr*", first.name),
-                    Some(suggestion.clone()),
-                );
-            } else if first.name.starts_with("docker") || first.name == "lo" {
-                f.add(
-                    "Network",
-                    Level::Note,
-                    format!(
-                        "NCCL would use {}: fine on one node, unreachable from others",
-                        first.name
-                    ),
-                    Some(format!("for several nodes, {suggestion}")),
-                );
-            }
-            for a in first
-                .addrs
-                .iter()
-                .filter(|a| !a.routed && !a.link_local && a.ip != "::1")
-            {
-                f.add(
-                    "Network",
-                    Level::Problem,
-                    format!("{} has {} with no route through it: peers that try it get `No route to host` and NCCL `unhandled system error`", first.name, a.ip),
-                    Some(format!("{suggestion}; or NCCL_SOCKET_FAMILY=AF_INET{}", if a.v6 { "" } else { "6" })),
-                );
-            }
-        }
     }
-    for i in ifaces {
-        if i.name.starts_with("docker") && picked.first().map(|p| &p.name) != Some(&i.name) {
+}
+
+/// The interface NCCL would use: whether other nodes can reach it.
+fn check_chosen(f: &mut Findings, first: &Iface, why: &str, suggestion: &str) {
+    f.add(
+        Area::Network,
+        Level::Ok,
+        format!("NCCL would use {} ({why})", first.name),
+        None,
+    );
+    if first.name.starts_with("virbr") {
+        f.add(
+            Area::Network,
+            Level::Problem,
+            format!("{} is libvirt's bridge, which other nodes cannot reach; NCCL's default rule does not skip virbr*", first.name),
+            Some(suggestion.to_string()),
+        );
+    } else if first.name.starts_with("docker") || first.name == "lo" {
+        f.add(
+            Area::Network,
+            Level::Note,
+            format!(
+                "NCCL would use {}: fine on one node, unreachable from others",
+                first.name
+            ),
+            Some(format!("for several nodes, {suggestion}")),
+        );
+    }
+    for a in first
+        .addrs
+        .iter()
+        .filter(|a| !a.routed && !a.link_local && a.ip != "::1")
+    {
+        f.add(
+            Area::Network,
+            Level::Problem,
+            format!("{} has {} with no route through it: peers that try it get `No route to host` and NCCL `unhandled system error`", first.name, a.ip),
+            Some(format!("{suggestion}; or NCCL_SOCKET_FAMILY=AF_INET{}", if a.v6 { "" } else { "6" })),
+        );
+    }
+}
+
+/// Docker and libvirt bridges that NCCL did not choose but could.
+fn check_bridges(f: &mut Findings, ifaces: &[Iface], chosen: Option<&str>, suggestion: &str) {
+    for i in ifaces.iter().filter(|i| Some(i.name.as_str()) != chosen) {
+        if i.name.starts_with("docker") {
             f.add(
-                "Network",
+                Area::Network,
                 Level::Note,
-                format!("{} is there: NCCL's default rule skips docker*, but a NCCL_SOCKET_IFNAME prefix can still match it (seed: `NCCL_SOCKET_IFNAME=^docker0`)", i.name),
+                format!("{} is there: NCCL's default rule skips docker*, but a NCCL_SOCKET_IFNAME prefix can still match it (for example `NCCL_SOCKET_IFNAME=^docker0`)", i.name),
                 None,
             );
         }
-        if i.name.starts_with("virbr") && picked.first().map(|p| &p.name) != Some(&i.name) {
+        if i.name.starts_with("virbr") {
             f.add(
-                "Network",
+                Area::Network,
                 Level::Note,
                 format!(
                     "{} (libvirt's bridge) is there and NCCL's default rule does not skip it",
                     i.name
                 ),
-                Some(suggestion.clone()),
+                Some(suggestion.to_string()),
             );
         }
     }
@@ -513,21 +582,21 @@ fn check_rdma(f: &mut Findings, facts: &Facts) {
         .collect();
     if missing.is_empty() && !facts.rdma.is_empty() {
         f.add(
-            "RDMA",
+            Area::Rdma,
             Level::Ok,
             "libibverbs, libmlx5 and librdmacm load: InfiniBand/RoCE can be used",
             None,
         );
     } else if missing.len() == facts.rdma.len() {
         f.add(
-            "RDMA",
+            Area::Rdma,
             Level::Note,
             "no RDMA libraries load: NCCL uses TCP sockets between nodes (fine on one node)",
             Some("for InfiniBand/RoCE: apt install rdma-core ibverbs-providers librdmacm1; else NCCL_IB_DISABLE=1 silences the search".into()),
         );
     } else {
         f.add(
-            "RDMA",
+            Area::Rdma,
             Level::Problem,
             format!("some RDMA libraries do not load: {}", missing.join(", ")),
             Some(
@@ -542,26 +611,31 @@ fn check_shm(f: &mut Findings, facts: &Facts) {
     const MIB: u64 = 1 << 20;
     match facts.shm_bytes {
         None => f.add(
-            "Shared memory",
+            Area::Shm,
             Level::Problem,
             "/dev/shm is missing: NCCL's shared-memory transport fails",
             Some("mount a tmpfs on /dev/shm, or NCCL_SHM_DISABLE=1".into()),
         ),
         Some(b) if b < 256 * MIB => f.add(
-            "Shared memory",
+            Area::Shm,
             Level::Problem,
             format!("/dev/shm is {} MiB (Docker's default is 64 MiB): NCCL fails with `unhandled system error` between GPUs", b / MIB),
             Some("docker run --shm-size=1g (or --ipc=host), or NCCL_SHM_DISABLE=1".into()),
         ),
-        Some(b) => f.add("Shared memory", Level::Ok, format!("/dev/shm is {} MiB", b / MIB), None),
+        Some(b) => f.add(Area::Shm, Level::Ok, format!("/dev/shm is {} MiB", b / MIB), None),
     }
 }
 
 fn check_mpi(f: &mut Findings, facts: &Facts) {
     match facts.mpi.first() {
-        Some(p) => f.add("MPI", Level::Ok, format!("MPI launcher found: {p}"), None),
+        Some(p) => f.add(
+            Area::Mpi,
+            Level::Ok,
+            format!("MPI launcher found: {p}"),
+            None,
+        ),
         None => f.add(
-            "MPI",
+            Area::Mpi,
             Level::Note,
             "no mpirun or mpiexec on PATH: needed only for MPI-launched jobs",
             Some(
@@ -572,16 +646,130 @@ fn check_mpi(f: &mut Findings, facts: &Facts) {
     }
 }
 
+/// Everything doctor reads besides the probe: the host's facts and the
+/// `NCCL_*` variables. Both come from the machine, or from a facts file
+/// (`--host-facts`) so that tests can fix them.
+struct Inputs {
+    facts: Facts,
+    /// The `NCCL_*` variables, sorted by name.
+    env: Vec<(String, String)>,
+}
+
+impl Inputs {
+    /// Reads the machine and the process environment.
+    fn gather() -> Inputs {
+        Inputs {
+            facts: Facts::gather(),
+            env: process_env(),
+        }
+    }
+
+    /// Reads a facts file: the keys `Facts::to_json` writes, and `env`, an
+    /// object of variables that then stands for the whole environment
+    /// (without it, the process environment is read).
+    fn from_file(path: &Path) -> Result<Inputs, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        Inputs::from_json(&v)
+    }
+
+    /// The facts file's contents; see `from_file`.
+    fn from_json(v: &Value) -> Result<Inputs, String> {
+        let facts = Facts::from_json(v)?;
+        let env = match v.get("env") {
+            None | Some(Value::Null) => process_env(),
+            Some(vars) => env_from_json(vars)?,
+        };
+        Ok(Inputs { facts, env })
+    }
+}
+
+/// The `NCCL_*` variables among `vars`, sorted.
+fn nccl_vars(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vars.filter(|(k, _)| k.starts_with("NCCL_")).collect();
+    env.sort();
+    env
+}
+
+fn process_env() -> Vec<(String, String)> {
+    nccl_vars(
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned()))),
+    )
+}
+
+/// A facts file's `env`: `{"NAME": "value", ...}`.
+fn env_from_json(v: &Value) -> Result<Vec<(String, String)>, String> {
+    let vars = v
+        .as_object()
+        .ok_or("\"env\" is not an object of variables")?;
+    let mut env = Vec::new();
+    for (k, x) in vars {
+        let x = x
+            .as_str()
+            .ok_or_else(|| format!("\"env\": {k} is not a string"))?;
+        env.push((k.clone(), x.to_string()));
+    }
+    Ok(nccl_vars(env.into_iter()))
+}
+
+/// Every check, in the order the areas are printed.
+fn findings(inputs: &Inputs, result: &Result<Nccl, nccl_find::Error>) -> Findings {
+    let facts = &inputs.facts;
+    let mut f = Findings::default();
+    check_nccl(&mut f, result);
+    check_driver(&mut f, facts, result.as_ref().ok());
+    check_env(&mut f, &inputs.env);
+    check_network(&mut f, &facts.interfaces, &inputs.env);
+    check_rdma(&mut f, facts);
+    check_shm(&mut f, facts);
+    check_mpi(&mut f, facts);
+    f
+}
+
+fn to_json(f: &Findings, facts: &Facts) -> String {
+    let (problems, notes) = (f.count(Level::Problem), f.count(Level::Note));
+    let out = json!({
+        "healthy": problems == 0,
+        "problems": problems,
+        "notes": notes,
+        "findings": f.0.iter().map(|x| json!({
+            "area": x.area.word(), "level": x.level.word(), "text": x.text, "fix": x.fix,
+        })).collect::<Vec<_>>(),
+        "facts": facts.to_json(),
+    });
+    serde_json::to_string_pretty(&out).expect("JSON from plain values")
+}
+
+fn to_text(f: &Findings) -> String {
+    let (problems, notes) = (f.count(Level::Problem), f.count(Level::Note));
+    let mut s = String::from("nccl-find doctor\n");
+    let mut area = None;
+    for x in &f.0 {
+        if area != Some(x.area) {
+            area = Some(x.area);
+            let _ = writeln!(s, "\n{}:", x.area.word());
+        }
+        let _ = writeln!(s, "  {:<8} {}", x.level.word(), x.text);
+        if let Some(fix) = &x.fix {
+            let _ = writeln!(s, "           fix: {fix}");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n{problems} problem{}, {notes} note{}.",
+        if problems == 1 { "" } else { "s" },
+        if notes == 1 { "" } else { "s" }
+    );
+    s
+}
+
 /// Runs every check and prints the findings.
 pub fn run(config: &Config, as_json: bool, facts_file: Option<&Path>, color: When) -> ExitCode {
-    let facts = match facts_file {
-        None => Facts::gather(),
-        Some(p) => match std::fs::read_to_string(p)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-            .and_then(|v| Facts::from_json(&v))
-        {
-            Ok(f) => f,
+    let inputs = match facts_file {
+        None => Inputs::gather(),
+        Some(p) => match Inputs::from_file(p) {
+            Ok(i) => i,
             Err(e) => {
                 eprintln!(
                     "nccl-find: cannot read host facts from {}: {e}",
@@ -591,57 +779,14 @@ pub fn run(config: &Config, as_json: bool, facts_file: Option<&Path>, color: Whe
             }
         },
     };
-    let mut env: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
-        .filter(|(k, _)| k.starts_with("NCCL_"))
-        .collect();
-    env.sort();
     let result = config.probe();
-    let mut f = Findings::default();
-    check_nccl(&mut f, &result);
-    check_driver(&mut f, &facts, result.as_ref().ok());
-    check_env(&mut f, &env);
-    check_network(&mut f, &facts.interfaces, &env);
-    check_rdma(&mut f, &facts);
-    check_shm(&mut f, &facts);
-    check_mpi(&mut f, &facts);
-    let (problems, notes) = (f.count(Level::Problem), f.count(Level::Note));
+    let f = findings(&inputs, &result);
     if as_json {
-        let out = json!({
-            "healthy": problems == 0,
-            "problems": problems,
-            "notes": notes,
-            "findings": f.0.iter().map(|x| json!({
-                "area": x.area, "level": x.level.word(), "text": x.text, "fix": x.fix,
-            })).collect::<Vec<_>>(),
-            "facts": facts.to_json(),
-        });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).expect("JSON from plain values")
-        );
+        println!("{}", to_json(&f, &inputs.facts));
     } else {
-        let mut s = String::from("nccl-find doctor\n");
-        let mut area = "";
-        for x in &f.0 {
-            if x.area != area {
-                area = x.area;
-                let _ = writeln!(s, "\n{area}:");
-            }
-            let _ = writeln!(s, "  {:<8} {}", x.level.word(), x.text);
-            if let Some(fix) = &x.fix {
-                let _ = writeln!(s, "           fix: {fix}");
-            }
-        }
-        let _ = writeln!(
-            s,
-            "\n{problems} problem{}, {notes} note{}.",
-            if problems == 1 { "" } else { "s" },
-            if notes == 1 { "" } else { "s" }
-        );
-        print!("{}", paint(&s, color.enabled()));
+        print!("{}", paint(&to_text(&f), color.enabled()));
     }
-    if problems > 0 {
+    if f.count(Level::Problem) > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -664,6 +809,90 @@ mod tests {
                 routed: true,
             }],
         }
+    }
+
+    /// The findings as (area, level, text, fix).
+    fn rows(f: &Findings) -> Vec<(Area, Level, &str, Option<&str>)> {
+        f.0.iter()
+            .map(|x| (x.area, x.level, x.text.as_str(), x.fix.as_deref()))
+            .collect()
+    }
+
+    #[test]
+    fn nccl_variables_come_from_the_injected_inputs() {
+        // Whatever this process's environment holds, the facts' `env` is
+        // doctor's whole environment; variables other than NCCL_* are left out.
+        let inputs = Inputs::from_json(&json!({
+            "interfaces": [{"name": "eth0", "addrs": [{"ip": "10.0.0.5", "prefix": 24, "routed": true}]}],
+            "env": {"NCCL_SOCKET_IFNAME": "ib", "PATH": "/bin", "NCCL_DEBUG": "INFO"},
+        }))
+        .unwrap();
+        let var = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(
+            inputs.env,
+            [var("NCCL_DEBUG", "INFO"), var("NCCL_SOCKET_IFNAME", "ib")]
+        );
+        let mut f = Findings::default();
+        check_env(&mut f, &inputs.env);
+        check_network(&mut f, &inputs.facts.interfaces, &inputs.env);
+        assert_eq!(
+            rows(&f),
+            [
+                (
+                    Area::Variables,
+                    Level::Note,
+                    "NCCL_DEBUG=INFO (NCCL's log level: VERSION, WARN, INFO or TRACE)",
+                    None
+                ),
+                (
+                    Area::Variables,
+                    Level::Note,
+                    "NCCL_SOCKET_IFNAME=ib (the network interfaces NCCL may use: prefixes, ^ to exclude, = for exact names)",
+                    None
+                ),
+                (
+                    Area::Network,
+                    Level::Ok,
+                    "interfaces: eth0 10.0.0.5/24",
+                    None
+                ),
+                (
+                    Area::Network,
+                    Level::Problem,
+                    "NCCL would find no interface (NCCL_SOCKET_IFNAME=ib)",
+                    Some("NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to one of eth0")
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_empty_injected_environment_is_nccl_s_defaults() {
+        let inputs = Inputs::from_json(&json!({"env": {}})).unwrap();
+        assert!(inputs.env.is_empty());
+        let mut f = Findings::default();
+        check_env(&mut f, &inputs.env);
+        assert_eq!(
+            rows(&f),
+            [
+                (
+                    Area::Variables,
+                    Level::Ok,
+                    "no NCCL_* variables are set: NCCL uses its defaults",
+                    None
+                ),
+                (
+                    Area::Variables,
+                    Level::Note,
+                    "NCCL_DEBUG is unset, so NCCL says little when it fails",
+                    Some("NCCL_DEBUG=WARN (or INFO) when something goes wrong")
+                ),
+            ]
+        );
+        let bad = Inputs::from_json(&json!({"env": {"NCCL_DEBUG": 1}}));
+        assert_eq!(bad.err().unwrap(), "\"env\": NCCL_DEBUG is not a string");
+        let bad = Inputs::from_json(&json!({"env": ["NCCL_DEBUG=WARN"]}));
+        assert_eq!(bad.err().unwrap(), "\"env\" is not an object of variables");
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use nccl_find::{Config, ErrorKind, Nccl};
+use pkgflags::Constraint;
 
 mod doctor;
 mod host;
@@ -140,7 +142,8 @@ enum Command {
         /// The findings as JSON
         #[arg(long)]
         json: bool,
-        /// Read the host's facts from this JSON file instead of the machine (tests)
+        /// Read the host's facts from this JSON file instead of the machine
+        /// (tests); an `env` object in it stands for the environment's NCCL_* variables
         #[arg(long, value_name = "FILE", hide = true)]
         host_facts: Option<PathBuf>,
         /// Treat DIR as the filesystem root (sysroots, tests)
@@ -153,17 +156,96 @@ enum Command {
     Smoke(smoke::Args),
 }
 
+/// What the flags ask for, worked out once from them.
+struct Asked {
+    /// The parts of `--cflags` and `--libs` to print.
+    parts: pkgflags::Parts,
+    /// pkg-config's style: `--exists`, or package names.
+    pkg_mode: bool,
+    /// A check with no output (`--exists`, or a package and versions alone):
+    /// it answers with its exit status.
+    check_only: bool,
+    /// Whether pkg-config's rules keep stderr quiet.
+    quiet: bool,
+}
+
+impl Asked {
+    fn of(cli: &Cli) -> Asked {
+        let parts = pkgflags::Parts {
+            include: cli.cflags || cli.cflags_only_include,
+            cflags_other: cli.cflags || cli.cflags_only_other,
+            lib_dirs: cli.libs || cli.libs_only_dirs,
+            libs: cli.libs || cli.libs_only_l,
+            libs_other: cli.libs || cli.libs_only_other,
+        };
+        let output = parts.any() || cli.print || cli.json || cli.loader_env || prints_value(cli);
+        let versions = cli.atleast_version.is_some()
+            || cli.exact_version.is_some()
+            || cli.max_version.is_some();
+        // pkg-config's rules: a check with no output (--exists, or a package
+        // and versions alone) answers with its exit status, and says why only
+        // with --print-errors.
+        let pkg_mode = cli.exists || !cli.packages.is_empty();
+        let check_only = cli.exists || (!output && (pkg_mode || versions));
+        let quiet = !cli.print_errors && (cli.silence_errors || (check_only && pkg_mode));
+        Asked {
+            parts,
+            pkg_mode,
+            check_only,
+            quiet,
+        }
+    }
+
+    /// Says `msg` on stderr, unless pkg-config's rules keep quiet.
+    fn say(&self, msg: &str) {
+        if !self.quiet {
+            eprintln!("nccl-find: {msg}");
+        }
+    }
+}
+
+/// Whether the flags ask for one of pkg-config's values (other than the
+/// flags of `--cflags` and `--libs`).
+fn prints_value(cli: &Cli) -> bool {
+    cli.modversion || cli.env || cli.variable.is_some() || cli.print_variables
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if !matches!(cli.command, Some(Command::Smoke(_))) {
         json::quiet_on_closed_pipe();
     }
-    let mut config = nccl_find::Config::new();
+    let asked = Asked::of(&cli);
+    let (mut config, constraints) = match configure(&cli, &asked) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match &cli.command {
+        Some(Command::Doctor {
+            json,
+            host_facts,
+            root,
+        }) => {
+            if let Some(r) = root {
+                config.root(r);
+            }
+            doctor::run(&config, *json, host_facts.as_deref(), cli.color)
+        }
+        Some(Command::Smoke(args)) => smoke::run(args, || smoke::probed_library(&config)),
+        None => answer(&cli, &asked, config, &constraints),
+    }
+}
+
+/// The probe's configuration from the flags, and the version constraints
+/// asked for (a `!=` one is checked after the probe). `Err` is the exit
+/// status of an error already reported.
+fn configure(cli: &Cli, asked: &Asked) -> Result<(Config, Vec<Constraint>), ExitCode> {
+    let mut config = Config::new();
     config.cargo_metadata(false);
     if let Some(t) = &cli.target {
         if let Err(e) = pkgflags::check_target(t) {
             eprintln!("nccl-find: --target {t}: {e}");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
         config.target(t);
     } else {
@@ -172,44 +254,26 @@ fn main() -> ExitCode {
     if let Some(r) = &cli.root {
         config.root(r);
     }
-    let parts = pkgflags::Parts {
-        include: cli.cflags || cli.cflags_only_include,
-        cflags_other: cli.cflags || cli.cflags_only_other,
-        lib_dirs: cli.libs || cli.libs_only_dirs,
-        libs: cli.libs || cli.libs_only_l,
-        libs_other: cli.libs || cli.libs_only_other,
-    };
-    let output = parts.any()
-        || cli.print
-        || cli.json
-        || cli.modversion
-        || cli.env
-        || cli.loader_env
-        || cli.variable.is_some()
-        || cli.print_variables;
-    let versions =
-        cli.atleast_version.is_some() || cli.exact_version.is_some() || cli.max_version.is_some();
-    // pkg-config's rules: a check with no output (--exists, or a package
-    // and versions alone) answers with its exit status, and says why only
-    // with --print-errors.
-    let pkg_mode = cli.exists || !cli.packages.is_empty();
-    let check_only = cli.exists || (!output && (pkg_mode || versions));
-    let quiet = !cli.print_errors && (cli.silence_errors || (check_only && pkg_mode));
-    let say = |msg: &str| {
-        if !quiet {
-            eprintln!("nccl-find: {msg}");
-        }
-    };
+    let constraints = versions(cli, asked, &mut config)?;
+    if cli.statik {
+        config.statik(true);
+    }
+    Ok((config, constraints))
+}
+
+/// The versions asked for, by package arguments (`nccl >= 2.18`) and the
+/// `--*-version` flags, set on `config`; returns them all.
+fn versions(cli: &Cli, asked: &Asked, config: &mut Config) -> Result<Vec<Constraint>, ExitCode> {
     let mut constraints = match pkgflags::parse_modules(&cli.packages) {
         Ok(c) => c,
         Err(e @ pkgflags::ModuleError::NotNccl(_)) => {
-            say(&e.to_string());
-            return ExitCode::from(1);
+            asked.say(&e.to_string());
+            return Err(ExitCode::from(1));
         }
         Err(e) => {
             // A usage error: said even where pkg-config's rules are quiet.
             eprintln!("nccl-find: {e}");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     };
     match (&cli.atleast_version, constraints.is_empty()) {
@@ -223,7 +287,7 @@ fn main() -> ExitCode {
                 ("<=", &cli.max_version),
             ] {
                 if let Some(v) = v {
-                    constraints.push(pkgflags::Constraint {
+                    constraints.push(Constraint {
                         op,
                         version: v.clone(),
                     });
@@ -234,40 +298,12 @@ fn main() -> ExitCode {
             }
         }
     }
-    if cli.statik {
-        config.statik(true);
-    }
-    if let Some(Command::Doctor {
-        json,
-        host_facts,
-        root,
-    }) = &cli.command
-    {
-        if let Some(r) = root {
-            config.root(r);
-        }
-        return doctor::run(&config, *json, host_facts.as_deref(), cli.color);
-    }
-    if let Some(Command::Smoke(args)) = &cli.command {
-        return smoke::run(args, || smoke::probed_library(&config));
-    }
-    let mut result = config.probe();
-    if pkg_mode && cli.statik {
-        // pkg-config's --static adds a package's private dependencies; it
-        // never fails for want of a static archive, and CMake asks for
-        // --static flags on every configure. So where the install has no
-        // static library, the drop-in answers with the dynamic flags.
-        if let Err(e) = &result {
-            if matches!(
-                e.kind(),
-                nccl_find::ErrorKind::StaticMissing { .. }
-                    | nccl_find::ErrorKind::CudartStaticMissing { .. }
-            ) {
-                config.statik(false);
-                result = config.probe();
-            }
-        }
-    }
+    Ok(constraints)
+}
+
+/// Without a subcommand: probes, and prints what the flags ask for.
+fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constraint]) -> ExitCode {
+    let result = probe(cli, asked, &mut config);
     let (report, nccl, error) = match &result {
         Ok(n) => (&n.report, Some(n), None),
         Err(e) => (e.report(), None, Some(e.kind())),
@@ -276,10 +312,10 @@ fn main() -> ExitCode {
         return shim::loader_env(nccl, error);
     }
     // A `!=` the selected version breaks: not found, as pkg-config says.
-    let unwanted = nccl.and_then(|n| pkgflags::excluded(&constraints, &n.version));
+    let unwanted = nccl.and_then(|n| pkgflags::excluded(constraints, &n.version));
     if let (Some(n), Some(c)) = (nccl, unwanted) {
         if !cli.json && !cli.print {
-            say(&format!(
+            asked.say(&format!(
                 "NCCL {} was found, but 'nccl != {}' was asked for",
                 n.version, c.version
             ));
@@ -288,77 +324,12 @@ fn main() -> ExitCode {
     }
     if cli.json {
         println!("{}", json::report(report, nccl, error));
-    } else if check_only {
+    } else if asked.check_only {
         if let Some(kind) = error {
-            say(&kind.headline());
+            asked.say(&kind.headline());
         }
-    } else if cli.modversion
-        || parts.any()
-        || cli.env
-        || cli.variable.is_some()
-        || cli.print_variables
-    {
-        let Some(n) = nccl else {
-            let headline = error.map(|k| k.headline()).unwrap_or_default();
-            if cli.short_errors {
-                say(&headline);
-            } else {
-                say(&format!(
-                    "{headline}\nRun `nccl-find --print` to see where it looked and what to do."
-                ));
-            }
-            return match error {
-                Some(nccl_find::ErrorKind::InvalidRequirement { .. }) => ExitCode::from(2),
-                _ => ExitCode::from(1),
-            };
-        };
-        let out = if cli.modversion {
-            Ok(n.version.to_string().into_bytes())
-        } else if cli.env {
-            Ok(pkgflags::env(n))
-        } else if cli.print_variables {
-            Ok(pkgflags::VARIABLES.join("\n").into_bytes())
-        } else if let Some(name) = &cli.variable {
-            // Like pkg-config: an undefined variable is an empty line.
-            Ok(pkgflags::variable(n, name).unwrap_or_else(|| {
-                say(&format!(
-                    "nccl has no variable '{name}' (it has {}): printed an empty line, as pkg-config does",
-                    pkgflags::VARIABLES.join(", ")
-                ));
-                Vec::new()
-            }))
-        } else {
-            // A wheel has no libnccl.so, and CMake's pkg_check_modules
-            // looks each -l name up with find_library, which cannot find
-            // -l:libnccl.so.2: the drop-in names a loader directory whose
-            // libnccl.so links to the wheel's libnccl.so.2.
-            let loader_dir = if pkg_mode
-                && (parts.lib_dirs || parts.libs)
-                && matches!(n.linking, nccl_find::Linking::DynamicVerbatim)
-            {
-                match shim::make(n) {
-                    Ok(d) => Some(d),
-                    Err(e) => {
-                        say(&format!("{e}; giving -l:libnccl.so.2 instead"));
-                        None
-                    }
-                }
-            } else {
-                None
-            };
-            pkgflags::flags(n, parts, loader_dir.as_deref())
-        };
-        match out {
-            // Paths byte for byte: one that is not UTF-8 stays the same path.
-            Ok(mut bytes) => {
-                bytes.push(b'\n');
-                let _ = std::io::Write::write_all(&mut std::io::stdout(), &bytes);
-            }
-            Err(e) => {
-                say(&e);
-                return ExitCode::from(1);
-            }
-        }
+    } else if asked.parts.any() || prints_value(cli) {
+        return print_value(cli, asked, nccl, error);
     } else {
         let directives = nccl.map(|n| n.cargo_directives()).unwrap_or_default();
         let text = nccl_find::emit::text::report(report, error, &directives);
@@ -367,12 +338,112 @@ fn main() -> ExitCode {
             eprintln!("nccl-find: {}", kind.headline());
         }
     }
-    if let Some(nccl_find::ErrorKind::InvalidRequirement { .. }) = error {
-        // A malformed --atleast-version is a usage error.
-        ExitCode::from(2)
-    } else if error.is_some() {
-        ExitCode::from(1)
+    exit_status(error)
+}
+
+/// `config.probe()`, where pkg-config's `--static` falls back to the
+/// dynamic flags.
+fn probe(cli: &Cli, asked: &Asked, config: &mut Config) -> Result<Nccl, nccl_find::Error> {
+    let result = config.probe();
+    if asked.pkg_mode && cli.statik {
+        // pkg-config's --static adds a package's private dependencies; it
+        // never fails for want of a static archive, and CMake asks for
+        // --static flags on every configure. So where the install has no
+        // static library, the drop-in answers with the dynamic flags.
+        if let Err(e) = &result {
+            if matches!(
+                e.kind(),
+                ErrorKind::StaticMissing { .. } | ErrorKind::CudartStaticMissing { .. }
+            ) {
+                config.statik(false);
+                return config.probe();
+            }
+        }
+    }
+    result
+}
+
+/// Prints one of pkg-config's values: `--modversion`, the flags of
+/// `--cflags` and `--libs` (or their parts), `--env`, `--variable` or
+/// `--print-variables`.
+fn print_value(
+    cli: &Cli,
+    asked: &Asked,
+    nccl: Option<&Nccl>,
+    error: Option<&ErrorKind>,
+) -> ExitCode {
+    let Some(n) = nccl else {
+        let headline = error.map(|k| k.headline()).unwrap_or_default();
+        if cli.short_errors {
+            asked.say(&headline);
+        } else {
+            asked.say(&format!(
+                "{headline}\nRun `nccl-find --print` to see where it looked and what to do."
+            ));
+        }
+        return exit_status(error);
+    };
+    let out = if cli.modversion {
+        Ok(n.version.to_string().into_bytes())
+    } else if cli.env {
+        Ok(pkgflags::env(n))
+    } else if cli.print_variables {
+        Ok(pkgflags::VARIABLES.join("\n").into_bytes())
+    } else if let Some(name) = &cli.variable {
+        // Like pkg-config: an undefined variable is an empty line.
+        Ok(pkgflags::variable(n, name).unwrap_or_else(|| {
+            asked.say(&format!(
+                "nccl has no variable '{name}' (it has {}): printed an empty line, as pkg-config does",
+                pkgflags::VARIABLES.join(", ")
+            ));
+            Vec::new()
+        }))
     } else {
-        ExitCode::SUCCESS
+        pkg_config_flags(asked, n)
+    };
+    match out {
+        // Paths byte for byte: one that is not UTF-8 stays the same path.
+        Ok(mut bytes) => {
+            bytes.push(b'\n');
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), &bytes);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            asked.say(&e);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The flags of `--cflags` and `--libs`, or the parts asked for.
+fn pkg_config_flags(asked: &Asked, n: &Nccl) -> Result<Vec<u8>, String> {
+    // A wheel has no libnccl.so, and CMake's pkg_check_modules looks each -l
+    // name up with find_library, which cannot find -l:libnccl.so.2: the
+    // drop-in names a loader directory whose libnccl.so links to the wheel's
+    // libnccl.so.2.
+    let loader_dir = if asked.pkg_mode
+        && (asked.parts.lib_dirs || asked.parts.libs)
+        && matches!(n.linking, nccl_find::Linking::DynamicVerbatim)
+    {
+        match shim::make(n) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                asked.say(&format!("{e}; giving -l:libnccl.so.2 instead"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    pkgflags::flags(n, asked.parts, loader_dir.as_deref())
+}
+
+/// 2 for a malformed version requirement (a usage error), 1 for any other
+/// error, else 0.
+fn exit_status(error: Option<&ErrorKind>) -> ExitCode {
+    match error {
+        Some(ErrorKind::InvalidRequirement { .. }) => ExitCode::from(2),
+        Some(_) => ExitCode::from(1),
+        None => ExitCode::SUCCESS,
     }
 }

@@ -169,6 +169,40 @@ fn doctor_golden() {
     );
 }
 
+/// The `NCCL_*` variables come with the host's facts when the facts file has
+/// `env`, which then stands for the whole environment: the process's own
+/// `NCCL_*` variables are not read.
+#[test]
+fn doctor_takes_nccl_variables_from_the_facts_file() {
+    let healthy = std::fs::read_to_string(golden_dir().join("facts-healthy.json")).unwrap();
+    let mut facts: serde_json::Value = serde_json::from_str(&healthy).unwrap();
+    facts["env"] = serde_json::json!({"NCCL_SOCKET_IFNAME": "eth9"});
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join("doctor-facts-with-env.json");
+    std::fs::write(&file, facts.to_string()).unwrap();
+    let (code, out, err) = run(
+        "dpkg",
+        &["doctor", "--host-facts", &file.display().to_string()],
+        &[("NCCL_DEBUG", "WARN"), ("NCCL_SOCKET_IFNAME", "eth0")],
+    );
+    assert_eq!((code, err.as_str()), (1, ""), "{out}");
+    let from = out.find("\nNCCL variables:").expect(&out);
+    let to = out.find("\nRDMA:").expect(&out);
+    assert_eq!(
+        &out[from..to],
+        "
+NCCL variables:
+  note     NCCL_SOCKET_IFNAME=eth9 (the network interfaces NCCL may use: prefixes, ^ to exclude, = for exact names)
+  note     NCCL_DEBUG is unset, so NCCL says little when it fails
+           fix: NCCL_DEBUG=WARN (or INFO) when something goes wrong
+
+Network:
+  ok       interfaces: lo 127.0.0.1/8; eth0 10.0.0.5/24 fe80::1/64
+  problem  NCCL would find no interface (NCCL_SOCKET_IFNAME=eth9)
+           fix: NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to one of lo, eth0
+"
+    );
+}
+
 #[test]
 fn json_has_the_documented_keys() {
     let (_, out, _) = run("gpu-image", &["--json"], &[VENV]);

@@ -27,8 +27,8 @@ fn version(s: &str) -> (u64, u64, u64) {
     v
 }
 
-#[test]
-fn rust_version_covers_every_locked_dependency() {
+/// `cargo metadata` of the workspace, as locked, with every feature on.
+fn metadata() -> Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = Command::new(env!("CARGO"))
         .current_dir(&root)
@@ -46,7 +46,32 @@ fn rust_version_covers_every_locked_dependency() {
         "cargo metadata: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every package `member` reaches through normal and build dependencies.
+fn used_packages<'a>(nodes: &HashMap<&'a str, &'a Value>, member: &'a str) -> BTreeSet<&'a str> {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![member];
+    while let Some(id) = todo.pop() {
+        for dep in nodes[id]["deps"].as_array().unwrap() {
+            let used = dep["dep_kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| matches!(k["kind"].as_str(), None | Some("build")));
+            let pkg = dep["pkg"].as_str().unwrap();
+            if used && seen.insert(pkg) {
+                todo.push(pkg);
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn rust_version_covers_every_locked_dependency() {
+    let meta = metadata();
     let packages: HashMap<&str, &Value> = meta["packages"]
         .as_array()
         .unwrap()
@@ -71,23 +96,7 @@ fn rust_version_covers_every_locked_dependency() {
         checked.push(name);
         let declared =
             rust_version(member).unwrap_or_else(|| panic!("{name} declares no rust-version"));
-        // Every package reached through normal and build dependencies.
-        let mut seen = BTreeSet::new();
-        let mut todo = vec![member];
-        while let Some(id) = todo.pop() {
-            for dep in nodes[id]["deps"].as_array().unwrap() {
-                let used = dep["dep_kinds"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|k| matches!(k["kind"].as_str(), None | Some("build")));
-                let pkg = dep["pkg"].as_str().unwrap();
-                if used && seen.insert(pkg) {
-                    todo.push(pkg);
-                }
-            }
-        }
-        for id in seen {
+        for id in used_packages(&nodes, member) {
             if let Some(needs) = rust_version(id) {
                 if needs > declared {
                     too_new.push(format!(

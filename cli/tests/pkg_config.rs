@@ -40,26 +40,70 @@ fn tarball(args: &[&str]) -> (i32, String, String) {
     run(&all, &[("NCCL_HOME", TARBALL)])
 }
 
+/// Each case: the arguments, and the exit status, stdout and stderr expected.
+type Cases<'a> = Vec<(Vec<&'a str>, i32, String, &'a str)>;
+
+fn assert_answers(cases: Cases) {
+    for (args, code, out, err) in cases {
+        assert_eq!(tarball(&args), (code, out, err.to_string()), "{args:?}");
+    }
+}
+
 #[test]
-fn each_question_gets_pkg_config_s_answer() {
-    let p = format!("{}{TARBALL}", tree("tarball").display());
+fn each_check_gets_pkg_config_s_answer() {
     let not_nccl = "nccl-find: No package 'foo' found (nccl-find answers for nccl only; ask pkg-config for other packages)\n";
-    let cases: Vec<(Vec<&str>, i32, String, &str)> = vec![
+    assert_answers(vec![
         // Existence: the exit status answers; quiet unless --print-errors.
         (vec!["nccl"], 0, String::new(), ""),
         (vec!["--exists", "nccl"], 0, String::new(), ""),
         (vec!["--exists"], 0, String::new(), ""),
         (vec!["--exists", "foo"], 1, String::new(), ""),
         (vec!["--exists", "nccl", "foo"], 1, String::new(), ""),
-        (vec!["--print-errors", "--exists", "foo"], 1, String::new(), not_nccl),
+        (
+            vec!["--print-errors", "--exists", "foo"],
+            1,
+            String::new(),
+            not_nccl,
+        ),
         (vec!["--cflags", "foo"], 1, String::new(), not_nccl),
-        (vec!["--silence-errors", "--cflags", "foo"], 1, String::new(), ""),
+        (
+            vec!["--silence-errors", "--cflags", "foo"],
+            1,
+            String::new(),
+            "",
+        ),
         (
             vec!["--print-errors", "nccl != 2.21.5"],
             1,
             String::new(),
             "nccl-find: NCCL 2.21.5 was found, but 'nccl != 2.21.5' was asked for\n",
         ),
+        // Malformed module lists are usage errors, said even when quiet.
+        (
+            vec!["--exists", "nccl >= 2.x"],
+            2,
+            String::new(),
+            "nccl-find: '2.x' is not an NCCL version: write X, X.Y or X.Y.Z, e.g. 2.18\n",
+        ),
+        (
+            vec!["--exists", "nccl >="],
+            2,
+            String::new(),
+            "nccl-find: 'nccl >=' has no version after it: write e.g. 'nccl >= 2.18'\n",
+        ),
+        (
+            vec![">=", "2.18"],
+            2,
+            String::new(),
+            "nccl-find: '>=' with no package name before it: write e.g. 'nccl >= 2.18'\n",
+        ),
+    ]);
+}
+
+#[test]
+fn each_question_gets_pkg_config_s_answer() {
+    let p = format!("{}{TARBALL}", tree("tarball").display());
+    assert_answers(vec![
         // Output, each on one line ending in a newline.
         (vec!["--modversion", "nccl"], 0, "2.21.5\n".into(), ""),
         (vec!["--cflags", "nccl"], 0, format!("-I{p}/include\n"), ""),
@@ -102,29 +146,7 @@ fn each_question_gets_pkg_config_s_answer() {
             "prefix\nincludedir\nlibdir\n".into(),
             "",
         ),
-        // Malformed module lists are usage errors, said even when quiet.
-        (
-            vec!["--exists", "nccl >= 2.x"],
-            2,
-            String::new(),
-            "nccl-find: '2.x' is not an NCCL version: write X, X.Y or X.Y.Z, e.g. 2.18\n",
-        ),
-        (
-            vec!["--exists", "nccl >="],
-            2,
-            String::new(),
-            "nccl-find: 'nccl >=' has no version after it: write e.g. 'nccl >= 2.18'\n",
-        ),
-        (
-            vec![">=", "2.18"],
-            2,
-            String::new(),
-            "nccl-find: '>=' with no package name before it: write e.g. 'nccl >= 2.18'\n",
-        ),
-    ];
-    for (args, code, out, err) in cases {
-        assert_eq!(tarball(&args), (code, out, err.to_string()), "{args:?}");
-    }
+    ]);
 }
 
 #[test]
