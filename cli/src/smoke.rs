@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use nccl_find::smoke::{self, rendezvous, Dtype, Event, Failure, Init, Job, Options};
+use nccl_smoke::{self as smoke, rendezvous, Dtype, Event, Failure, Init, Job, Options};
 use serde_json::json;
 
 /// Exit status when there is no driver or no GPU.

@@ -1,8 +1,39 @@
-//! The run-time smoke test (feature `smoke`): a verified all-reduce on
+//! # nccl-smoke
+//!
+//! The run-time smoke test behind `nccl-find smoke`: a verified all-reduce on
 //! every GPU, in one process or across processes and nodes. It loads the
 //! exact NCCL file it is given, checks every element of every result, and
 //! never hangs: every step has a deadline, after which the communicators are
 //! aborted and the report names what never finished.
+//!
+//! It is a crate of its own, apart from `nccl-find` (the build dependency
+//! that finds NCCL), so that build scripts never compile this GPU and network
+//! runtime. [`driver`] is the one place that loads the CUDA driver, for the
+//! test and for `nccl-find doctor`'s facts alike.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use nccl_smoke::{Dtype, Event, Options, DEFAULT_SIZES};
+//! # fn main() -> Result<(), nccl_smoke::Failure> {
+//! let opts = Options {
+//!     lib: "/usr/lib/x86_64-linux-gnu/libnccl.so.2".into(),
+//!     gpus: None,
+//!     sizes: DEFAULT_SIZES.to_vec(),
+//!     dtypes: vec![Dtype::F32],
+//!     seed: None,
+//!     timeout: Duration::from_secs(60),
+//!     job: None,
+//!     iters: None,
+//!     rendezvous_only: false,
+//! };
+//! let summary = nccl_smoke::run(&opts, &mut |e: Event| println!("{e:?}"))?;
+//! assert!(summary.ok);
+//! # Ok(())
+//! # }
+//! ```
+
+#![deny(missing_docs)]
 
 use std::ffi::c_void;
 use std::path::PathBuf;
