@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 
 mod cuda;
 pub mod data;
+pub mod driver;
 mod fsafe;
 mod nccl;
 mod ptx;
