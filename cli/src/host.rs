@@ -2,7 +2,6 @@
 //! interfaces and routes, `/dev/shm`, RDMA libraries, MPI. Gathered from the
 //! machine, or read from a JSON file so tests can fix them.
 
-use std::collections::HashSet;
 use std::ffi::CStr;
 use std::path::Path;
 
@@ -132,32 +131,8 @@ fn loadable(name: &str) -> Result<libloading::Library, String> {
     unsafe { libloading::Library::new(name) }.map_err(|e| e.to_string())
 }
 
-/// Interfaces with a route in `/proc/net/route` (IPv4) and `/proc/net/ipv6_route`.
-fn routed_ifaces() -> (HashSet<String>, HashSet<String>) {
-    let read = |p: &str, col: usize, skip: usize| -> HashSet<String> {
-        std::fs::read_to_string(p)
-            .unwrap_or_default()
-            .lines()
-            .skip(skip)
-            .filter_map(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                let c = if col == usize::MAX {
-                    cols.last().copied()
-                } else {
-                    cols.get(col).copied()
-                };
-                c.map(String::from)
-            })
-            .collect()
-    };
-    (
-        read("/proc/net/route", 0, 1),
-        read("/proc/net/ipv6_route", usize::MAX, 0),
-    )
-}
-
 fn interfaces() -> Vec<Iface> {
-    let (r4, r6) = routed_ifaces();
+    let (r4, r6) = nccl_smoke::net::routed_interfaces();
     let mut out: Vec<Iface> = Vec::new();
     let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills a linked list we walk read-only and free once.
