@@ -1360,10 +1360,12 @@ fn greet(
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             *taken = Some(f);
         }
-        Err(e) => return Err(fail(format!(
+        Err(e) => {
+            return Err(fail(format!(
             "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
             f.display()
-        ))),
+        )))
+        }
     }
     Ok(())
 }
