@@ -23,10 +23,10 @@ pub const NOT_READY: CuResult = 600;
 
 macro_rules! api {
     ($($name:ident : $sym:literal => fn($($arg:ty),*) -> $ret:ty;)*) => {
-        /// The driver's functions.
+        /// The driver's functions. The library is never unloaded
+        /// ([`driver`]), so the pointers stay valid for the life of the
+        /// process.
         #[allow(non_snake_case)]
-        /// The library is never unloaded ([`driver`]), so the pointers
-        /// stay valid for the life of the process.
         pub struct Cuda {
             $(pub $name: unsafe extern "C" fn($($arg),*) -> $ret,)*
         }
