@@ -82,8 +82,6 @@ pub mod api;
 pub mod check;
 pub mod emit;
 pub mod inspect;
-#[cfg(feature = "smoke")]
-pub mod smoke;
 pub mod sources;
 
 pub use check::{loader::Loader, CompileCheck, LinkArg, Linking, MissingSymbol};

@@ -2,24 +2,14 @@
 //! interfaces and routes, `/dev/shm`, RDMA libraries, MPI. Gathered from the
 //! machine, or read from a JSON file so tests can fix them.
 
-use std::collections::HashSet;
 use std::ffi::CStr;
 use std::path::Path;
 
 use serde_json::{json, Value};
 
-/// What `libcuda` said.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Driver {
-    /// Where libcuda.so.1 was loaded from.
-    pub libcuda: Option<String>,
-    /// `cuDriverGetVersion`: 12040 means CUDA 12.4.
-    pub version: Option<i32>,
-    /// `cuDeviceGetCount`, when `cuInit` succeeded.
-    pub gpus: Option<i32>,
-    /// Why libcuda could not be used.
-    pub error: Option<String>,
-}
+/// What `libcuda` said: read by nccl-smoke, the one place that loads the
+/// driver.
+pub use nccl_smoke::driver::Driver;
 
 /// One address of an interface.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,7 +48,7 @@ impl Facts {
     /// Reads the machine.
     pub fn gather() -> Facts {
         Facts {
-            driver: driver(),
+            driver: Driver::probe(),
             interfaces: interfaces(),
             shm_bytes: shm_size(Path::new("/dev/shm")),
             rdma: RDMA_LIBS
@@ -141,86 +131,8 @@ fn loadable(name: &str) -> Result<libloading::Library, String> {
     unsafe { libloading::Library::new(name) }.map_err(|e| e.to_string())
 }
 
-fn driver() -> Driver {
-    let lib = match loadable("libcuda.so.1") {
-        Ok(l) => l,
-        Err(e) => {
-            return Driver {
-                error: Some(e),
-                ..Driver::default()
-            }
-        }
-    };
-    let libcuda = std::fs::read_to_string("/proc/self/maps")
-        .ok()
-        .and_then(|maps| {
-            maps.lines()
-                .filter_map(|l| l.split_whitespace().nth(5))
-                .find(|p| p.contains("libcuda.so"))
-                .map(String::from)
-        });
-    type GetInt = unsafe extern "C" fn(*mut i32) -> i32;
-    type Init = unsafe extern "C" fn(u32) -> i32;
-    let mut out = Driver {
-        libcuda,
-        ..Driver::default()
-    };
-    // SAFETY: these are the CUDA driver API's documented signatures; each
-    // call writes one int through a pointer to a live local.
-    unsafe {
-        if let Ok(f) = lib.get::<GetInt>(b"cuDriverGetVersion\0") {
-            let mut v = 0;
-            if f(&mut v) == 0 {
-                out.version = Some(v);
-            }
-        }
-        match (
-            lib.get::<Init>(b"cuInit\0"),
-            lib.get::<GetInt>(b"cuDeviceGetCount\0"),
-        ) {
-            (Ok(init), Ok(count)) => {
-                let rc = init(0);
-                if rc == 0 {
-                    let mut n = 0;
-                    if count(&mut n) == 0 {
-                        out.gpus = Some(n);
-                    }
-                } else {
-                    out.error = Some(format!("cuInit failed with CUDA error {rc}"));
-                }
-            }
-            _ => out.error = Some("libcuda.so.1 lacks cuInit/cuDeviceGetCount".into()),
-        }
-    }
-    out
-}
-
-/// Interfaces with a route in `/proc/net/route` (IPv4) and `/proc/net/ipv6_route`.
-fn routed_ifaces() -> (HashSet<String>, HashSet<String>) {
-    let read = |p: &str, col: usize, skip: usize| -> HashSet<String> {
-        std::fs::read_to_string(p)
-            .unwrap_or_default()
-            .lines()
-            .skip(skip)
-            .filter_map(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                let c = if col == usize::MAX {
-                    cols.last().copied()
-                } else {
-                    cols.get(col).copied()
-                };
-                c.map(String::from)
-            })
-            .collect()
-    };
-    (
-        read("/proc/net/route", 0, 1),
-        read("/proc/net/ipv6_route", usize::MAX, 0),
-    )
-}
-
 fn interfaces() -> Vec<Iface> {
-    let (r4, r6) = routed_ifaces();
+    let (r4, r6) = nccl_smoke::net::routed_interfaces();
     let mut out: Vec<Iface> = Vec::new();
     let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills a linked list we walk read-only and free once.

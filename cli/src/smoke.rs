@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use nccl_find::smoke::{self, rendezvous, Dtype, Event, Failure, Init, Job, Options};
+use nccl_smoke::{self as smoke, rendezvous, Dtype, Event, Failure, Init, Job, Options};
 use serde_json::json;
 
 /// Exit status when there is no driver or no GPU.
@@ -141,8 +141,38 @@ fn options(a: &Args, lib: PathBuf) -> Result<Options, String> {
             .collect::<Result<Vec<_>, _>>()?,
         None => smoke::DEFAULT_SIZES.to_vec(),
     };
+    let dtypes = dtypes(&a.dtypes)?;
+    check_timeout(a.timeout)?;
+    let (rank, world) = rank_and_world(a)?;
+    let local = env_usize(&[
+        "LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "SLURM_LOCALID",
+        "MPI_LOCALRANKID",
+    ])?;
+    let job = job(a, rank, world)?;
+    let gpus = match (&a.gpus, &job, local) {
+        (Some(g), _, _) => Some(g.clone()),
+        (None, Some(_), Some(l)) => Some(vec![l]),
+        _ => None,
+    };
+    Ok(Options {
+        lib,
+        gpus,
+        sizes,
+        dtypes,
+        seed: a.seed,
+        timeout: Duration::from_secs_f64(a.timeout),
+        job,
+        iters: a.iters,
+        rendezvous_only: a.rendezvous_only,
+    })
+}
+
+/// `--dtypes`: names, or `all`.
+fn dtypes(names: &[String]) -> Result<Vec<Dtype>, String> {
     let mut dtypes = Vec::new();
-    for d in &a.dtypes {
+    for d in names {
         if d == "all" {
             dtypes.extend(Dtype::ALL);
         } else {
@@ -151,19 +181,27 @@ fn options(a: &Args, lib: PathBuf) -> Result<Options, String> {
             })?);
         }
     }
-    if !(a.timeout > 0.0 && a.timeout.is_finite()) {
-        return Err(format!(
-            "--timeout {} is not a number of seconds",
-            a.timeout
-        ));
+    Ok(dtypes)
+}
+
+/// `--timeout`: a positive number of seconds, at most the rendezvous's
+/// longest.
+fn check_timeout(timeout: f64) -> Result<(), String> {
+    if !(timeout > 0.0 && timeout.is_finite()) {
+        return Err(format!("--timeout {timeout} is not a number of seconds"));
     }
     let max_timeout = rendezvous::MAX_TIMEOUT.as_secs_f64();
-    if a.timeout > max_timeout {
+    if timeout > max_timeout {
         return Err(format!(
-            "--timeout {}: at most {max_timeout:.0} seconds (a year); pass a shorter deadline",
-            a.timeout
+            "--timeout {timeout}: at most {max_timeout:.0} seconds (a year); pass a shorter deadline"
         ));
     }
+    Ok(())
+}
+
+/// This process's rank and the world size: flags, else the launchers'
+/// variables.
+fn rank_and_world(a: &Args) -> Result<(Option<usize>, Option<usize>), String> {
     let rank = match a.rank {
         Some(r) => Some(r),
         None => env_usize(&["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"])?,
@@ -183,27 +221,15 @@ fn options(a: &Args, lib: PathBuf) -> Result<Options, String> {
             rendezvous::MAX_WORLD
         ));
     }
-    let local = env_usize(&[
-        "LOCAL_RANK",
-        "OMPI_COMM_WORLD_LOCAL_RANK",
-        "SLURM_LOCALID",
-        "MPI_LOCALRANKID",
-    ])?;
-    let job = match (rank, world) {
-        (_, None) | (_, Some(1)) if a.init.is_none() => None,
+    Ok((rank, world))
+}
+
+/// This process's place in a job of several; `None`: one process.
+fn job(a: &Args, rank: Option<usize>, world: Option<usize>) -> Result<Option<Job>, String> {
+    match (rank, world) {
+        (_, None) | (_, Some(1)) if a.init.is_none() => Ok(None),
         (Some(rank), Some(world)) => {
-            let init =
-                match &a.init {
-                    Some(u) => Init::parse(u)?,
-                    None => match (env(&["MASTER_ADDR"]), env(&["MASTER_PORT"])) {
-                        (Some((_, h)), Some((_, p))) => Init::parse(&format!("tcp://{h}:{p}"))?,
-                        _ => return Err(
-                            "several processes need a rendezvous: pass --init tcp://HOST:PORT or \
-                                     file:///shared/path, or set MASTER_ADDR and MASTER_PORT"
-                                .into(),
-                        ),
-                    },
-                };
+            let init = init(a)?;
             if rank >= world {
                 return Err(format!("rank {rank} is outside a world of {world}"));
             }
@@ -221,36 +247,33 @@ fn options(a: &Args, lib: PathBuf) -> Result<Options, String> {
                 })
                 .unwrap_or_else(|| "nccl-find".into());
             rendezvous::check_token(&token).map_err(|e| format!("--token: {e}"))?;
-            Some(Job {
+            Ok(Some(Job {
                 rank,
                 world,
                 ngpus: 1,
                 token,
                 init,
                 timeout: Duration::from_secs_f64(a.timeout),
-            })
+            }))
         }
-        (None, Some(_)) => {
-            return Err("a world size was given but no rank: pass --rank (or RANK)".into())
-        }
-        (_, None) => return Err("--init needs --world-size (or WORLD_SIZE)".into()),
-    };
-    let gpus = match (&a.gpus, &job, local) {
-        (Some(g), _, _) => Some(g.clone()),
-        (None, Some(_), Some(l)) => Some(vec![l]),
-        _ => None,
-    };
-    Ok(Options {
-        lib,
-        gpus,
-        sizes,
-        dtypes,
-        seed: a.seed,
-        timeout: Duration::from_secs_f64(a.timeout),
-        job,
-        iters: a.iters,
-        rendezvous_only: a.rendezvous_only,
-    })
+        (None, Some(_)) => Err("a world size was given but no rank: pass --rank (or RANK)".into()),
+        (_, None) => Err("--init needs --world-size (or WORLD_SIZE)".into()),
+    }
+}
+
+/// Where the processes meet: `--init`, else `MASTER_ADDR` and `MASTER_PORT`.
+fn init(a: &Args) -> Result<Init, String> {
+    match &a.init {
+        Some(u) => Init::parse(u),
+        None => match (env(&["MASTER_ADDR"]), env(&["MASTER_PORT"])) {
+            (Some((_, h)), Some((_, p))) => Init::parse(&format!("tcp://{h}:{p}")),
+            _ => Err(
+                "several processes need a rendezvous: pass --init tcp://HOST:PORT or \
+                 file:///shared/path, or set MASTER_ADDR and MASTER_PORT"
+                    .into(),
+            ),
+        },
+    }
 }
 
 fn human(bytes: usize) -> String {
@@ -344,29 +367,9 @@ impl Drop for Capture {
 /// Runs the smoke test; `lib` is the probe's choice when `--lib` is absent.
 pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCode {
     let started = Instant::now();
-    let lib = match &a.lib {
-        Some(p) => {
-            let why = match std::fs::metadata(p) {
-                Ok(m) if m.is_file() => None,
-                Ok(_) => Some("not a file".to_string()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    Some("no such file".to_string())
-                }
-                Err(e) => Some(format!("cannot be read ({e})")),
-            };
-            if let Some(why) = why {
-                eprintln!("nccl-find smoke: --lib {}: {why}", p.display());
-                return ExitCode::from(2);
-            }
-            p.clone()
-        }
-        None => match probed() {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("nccl-find smoke: no NCCL to load: {e}\nRun `nccl-find --print`, or pass --lib PATH.");
-                return ExitCode::from(1);
-            }
-        },
+    let lib = match library(a, probed) {
+        Ok(l) => l,
+        Err(code) => return code,
     };
     let opts = match options(a, lib) {
         Ok(o) => o,
@@ -384,49 +387,135 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         .unwrap_or_default();
     let mut events = Vec::new();
     let mut out = std::io::stdout();
-    let json = a.json;
     let mut header_done = false;
     let result = smoke::run(&opts, &mut |e: Event| {
-        if !json {
-            let line = match &e {
-                Event::Loaded { path, version } => format!("{who}NCCL {version} from {}", path.display()),
-                Event::Devices { gpus, nranks, first_rank, seed } => {
-                    let g: Vec<String> = gpus.iter().map(|(o, n)| format!("{o} {n}")).collect();
-                    let last = first_rank + gpus.len() - 1;
-                    let ranks = if last == *first_rank { format!("rank {first_rank}") } else { format!("ranks {first_rank}-{last}") };
-                    format!("{who}GPUs: {}; {ranks} of {nranks}; seed {seed}", g.join(", "))
-                }
-                Event::Note(n) => format!("{who}note: {n}"),
-                Event::Row(r) => format!(
-                    "{}{who}{:>10} {:>11} {:>5} | {:>10.1} {:>8.2} {:>8.2} {:>7} | {:>10.1} {:>8.2} {:>8.2} {:>7}",
-                    if std::mem::replace(&mut header_done, true) {
-                        String::new()
-                    } else {
-                        format!(
-                            "{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n",
-                            "size", "count", "type", "oop us", "algbw", "busbw", "#wrong", "ip us", "algbw", "busbw", "#wrong",
-                            "(bytes)", "(elements)", "", "", "(GB/s)", "(GB/s)", "", "", "(GB/s)", "(GB/s)", ""
-                        )
-                    },
-                    human(r.bytes), r.count, r.dtype.name(),
-                    r.oop.time_us, r.oop.algbw, r.oop.busbw, r.oop.wrong,
-                    r.ip.time_us, r.ip.algbw, r.ip.busbw, r.ip.wrong
-                ),
-            };
-            let _ = writeln!(out, "{line}");
+        if !a.json {
+            let _ = writeln!(out, "{}", event_line(&who, &e, &mut header_done));
             let _ = out.flush();
         }
         events.push(e);
     });
     let wall = started.elapsed().as_secs_f64();
-    let code = match &result {
+    let code = exit_code(&result);
+    let verdict = verdict_line(&result, wall);
+    let judged = match &result {
+        Ok(s) => s.rows.iter().max_by_key(|r| r.bytes).map(|r| {
+            smoke::verdict::judge(
+                &s.topology,
+                r.oop.busbw.max(r.ip.busbw),
+                r.bytes,
+                s.nranks,
+                &capture.transport_lines(),
+                &|n| std::env::var(n).ok(),
+            )
+        }),
+        Err(_) => None,
+    };
+    let warnings = if code == 1 {
+        capture.last_warnings(10)
+    } else {
+        Vec::new()
+    };
+    if a.json {
+        let doc = json_report(code, &verdict, wall, &events, &warnings, judged.as_ref());
+        // A closed pipe (`| head`) ends the output quietly; the exit
+        // status is still the test's.
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        let _ = writeln!(std::io::stdout(), "{text}");
+    } else {
+        let mut err = std::io::stderr();
+        if !warnings.is_empty() {
+            let _ = writeln!(err, "{who}NCCL's last warnings:");
+            for w in &warnings {
+                let _ = writeln!(err, "{who}  {w}");
+            }
+        }
+        if let Some(v) = &judged {
+            let _ = writeln!(std::io::stdout(), "{who}hardware: {}", v.line);
+        }
+        let _ = writeln!(std::io::stdout(), "{who}{verdict}");
+        if code != 0 {
+            let _ = writeln!(err, "nccl-find smoke: {verdict}");
+        }
+    }
+    ExitCode::from(code)
+}
+
+/// The NCCL file to load: `--lib` (which must be a readable file), else the
+/// probe's choice. Says why not, and the exit status, when there is none.
+fn library(
+    a: &Args,
+    probed: impl FnOnce() -> Result<PathBuf, String>,
+) -> Result<PathBuf, ExitCode> {
+    match &a.lib {
+        Some(p) => {
+            let why = match std::fs::metadata(p) {
+                Ok(m) if m.is_file() => None,
+                Ok(_) => Some("not a file".to_string()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    Some("no such file".to_string())
+                }
+                Err(e) => Some(format!("cannot be read ({e})")),
+            };
+            if let Some(why) = why {
+                eprintln!("nccl-find smoke: --lib {}: {why}", p.display());
+                return Err(ExitCode::from(2));
+            }
+            Ok(p.clone())
+        }
+        None => probed().map_err(|e| {
+            eprintln!("nccl-find smoke: no NCCL to load: {e}\nRun `nccl-find --print`, or pass --lib PATH.");
+            ExitCode::from(1)
+        }),
+    }
+}
+
+/// An event as a line of the text report (`who`: this rank's prefix); the
+/// table's header comes before the first row.
+fn event_line(who: &str, e: &Event, header_done: &mut bool) -> String {
+    match e {
+        Event::Loaded { path, version } => format!("{who}NCCL {version} from {}", path.display()),
+        Event::Devices { gpus, nranks, first_rank, seed } => {
+            let g: Vec<String> = gpus.iter().map(|(o, n)| format!("{o} {n}")).collect();
+            let last = first_rank + gpus.len() - 1;
+            let ranks = if last == *first_rank { format!("rank {first_rank}") } else { format!("ranks {first_rank}-{last}") };
+            format!("{who}GPUs: {}; {ranks} of {nranks}; seed {seed}", g.join(", "))
+        }
+        Event::Note(n) => format!("{who}note: {n}"),
+        Event::Row(r) => format!(
+            "{}{who}{:>10} {:>11} {:>5} | {:>10.1} {:>8.2} {:>8.2} {:>7} | {:>10.1} {:>8.2} {:>8.2} {:>7}",
+            if std::mem::replace(header_done, true) {
+                String::new()
+            } else {
+                format!(
+                    "{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n",
+                    "size", "count", "type", "oop us", "algbw", "busbw", "#wrong", "ip us", "algbw", "busbw", "#wrong",
+                    "(bytes)", "(elements)", "", "", "(GB/s)", "(GB/s)", "", "", "(GB/s)", "(GB/s)", ""
+                )
+            },
+            human(r.bytes), r.count, r.dtype.name(),
+            r.oop.time_us, r.oop.algbw, r.oop.busbw, r.oop.wrong,
+            r.ip.time_us, r.ip.algbw, r.ip.busbw, r.ip.wrong
+        ),
+    }
+}
+
+/// The exit status: 0 every element right everywhere, 1 a wrong element or
+/// a failure, 2 a usage error, [`NO_GPU`] no driver or no GPU.
+fn exit_code(result: &Result<smoke::Summary, Failure>) -> u8 {
+    match result {
         Ok(s) if s.ok => 0,
         Ok(_) => 1,
         Err(Failure::NoDriver(_) | Failure::NoGpu(_)) => NO_GPU,
         Err(Failure::Usage(_)) => 2,
         Err(_) => 1,
-    };
-    let verdict = match &result {
+    }
+}
+
+/// The last line: OK, or FAILED with every reason (here and on the other
+/// ranks), and the wall time.
+fn verdict_line(result: &Result<smoke::Summary, Failure>, wall: f64) -> String {
+    match result {
         Ok(s) if s.ok => format!(
             "OK: every element of {} all-reduce(s) right on {} rank(s){} ({wall:.2} s)",
             s.rows.len() * 2,
@@ -457,100 +546,72 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
             format!("FAILED: {} ({wall:.2} s)", why.join("; "))
         }
         Err(f) => format!("FAILED: {f} ({wall:.2} s)"),
-    };
-    let judged = match &result {
-        Ok(s) => s.rows.iter().max_by_key(|r| r.bytes).map(|r| {
-            smoke::verdict::judge(
-                &s.topology,
-                r.oop.busbw.max(r.ip.busbw),
-                r.bytes,
-                s.nranks,
-                &capture.transport_lines(),
-                &|n| std::env::var(n).ok(),
-            )
-        }),
-        Err(_) => None,
-    };
-    let warnings = if code == 1 {
-        capture.last_warnings(10)
-    } else {
-        Vec::new()
-    };
-    if json {
-        let rows: Vec<_> = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::Row(r) => Some(json!({
-                    "bytes": r.bytes, "count": r.count, "dtype": r.dtype.name(),
-                    "oop": {"time_us": r.oop.time_us, "algbw": r.oop.algbw, "busbw": r.oop.busbw, "wrong": r.oop.wrong},
-                    "ip": {"time_us": r.ip.time_us, "algbw": r.ip.algbw, "busbw": r.ip.busbw, "wrong": r.ip.wrong},
-                })),
-                _ => None,
-            })
-            .collect();
-        let mut doc = json!({"ok": code == 0, "exit": code, "verdict": verdict, "wall_s": wall, "rows": rows,
-                             "nccl_warnings": warnings});
-        if let Some(v) = &judged {
-            doc["hardware"] = json!({
-                "verdict": v.line,
-                "predicted_busbw": v.predicted.as_ref().map(|p| p.0),
-                "links": v.predicted.as_ref().map(|p| p.1.clone()),
-                "measured_busbw": v.measured,
-                "ratio": v.ratio,
-                "transport": v.transport.as_ref().map(|t| format!("{t:?}")),
-            });
-        }
-        for e in &events {
-            match e {
-                Event::Loaded { path, version } => {
-                    doc["library"] = json!(path.display().to_string());
-                    doc["version"] = json!(version);
-                }
-                Event::Devices {
-                    gpus,
-                    nranks,
-                    first_rank,
-                    seed,
-                } => {
-                    doc["gpus"] = json!(gpus
-                        .iter()
-                        .map(|(o, n)| json!({"ordinal": o, "name": n}))
-                        .collect::<Vec<_>>());
-                    doc["nranks"] = json!(nranks);
-                    doc["first_rank"] = json!(first_rank);
-                    doc["seed"] = json!(seed);
-                }
-                Event::Note(n) => {
-                    if let Some(a) = doc["notes"].as_array_mut() {
-                        a.push(json!(n));
-                    } else {
-                        doc["notes"] = json!([n]);
-                    }
-                }
-                Event::Row(_) => {}
+    }
+}
+
+/// The `--json` report.
+fn json_report(
+    code: u8,
+    verdict: &str,
+    wall: f64,
+    events: &[Event],
+    warnings: &[String],
+    judged: Option<&smoke::verdict::Verdict>,
+) -> serde_json::Value {
+    let rows: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Row(r) => Some(json!({
+                "bytes": r.bytes, "count": r.count, "dtype": r.dtype.name(),
+                "oop": {"time_us": r.oop.time_us, "algbw": r.oop.algbw, "busbw": r.oop.busbw, "wrong": r.oop.wrong},
+                "ip": {"time_us": r.ip.time_us, "algbw": r.ip.algbw, "busbw": r.ip.busbw, "wrong": r.ip.wrong},
+            })),
+            _ => None,
+        })
+        .collect();
+    let mut doc = json!({"ok": code == 0, "exit": code, "verdict": verdict, "wall_s": wall, "rows": rows,
+                         "nccl_warnings": warnings});
+    if let Some(v) = judged {
+        doc["hardware"] = json!({
+            "verdict": v.line,
+            "predicted_busbw": v.predicted.as_ref().map(|p| p.0),
+            "links": v.predicted.as_ref().map(|p| p.1.clone()),
+            "measured_busbw": v.measured,
+            "ratio": v.ratio,
+            "transport": v.transport.as_ref().map(|t| format!("{t:?}")),
+        });
+    }
+    for e in events {
+        match e {
+            Event::Loaded { path, version } => {
+                doc["library"] = json!(path.display().to_string());
+                doc["version"] = json!(version);
             }
-        }
-        // A closed pipe (`| head`) ends the output quietly; the exit
-        // status is still the test's.
-        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-        let _ = writeln!(std::io::stdout(), "{text}");
-    } else {
-        let mut err = std::io::stderr();
-        if !warnings.is_empty() {
-            let _ = writeln!(err, "{who}NCCL's last warnings:");
-            for w in &warnings {
-                let _ = writeln!(err, "{who}  {w}");
+            Event::Devices {
+                gpus,
+                nranks,
+                first_rank,
+                seed,
+            } => {
+                doc["gpus"] = json!(gpus
+                    .iter()
+                    .map(|(o, n)| json!({"ordinal": o, "name": n}))
+                    .collect::<Vec<_>>());
+                doc["nranks"] = json!(nranks);
+                doc["first_rank"] = json!(first_rank);
+                doc["seed"] = json!(seed);
             }
-        }
-        if let Some(v) = &judged {
-            let _ = writeln!(std::io::stdout(), "{who}hardware: {}", v.line);
-        }
-        let _ = writeln!(std::io::stdout(), "{who}{verdict}");
-        if code != 0 {
-            let _ = writeln!(err, "nccl-find smoke: {verdict}");
+            Event::Note(n) => {
+                if let Some(a) = doc["notes"].as_array_mut() {
+                    a.push(json!(n));
+                } else {
+                    doc["notes"] = json!([n]);
+                }
+            }
+            Event::Row(_) => {}
         }
     }
-    ExitCode::from(code)
+    doc
 }
 
 /// Where the smoke test's NCCL comes from when `--lib` is absent.

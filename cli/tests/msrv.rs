@@ -9,8 +9,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// The crates users build: the library, the command, the -sys crate.
-const USER_CRATES: [&str; 3] = ["nccl-find", "nccl-find-cli", "nccl-sys"];
+/// The crates users build: the library, the command, the smoke test, the
+/// -sys crate.
+const USER_CRATES: [&str; 4] = ["nccl-find", "nccl-find-cli", "nccl-smoke", "nccl-sys"];
 
 /// `1.74` or `1.74.1` as (1, 74, 1); missing parts are 0.
 fn version(s: &str) -> (u64, u64, u64) {
@@ -115,7 +116,10 @@ fn rust_version_covers_every_locked_dependency() {
         }
     }
     checked.sort();
-    assert_eq!(checked, ["nccl-find", "nccl-find-cli", "nccl-sys"]);
+    assert_eq!(
+        checked,
+        ["nccl-find", "nccl-find-cli", "nccl-smoke", "nccl-sys"]
+    );
     assert!(
         too_new.is_empty(),
         "raise these rust-versions (or lock older dependencies):\n{}",

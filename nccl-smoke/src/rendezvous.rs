@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::fsafe::{self, FileId};
+use crate::fsafe::{self, FileId};
 
 /// How the ranks meet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -604,42 +604,79 @@ fn tcp_root(
     listener
         .set_nonblocking(true)
         .map_err(|e| fail(e.to_string()))?;
-    let mut notes = Notes {
-        log,
-        shown: 0,
-        hidden: 0,
+    let mut lobby = Lobby {
+        job,
+        notes: Notes {
+            log,
+            shown: 0,
+            hidden: 0,
+        },
+        peers: Vec::new(),
+        pending: std::collections::VecDeque::new(),
+        dropped: 0,
     };
-    let mut peers: Vec<(usize, usize, TcpStream)> = Vec::new();
-    let mut pending: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
-    let mut dropped = 0usize;
-    while peers.len() + 1 < job.world {
+    while lobby.peers.len() + 1 < job.world {
         let now = Instant::now();
         if now >= deadline {
-            notes.flush();
-            // Those still half-way through a hello count as sending none.
-            dropped += pending.len();
-            let here: Vec<usize> = peers.iter().map(|p| p.0).collect();
-            let missing: Vec<usize> = (1..job.world).filter(|r| !here.contains(r)).collect();
-            return Err(Failed {
-                message: format!(
-                    "the rendezvous timed out after {:.0} s: rank(s) {} never arrived at tcp://{host}:{port} \
-                     ({} of {} processes did{}). Start them, check that they can reach this address and use the \
-                     same token, or raise --timeout",
-                    job.timeout.as_secs_f64(),
-                    list(&missing),
-                    peers.len() + 1,
-                    job.world,
-                    if dropped > 0 {
-                        format!("; {dropped} other connection(s) sent no valid hello")
-                    } else {
-                        String::new()
-                    }
-                ),
-                missing,
-            });
+            return Err(lobby.timed_out(host, port));
         }
-        // Take what has arrived (a few at a time, so that each new
-        // connection is read before a flood can push it out).
+        let busy = lobby.accept(&listener, now, deadline);
+        lobby.read_hellos();
+        if !busy {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    lobby.notes.flush();
+    let Lobby { peers, pending, .. } = lobby;
+    drop(pending);
+    let id = make_id().map_err(fail)?;
+    welcome(job, peers, id, deadline)
+}
+
+/// Rank 0's side of a TCP rendezvous while the peers arrive.
+struct Lobby<'a> {
+    job: &'a Job,
+    notes: Notes<'a>,
+    /// Peers that said a good hello: process rank, GPU count, connection.
+    peers: Vec<(usize, usize, TcpStream)>,
+    /// Connections that have not said hello yet, oldest first.
+    pending: std::collections::VecDeque<Pending>,
+    /// Connections dropped or refused without a valid hello.
+    dropped: usize,
+}
+
+impl Lobby<'_> {
+    /// The failure at the deadline: who never came.
+    fn timed_out(&mut self, host: &str, port: u16) -> Failed {
+        let job = self.job;
+        self.notes.flush();
+        // Those still half-way through a hello count as sending none.
+        self.dropped += self.pending.len();
+        let dropped = self.dropped;
+        let here: Vec<usize> = self.peers.iter().map(|p| p.0).collect();
+        let missing: Vec<usize> = (1..job.world).filter(|r| !here.contains(r)).collect();
+        Failed {
+            message: format!(
+                "the rendezvous timed out after {:.0} s: rank(s) {} never arrived at tcp://{host}:{port} \
+                 ({} of {} processes did{}). Start them, check that they can reach this address and use the \
+                 same token, or raise --timeout",
+                job.timeout.as_secs_f64(),
+                list(&missing),
+                self.peers.len() + 1,
+                job.world,
+                if dropped > 0 {
+                    format!("; {dropped} other connection(s) sent no valid hello")
+                } else {
+                    String::new()
+                }
+            ),
+            missing,
+        }
+    }
+
+    /// Takes what has arrived (a few at a time, so that each new connection
+    /// is read before a flood can push it out); whether anything had.
+    fn accept(&mut self, listener: &TcpListener, now: Instant, deadline: Instant) -> bool {
         let mut busy = false;
         for _ in 0..16 {
             match listener.accept() {
@@ -648,16 +685,16 @@ fn tcp_root(
                     if s.set_nonblocking(true).is_err() {
                         continue;
                     }
-                    if pending.len() >= MAX_PENDING {
-                        if let Some(old) = pending.pop_front() {
-                            dropped += 1;
-                            notes.note(format!(
+                    if self.pending.len() >= MAX_PENDING {
+                        if let Some(old) = self.pending.pop_front() {
+                            self.dropped += 1;
+                            self.notes.note(format!(
                                 "dropped a connection from {}: {MAX_PENDING} others were waiting to say hello",
                                 old.addr
                             ));
                         }
                     }
-                    pending.push_back(Pending {
+                    self.pending.push_back(Pending {
                         s,
                         addr,
                         buf: Vec::new(),
@@ -670,9 +707,15 @@ fn tcp_root(
                 Err(_) => break,
             }
         }
+        busy
+    }
+
+    /// Reads what the pending connections sent: admits good hellos, refuses
+    /// bad ones (saying why), drops the malformed and the silent.
+    fn read_hellos(&mut self) {
         let mut i = 0;
-        while i < pending.len() {
-            let p = &mut pending[i];
+        while i < self.pending.len() {
+            let p = &mut self.pending[i];
             let got = pump(p);
             let addr = p.addr;
             match got {
@@ -681,14 +724,15 @@ fn tcp_root(
                     continue;
                 }
                 Pumped::More => {
-                    dropped += 1;
-                    notes.note(format!(
+                    self.dropped += 1;
+                    self.notes.note(format!(
                         "refused a malformed peer from {addr}: no message before the deadline"
                     ));
                 }
                 Pumped::Bad(why) => {
-                    dropped += 1;
-                    notes.note(format!("refused a malformed peer from {addr}: {why}"));
+                    self.dropped += 1;
+                    self.notes
+                        .note(format!("refused a malformed peer from {addr}: {why}"));
                 }
                 Pumped::Got(Msg::Hello {
                     token,
@@ -697,61 +741,72 @@ fn tcp_root(
                     ngpus,
                 }) => {
                     let (rank, world, ngpus) = (rank as usize, world as usize, ngpus as usize);
-                    let why = if !same_token(&token, &job.token) {
-                        // Neither token is ever sent or logged.
-                        Some(
-                            "token mismatch: the peer's token is not this job's. Give every rank the same \
-                             --token (or NCCL_FIND_TOKEN)"
-                                .to_string(),
-                        )
-                    } else if world != job.world {
-                        Some(format!(
-                            "world size mismatch: this job has {}, the peer says {world}",
-                            job.world
-                        ))
-                    } else if rank == 0 || rank >= world {
-                        Some(format!(
-                            "rank {rank} is not a peer rank of a world of {world}"
-                        ))
-                    } else if peers.iter().any(|p| p.0 == rank) {
-                        Some(format!("rank {rank} arrived twice"))
-                    } else if ngpus == 0 || ngpus > 1024 {
-                        Some(format!("{ngpus} GPUs is not a GPU count"))
-                    } else {
-                        None
-                    };
-                    let mut p = pending.remove(i).expect("an index in range");
+                    let why = self.refusal(&token, rank, world, ngpus);
+                    let mut p = self.pending.remove(i).expect("an index in range");
                     match why {
                         Some(why) => {
-                            notes.note(format!("refused a peer from {addr}: {why}"));
+                            self.notes
+                                .note(format!("refused a peer from {addr}: {why}"));
                             let _ = p.s.set_nonblocking(false);
                             let _ = p.s.set_write_timeout(Some(Duration::from_secs(1)));
                             let _ = send(&mut p.s, &Msg::Refused { reason: why });
                         }
                         None => {
                             let _ = p.s.set_nonblocking(false);
-                            peers.push((rank, ngpus, p.s));
+                            self.peers.push((rank, ngpus, p.s));
                         }
                     }
                     continue;
                 }
                 Pumped::Got(other) => {
-                    dropped += 1;
-                    notes.note(format!(
+                    self.dropped += 1;
+                    self.notes.note(format!(
                         "refused a peer from {addr}: it sent {} instead of a hello",
                         kind_name(&other)
                     ));
                 }
             }
-            pending.remove(i);
-        }
-        if !busy {
-            std::thread::sleep(Duration::from_millis(10));
+            self.pending.remove(i);
         }
     }
-    notes.flush();
-    drop(pending);
-    let id = make_id().map_err(fail)?;
+
+    /// Why a hello is refused; `None`: the peer is in.
+    fn refusal(&self, token: &str, rank: usize, world: usize, ngpus: usize) -> Option<String> {
+        let job = self.job;
+        if !same_token(token, &job.token) {
+            // Neither token is ever sent or logged.
+            Some(
+                "token mismatch: the peer's token is not this job's. Give every rank the same \
+                 --token (or NCCL_FIND_TOKEN)"
+                    .to_string(),
+            )
+        } else if world != job.world {
+            Some(format!(
+                "world size mismatch: this job has {}, the peer says {world}",
+                job.world
+            ))
+        } else if rank == 0 || rank >= world {
+            Some(format!(
+                "rank {rank} is not a peer rank of a world of {world}"
+            ))
+        } else if self.peers.iter().any(|p| p.0 == rank) {
+            Some(format!("rank {rank} arrived twice"))
+        } else if ngpus == 0 || ngpus > 1024 {
+            Some(format!("{ngpus} GPUs is not a GPU count"))
+        } else {
+            None
+        }
+    }
+}
+
+/// Rank 0 hands every peer the unique id and its first NCCL rank, and
+/// watches each for its outcome or its going away.
+fn welcome(
+    job: &Job,
+    mut peers: Vec<(usize, usize, TcpStream)>,
+    id: [u8; 128],
+    deadline: Instant,
+) -> Result<Joined, Failed> {
     peers.sort_by_key(|p| p.0);
     let mut counts = vec![job.ngpus];
     counts.extend(peers.iter().map(|p| p.1));
@@ -771,19 +826,7 @@ fn tcp_root(
         ));
         send(&mut s, &welcome)
             .map_err(|e| fail(format!("sending rank {rank} the unique id: {e}")))?;
-        // Watch the peer: its Done, or its going away.
-        let slot = Arc::new(Mutex::new(None));
-        if let Ok(mut r) = s.try_clone() {
-            let (slot, abort) = (slot.clone(), abort.clone());
-            std::thread::spawn(move || match read_msg(&mut r, None) {
-                Ok(Msg::Done { ok, wrong, message }) => {
-                    *slot.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(Msg::Done { ok, wrong, message });
-                }
-                Ok(m) => abort.raise(format!("rank {rank} sent {} during the run", kind_name(&m))),
-                Err(e) => abort.raise(format!("rank {rank}'s process went away ({e})")),
-            });
-        }
+        let slot = watch_peer(rank, &s, &abort);
         kept.push((rank, s, slot));
     }
     Ok(Joined {
@@ -793,6 +836,24 @@ fn tcp_root(
         abort,
         link: Link::TcpRoot(kept),
     })
+}
+
+/// Watches a peer on a thread of its own: its Done lands in the slot
+/// returned; anything else, or its going away, raises `abort`.
+fn watch_peer(rank: usize, s: &TcpStream, abort: &Arc<Abort>) -> DoneSlot {
+    let slot = Arc::new(Mutex::new(None));
+    if let Ok(mut r) = s.try_clone() {
+        let (slot, abort) = (slot.clone(), abort.clone());
+        std::thread::spawn(move || match read_msg(&mut r, None) {
+            Ok(Msg::Done { ok, wrong, message }) => {
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(Msg::Done { ok, wrong, message });
+            }
+            Ok(m) => abort.raise(format!("rank {rank} sent {} during the run", kind_name(&m))),
+            Err(e) => abort.raise(format!("rank {rank}'s process went away ({e})")),
+        });
+    }
+    slot
 }
 
 /// A message's kind, in words: what is logged of a message that came at the
@@ -849,30 +910,7 @@ fn tcp_peer(job: &Job, host: &str, port: u16, deadline: Instant) -> Result<Joine
                 id,
                 nranks,
                 first_rank,
-            }) => {
-                let abort = Arc::new(Abort::default());
-                if let Ok(mut r) = s.try_clone() {
-                    let abort = abort.clone();
-                    std::thread::spawn(move || match read_msg(&mut r, None) {
-                        Ok(Msg::Abort { reason }) => {
-                            abort.raise(format!("rank 0 stopped the job: {reason}"))
-                        }
-                        Ok(m) => {
-                            abort.raise(format!("rank 0 sent {} during the run", kind_name(&m)))
-                        }
-                        Err(e) => abort.raise(format!("rank 0's process went away ({e})")),
-                    });
-                }
-                let mut out = [0u8; 128];
-                out.copy_from_slice(&id);
-                Ok(Joined {
-                    id: out,
-                    nranks: nranks as usize,
-                    first_rank: first_rank as usize,
-                    abort,
-                    link: Link::TcpPeer(s),
-                })
-            }
+            }) => Ok(welcomed(s, &id, nranks as usize, first_rank as usize)),
             Ok(Msg::Refused { reason }) => {
                 Err(fail(format!("rank 0 refused rank {}: {reason}", job.rank)))
             }
@@ -887,6 +925,29 @@ fn tcp_peer(job: &Job, host: &str, port: u16, deadline: Instant) -> Result<Joine
             }
             Err(e) => Err(fail(format!("waiting for rank 0's unique id: {e}"))),
         };
+    }
+}
+
+/// A peer that rank 0 welcomed: it watches rank 0, on a thread of its
+/// own, for an abort or its going away.
+fn welcomed(s: TcpStream, id: &[u8], nranks: usize, first_rank: usize) -> Joined {
+    let abort = Arc::new(Abort::default());
+    if let Ok(mut r) = s.try_clone() {
+        let abort = abort.clone();
+        std::thread::spawn(move || match read_msg(&mut r, None) {
+            Ok(Msg::Abort { reason }) => abort.raise(format!("rank 0 stopped the job: {reason}")),
+            Ok(m) => abort.raise(format!("rank 0 sent {} during the run", kind_name(&m))),
+            Err(e) => abort.raise(format!("rank 0's process went away ({e})")),
+        });
+    }
+    let mut out = [0u8; 128];
+    out.copy_from_slice(id);
+    Joined {
+        id: out,
+        nranks,
+        first_rank,
+        abort,
+        link: Link::TcpPeer(s),
     }
 }
 
@@ -1006,11 +1067,11 @@ fn file_root(
     // included), each only if it is still the file that was made.
     let key = {
         let made = made.clone();
-        super::on_interrupt(move || remove_made(&made))
+        crate::on_interrupt(move || remove_made(&made))
     };
     let give_up = |f: Failed| {
         remove_made(&made);
-        super::forget_cleanup(key);
+        crate::forget_cleanup(key);
         f
     };
     let head = format!("{FILE_MAGIC}\n{}\n{run}\n", job.token);
@@ -1030,80 +1091,19 @@ fn file_root(
     let mut warned = std::collections::HashSet::new();
     let mut left = job.world - 1;
     while left > 0 {
-        for (r, slot) in arrived.iter_mut().enumerate().skip(1) {
-            if slot.is_some() {
-                continue;
-            }
-            let f = side(path, &run, "hello", r);
-            let (bytes, id) = match fsafe::read_small(&f, SMALL_FILE) {
-                Ok(Some(x)) => x,
-                Ok(None) => continue,
-                Err(e) => {
-                    if warned.insert(f.clone()) {
-                        log(format!("ignored a hello: {e}"));
-                    }
-                    continue;
-                }
-            };
-            let text = String::from_utf8_lossy(&bytes);
-            let lines: Vec<&str> = text.lines().collect();
-            let why = match lines[..] {
-                [token, ngpus, nonce, "end"] => match ngpus.parse::<usize>() {
-                    _ if !same_token(token, &job.token) => "it holds another job's token",
-                    _ if !is_nonce(nonce) => "it is not a hello file",
-                    Ok(n) if (1..=1024).contains(&n) => {
-                        *slot = Some((n, nonce.to_string()));
-                        left -= 1;
-                        made.lock().unwrap_or_else(|e| e.into_inner()).push((f, id));
-                        continue;
-                    }
-                    _ => "its GPU count is not a number from 1 to 1024",
-                },
-                // Still being written.
-                _ if !text.contains("\nend\n") && bytes.len() < 4096 => continue,
-                _ => "it is not a hello file",
-            };
-            if warned.insert(f.clone()) {
-                log(format!("ignored {}: {why}", f.display()));
-            }
-        }
+        left -= take_hellos(job, path, &run, &mut arrived, &made, &mut warned, log);
         if left == 0 {
             break;
         }
         if Instant::now() >= deadline {
-            let missing: Vec<usize> = (1..job.world).filter(|r| arrived[*r].is_none()).collect();
-            return Err(give_up(Failed {
-                message: format!(
-                    "the rendezvous timed out after {:.0} s: rank(s) {} never arrived at {} ({} of {} \
-                     processes did). Start them with the same file and token, or raise --timeout",
-                    job.timeout.as_secs_f64(),
-                    list(&missing),
-                    path.display(),
-                    job.world - missing.len(),
-                    job.world
-                ),
-                missing,
-            }));
+            return Err(give_up(file_timed_out(job, path, &arrived)));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     let id = make_id().map_err(|e| give_up(fail(e)))?;
-    let mut counts = vec![job.ngpus];
-    counts.extend(
-        arrived
-            .iter()
-            .skip(1)
-            .map(|a| a.as_ref().map_or(0, |x| x.0)),
-    );
-    let (first, nranks) = offsets(&counts);
-    let mut text = format!("{head}{nranks}\n{}\n", hex(&id));
-    for (r, a) in arrived.iter().enumerate().skip(1) {
-        if let Some((_, n)) = a {
-            text.push_str(&format!("{r} {} {n}\n", first[r]));
-        }
-    }
+    let (answer, nranks) = answer(&head, job.ngpus, &arrived, &id);
     let prev = at;
-    at = publish(path, &run, &text, Some(prev), job.world, log).map_err(|e| give_up(fail(e)))?;
+    at = publish(path, &run, &answer, Some(prev), job.world, log).map_err(|e| give_up(fail(e)))?;
     for m in made.lock().unwrap_or_else(|e| e.into_inner()).iter_mut() {
         if m.1 == prev {
             m.1 = at;
@@ -1129,6 +1129,120 @@ fn file_root(
     })
 }
 
+/// One look at the hello files of the ranks not yet arrived: the good
+/// ones are taken (GPU count and nonce into `arrived`, the file into
+/// `made`), the bad ones named once each. How many arrived.
+fn take_hellos(
+    job: &Job,
+    path: &Path,
+    run: &str,
+    arrived: &mut [Option<(usize, String)>],
+    made: &Made,
+    warned: &mut std::collections::HashSet<PathBuf>,
+    log: &mut dyn FnMut(String),
+) -> usize {
+    let mut came = 0;
+    for (r, slot) in arrived.iter_mut().enumerate().skip(1) {
+        if slot.is_some() {
+            continue;
+        }
+        let f = side(path, run, "hello", r);
+        let (bytes, id) = match fsafe::read_small(&f, SMALL_FILE) {
+            Ok(Some(x)) => x,
+            Ok(None) => continue,
+            Err(e) => {
+                if warned.insert(f.clone()) {
+                    log(format!("ignored a hello: {e}"));
+                }
+                continue;
+            }
+        };
+        let why = match hello_file(job, &bytes) {
+            Hello::Good(n, nonce) => {
+                *slot = Some((n, nonce));
+                came += 1;
+                made.lock().unwrap_or_else(|e| e.into_inner()).push((f, id));
+                continue;
+            }
+            Hello::Partial => continue,
+            Hello::Bad(why) => why,
+        };
+        if warned.insert(f.clone()) {
+            log(format!("ignored {}: {why}", f.display()));
+        }
+    }
+    came
+}
+
+/// What a hello file says.
+enum Hello {
+    /// This job's: the peer's GPU count and nonce.
+    Good(usize, String),
+    /// Still being written.
+    Partial,
+    /// Not a hello of this job, and why.
+    Bad(&'static str),
+}
+
+/// Reads a hello file: `token`, GPU count, nonce, `end`, one a line.
+fn hello_file(job: &Job, bytes: &[u8]) -> Hello {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    match lines[..] {
+        [token, ngpus, nonce, "end"] => match ngpus.parse::<usize>() {
+            _ if !same_token(token, &job.token) => Hello::Bad("it holds another job's token"),
+            _ if !is_nonce(nonce) => Hello::Bad("it is not a hello file"),
+            Ok(n) if (1..=1024).contains(&n) => Hello::Good(n, nonce.to_string()),
+            _ => Hello::Bad("its GPU count is not a number from 1 to 1024"),
+        },
+        _ if !text.contains("\nend\n") && bytes.len() < 4096 => Hello::Partial,
+        _ => Hello::Bad("it is not a hello file"),
+    }
+}
+
+/// The failure at the deadline of a file rendezvous: who never came.
+fn file_timed_out(job: &Job, path: &Path, arrived: &[Option<(usize, String)>]) -> Failed {
+    let missing: Vec<usize> = (1..job.world).filter(|r| arrived[*r].is_none()).collect();
+    Failed {
+        message: format!(
+            "the rendezvous timed out after {:.0} s: rank(s) {} never arrived at {} ({} of {} \
+             processes did). Start them with the same file and token, or raise --timeout",
+            job.timeout.as_secs_f64(),
+            list(&missing),
+            path.display(),
+            job.world - missing.len(),
+            job.world
+        ),
+        missing,
+    }
+}
+
+/// Rank 0's answer in the rendezvous file, after `head`: the NCCL ranks
+/// in all, the unique id, and each peer's first rank and nonce. Also the
+/// NCCL ranks in all.
+fn answer(
+    head: &str,
+    ngpus: usize,
+    arrived: &[Option<(usize, String)>],
+    id: &[u8; 128],
+) -> (String, usize) {
+    let mut counts = vec![ngpus];
+    counts.extend(
+        arrived
+            .iter()
+            .skip(1)
+            .map(|a| a.as_ref().map_or(0, |x| x.0)),
+    );
+    let (first, nranks) = offsets(&counts);
+    let mut text = format!("{head}{nranks}\n{}\n", hex(id));
+    for (r, a) in arrived.iter().enumerate().skip(1) {
+        if let Some((_, n)) = a {
+            text.push_str(&format!("{r} {} {n}\n", first[r]));
+        }
+    }
+    (text, nranks)
+}
+
 fn file_peer(job: &Job, path: &Path, deadline: Instant) -> Result<Joined, Failed> {
     // Can this rank write there at all? Say so now, not at the deadline.
     let probe = side(path, &fsafe::nonce(), "probe", job.rank);
@@ -1147,14 +1261,14 @@ fn file_peer(job: &Job, path: &Path, deadline: Instant) -> Result<Joined, Failed
     let made: Made = Arc::default();
     let key = {
         let made = made.clone();
-        super::on_interrupt(move || remove_made(&made))
+        crate::on_interrupt(move || remove_made(&made))
     };
     let result = file_peer_wait(job, path, deadline, &me, &made);
     // Joined, the hello is rank 0's to remove; failed, this rank's.
     if result.is_err() {
         remove_made(&made);
     }
-    super::forget_cleanup(key);
+    crate::forget_cleanup(key);
     result
 }
 
@@ -1185,91 +1299,123 @@ fn file_peer_wait(
                 other = None;
                 let run = lines[2];
                 if greeted.as_ref().map(|g| g.0.as_str()) != Some(run) {
-                    // A new run of rank 0 (the one before was killed): say
-                    // hello to this one.
-                    if let Some((_, f, id)) = greeted.take() {
-                        fsafe::remove_if_ours(&f, id);
-                        made.lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .retain(|m| m.1 != id);
-                    }
-                    let f = side(path, run, "hello", job.rank);
-                    let hello = format!("{}\n{}\n{me}\nend\n", job.token, job.ngpus);
-                    match fsafe::create_new(&f, hello.as_bytes()) {
-                        Ok(id) => {
-                            made.lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .push((f.clone(), id));
-                            greeted = Some((run.to_string(), f, id));
-                        }
-                        // Another process took this rank in this run, or an
-                        // earlier run of rank 0 left it: wait, in case rank 0
-                        // starts over, and say so at the deadline.
-                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                            taken = Some(f);
-                        }
-                        Err(e) => {
-                            return Err(fail(format!(
-                                "cannot write {}: {e}. The rendezvous file must be in a directory every rank \
-                                 can write",
-                                f.display()
-                            )))
-                        }
-                    }
+                    greet(job, path, run, me, made, &mut greeted, &mut taken)?;
                 }
             } else if greeted.as_ref().map(|g| g.0.as_str()) == Some(lines[2]) {
-                if let (Ok(nranks), Some(id), Some(line)) = (
-                    lines[3].parse::<usize>(),
-                    lines.get(4).and_then(|l| unhex(l)),
-                    lines.get(5..),
-                ) {
-                    let mine = line.iter().find_map(|l| {
-                        let f: Vec<&str> = l.split(' ').collect();
-                        (f.len() == 3 && f[0] == job.rank.to_string() && f[2] == me)
-                            .then(|| f[1].parse::<usize>().ok())?
+                if let Some((id, nranks, first_rank)) = my_place(job, &lines, me) {
+                    return Ok(Joined {
+                        id,
+                        nranks,
+                        first_rank,
+                        abort: Arc::new(Abort::default()),
+                        link: Link::File(FileLink {
+                            path: path.to_path_buf(),
+                            run: lines[2].to_string(),
+                            rank: job.rank,
+                            nonces: vec![me.to_string()],
+                            made: made.clone(),
+                            cleanup_key: 0,
+                        }),
                     });
-                    if let (Some(first_rank), 128) = (mine, id.len()) {
-                        let mut out = [0u8; 128];
-                        out.copy_from_slice(&id);
-                        return Ok(Joined {
-                            id: out,
-                            nranks,
-                            first_rank,
-                            abort: Arc::new(Abort::default()),
-                            link: Link::File(FileLink {
-                                path: path.to_path_buf(),
-                                run: lines[2].to_string(),
-                                rank: job.rank,
-                                nonces: vec![me.to_string()],
-                                made: made.clone(),
-                                cleanup_key: 0,
-                            }),
-                        });
-                    }
                 }
             }
         }
         if Instant::now() >= deadline {
-            if let Some(f) = taken {
-                return Err(fail(format!(
-                    "rank {r} waited {:.0} s for rank 0's unique id in {}, but could not say hello: {} \
-                     exists. Two processes were given rank {r}, or a rank 0 that was killed left it",
-                    job.timeout.as_secs_f64(),
-                    path.display(),
-                    f.display(),
-                    r = job.rank
-                )));
-            }
-            return Err(fail(format!(
-                "rank {} waited {:.0} s for rank 0's unique id in {}{}. Is rank 0 running with the same file?",
-                job.rank,
-                job.timeout.as_secs_f64(),
-                path.display(),
-                other.map(|t| format!(" ({t})")).unwrap_or_default()
-            )));
+            return Err(peer_timed_out(job, path, taken, other));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A new run of rank 0 (the one before was killed, or this is the first):
+/// removes the hello this rank left the run before, if any, and says hello
+/// to this one. A hello already there is `taken`, not an error.
+fn greet(
+    job: &Job,
+    path: &Path,
+    run: &str,
+    me: &str,
+    made: &Made,
+    greeted: &mut Option<(String, PathBuf, FileId)>,
+    taken: &mut Option<PathBuf>,
+) -> Result<(), Failed> {
+    if let Some((_, f, id)) = greeted.take() {
+        fsafe::remove_if_ours(&f, id);
+        made.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|m| m.1 != id);
+    }
+    let f = side(path, run, "hello", job.rank);
+    let hello = format!("{}\n{}\n{me}\nend\n", job.token, job.ngpus);
+    match fsafe::create_new(&f, hello.as_bytes()) {
+        Ok(id) => {
+            made.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((f.clone(), id));
+            *greeted = Some((run.to_string(), f, id));
+        }
+        // Another process took this rank in this run, or an earlier run of
+        // rank 0 left it: wait, in case rank 0 starts over, and say so at
+        // the deadline.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            *taken = Some(f);
+        }
+        Err(e) => {
+            return Err(fail(format!(
+            "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
+            f.display()
+        )))
+        }
+    }
+    Ok(())
+}
+
+/// This rank's place in rank 0's answer (`lines` of the rendezvous file):
+/// the unique id, the NCCL ranks in all and this rank's first one; `None`
+/// while the answer does not name this rank with this rank's nonce.
+fn my_place(job: &Job, lines: &[&str], me: &str) -> Option<([u8; 128], usize, usize)> {
+    let (Ok(nranks), Some(id), Some(line)) = (
+        lines[3].parse::<usize>(),
+        lines.get(4).and_then(|l| unhex(l)),
+        lines.get(5..),
+    ) else {
+        return None;
+    };
+    let mine = line.iter().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.len() == 3 && f[0] == job.rank.to_string() && f[2] == me)
+            .then(|| f[1].parse::<usize>().ok())?
+    });
+    match (mine, id.len()) {
+        (Some(first_rank), 128) => {
+            let mut out = [0u8; 128];
+            out.copy_from_slice(&id);
+            Some((out, nranks, first_rank))
+        }
+        _ => None,
+    }
+}
+
+/// The failure at a file peer's deadline: its hello was taken, or rank 0
+/// never answered (and what was at the path instead).
+fn peer_timed_out(job: &Job, path: &Path, taken: Option<PathBuf>, other: Option<&str>) -> Failed {
+    if let Some(f) = taken {
+        return fail(format!(
+            "rank {r} waited {:.0} s for rank 0's unique id in {}, but could not say hello: {} \
+             exists. Two processes were given rank {r}, or a rank 0 that was killed left it",
+            job.timeout.as_secs_f64(),
+            path.display(),
+            f.display(),
+            r = job.rank
+        ));
+    }
+    fail(format!(
+        "rank {} waited {:.0} s for rank 0's unique id in {}{}. Is rank 0 running with the same file?",
+        job.rank,
+        job.timeout.as_secs_f64(),
+        path.display(),
+        other.map(|t| format!(" ({t})")).unwrap_or_default()
+    ))
 }
 
 /// A peer's outcome as rank 0 heard it.
@@ -1305,89 +1451,120 @@ impl Joined {
                 );
                 Vec::new()
             }
-            Link::TcpRoot(peers) => {
-                let mut out = Vec::new();
-                for (rank, mut s, slot) in peers {
-                    if !ok {
-                        let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-                        let _ = send(
-                            &mut s,
-                            &Msg::Abort {
-                                reason: message.to_string(),
-                            },
-                        );
-                    }
-                    let done = loop {
-                        let got = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                        match got {
-                            Some(Msg::Done { ok, wrong, message }) => {
-                                break Some((ok, wrong, message))
-                            }
-                            _ if Instant::now() >= deadline || self.abort.raised().is_some() => {
-                                break None
-                            }
-                            _ => std::thread::sleep(Duration::from_millis(10)),
-                        }
-                    };
-                    out.push(PeerOutcome { rank, done });
-                }
-                out
-            }
+            Link::TcpRoot(peers) => tcp_outcomes(peers, ok, message, deadline, &self.abort),
             Link::File(f) if f.rank != 0 => {
-                let one_line: String = message
-                    .chars()
-                    .map(|c| if c.is_control() { ' ' } else { c })
-                    .take(2000)
-                    .collect();
-                let text = format!(
-                    "{}\n{} {wrong} {one_line}\nend\n",
-                    f.nonces[0],
-                    if ok { "ok" } else { "fail" }
-                );
-                // Rank 0 removes it (and the hello) once read.
-                let _ = fsafe::create_new(&side(&f.path, &f.run, "done", f.rank), text.as_bytes());
+                f.report(ok, wrong, message);
                 Vec::new()
             }
-            Link::File(f) => {
-                let mut out = Vec::new();
-                for (rank, nonce) in f.nonces.iter().enumerate().skip(1) {
-                    let p = side(&f.path, &f.run, "done", rank);
-                    let done = loop {
-                        match fsafe::read_small(&p, SMALL_FILE) {
-                            Ok(Some((bytes, id))) => {
-                                let t = String::from_utf8_lossy(&bytes);
-                                let lines: Vec<&str> = t.lines().collect();
-                                if let [n, result, "end"] = lines[..] {
-                                    if n != nonce {
-                                        break None;
-                                    }
-                                    f.made
-                                        .lock()
-                                        .unwrap_or_else(|e| e.into_inner())
-                                        .push((p.clone(), id));
-                                    let mut it = result.splitn(3, ' ');
-                                    let (o, w, m) = (it.next(), it.next(), it.next());
-                                    break Some((
-                                        o == Some("ok"),
-                                        w.and_then(|w| w.parse().ok()).unwrap_or(0),
-                                        m.unwrap_or("").trim().to_string(),
-                                    ));
-                                }
-                            }
-                            Ok(None) => {}
-                            Err(_) => break None,
-                        }
-                        if Instant::now() >= deadline {
-                            break None;
-                        }
-                        std::thread::sleep(Duration::from_millis(20));
-                    };
-                    out.push(PeerOutcome { rank, done });
-                }
-                remove_made(&f.made);
-                super::forget_cleanup(f.cleanup_key);
-                out
+            Link::File(f) => f.outcomes(deadline),
+        }
+    }
+}
+
+/// Rank 0 over TCP: after a failure, tells every peer to stop; then waits
+/// for each peer's Done (until `deadline`, or until one goes away).
+fn tcp_outcomes(
+    peers: Vec<(usize, TcpStream, DoneSlot)>,
+    ok: bool,
+    message: &str,
+    deadline: Instant,
+    abort: &Abort,
+) -> Vec<PeerOutcome> {
+    let mut out = Vec::new();
+    for (rank, mut s, slot) in peers {
+        if !ok {
+            let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+            let _ = send(
+                &mut s,
+                &Msg::Abort {
+                    reason: message.to_string(),
+                },
+            );
+        }
+        let done = loop {
+            let got = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            match got {
+                Some(Msg::Done { ok, wrong, message }) => break Some((ok, wrong, message)),
+                _ if Instant::now() >= deadline || abort.raised().is_some() => break None,
+                _ => std::thread::sleep(Duration::from_millis(10)),
             }
+        };
+        out.push(PeerOutcome { rank, done });
+    }
+    out
+}
+
+impl FileLink {
+    /// A peer leaves its outcome in a done file, on one line.
+    fn report(&self, ok: bool, wrong: u64, message: &str) {
+        let one_line: String = message
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(2000)
+            .collect();
+        let text = format!(
+            "{}\n{} {wrong} {one_line}\nend\n",
+            self.nonces[0],
+            if ok { "ok" } else { "fail" }
+        );
+        // Rank 0 removes it (and the hello) once read.
+        let _ = fsafe::create_new(
+            &side(&self.path, &self.run, "done", self.rank),
+            text.as_bytes(),
+        );
+    }
+
+    /// Rank 0 reads every peer's done file (waiting until `deadline`), then
+    /// removes this run's files.
+    fn outcomes(self, deadline: Instant) -> Vec<PeerOutcome> {
+        let mut out = Vec::new();
+        for (rank, nonce) in self.nonces.iter().enumerate().skip(1) {
+            let done = self.wait_done(rank, nonce, deadline);
+            out.push(PeerOutcome { rank, done });
+        }
+        remove_made(&self.made);
+        crate::forget_cleanup(self.cleanup_key);
+        out
+    }
+
+    /// Rank `rank`'s outcome from its done file, once it is there and holds
+    /// the peer's nonce; `None` at the deadline, or for a file of another.
+    fn wait_done(
+        &self,
+        rank: usize,
+        nonce: &str,
+        deadline: Instant,
+    ) -> Option<(bool, u64, String)> {
+        let p = side(&self.path, &self.run, "done", rank);
+        loop {
+            match fsafe::read_small(&p, SMALL_FILE) {
+                Ok(Some((bytes, id))) => {
+                    let t = String::from_utf8_lossy(&bytes);
+                    let lines: Vec<&str> = t.lines().collect();
+                    if let [n, result, "end"] = lines[..] {
+                        if n != nonce {
+                            return None;
+                        }
+                        self.made
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((p.clone(), id));
+                        let mut it = result.splitn(3, ' ');
+                        let (o, w, m) = (it.next(), it.next(), it.next());
+                        return Some((
+                            o == Some("ok"),
+                            w.and_then(|w| w.parse().ok()).unwrap_or(0),
+                            m.unwrap_or("").trim().to_string(),
+                        ));
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => return None,
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }

@@ -1,11 +1,11 @@
-//! The few CUDA driver API calls the smoke test needs, loaded from
-//! `libcuda.so.1` at run time. A missing driver is an error value, never a
-//! panic. The driver API (not the runtime) is used so that no particular
-//! `libcudart` version is needed: NCCL carries its own.
+//! The few CUDA driver API calls the smoke test needs, looked up in
+//! `libcuda.so.1` as [`driver`] loads it at run time. A missing driver is an
+//! error value, never a panic. The driver API (not the runtime) is used so
+//! that no particular `libcudart` version is needed: NCCL carries its own.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
-use libloading::Library;
+use crate::driver;
 
 pub type CuResult = c_int;
 pub type CuDevice = c_int;
@@ -23,28 +23,25 @@ pub const NOT_READY: CuResult = 600;
 
 macro_rules! api {
     ($($name:ident : $sym:literal => fn($($arg:ty),*) -> $ret:ty;)*) => {
-        /// The driver's functions.
+        /// The driver's functions. The library is never unloaded
+        /// ([`driver`]), so the pointers stay valid for the life of the
+        /// process.
         #[allow(non_snake_case)]
         pub struct Cuda {
-            /// Never closed: NCCL and the driver keep threads running until the
-    /// process exits, and unloading their code under them crashes it.
-    _lib: std::mem::ManuallyDrop<Library>,
             $(pub $name: unsafe extern "C" fn($($arg),*) -> $ret,)*
         }
 
         impl Cuda {
-            /// Loads `libcuda.so.1` and its functions.
+            /// Loads `libcuda.so.1` (once per process) and its functions.
             pub fn load() -> Result<Cuda, String> {
-                // SAFETY: libcuda.so.1 is the NVIDIA driver's own library;
-                // loading it runs only its initialisers.
-                let lib = unsafe { Library::new("libcuda.so.1") }.map_err(|e| e.to_string())?;
+                let lib = driver::libcuda()?;
                 // SAFETY: each symbol is looked up with the signature the
                 // CUDA driver API documents for it.
                 unsafe {
                     $(let $name = *lib
                         .get::<unsafe extern "C" fn($($arg),*) -> $ret>(concat!($sym, "\0").as_bytes())
-                        .map_err(|e| format!("libcuda.so.1 lacks {}: {e}", $sym))?;)*
-                    Ok(Cuda { _lib: std::mem::ManuallyDrop::new(lib), $($name,)* })
+                        .map_err(|e| format!("{} lacks {}: {e}", driver::LIBCUDA, $sym))?;)*
+                    Ok(Cuda { $($name,)* })
                 }
             }
         }

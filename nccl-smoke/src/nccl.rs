@@ -103,13 +103,7 @@ impl Nccl {
 
     /// `X.Y.Z` from `ncclGetVersion`.
     pub fn version(&self) -> String {
-        let c = self.version_code.max(0) as u32;
-        let (x, y, z) = if c >= 10000 {
-            (c / 10000, c / 100 % 100, c % 100)
-        } else {
-            (c / 1000, c / 100 % 10, c % 100)
-        };
-        format!("{x}.{y}.{z}")
+        version_of(self.version_code)
     }
 
     /// An NCCL result in words, with the communicator's last error if any.
@@ -142,5 +136,29 @@ impl Nccl {
         } else {
             Err(format!("ncclGetUniqueId failed: {}", self.error(rc, None)))
         }
+    }
+}
+
+/// `X.Y.Z` for an `ncclGetVersion` code, decoded by nccl-find (either
+/// formula); a code no version gives is shown as it is.
+fn version_of(code: i32) -> String {
+    let c = code.max(0) as u32;
+    match nccl_find::Version::from_code(c) {
+        Some((x, y, z)) => format!("{x}.{y}.{z}"),
+        None => format!("(version code {c})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_of;
+
+    #[test]
+    fn version_codes_read_with_either_formula() {
+        assert_eq!(version_of(22105), "2.21.5");
+        assert_eq!(version_of(22809), "2.28.9");
+        assert_eq!(version_of(2708), "2.7.8");
+        assert_eq!(version_of(20903), "2.9.3");
+        assert_eq!(version_of(2999), "(version code 2999)");
     }
 }

@@ -157,16 +157,6 @@ pub fn judge(
 ) -> Verdict {
     let predicted = predict(t);
     let transport = transport(lines);
-    let set = |n: &str| env(n).filter(|v| !v.is_empty() && v != "0");
-    let forced: Vec<String> = [
-        "NCCL_P2P_DISABLE",
-        "NCCL_SHM_DISABLE",
-        "NCCL_P2P_LEVEL",
-        "NCCL_NET_GDR_LEVEL",
-    ]
-    .iter()
-    .filter_map(|n| set(n).map(|v| format!("{n}={v}")))
-    .collect();
     let nvlink = t.gpus.iter().any(|g| g.nvlinks.unwrap_or(0) > 0);
     let ratio = predicted
         .as_ref()
@@ -177,30 +167,7 @@ pub fn judge(
         .map_or("links unknown".to_string(), |(p, how)| {
             format!("{how} = {p:.0} GB/s")
         });
-    let mut why = Vec::new();
-    match &transport {
-        Some(Transport::Net(w)) => why.push(format!(
-            "NCCL moves the data over its network transport ({w}){}",
-            if t.gpus.len() > 1 || nvlink {
-                ", not GPU to GPU"
-            } else {
-                ""
-            }
-        )),
-        Some(Transport::Shm(w)) => why.push(format!(
-            "NCCL moves the data through host memory ({w}), not GPU to GPU"
-        )),
-        _ => {}
-    }
-    if !forced.is_empty() {
-        why.push(format!(
-            "{} is set: unset it to let NCCL use the direct links",
-            forced.join(" and ")
-        ));
-    }
-    if t.p2p == Some(false) {
-        why.push("the GPUs cannot reach each other's memory (P2P unsupported: cuDeviceCanAccessPeer says no; check the IOMMU/ACS settings and nvidia-smi topo -p2p r)".into());
-    }
+    let why = reasons(t, transport.as_ref(), &forced(env), nvlink);
     let slow_transport = matches!(transport, Some(Transport::Net(_)) | Some(Transport::Shm(_)))
         && (nvlink || t.p2p == Some(true));
     let line = match ratio {
@@ -239,6 +206,59 @@ pub fn judge(
         transport,
         line,
     }
+}
+
+/// The variables set (non-empty, not `0`) that keep NCCL off the direct
+/// links, as `NAME=value`.
+fn forced(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    [
+        "NCCL_P2P_DISABLE",
+        "NCCL_SHM_DISABLE",
+        "NCCL_P2P_LEVEL",
+        "NCCL_NET_GDR_LEVEL",
+    ]
+    .iter()
+    .filter_map(|n| {
+        env(n)
+            .filter(|v| !v.is_empty() && v != "0")
+            .map(|v| format!("{n}={v}"))
+    })
+    .collect()
+}
+
+/// What may hold the bandwidth down, in words: the transport NCCL chose,
+/// the variables that forced it, P2P the GPUs lack.
+fn reasons(
+    t: &Topology,
+    transport: Option<&Transport>,
+    forced: &[String],
+    nvlink: bool,
+) -> Vec<String> {
+    let mut why = Vec::new();
+    match transport {
+        Some(Transport::Net(w)) => why.push(format!(
+            "NCCL moves the data over its network transport ({w}){}",
+            if t.gpus.len() > 1 || nvlink {
+                ", not GPU to GPU"
+            } else {
+                ""
+            }
+        )),
+        Some(Transport::Shm(w)) => why.push(format!(
+            "NCCL moves the data through host memory ({w}), not GPU to GPU"
+        )),
+        _ => {}
+    }
+    if !forced.is_empty() {
+        why.push(format!(
+            "{} is set: unset it to let NCCL use the direct links",
+            forced.join(" and ")
+        ));
+    }
+    if t.p2p == Some(false) {
+        why.push("the GPUs cannot reach each other's memory (P2P unsupported: cuDeviceCanAccessPeer says no; check the IOMMU/ACS settings and nvidia-smi topo -p2p r)".into());
+    }
+    why
 }
 
 fn human(b: usize) -> String {

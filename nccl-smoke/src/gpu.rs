@@ -1,0 +1,754 @@
+//! One process's GPUs: their contexts, communicators, streams, buffers and
+//! kernels, and the checked, timed all-reduce on all of them at once.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::cuda::{self, CuContext, CuDevicePtr, CuFunction, CuStream, Cuda};
+use crate::nccl::{self, Nccl, NcclComm};
+use crate::{data, hint, ptx, rendezvous, verdict, watchdog, Dtype, Event, Failure, Timing};
+
+/// The GPUs of this process, with their contexts and streams.
+pub(crate) struct Gpu {
+    pub(crate) ordinal: usize,
+    ctx: CuContext,
+    stream: CuStream,
+    comm: NcclComm,
+    send: CuDevicePtr,
+    recv: CuDevicePtr,
+    /// Two counters the check kernel adds into: wrong elements, first wrong index.
+    result: CuDevicePtr,
+    /// The fill and check kernels, loaded into this GPU's context.
+    kernels: Option<(CuFunction, CuFunction)>,
+}
+
+pub(crate) struct Run<'a> {
+    pub(crate) cu: &'a Cuda,
+    pub(crate) nc: &'a Nccl,
+    pub(crate) gpus: Vec<Gpu>,
+    pub(crate) timeout: Duration,
+    pub(crate) dog: Arc<watchdog::Watchdog>,
+    /// Seconds spent making and checking data, and bytes per GPU touched.
+    pub(crate) data_time: std::cell::Cell<(f64, u64)>,
+}
+
+impl<'a> Run<'a> {
+    /// The run on `gpus`, its watchdog started (`abort`: raised when another
+    /// process goes away).
+    pub(crate) fn new(
+        cu: &'a Cuda,
+        nc: &'a Nccl,
+        gpus: Vec<Gpu>,
+        timeout: Duration,
+        abort: Option<Arc<rendezvous::Abort>>,
+    ) -> Run<'a> {
+        let dog = watchdog::Watchdog::start(
+            watchdog::NcclFns {
+                abort: nc.comm_abort,
+                async_error: nc.comm_get_async_error,
+                error_string: nc.get_error_string,
+            },
+            abort,
+        );
+        Run {
+            cu,
+            nc,
+            gpus,
+            timeout,
+            dog,
+            data_time: std::cell::Cell::new((0.0, 0)),
+        }
+    }
+}
+
+impl Run<'_> {
+    /// Makes one communicator per GPU, as one group (blocking
+    /// communicators, as a plain program makes them); the watchdog keeps
+    /// the deadline (it aborts them if init outlives it).
+    pub(crate) fn init_comms(
+        &mut self,
+        id: [u8; 128],
+        nranks: usize,
+        first_rank: usize,
+        on: &mut dyn FnMut(Event),
+    ) -> Result<(), Failure> {
+        let uid = nccl::UniqueId { internal: id };
+        // SAFETY: group calls bracket the per-GPU inits.
+        unsafe { (self.nc.group_start)() };
+        for j in 0..self.gpus.len() {
+            self.set(&self.gpus[j])?;
+            let rank = (first_rank + j) as i32;
+            let mut comm: NcclComm = std::ptr::null_mut();
+            // SAFETY: comm receives the handle (NCCL sets it before the group ends).
+            let rc = unsafe { (self.nc.comm_init_rank)(&mut comm, nranks as i32, uid, rank) };
+            self.gpus[j].comm = comm;
+            if rc != nccl::SUCCESS {
+                // SAFETY: closes the group.
+                unsafe { (self.nc.group_end)() };
+                return Err(self.nccl_err(&format!("ncclCommInitRank (rank {rank})"), rc, None));
+            }
+        }
+        let comms: Vec<NcclComm> = self.gpus.iter().map(|g| g.comm).collect();
+        self.dog.set_comms(&comms, false);
+        let t_init = Instant::now();
+        self.dog.arm(
+            format!(
+                "NCCL communicator init did not finish within {:.0} s; the communicators were aborted. Some rank \
+                 never joined NCCL's own bootstrap: check that every rank is alive and that the nodes can reach each \
+                 other (nccl-find doctor)",
+                self.timeout.as_secs_f64()
+            ),
+            Instant::now() + self.timeout,
+        );
+        self.dog.in_nccl(true);
+        // SAFETY: closes the group opened above; blocks until init is done.
+        let rc = unsafe { (self.nc.group_end)() };
+        self.dog.in_nccl(false);
+        self.dog.disarm();
+        if rc != nccl::SUCCESS {
+            return Err(self.nccl_err("ncclGroupEnd (communicator init)", rc, None));
+        }
+        self.fired()?;
+        self.dog.set_comms(&comms, true);
+        on(Event::Note(format!(
+            "NCCL communicators ready in {:.2} s",
+            t_init.elapsed().as_secs_f64()
+        )));
+        Ok(())
+    }
+
+    /// A stream, the send and receive buffers (`max_bytes`, at least 64 KiB)
+    /// and the check kernel's counters on every GPU.
+    pub(crate) fn alloc(&mut self, max_bytes: usize) -> Result<(), Failure> {
+        for j in 0..self.gpus.len() {
+            self.set(&self.gpus[j])?;
+            let g = &mut self.gpus[j];
+            // SAFETY: each call writes into the field it is given, on the current context.
+            unsafe {
+                self.cu
+                    .check((self.cu.stream_create)(&mut g.stream, 0), "cuStreamCreate")
+                    .map_err(Failure::Cuda)?;
+                for (buf, len) in [
+                    (&mut g.send, max_bytes.max(1 << 16)),
+                    (&mut g.recv, max_bytes.max(1 << 16)),
+                    (&mut g.result, 16),
+                ] {
+                    self.cu
+                        .check(
+                            (self.cu.mem_alloc)(buf, len),
+                            &format!("cuMemAlloc of {len} bytes"),
+                        )
+                        .map_err(Failure::Cuda)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether every GPU has the kernels: the data is made and checked on
+    /// the GPUs, else on the host.
+    pub(crate) fn kernels_loaded(&self) -> bool {
+        self.gpus.iter().all(|g| g.kernels.is_some())
+    }
+
+    /// After a failure: the watchdog aborted the communicators already, or
+    /// an error came back; aborts what is left (destroying a broken
+    /// communicator can hang).
+    pub(crate) fn abort_live(&mut self) {
+        let live = self.dog.stop();
+        if let Some(f) = self.nc.comm_abort {
+            for c in &live {
+                // SAFETY: a live communicator of this run, aborted once.
+                unsafe { f(*c) };
+            }
+        }
+        for g in &mut self.gpus {
+            g.comm = std::ptr::null_mut();
+        }
+    }
+
+    fn set(&self, g: &Gpu) -> Result<(), Failure> {
+        // SAFETY: the context is a retained primary context of this process.
+        let rc = unsafe { (self.cu.ctx_set_current)(g.ctx) };
+        self.cu.check(rc, "cuCtxSetCurrent").map_err(Failure::Cuda)
+    }
+
+    fn nccl_err(&self, what: &str, rc: i32, comm: Option<NcclComm>) -> Failure {
+        // After an abort the communicators are gone: the watchdog's reason
+        // is the one to give, and no freed communicator may be asked.
+        if let Some(f) = self.dog.failure() {
+            return f;
+        }
+        Failure::Nccl {
+            what: what.to_string(),
+            error: self.nc.error(rc, comm),
+            hint: hint(rc),
+        }
+    }
+
+    fn fired(&self) -> Result<(), Failure> {
+        match self.dog.has_fired().then(|| self.dog.failure()).flatten() {
+            Some(f) => Err(f),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for every stream, spinning as `cuStreamSynchronize` would,
+    /// while the watchdog keeps the deadline.
+    fn wait(&self, what: &str) -> Result<(), Failure> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        let mut pending: Vec<&Gpu> = self.gpus.iter().collect();
+        loop {
+            self.fired()?;
+            let mut k = 0;
+            while k < pending.len() {
+                let g = pending[k];
+                self.set(g)?;
+                // SAFETY: live stream of the current context.
+                let rc = unsafe { (self.cu.stream_query)(g.stream) };
+                if rc == cuda::NOT_READY {
+                    k += 1;
+                } else if rc != 0 {
+                    self.fired()?;
+                    return Err(Failure::Cuda(format!("{what}: {}", self.cu.error(rc))));
+                } else {
+                    pending.swap_remove(k);
+                }
+            }
+            if pending.is_empty() {
+                return Ok(());
+            }
+            spins += 1;
+            if spins % 256 == 0 && start.elapsed() > Duration::from_millis(20) {
+                std::thread::sleep(Duration::from_micros(20));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// One all-reduce on every GPU, as one group (blocking communicators).
+    fn all_reduce(&self, count: usize, t: Dtype, in_place: bool) -> Result<(), Failure> {
+        self.dog.in_nccl(true);
+        let r = self.all_reduce_inner(count, t, in_place);
+        self.dog.in_nccl(false);
+        r
+    }
+
+    fn all_reduce_inner(&self, count: usize, t: Dtype, in_place: bool) -> Result<(), Failure> {
+        // SAFETY: group calls bracket the per-GPU enqueues.
+        let rc = unsafe { (self.nc.group_start)() };
+        if rc != nccl::SUCCESS {
+            return Err(self.nccl_err("ncclGroupStart", rc, None));
+        }
+        for g in &self.gpus {
+            let send = if in_place { g.recv } else { g.send };
+            // SAFETY: both buffers hold `count` elements of `t` on this GPU;
+            // the stream and communicator belong to it.
+            let rc = unsafe {
+                (self.nc.all_reduce)(
+                    send as *const c_void,
+                    g.recv as *mut c_void,
+                    count,
+                    t.nccl(),
+                    0,
+                    g.comm,
+                    g.stream,
+                )
+            };
+            if rc != nccl::SUCCESS {
+                // After an abort no NCCL call may touch the communicators.
+                self.fired()?;
+                // SAFETY: close the group before reporting.
+                unsafe { (self.nc.group_end)() };
+                return Err(self.nccl_err("ncclAllReduce", rc, Some(g.comm)));
+            }
+        }
+        // SAFETY: closes the group opened above.
+        let rc = unsafe { (self.nc.group_end)() };
+        if rc != nccl::SUCCESS {
+            return Err(self.nccl_err("ncclGroupEnd (all-reduce)", rc, None));
+        }
+        Ok(())
+    }
+
+    fn upload(&self, g: &Gpu, dst: CuDevicePtr, src: &[u8]) -> Result<(), Failure> {
+        self.set(g)?;
+        // SAFETY: dst holds at least src.len() bytes on this GPU.
+        let rc = unsafe { (self.cu.memcpy_htod)(dst, src.as_ptr() as *const c_void, src.len()) };
+        self.cu.check(rc, "cuMemcpyHtoD").map_err(Failure::Cuda)
+    }
+
+    fn download(&self, g: &Gpu, src: CuDevicePtr, len: usize) -> Result<Vec<u8>, Failure> {
+        self.set(g)?;
+        let mut out = vec![0u8; len];
+        // SAFETY: out holds len bytes; src holds at least len bytes.
+        let rc = unsafe { (self.cu.memcpy_dtoh)(out.as_mut_ptr() as *mut c_void, src, len) };
+        self.cu.check(rc, "cuMemcpyDtoH").map_err(Failure::Cuda)?;
+        Ok(out)
+    }
+
+    /// Launches `f` on `g`'s stream over `count` elements.
+    fn launch(
+        &self,
+        g: &Gpu,
+        f: CuFunction,
+        count: usize,
+        args: &mut [*mut c_void],
+    ) -> Result<(), Failure> {
+        self.set(g)?;
+        // SAFETY: `args` points at one value per kernel parameter, of the
+        // parameter's type, alive for the call (the driver copies them).
+        let rc = unsafe {
+            (self.cu.launch_kernel)(
+                f,
+                ptx::grid(count),
+                1,
+                1,
+                ptx::BLOCK,
+                1,
+                1,
+                0,
+                g.stream,
+                args.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        self.cu.check(rc, "cuLaunchKernel").map_err(Failure::Cuda)
+    }
+
+    /// Fills `dst` on the GPU: rank `rank`'s input, or the poison.
+    fn fill(
+        &self,
+        g: &Gpu,
+        d: &Data,
+        dst: CuDevicePtr,
+        rank: usize,
+        poison: bool,
+    ) -> Result<(), Failure> {
+        let (fill, _) = g.kernels.expect("kernels loaded");
+        let (mut ptr, mut count, mut seed, mut rank, mut nranks) =
+            (dst, d.count as u64, d.seed, rank as u64, d.nranks as u64);
+        let (mut dtype, mut mask, mut esize, mut mode) = (
+            d.t.code(),
+            d.t.value_mask(d.nranks),
+            d.t.size() as u64,
+            u32::from(poison),
+        );
+        let mut args: [*mut c_void; 9] = [
+            &mut ptr as *mut _ as *mut c_void,
+            &mut count as *mut _ as *mut c_void,
+            &mut seed as *mut _ as *mut c_void,
+            &mut rank as *mut _ as *mut c_void,
+            &mut nranks as *mut _ as *mut c_void,
+            &mut dtype as *mut _ as *mut c_void,
+            &mut mask as *mut _ as *mut c_void,
+            &mut esize as *mut _ as *mut c_void,
+            &mut mode as *mut _ as *mut c_void,
+        ];
+        self.launch(g, fill, d.count, &mut args)
+    }
+
+    /// Checks every element of `src` on the GPU; returns the number wrong
+    /// and the first wrong index.
+    fn check_on_gpu(&self, g: &Gpu, d: &Data, src: CuDevicePtr) -> Result<(), Failure> {
+        let (_, check) = g.kernels.expect("kernels loaded");
+        self.upload(
+            g,
+            g.result,
+            &[0u8; 8]
+                .iter()
+                .chain(&[0xffu8; 8])
+                .copied()
+                .collect::<Vec<_>>(),
+        )?;
+        let (mut ptr, mut count, mut seed, mut nranks) =
+            (src, d.count as u64, d.seed, d.nranks as u64);
+        let (mut dtype, mut mask, mut esize, mut out) = (
+            d.t.code(),
+            d.t.value_mask(d.nranks),
+            d.t.size() as u64,
+            g.result,
+        );
+        let mut args: [*mut c_void; 8] = [
+            &mut ptr as *mut _ as *mut c_void,
+            &mut count as *mut _ as *mut c_void,
+            &mut seed as *mut _ as *mut c_void,
+            &mut nranks as *mut _ as *mut c_void,
+            &mut dtype as *mut _ as *mut c_void,
+            &mut mask as *mut _ as *mut c_void,
+            &mut esize as *mut _ as *mut c_void,
+            &mut out as *mut _ as *mut c_void,
+        ];
+        self.launch(g, check, d.count, &mut args)
+    }
+
+    fn check_result(&self, g: &Gpu) -> Result<(usize, u64), Failure> {
+        let b = self.download(g, g.result, 16)?;
+        let wrong = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+        let first = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+        Ok((wrong as usize, first))
+    }
+
+    /// Runs one size in one mode: poison, run, check every element, time.
+    pub(crate) fn one(
+        &self,
+        d: &Data,
+        first_rank: usize,
+        in_place: bool,
+        iters: usize,
+    ) -> Result<Timing, Failure> {
+        let (t, count, nranks) = (d.t, d.count, d.nranks);
+        let bytes = count * t.size();
+        let on_gpu = self.kernels_loaded();
+        let t_data = Instant::now();
+        self.make_inputs(d, first_rank, in_place, on_gpu)?;
+        let what = format!("all-reduce of {bytes} bytes ({})", t.name());
+        self.wait("making the inputs")?;
+        let mut data_s = t_data.elapsed().as_secs_f64();
+        let late = format!(
+            "{what} did not finish within {:.0} s; the communicators were aborted. A rank died or stalled: check \
+             the other ranks",
+            self.timeout.as_secs_f64()
+        );
+        // One deadline per step: the checked run, the warm-up, the timed batch.
+        let step = |f: &dyn Fn() -> Result<(), Failure>| -> Result<(), Failure> {
+            self.dog.arm(late.clone(), Instant::now() + self.timeout);
+            let r = f();
+            self.dog.disarm();
+            r
+        };
+        step(&|| {
+            self.all_reduce(count, t, in_place)?;
+            self.wait(&what)
+        })?;
+        let t_check = Instant::now();
+        let wrong = self.count_wrong(d, on_gpu)?;
+        data_s += t_check.elapsed().as_secs_f64();
+        let (s0, b0) = self.data_time.get();
+        let touched = bytes as u64 * if in_place { 2 } else { 3 };
+        self.data_time.set((s0 + data_s, b0 + touched));
+        // Timing: warm-ups (several for small sizes, so that every rank
+        // comes to the timed batch in step), then `iters` back to back,
+        // one wait.
+        step(&|| {
+            for _ in 0..if bytes <= 1 << 20 { 5 } else { 1 } {
+                self.all_reduce(count, t, in_place)?;
+            }
+            self.wait(&what)
+        })?;
+        let secs = std::cell::Cell::new(0.0);
+        step(&|| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                self.all_reduce(count, t, in_place)?;
+            }
+            self.wait(&what)?;
+            secs.set(start.elapsed().as_secs_f64() / iters as f64);
+            Ok(())
+        })?;
+        Ok(Timing::of(bytes, secs.get(), nranks, wrong))
+    }
+
+    /// Puts every GPU's input in place (`recv` itself in place; `send`,
+    /// with `recv` poisoned, out of place): made by the kernels, or by the
+    /// host and uploaded. Enqueued only: [`Run::wait`] for it.
+    fn make_inputs(
+        &self,
+        d: &Data,
+        first_rank: usize,
+        in_place: bool,
+        on_gpu: bool,
+    ) -> Result<(), Failure> {
+        let (t, count, nranks) = (d.t, d.count, d.nranks);
+        for (j, g) in self.gpus.iter().enumerate() {
+            let dst = if in_place { g.recv } else { g.send };
+            if on_gpu {
+                self.fill(g, d, dst, first_rank + j, false)?;
+                if !in_place {
+                    self.fill(g, d, g.recv, 0, true)?;
+                }
+            } else {
+                self.upload(
+                    g,
+                    dst,
+                    &data::input(t, d.seed, first_rank + j, nranks, count),
+                )?;
+                if !in_place {
+                    self.upload(
+                        g,
+                        g.recv,
+                        &data::poison(&data::expected(t, d.seed, nranks, count)),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every element of every GPU's result (by the check kernel, or
+    /// downloaded to the host); the number wrong.
+    fn count_wrong(&self, d: &Data, on_gpu: bool) -> Result<usize, Failure> {
+        let mut wrong = 0;
+        if on_gpu {
+            for g in &self.gpus {
+                self.check_on_gpu(g, d, g.recv)?;
+            }
+            for g in &self.gpus {
+                wrong += self.check_result(g)?.0;
+            }
+        } else {
+            let want = data::expected(d.t, d.seed, d.nranks, d.count);
+            for g in &self.gpus {
+                let got = self.download(g, g.recv, d.count * d.t.size())?;
+                wrong += data::check(d.t, &got, &want).wrong;
+            }
+        }
+        Ok(wrong)
+    }
+
+    /// Loads the kernels on every GPU and checks them against the host's
+    /// data: the fill's inputs and poison, the check's counts. Any
+    /// disagreement leaves the data to the host (slower, as exact).
+    pub(crate) fn load_kernels(
+        &mut self,
+        dtypes: &[Dtype],
+        nranks: usize,
+        seed: u64,
+        on: &mut dyn FnMut(Event),
+    ) {
+        let text = std::ffi::CString::new(ptx::module()).unwrap_or_default();
+        for j in 0..self.gpus.len() {
+            if self.set(&self.gpus[j]).is_err() {
+                return;
+            }
+            let mut m: cuda::CuModule = std::ptr::null_mut();
+            let (mut fill, mut check): (CuFunction, CuFunction) =
+                (std::ptr::null_mut(), std::ptr::null_mut());
+            // SAFETY: the text is NUL-terminated PTX; each call writes one handle.
+            let rc = unsafe {
+                let mut rc = (self.cu.module_load_data)(&mut m, text.as_ptr() as *const c_void);
+                if rc == 0 {
+                    rc = (self.cu.module_get_function)(&mut fill, m, b"nf_fill\0".as_ptr().cast());
+                }
+                if rc == 0 {
+                    rc =
+                        (self.cu.module_get_function)(&mut check, m, b"nf_check\0".as_ptr().cast());
+                }
+                rc
+            };
+            if rc != 0 {
+                on(Event::Note(format!(
+                    "the GPU kernels did not load ({}): data is made and checked on the host",
+                    self.cu.error(rc)
+                )));
+                for g in &mut self.gpus {
+                    g.kernels = None;
+                }
+                return;
+            }
+            self.gpus[j].kernels = Some((fill, check));
+        }
+        if let Err(why) = self.self_test(dtypes, nranks, seed) {
+            on(Event::Note(format!(
+                "the GPU kernels disagree with the host ({why}): data is made and checked on the host"
+            )));
+            for g in &mut self.gpus {
+                g.kernels = None;
+            }
+        }
+    }
+
+    fn self_test(&self, dtypes: &[Dtype], nranks: usize, seed: u64) -> Result<(), String> {
+        let count = 4099usize;
+        for g in &self.gpus {
+            for &t in dtypes {
+                let d = Data {
+                    t,
+                    count,
+                    nranks,
+                    seed,
+                };
+                let bytes = count * t.size();
+                let e = |f: Failure| f.to_string();
+                self.fill(g, &d, g.send, nranks - 1, false).map_err(e)?;
+                self.fill(g, &d, g.recv, 0, true).map_err(e)?;
+                self.wait("the kernels' self-test").map_err(e)?;
+                let input = self.download(g, g.send, bytes).map_err(e)?;
+                if input != data::input(t, seed, nranks - 1, nranks, count) {
+                    return Err(format!("{} inputs", t.name()));
+                }
+                let want = data::expected(t, seed, nranks, count);
+                if self.download(g, g.recv, bytes).map_err(e)? != data::poison(&want) {
+                    return Err(format!("{} poison", t.name()));
+                }
+                // The poison is all wrong; the answer, planted, all right
+                // but one element.
+                self.check_on_gpu(g, &d, g.recv).map_err(e)?;
+                self.wait("the kernels' self-test").map_err(e)?;
+                if self.check_result(g).map_err(e)? != (count, 0) {
+                    return Err(format!("{} check of the poison", t.name()));
+                }
+                let mut planted = want.clone();
+                planted[1234 * t.size()] ^= 1;
+                self.upload(g, g.recv, &planted).map_err(e)?;
+                self.check_on_gpu(g, &d, g.recv).map_err(e)?;
+                self.wait("the kernels' self-test").map_err(e)?;
+                if self.check_result(g).map_err(e)? != (1, 1234) {
+                    return Err(format!("{} check of the answer", t.name()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Retains the primary context of each GPU in `ordinals`, one thread per
+/// GPU (each takes a while): the GPUs, and their names.
+#[allow(clippy::type_complexity)]
+pub(crate) fn open(
+    cu: &Cuda,
+    ordinals: &[usize],
+) -> Result<(Vec<Gpu>, Vec<(usize, String)>), Failure> {
+    let made: Vec<Result<(usize, String), String>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = ordinals
+            .iter()
+            .map(|&o| sc.spawn(move || retain(cu, o)))
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a GPU thread failed".into()))
+            })
+            .collect()
+    });
+    let mut gpus = Vec::new();
+    let mut names = Vec::new();
+    for (&o, m) in ordinals.iter().zip(made) {
+        let (ctx, n) = m.map_err(Failure::Cuda)?;
+        names.push((o, n));
+        gpus.push(Gpu {
+            ordinal: o,
+            ctx: ctx as CuContext,
+            stream: std::ptr::null_mut(),
+            comm: std::ptr::null_mut(),
+            send: 0,
+            recv: 0,
+            result: 0,
+            kernels: None,
+        });
+    }
+    Ok((gpus, names))
+}
+
+/// GPU `o`'s primary context, retained, and its name. The context handle
+/// crosses threads as an address.
+fn retain(cu: &Cuda, o: usize) -> Result<(usize, String), String> {
+    let mut dev = 0;
+    let mut ctx: CuContext = std::ptr::null_mut();
+    let mut name = [0i8; 128];
+    // SAFETY: each call writes into the local it is given.
+    unsafe {
+        cu.check((cu.device_get)(&mut dev, o as i32), "cuDeviceGet")?;
+        cu.check(
+            (cu.primary_ctx_retain)(&mut ctx, dev),
+            "cuDevicePrimaryCtxRetain",
+        )?;
+        (cu.device_get_name)(name.as_mut_ptr(), 128, dev);
+    }
+    // SAFETY: cuDeviceGetName wrote a NUL-terminated string (or left zeros).
+    let n = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    Ok((ctx as usize, n))
+}
+
+/// One size of one datatype: what the kernels and the host need to know.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Data {
+    pub(crate) t: Dtype,
+    pub(crate) count: usize,
+    pub(crate) nranks: usize,
+    pub(crate) seed: u64,
+}
+
+/// The links of this process's GPUs: NVLinks and PCIe from NVML, P2P
+/// between every pair from the driver.
+pub(crate) fn topology(cu: &Cuda, gpus: &[Gpu]) -> verdict::Topology {
+    let nvml = verdict::Nvml::open();
+    let mut t = verdict::Topology::default();
+    let mut devs = Vec::new();
+    for g in gpus {
+        let mut dev = 0;
+        let mut cc = 0;
+        let mut bus = [0 as std::ffi::c_char; 32];
+        // SAFETY: each call writes into the local it is given (bus: 32 bytes, NUL-terminated).
+        let ok = unsafe {
+            (cu.device_get)(&mut dev, g.ordinal as i32) == 0
+                && (cu.device_get_attribute)(&mut cc, cuda::ATTR_CC_MAJOR, dev) == 0
+                && (cu.device_get_pci_bus_id)(bus.as_mut_ptr(), 32, dev) == 0
+        };
+        devs.push(dev);
+        // SAFETY: the driver wrote a NUL-terminated string (or zeros).
+        let bus = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) };
+        let (nvlinks, pcie) = match (&nvml, ok) {
+            (Some(n), true) => n.links(bus),
+            _ => (None, None),
+        };
+        t.gpus.push(verdict::GpuLinks {
+            ordinal: g.ordinal,
+            cc_major: cc,
+            nvlinks,
+            pcie,
+        });
+    }
+    if devs.len() > 1 {
+        let mut all = true;
+        for &a in &devs {
+            for &b in devs.iter().filter(|b| **b != a) {
+                let mut can = 0;
+                // SAFETY: writes one int.
+                let rc = unsafe { (cu.device_can_access_peer)(&mut can, a, b) };
+                all &= rc == 0 && can == 1;
+            }
+        }
+        t.p2p = Some(all);
+    }
+    t
+}
+
+/// Frees what the run made; destroys the communicators the watchdog did not
+/// abort.
+pub(crate) fn cleanup(run: &mut Run) {
+    // Communicators the watchdog aborted are gone; the others are destroyed.
+    let live = run.dog.stop();
+    for g in &mut run.gpus {
+        if !live.contains(&g.comm) {
+            g.comm = std::ptr::null_mut();
+        }
+    }
+    for g in &run.gpus {
+        if run.set(g).is_err() {
+            continue;
+        }
+        // SAFETY: frees what this run allocated, once; zero handles are skipped.
+        unsafe {
+            if !g.comm.is_null() {
+                (run.nc.comm_destroy)(g.comm);
+            }
+            for p in [g.send, g.recv, g.result] {
+                if p != 0 {
+                    (run.cu.mem_free)(p);
+                }
+            }
+            if !g.stream.is_null() {
+                (run.cu.stream_destroy)(g.stream);
+            }
+        }
+    }
+    for g in &mut run.gpus {
+        g.comm = std::ptr::null_mut();
+    }
+}

@@ -1,0 +1,570 @@
+//! # nccl-smoke
+//!
+//! The run-time smoke test behind `nccl-find smoke`: a verified all-reduce on
+//! every GPU, in one process or across processes and nodes. It loads the
+//! exact NCCL file it is given, checks every element of every result, and
+//! never hangs: every step has a deadline, after which the communicators are
+//! aborted and the report names what never finished.
+//!
+//! It is a crate of its own, apart from `nccl-find` (the build dependency
+//! that finds NCCL), so that build scripts never compile this GPU and network
+//! runtime. [`driver`] is the one place that loads the CUDA driver, for the
+//! test and for `nccl-find doctor`'s facts alike.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use nccl_smoke::{Dtype, Event, Options, DEFAULT_SIZES};
+//! # fn main() -> Result<(), nccl_smoke::Failure> {
+//! let opts = Options {
+//!     lib: "/usr/lib/x86_64-linux-gnu/libnccl.so.2".into(),
+//!     gpus: None,
+//!     sizes: DEFAULT_SIZES.to_vec(),
+//!     dtypes: vec![Dtype::F32],
+//!     seed: None,
+//!     timeout: Duration::from_secs(60),
+//!     job: None,
+//!     iters: None,
+//!     rendezvous_only: false,
+//! };
+//! let summary = nccl_smoke::run(&opts, &mut |e: Event| println!("{e:?}"))?;
+//! assert!(summary.ok);
+//! # Ok(())
+//! # }
+//! ```
+
+#![deny(missing_docs)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+mod cuda;
+pub mod data;
+pub mod driver;
+mod fsafe;
+mod gpu;
+mod nccl;
+pub mod net;
+mod ptx;
+pub mod rendezvous;
+pub mod verdict;
+mod watchdog;
+
+use cuda::Cuda;
+pub use data::Dtype;
+pub use fsafe::private_dir;
+use gpu::{Data, Run};
+use nccl::Nccl;
+pub use net::ifname_problem;
+pub use rendezvous::{Failed, Init, Job, PeerOutcome};
+
+type Cleanup = Box<dyn Fn() + Send>;
+static CLEANUPS: std::sync::Mutex<Vec<(u64, Cleanup)>> = std::sync::Mutex::new(Vec::new());
+static NEXT_CLEANUP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Registers something to undo if the process is interrupted (files this
+/// run wrote); returns a key for [`forget_cleanup`].
+pub fn on_interrupt(f: impl Fn() + Send + 'static) -> u64 {
+    let key = NEXT_CLEANUP.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    CLEANUPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((key, Box::new(f)));
+    key
+}
+
+/// Drops a registered cleanup (the run cleaned up by itself).
+pub fn forget_cleanup(key: u64) {
+    CLEANUPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(k, _)| *k != key);
+}
+
+/// Runs every registered cleanup: call it from an interrupt handler's
+/// thread before exiting.
+pub fn run_cleanups() {
+    let list = std::mem::take(&mut *CLEANUPS.lock().unwrap_or_else(|e| e.into_inner()));
+    for (_, f) in list {
+        f();
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The NCCL library file to load.
+    pub lib: PathBuf,
+    /// The GPUs this process drives; `None`: every visible GPU.
+    pub gpus: Option<Vec<usize>>,
+    /// Sizes in bytes, per rank.
+    pub sizes: Vec<usize>,
+    /// Datatypes.
+    pub dtypes: Vec<Dtype>,
+    /// Seed of the inputs; `None`: derived from NCCL's unique id.
+    pub seed: Option<u64>,
+    /// Deadline of each step.
+    pub timeout: Duration,
+    /// Several processes: this one's place. `None`: one process.
+    pub job: Option<Job>,
+    /// Timed iterations per size; `None`: by size.
+    pub iters: Option<usize>,
+    /// Only meet the other processes (no GPU needed): for tests.
+    pub rendezvous_only: bool,
+}
+
+/// The default sweep: quick (about 2 s end to end on two GPUs), 4 KiB to 32 MiB.
+pub const DEFAULT_SIZES: [usize; 5] = [4 << 10, 64 << 10, 1 << 20, 8 << 20, 32 << 20];
+
+/// Timing and correctness of one mode at one size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// Microseconds per all-reduce.
+    pub time_us: f64,
+    /// Bytes / time, GB/s.
+    pub algbw: f64,
+    /// algbw × 2(n−1)/n, GB/s.
+    pub busbw: f64,
+    /// Wrong elements on this process.
+    pub wrong: usize,
+}
+
+/// One row of the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Bytes per rank.
+    pub bytes: usize,
+    /// Elements.
+    pub count: usize,
+    /// Datatype.
+    pub dtype: Dtype,
+    /// Out of place.
+    pub oop: Timing,
+    /// In place.
+    pub ip: Timing,
+}
+
+/// What the run says as it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The NCCL file loaded and its version.
+    Loaded {
+        /// The file.
+        path: PathBuf,
+        /// `ncclGetVersion`.
+        version: String,
+    },
+    /// The GPUs driven by this process, by name, and the NCCL ranks.
+    Devices {
+        /// `(ordinal, name)`.
+        gpus: Vec<(usize, String)>,
+        /// NCCL ranks in all.
+        nranks: usize,
+        /// This process's first NCCL rank.
+        first_rank: usize,
+        /// The seed of the inputs.
+        seed: u64,
+    },
+    /// Something worth saying.
+    Note(String),
+    /// A size finished.
+    Row(Row),
+}
+
+/// How it went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// Every row.
+    pub rows: Vec<Row>,
+    /// Wrong elements on this process.
+    pub wrong: usize,
+    /// NCCL ranks in all.
+    pub nranks: usize,
+    /// The other processes' outcomes (rank 0 only).
+    pub peers: Vec<PeerOutcome>,
+    /// Whether every element everywhere was right.
+    pub ok: bool,
+    /// The links of this process's GPUs (for [`verdict::judge`]).
+    pub topology: verdict::Topology,
+}
+
+/// Why the smoke test could not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// No NVIDIA driver.
+    NoDriver(String),
+    /// A driver, but no GPU.
+    NoGpu(String),
+    /// Bad options.
+    Usage(String),
+    /// The NCCL file would not load.
+    Load(String),
+    /// The processes did not all meet.
+    Rendezvous(Failed),
+    /// NCCL returned an error.
+    Nccl {
+        /// What was being done.
+        what: String,
+        /// NCCL's words.
+        error: String,
+        /// Cause and fix.
+        hint: String,
+    },
+    /// A CUDA call failed.
+    Cuda(String),
+    /// A deadline passed; the communicators were aborted.
+    Timeout(String),
+    /// Another rank went away.
+    PeerGone(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NoDriver(e) => write!(
+                f,
+                "no NVIDIA driver: libcuda.so.1 cannot be used ({e}). The smoke test needs a GPU; install the driver, \
+                 or in a container run with the NVIDIA container toolkit (--gpus all)"
+            ),
+            Failure::NoGpu(e) => write!(f, "no GPU: {e}. Check CUDA_VISIBLE_DEVICES and nvidia-smi"),
+            Failure::Usage(e) | Failure::Load(e) | Failure::Cuda(e) | Failure::Timeout(e) | Failure::PeerGone(e) => {
+                f.write_str(e)
+            }
+            Failure::Rendezvous(r) => f.write_str(&r.message),
+            Failure::Nccl { what, error, hint } => write!(f, "{what} failed: {error}. {hint}"),
+        }
+    }
+}
+
+/// Cause and fix for an NCCL result code.
+pub fn hint(rc: i32) -> String {
+    match rc {
+        1 => "Likely cause: a driver/CUDA problem or out of memory. Check nvidia-smi and the driver version \
+              (nccl-find doctor)."
+            .into(),
+        2 => format!(
+            "Likely cause: NCCL picked a wrong network interface (docker0, virbr0, an unroutable address) or \
+             /dev/shm is too small. Interfaces here: {}. Try NCCL_SOCKET_IFNAME={}; NCCL_IB_DISABLE=1 without working \
+             RDMA; NCCL_SHM_DISABLE=1 or a larger /dev/shm (nccl-find doctor checks all of these).",
+            net::interface_names().join(", "),
+            net::default_route_interface().map_or("^docker,virbr,lo".to_string(), |i| format!("={i}"))
+        ),
+        3 => "Likely cause: no usable network interface (\"no socket interface found\"): set NCCL_SOCKET_IFNAME.".into(),
+        5 => "Likely cause: two ranks on one GPU (a wrong local-rank mapping): give each rank its own GPU.".into(),
+        6 => "Likely cause: a peer died or the network dropped: check the other ranks' logs.".into(),
+        _ => "Run with NCCL_DEBUG=INFO for NCCL's own account.".into(),
+    }
+}
+
+impl Timing {
+    /// The figures of `bytes` all-reduced over `nranks` in `secs` per call.
+    pub fn of(bytes: usize, secs: f64, nranks: usize, wrong: usize) -> Timing {
+        let algbw = bytes as f64 / secs / 1e9;
+        let n = nranks as f64;
+        Timing {
+            time_us: secs * 1e6,
+            algbw,
+            busbw: algbw * 2.0 * (n - 1.0) / n,
+            wrong,
+        }
+    }
+}
+
+fn iters_for(bytes: usize) -> usize {
+    match bytes {
+        0..=1_048_576 => 20,
+        1_048_577..=67_108_864 => 10,
+        _ => 5,
+    }
+}
+
+/// A seed from the unique id, so every process derives the same one.
+fn seed_of(id: &[u8; 128]) -> u64 {
+    id.chunks(8).fold(0xcbf2_9ce4_8422_2325u64, |h, c| {
+        let mut b = [0u8; 8];
+        b[..c.len()].copy_from_slice(c);
+        (h ^ u64::from_le_bytes(b)).wrapping_mul(0x100_0000_01b3)
+    }) >> 1
+}
+
+/// Runs the smoke test.
+pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure> {
+    let nc = Nccl::load(&opts.lib).map_err(Failure::Load)?;
+    on(Event::Loaded {
+        path: nc.path.clone(),
+        version: nc.version(),
+    });
+    if opts.rendezvous_only {
+        return rendezvous_only(opts, &nc, on);
+    }
+    if let Some(p) = ifname_problem(
+        std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
+        &net::interface_names(),
+    ) {
+        on(Event::Note(p));
+    }
+    let t_driver = Instant::now();
+    let (cu, count) = start_driver()?;
+    let driver_s = t_driver.elapsed().as_secs_f64();
+    let ordinals = chosen_gpus(opts, count)?;
+    // Primary contexts take a while each: retained on one thread per GPU.
+    let t_ctx = Instant::now();
+    let (gpus, names) = gpu::open(&cu, &ordinals)?;
+    let topology = gpu::topology(&cu, &gpus);
+    let ctx_s = t_ctx.elapsed().as_secs_f64();
+    let (id, nranks, first_rank, joined) = meet(opts, &nc, gpus.len(), on)?;
+    let seed = opts.seed.unwrap_or_else(|| seed_of(&id));
+    on(Event::Devices {
+        gpus: names,
+        nranks,
+        first_rank,
+        seed,
+    });
+    let abort = joined.as_ref().map(|j| j.abort.clone());
+    let mut run = Run::new(&cu, &nc, gpus, opts.timeout, abort);
+    on(Event::Note(format!(
+        "setup: driver {driver_s:.2} s, GPU contexts {ctx_s:.2} s"
+    )));
+    let result = sweep(&mut run, opts, id, nranks, first_rank, seed, on);
+    let (ok, wrong, message) = match &result {
+        Ok((_, w)) => (*w == 0, *w as u64, format!("{w} wrong elements")),
+        Err(f) => (false, 0, f.to_string()),
+    };
+    if result.is_err() {
+        let t = Instant::now();
+        run.abort_live();
+        on(Event::Note(format!(
+            "communicators aborted in {:.2} s",
+            t.elapsed().as_secs_f64()
+        )));
+    }
+    gpu::cleanup(&mut run);
+    let peers = joined
+        .map(|j| finish_with_peers(j, ok, wrong, &message, opts.timeout))
+        .unwrap_or_default();
+    let (rows, wrong) = result?;
+    let all_ok = wrong == 0 && peers.iter().all(|p| matches!(p.done, Some((true, _, _))));
+    Ok(Summary {
+        rows,
+        wrong,
+        nranks,
+        peers,
+        ok: all_ok,
+        topology,
+    })
+}
+
+/// Tells the other processes how this one did; rank 0 hears theirs. After
+/// a failure, peers get a short grace to report: a stalled one must not hold
+/// this rank for another full deadline.
+fn finish_with_peers(
+    joined: rendezvous::Joined,
+    ok: bool,
+    wrong: u64,
+    message: &str,
+    timeout: Duration,
+) -> Vec<PeerOutcome> {
+    let grace = if ok {
+        timeout
+    } else {
+        timeout.min(Duration::from_secs(2))
+    };
+    joined.finish(ok, wrong, message, grace)
+}
+
+/// Loads the driver and initialises it; the number of GPUs it sees (at
+/// least one).
+fn start_driver() -> Result<(Cuda, i32), Failure> {
+    let cu = Cuda::load().map_err(Failure::NoDriver)?;
+    // SAFETY: cuInit(0) is the driver's documented first call.
+    let rc = unsafe { (cu.init)(0) };
+    if rc == 100 {
+        return Err(Failure::NoGpu(
+            "the driver reports no CUDA-capable device".into(),
+        ));
+    } else if rc != 0 {
+        return Err(Failure::NoDriver(cu.error(rc)));
+    }
+    let mut count = 0;
+    // SAFETY: writes one int.
+    cu.check(
+        unsafe { (cu.device_get_count)(&mut count) },
+        "cuDeviceGetCount",
+    )
+    .map_err(Failure::NoDriver)?;
+    if count == 0 {
+        return Err(Failure::NoGpu("the driver sees no GPU".into()));
+    }
+    Ok((cu, count))
+}
+
+/// The GPUs this process drives, of the `count` the driver sees: the ones
+/// asked for (each once, each there), or all.
+fn chosen_gpus(opts: &Options, count: i32) -> Result<Vec<usize>, Failure> {
+    let ordinals: Vec<usize> = opts
+        .gpus
+        .clone()
+        .unwrap_or_else(|| (0..count as usize).collect());
+    if ordinals.is_empty() {
+        return Err(Failure::Usage("no GPU was chosen".into()));
+    }
+    if let Some(bad) = ordinals.iter().find(|o| **o >= count as usize) {
+        return Err(Failure::Usage(format!(
+            "GPU {bad} does not exist: this machine shows {count} GPU(s)"
+        )));
+    }
+    let mut dedup = ordinals.clone();
+    dedup.sort_unstable();
+    dedup.dedup();
+    if dedup.len() != ordinals.len() {
+        return Err(Failure::Usage(format!(
+            "GPUs {ordinals:?} name one GPU twice: NCCL needs one rank per GPU"
+        )));
+    }
+    Ok(ordinals)
+}
+
+/// Meets the other processes (or is alone): NCCL's unique id, the NCCL
+/// ranks in all, this process's first rank, and the link to the others.
+fn meet(
+    opts: &Options,
+    nc: &Nccl,
+    ngpus: usize,
+    on: &mut dyn FnMut(Event),
+) -> Result<([u8; 128], usize, usize, Option<rendezvous::Joined>), Failure> {
+    Ok(match &opts.job {
+        None => (nccl_id(nc)?, ngpus, 0, None),
+        Some(job) => {
+            let mut job = job.clone();
+            job.ngpus = ngpus;
+            let make = || nccl_id(nc).map_err(|f| f.to_string());
+            let j = rendezvous::join(&job, &make, &mut |m| on(Event::Note(m)))
+                .map_err(Failure::Rendezvous)?;
+            (j.id, j.nranks, j.first_rank, Some(j))
+        }
+    })
+}
+
+fn nccl_id(nc: &Nccl) -> Result<[u8; 128], Failure> {
+    nc.unique_id()
+        .map(|u| u.internal)
+        .map_err(|e| Failure::Nccl {
+            what: "ncclGetUniqueId".into(),
+            error: e.trim_start_matches("ncclGetUniqueId failed: ").to_string(),
+            hint: ifname_problem(
+                std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
+                &net::interface_names(),
+            )
+            .unwrap_or_else(|| hint(2)),
+        })
+}
+
+fn sweep(
+    run: &mut Run,
+    opts: &Options,
+    id: [u8; 128],
+    nranks: usize,
+    first_rank: usize,
+    seed: u64,
+    on: &mut dyn FnMut(Event),
+) -> Result<(Vec<Row>, usize), Failure> {
+    run.init_comms(id, nranks, first_rank, on)?;
+    // Streams and buffers, big enough for the largest size.
+    run.alloc(opts.sizes.iter().copied().max().unwrap_or(0).max(8))?;
+    let t_k = Instant::now();
+    run.load_kernels(&opts.dtypes, nranks, seed, on);
+    if run.kernels_loaded() {
+        on(Event::Note(format!(
+            "data made and checked on the GPU (kernels loaded and self-tested in {:.2} s)",
+            t_k.elapsed().as_secs_f64()
+        )));
+    }
+    let mut rows = Vec::new();
+    let mut wrong = 0;
+    for &t in &opts.dtypes {
+        for &bytes in &opts.sizes {
+            let count = (bytes / t.size()).max(1);
+            let d = Data {
+                t,
+                count,
+                nranks,
+                seed,
+            };
+            let iters = opts.iters.unwrap_or_else(|| iters_for(bytes));
+            let oop = run.one(&d, first_rank, false, iters)?;
+            let ip = run.one(&d, first_rank, true, iters)?;
+            wrong += oop.wrong + ip.wrong;
+            let row = Row {
+                bytes: count * t.size(),
+                count,
+                dtype: t,
+                oop,
+                ip,
+            };
+            on(Event::Row(row.clone()));
+            rows.push(row);
+        }
+    }
+    let (secs, touched) = run.data_time.get();
+    if touched > 0 {
+        on(Event::Note(format!(
+            "data: {:.2} GB per GPU made and checked on the {} in {secs:.3} s ({:.0} GB/s per GPU)",
+            touched as f64 / 1e9,
+            if run.kernels_loaded() { "GPU" } else { "host" },
+            touched as f64 / 1e9 / secs.max(1e-9)
+        )));
+    }
+    Ok((rows, wrong))
+}
+
+/// The test seam: meet, report what was handed out, finish.
+fn rendezvous_only(
+    opts: &Options,
+    nc: &Nccl,
+    on: &mut dyn FnMut(Event),
+) -> Result<Summary, Failure> {
+    let job = opts
+        .job
+        .clone()
+        .ok_or_else(|| Failure::Usage("--rendezvous-only needs --world-size and --init".into()))?;
+    let mut job = job;
+    job.ngpus = opts.gpus.as_ref().map_or(1, Vec::len);
+    let make = || nc.unique_id().map(|u| u.internal);
+    let j =
+        rendezvous::join(&job, &make, &mut |m| on(Event::Note(m))).map_err(Failure::Rendezvous)?;
+    on(Event::Note(format!(
+        "rendezvous: nranks {} first_rank {} id {}",
+        j.nranks,
+        j.first_rank,
+        j.id[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    )));
+    let nranks = j.nranks;
+    let peers = j.finish(true, 0, "rendezvous only", opts.timeout);
+    let ok = peers.iter().all(|p| matches!(p.done, Some((true, _, _))));
+    Ok(Summary {
+        rows: Vec::new(),
+        wrong: 0,
+        nranks,
+        peers,
+        ok,
+        topology: verdict::Topology::default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timing_math() {
+        let t = Timing::of(1 << 30, 0.003, 4, 0);
+        assert!((t.time_us - 3000.0).abs() < 1e-9);
+        assert!((t.algbw - 357.913_941_333).abs() < 1e-6, "{}", t.algbw);
+        assert!((t.busbw - t.algbw * 1.5).abs() < 1e-9);
+        assert_eq!(Timing::of(8, 1e-5, 1, 3).busbw, 0.0);
+        assert_eq!(Timing::of(8, 1e-5, 1, 3).wrong, 3);
+    }
+}
