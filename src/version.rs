@@ -123,6 +123,17 @@ pub struct CudaVersion {
     pub minor: u32,
 }
 
+impl CudaVersion {
+    /// The CUDA version of a driver or runtime version code
+    /// (`cuDriverGetVersion`: `1000 * major + 10 * minor`, so 12040 is 12.4).
+    pub fn from_code(code: u32) -> CudaVersion {
+        CudaVersion {
+            major: code / 1000,
+            minor: code % 1000 / 10,
+        }
+    }
+}
+
 impl fmt::Display for CudaVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}", self.major, self.minor)

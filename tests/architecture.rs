@@ -414,20 +414,6 @@ const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("src/sources/pip.rs", "sites"),
     ("src/sources/pkgconfig.rs", "site_for"),
     ("src/sources/system.rs", "sites"),
-    ("src/smoke/mod.rs", "one"),
-    ("src/smoke/mod.rs", "run"),
-    ("src/smoke/mod.rs", "sweep"),
-    ("src/smoke/rendezvous.rs", "tcp_root"),
-    ("src/smoke/rendezvous.rs", "tcp_peer"),
-    ("src/smoke/rendezvous.rs", "file_root"),
-    ("src/smoke/rendezvous.rs", "file_peer_wait"),
-    ("src/smoke/rendezvous.rs", "finish"),
-    ("src/smoke/verdict.rs", "judge"),
-    ("cli/src/doctor.rs", "check_nccl"),
-    ("cli/src/doctor.rs", "check_network"),
-    ("cli/src/main.rs", "main"),
-    ("cli/src/smoke.rs", "options"),
-    ("cli/src/smoke.rs", "run"),
 ];
 
 #[test]

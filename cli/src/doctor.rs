@@ -5,6 +5,7 @@ use std::fmt::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use nccl_find::check::loader::Verdict;
 use nccl_find::{Config, Nccl, Report};
 use serde_json::{json, Value};
 
@@ -327,8 +328,14 @@ fn check_visible_copies(f: &mut Findings, report: &Report) {
 /// thresholds; doctor is to take its verdict from there.)
 fn loader_verdict(f: &mut Findings, n: &Nccl) {
     let report = &n.report;
-    match &report.loader.pick {
-        None => f.add(
+    let fix = || {
+        Some(format!(
+            "put {} first on LD_LIBRARY_PATH, or use an rpath",
+            n.lib_dir.display()
+        ))
+    };
+    match report.loader.verdict(&n.library_real, &n.library_version) {
+        Verdict::NoneFound => f.add(
             Area::Nccl,
             Level::Note,
             format!("the run-time loader finds no libnccl.so.2, so programs linked against {} need an rpath", n.library.display()),
@@ -337,7 +344,7 @@ fn loader_verdict(f: &mut Findings, n: &Nccl) {
                 n.lib_dir.display()
             )),
         ),
-        Some(p) if p.real != n.library_real && p.version.as_ref() != Some(&n.library_version) => f.add(
+        Verdict::OtherVersion(p) => f.add(
             Area::Nccl,
             Level::Problem,
             format!(
@@ -346,9 +353,19 @@ fn loader_verdict(f: &mut Findings, n: &Nccl) {
                 p.version.as_ref().map_or("?".into(), |v| v.to_string()),
                 n.library_version
             ),
-            Some(format!("put {} first on LD_LIBRARY_PATH, or use an rpath", n.lib_dir.display())),
+            fix(),
         ),
-        Some(_) => {}
+        Verdict::OtherSameVersion(p) => f.add(
+            Area::Nccl,
+            Level::Note,
+            format!(
+                "the run-time loader picks {}, another copy of NCCL {}: it works, but it is not the file nccl-find inspected",
+                report.logical(&p.path).display(),
+                n.library_version
+            ),
+            fix(),
+        ),
+        _ => {}
     }
 }
 
@@ -366,12 +383,12 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
         );
         return;
     };
-    let (major, minor) = (v / 1000, v % 1000 / 10);
+    let cuda = nccl_find::CudaVersion::from_code(u32::try_from(v).unwrap_or(0));
     f.add(
         Area::Driver,
         Level::Ok,
         format!(
-            "driver supports CUDA {major}.{minor} ({}){}",
+            "driver supports CUDA {cuda} ({}){}",
             d.libcuda.as_deref().unwrap_or("libcuda.so.1"),
             d.gpus
                 .map(|g| format!("; {g} GPU{} visible", if g == 1 { "" } else { "s" }))
@@ -395,19 +412,19 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
         );
     }
     if let Some(cu) = nccl.and_then(|n| n.cuda_version) {
-        let (m, n) = (cu.major as i32, cu.minor as i32);
-        if major < m {
+        let major = cuda.major;
+        if cuda.major < cu.major {
             f.add(
                 Area::Driver,
                 Level::Problem,
-                format!("NCCL was built for CUDA {cu}, but the driver supports only CUDA {major}.{minor}: NCCL fails with `unhandled cuda error`"),
+                format!("NCCL was built for CUDA {cu}, but the driver supports only CUDA {cuda}: NCCL fails with `unhandled cuda error`"),
                 Some(format!("update the driver, or use an NCCL built for CUDA {major} (pip install nvidia-nccl-cu{major})")),
             );
-        } else if major == m && minor < n {
+        } else if cuda.major == cu.major && cuda.minor < cu.minor {
             f.add(
                 Area::Driver,
                 Level::Note,
-                format!("NCCL was built for CUDA {cu} and the driver supports CUDA {major}.{minor}: this relies on CUDA's minor-version compatibility"),
+                format!("NCCL was built for CUDA {cu} and the driver supports CUDA {cuda}: this relies on CUDA's minor-version compatibility"),
                 Some("update the driver if NCCL reports `unhandled cuda error`".into()),
             );
         }

@@ -99,6 +99,37 @@ fn version_of(real: &Path) -> Option<Version> {
         .or_else(|| version_from_name(real))
 }
 
+/// What the loader's pick means for the library a program is linked
+/// against: the one verdict that build scripts' warnings and `doctor` give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict<'a> {
+    /// The loader loads the linked file itself.
+    Same,
+    /// The loader finds no `libnccl.so.2`: the program will not start
+    /// without an rpath or `LD_LIBRARY_PATH`.
+    NoneFound,
+    /// The loader loads another file of the same version: it works, but it
+    /// is not the file that was inspected.
+    OtherSameVersion(&'a Visible),
+    /// The loader loads another file, of another or unknown version: expect
+    /// `undefined symbol` errors for anything newer than it.
+    OtherVersion(&'a Visible),
+}
+
+impl Loader {
+    /// The verdict for a program linked against `real` (links resolved),
+    /// whose version is `version`.
+    pub fn verdict(&self, real: &Path, version: &Version) -> Verdict<'_> {
+        match &self.pick {
+            None => Verdict::NoneFound,
+            Some(p) if p.real == real => Verdict::Same,
+            Some(p) if p.version.as_ref() == Some(version) => Verdict::OtherSameVersion(p),
+            Some(p) => Verdict::OtherVersion(p),
+        }
+    }
+}
+
 /// The warning for a library that will not be the one loaded, if any.
 pub(crate) fn warning(
     loader: &Loader,
@@ -111,27 +142,29 @@ pub(crate) fn warning(
         "Put {} first on LD_LIBRARY_PATH, or give the final binary an rpath (nccl_find::emit_rpath_from_dep in its build script).",
         lib_dir.display()
     );
-    match &loader.pick {
-        None => Some(format!(
+    let other = |p: &Visible, tail: &str| {
+        let theirs = p
+            .version
+            .as_ref()
+            .map_or("of unknown version".to_string(), |v| format!("NCCL {v}"));
+        format!(
+            "at run time the loader picks {} ({theirs}, via {}), not the linked {} (NCCL {version}){tail}. {fix}",
+            p.path.display(),
+            p.via,
+            library.display(),
+        )
+    };
+    match loader.verdict(real, version) {
+        Verdict::Same => None,
+        Verdict::NoneFound => Some(format!(
             "at run time the loader will find no libnccl.so.2 (it looks in LD_LIBRARY_PATH, the loader cache and \
              the default dirs), so a program linked against {} will not start. {fix}",
             library.display()
         )),
-        Some(p) if p.real == real => None,
-        Some(p) => {
-            let theirs = p.version.as_ref().map_or("of unknown version".to_string(), |v| format!("NCCL {v}"));
-            let same = p.version.as_ref().is_some_and(|v| v == version);
-            Some(format!(
-                "at run time the loader picks {} ({theirs}, via {}), not the linked {} (NCCL {version}){}. {fix}",
-                p.path.display(),
-                p.via,
-                library.display(),
-                if same {
-                    ""
-                } else {
-                    ": expect `undefined symbol` errors for anything newer than that library"
-                }
-            ))
-        }
+        Verdict::OtherSameVersion(p) => Some(other(p, "")),
+        Verdict::OtherVersion(p) => Some(other(
+            p,
+            ": expect `undefined symbol` errors for anything newer than that library",
+        )),
     }
 }
