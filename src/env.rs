@@ -20,6 +20,7 @@ pub struct Env {
 
 /// One variable the probe looked at, and what it held.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EnvRead {
     /// The variable's name, as read (target-prefixed names included).
     pub name: String,

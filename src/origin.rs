@@ -32,6 +32,7 @@ pub enum SourceKind {
 /// Where an install came from: the source, the variable (if any), the
 /// package (if any), in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Origin {
     /// Which source found it.
     pub source: SourceKind,
@@ -112,6 +113,7 @@ impl fmt::Display for Package {
 
 /// One place the probe looked, and what it found there.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Looked {
     /// The source that looked.
     pub source: SourceKind,
@@ -125,6 +127,7 @@ pub struct Looked {
 /// shipped one whose `prefix` is the build machine's `/usr/local` while the
 /// files are in `/usr`. `pkg-config --cflags --libs nccl` is wrong there.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MisleadingPc {
     /// The `.pc` file.
     pub file: PathBuf,

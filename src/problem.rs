@@ -12,6 +12,7 @@ use crate::version::{lenient_semver, CudaVersion, Version};
 /// Why a candidate install cannot be used. Each message names the file and
 /// says what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Problem {
     /// An explicitly set variable names something that does not exist.
     Missing {
@@ -293,6 +294,7 @@ impl fmt::Display for Problem {
 
 /// A required function the library lacks, with the version that added it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MissingSymbol {
     /// The function.
     pub name: String,

@@ -13,6 +13,7 @@ use crate::version::{CudaVersion, Version};
 
 /// Everything one probe saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Report {
     /// The target triple probed for.
     pub target: String,
@@ -79,6 +80,7 @@ impl Report {
 
 /// The NCCL install that was selected.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Nccl {
     /// Directories to put on the include path (the one holding `nccl.h`).
     pub include_paths: Vec<PathBuf>,

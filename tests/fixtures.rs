@@ -674,13 +674,19 @@ fn a_pc_file_with_the_build_machines_prefix_is_named_and_bypassed() {
     assert_eq!(n.origin.source, SourceKind::System);
     assert_eq!(n.version.to_string(), "2.28.3");
     let pc = tree("dpkg-wrong-pc").join("usr/lib/x86_64-linux-gnu/pkgconfig/nccl.pc");
+    let named: Vec<(&Path, &str, &str)> = n
+        .report
+        .misleading_pc
+        .iter()
+        .map(|m| (m.file.as_path(), m.prefix.as_str(), m.flags.as_str()))
+        .collect();
     assert_eq!(
-        n.report.misleading_pc,
-        [nccl_find::MisleadingPc {
-            file: std::fs::canonicalize(&pc).unwrap(),
-            prefix: "/usr/local".into(),
-            flags: "-I/usr/local/include -L/usr/local/lib".into(),
-        }]
+        named,
+        [(
+            std::fs::canonicalize(&pc).unwrap().as_path(),
+            "/usr/local",
+            "-I/usr/local/include -L/usr/local/lib"
+        )]
     );
     assert!(
         n.report.warnings.iter().any(|w| w.starts_with(

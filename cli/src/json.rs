@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use nccl_find::{Candidate, ErrorKind, Nccl, Package, Report, SourceKind, Status};
+use nccl_find::{Candidate, ErrorKind, Nccl, Package, Report, SourceKind};
 use serde_json::{json, Value};
 
 /// The version of this format. 1: `source` was a string (the source's
@@ -38,11 +38,7 @@ fn package(p: &Option<Package>) -> Value {
 }
 
 fn candidate(c: &Candidate) -> Value {
-    let (status, reason) = match &c.status {
-        Status::Selected => ("selected", "selected".to_string()),
-        Status::Lost(why) => ("lost", why.clone()),
-        Status::Rejected(p) => ("rejected", p.to_string()),
-    };
+    let (status, reason) = (c.status.id(), c.status.reason());
     json!({
         "path": path(&c.place),
         "version": c.version().map(|v| v.to_string()),

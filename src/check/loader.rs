@@ -13,6 +13,7 @@ use crate::version::Version;
 
 /// One `libnccl.so.2` the loader can see.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Visible {
     /// The path the loader opens.
     pub path: PathBuf,
@@ -26,6 +27,7 @@ pub struct Visible {
 
 /// What the loader would do for `libnccl.so.2`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Loader {
     /// The file it would load: the first one visible.
     pub pick: Option<Visible>,
@@ -166,5 +168,56 @@ pub(crate) fn warning(
             p,
             ": expect `undefined symbol` errors for anything newer than that library",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(path: &str, version: Option<Version>) -> Visible {
+        Visible {
+            path: PathBuf::from(path),
+            real: PathBuf::from(path),
+            via: "loader cache".into(),
+            version,
+        }
+    }
+
+    #[test]
+    fn one_verdict_for_every_pick() {
+        let v = Version::new(2, 21, 5, "");
+        let mine = Path::new("/opt/nccl/lib/libnccl.so.2.21.5");
+        let loader = |pick: Option<Visible>| Loader {
+            visible: pick.iter().cloned().collect(),
+            pick,
+            used_ld_library_path: true,
+        };
+        assert_eq!(loader(None).verdict(mine, &v), Verdict::NoneFound);
+        let same = loader(Some(seen(
+            "/opt/nccl/lib/libnccl.so.2.21.5",
+            Some(v.clone()),
+        )));
+        assert_eq!(same.verdict(mine, &v), Verdict::Same);
+        let twin = seen("/usr/lib/libnccl.so.2", Some(v.clone()));
+        let copy = loader(Some(twin.clone()));
+        assert_eq!(copy.verdict(mine, &v), Verdict::OtherSameVersion(&twin));
+        let older = seen("/usr/lib/libnccl.so.2", Some(Version::new(2, 18, 1, "")));
+        let old = loader(Some(older.clone()));
+        assert_eq!(old.verdict(mine, &v), Verdict::OtherVersion(&older));
+        let unknown = seen("/usr/lib/libnccl.so.2", None);
+        let unread = loader(Some(unknown.clone()));
+        assert_eq!(unread.verdict(mine, &v), Verdict::OtherVersion(&unknown));
+        // The build-script warning follows the verdict.
+        let lib = Path::new("/opt/nccl/lib/libnccl.so.2");
+        let dir = Path::new("/opt/nccl/lib");
+        assert_eq!(warning(&same, lib, mine, &v, dir), None);
+        let w = warning(&copy, lib, mine, &v, dir).unwrap();
+        assert!(w.starts_with("at run time the loader picks /usr/lib/libnccl.so.2 (NCCL 2.21.5, via loader cache), not the linked /opt/nccl/lib/libnccl.so.2 (NCCL 2.21.5). Put /opt/nccl/lib first"), "{w}");
+        let w = warning(&old, lib, mine, &v, dir).unwrap();
+        assert!(w.contains("(NCCL 2.18.1, via loader cache), not the linked /opt/nccl/lib/libnccl.so.2 (NCCL 2.21.5): expect `undefined symbol` errors"), "{w}");
+        assert!(warning(&loader(None), lib, mine, &v, dir)
+            .unwrap()
+            .starts_with("at run time the loader will find no libnccl.so.2"));
     }
 }

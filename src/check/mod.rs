@@ -50,6 +50,7 @@ pub(crate) struct Post {
 /// What the compile-and-run check found: `ncclGetVersion()` of the library
 /// loaded, and `NCCL_VERSION_CODE` of the header compiled against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CompileCheck {
     /// `ncclGetVersion()` of the library the program loaded.
     pub runtime_code: u32,

@@ -68,6 +68,7 @@ const OUT_DIR_NAME: &str = "nccl-loader";
 
 /// A loader directory that exists and is up to date.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LoaderDir {
     /// The directory: put it first on the loader's path.
     pub dir: PathBuf,

@@ -14,6 +14,7 @@ use crate::version::{CudaVersion, Version};
 
 /// What was read from an ELF shared library.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ElfInfo {
     /// `DT_SONAME`, e.g. `libnccl.so.2`.
     pub soname: Option<String>,

@@ -19,6 +19,7 @@ pub(crate) const MAX_HEADER_BYTES: u64 = 4 << 20;
 
 /// What a header turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Header {
     /// An NCCL 2.x (or later) header.
     Nccl2(Version),

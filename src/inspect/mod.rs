@@ -22,6 +22,7 @@ use library::LibFiles;
 
 /// Where a candidate stands after selection.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Status {
     /// The install that was chosen.
     Selected,
@@ -31,8 +32,29 @@ pub enum Status {
     Rejected(Problem),
 }
 
+impl Status {
+    /// A fixed word for tools (`--json`): `selected`, `lost` or `rejected`.
+    pub fn id(&self) -> &'static str {
+        match self {
+            Status::Selected => "selected",
+            Status::Lost(_) => "lost",
+            Status::Rejected(_) => "rejected",
+        }
+    }
+
+    /// Why, in words: `selected`, the reason it lost, or the problem.
+    pub fn reason(&self) -> String {
+        match self {
+            Status::Selected => "selected".into(),
+            Status::Lost(why) => why.clone(),
+            Status::Rejected(p) => p.to_string(),
+        }
+    }
+}
+
 /// One install the probe found, with everything read from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Candidate {
     /// Where it was found.
     pub origin: Origin,

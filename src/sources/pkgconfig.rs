@@ -12,6 +12,7 @@ use crate::problem::Problem;
 
 /// What an `nccl.pc` says.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct PcFile {
     /// `Version:`.
     pub version: Option<String>,

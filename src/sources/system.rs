@@ -13,6 +13,7 @@ use crate::problem::Problem;
 
 /// One installed package from the dpkg status file.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DpkgPackage {
     /// `Package:`.
     pub name: String,
