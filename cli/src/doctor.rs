@@ -128,26 +128,6 @@ const KNOBS: [(&str, &str); 14] = [
     ("NCCL_ALGO", "forces the collective algorithms"),
 ];
 
-/// NCCL's interface match: comma-separated prefixes; `^` excludes; `=` exact.
-fn matches_spec(name: &str, spec: &str) -> bool {
-    let (exclude, rest) = match spec.strip_prefix('^') {
-        Some(r) => (true, r),
-        None => (false, spec),
-    };
-    let (exact, rest) = match rest.strip_prefix('=') {
-        Some(r) => (true, r),
-        None => (false, rest),
-    };
-    let hit = rest.split(',').filter(|p| !p.is_empty()).any(|p| {
-        if exact {
-            name == p
-        } else {
-            name.starts_with(p)
-        }
-    });
-    hit != exclude
-}
-
 /// Interfaces NCCL can use: an IPv4 or IPv6 address that is not IPv6 loopback.
 fn usable(i: &Iface) -> bool {
     i.addrs.iter().any(|a| !(a.v6 && a.ip == "::1"))
@@ -158,7 +138,7 @@ fn nccl_pick<'a>(ifaces: &'a [Iface], ifname: Option<&str>) -> (Vec<&'a Iface>, 
     let find = |spec: &str| -> Vec<&'a Iface> {
         ifaces
             .iter()
-            .filter(|i| usable(i) && matches_spec(&i.name, spec))
+            .filter(|i| usable(i) && nccl_smoke::net::ifname_matches(&i.name, spec))
             .collect()
     };
     if let Some(spec) = ifname {

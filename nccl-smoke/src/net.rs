@@ -48,6 +48,28 @@ fn route_table(path: &str, skip: usize) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Whether NCCL may use the interface `name` under `NCCL_SOCKET_IFNAME=spec`:
+/// a comma-separated list of name prefixes; `=` before the list: exact
+/// names; `^`: names to avoid.
+pub fn ifname_matches(name: &str, spec: &str) -> bool {
+    let (exclude, rest) = match spec.strip_prefix('^') {
+        Some(r) => (true, r),
+        None => (false, spec),
+    };
+    let (exact, list) = match rest.strip_prefix('=') {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let named = list.split(',').filter(|p| !p.is_empty()).any(|p| {
+        if exact {
+            name == p
+        } else {
+            name.starts_with(p)
+        }
+    });
+    named != exclude
+}
+
 /// What is wrong with `NCCL_SOCKET_IFNAME` (`ifname`) given this machine's
 /// interfaces, with the fix; `None` when it is unset or matches one. NCCL
 /// reads it as a comma-separated list of name prefixes (`=` before the list:
@@ -57,22 +79,9 @@ pub fn ifname_problem(ifname: Option<&str>, interfaces: &[String]) -> Option<Str
     if v.is_empty() {
         return None;
     }
-    let (exclude, rest) = match v.strip_prefix('^') {
-        Some(r) => (true, r),
-        None => (false, v),
-    };
-    let (exact, list) = match rest.strip_prefix('=') {
-        Some(r) => (true, r),
-        None => (false, rest),
-    };
-    let named = |i: &String| {
-        list.split(',')
-            .filter(|p| !p.is_empty())
-            .any(|p| if exact { i == p } else { i.starts_with(p) })
-    };
     let usable: Vec<&String> = interfaces
         .iter()
-        .filter(|i| i.as_str() != "lo" && named(i) != exclude)
+        .filter(|i| i.as_str() != "lo" && ifname_matches(i, v))
         .collect();
     if !usable.is_empty() {
         return None;
