@@ -287,27 +287,39 @@ fn human(bytes: usize) -> String {
 
 /// NCCL's log, captured through NCCL_DEBUG_FILE when the user had not set
 /// NCCL_DEBUG: its WARN lines for failures, its INFO lines on the transport
-/// for the verdict.
-struct Capture(Option<PathBuf>);
+/// for the verdict. With `--json`, a log the user asked for (NCCL_DEBUG set,
+/// no NCCL_DEBUG_FILE) would go to stdout, NCCL's default, and break the
+/// JSON: it is captured too and copied to stderr at the end (`echo`).
+struct Capture {
+    dir: Option<PathBuf>,
+    echo: bool,
+}
 
 impl Capture {
-    fn start() -> Capture {
-        if std::env::var_os("NCCL_DEBUG").is_some() {
-            return Capture(None);
+    fn start(json: bool) -> Capture {
+        let users = std::env::var_os("NCCL_DEBUG").is_some();
+        let echo = users && json && std::env::var_os("NCCL_DEBUG_FILE").is_none();
+        if users && !echo {
+            return Capture { dir: None, echo };
         }
         // A new directory of this run's own (0700, never one that was
         // there before), so NCCL's log file cannot follow a planted link.
         let Ok(dir) = smoke::private_dir(&std::env::temp_dir(), "nccl-find-smoke-") else {
-            return Capture(None);
+            return Capture { dir: None, echo };
         };
         // Set before NCCL is loaded, while this process has one thread.
-        std::env::set_var("NCCL_DEBUG", "INFO");
+        if !users {
+            std::env::set_var("NCCL_DEBUG", "INFO");
+        }
         std::env::set_var("NCCL_DEBUG_FILE", dir.join("nccl.%h.%p.log"));
         let d = dir.clone();
         smoke::on_interrupt(move || {
             let _ = std::fs::remove_dir_all(&d);
         });
-        Capture(Some(dir))
+        Capture {
+            dir: Some(dir),
+            echo,
+        }
     }
 
     fn last_warnings(&self, n: usize) -> Vec<String> {
@@ -320,7 +332,7 @@ impl Capture {
     }
 
     fn lines(&self, n: usize, keep: impl Fn(&str) -> bool) -> Vec<String> {
-        let Some(dir) = &self.0 else {
+        let Some(dir) = &self.dir else {
             return Vec::new();
         };
         // Only NCCL's log files, regular ones, and the last 4 MiB of each.
@@ -358,7 +370,13 @@ fn tail(path: &std::path::Path, max: u64) -> Option<String> {
 
 impl Drop for Capture {
     fn drop(&mut self) {
-        if let Some(d) = &self.0 {
+        if let Some(d) = &self.dir {
+            if self.echo {
+                let mut err = std::io::stderr().lock();
+                for line in self.lines(usize::MAX, |_| true) {
+                    let _ = writeln!(err, "{line}");
+                }
+            }
             let _ = std::fs::remove_dir_all(d);
         }
     }
@@ -378,7 +396,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
             return ExitCode::from(2);
         }
     };
-    let capture = Capture::start();
+    let capture = Capture::start(a.json);
     handle_interrupts();
     let who = opts
         .job

@@ -602,3 +602,36 @@ fn a_closed_pipe_does_not_crash_smoke() {
         assert!(!err.contains("panicked"), "{extra:?}: {err}");
     }
 }
+
+#[test]
+fn nccl_debug_with_json_keeps_stdout_json_and_the_log_on_stderr() {
+    let Some(lib) = wheel_lib() else { return };
+    // NCCL writes its log to stdout unless NCCL_DEBUG_FILE says otherwise;
+    // with --json that log goes to stderr, after the run.
+    let init = format!("tcp://127.0.0.1:{}", free_port());
+    let o = text(
+        &spawn(
+            &rank_args(&lib, 0, 1, &init, &["--json", "--timeout", "20"]),
+            &[("NCCL_DEBUG", "INFO")],
+        )
+        .wait_with_output()
+        .unwrap(),
+    );
+    assert_eq!(o.0, 0, "{o:?}");
+    let v: serde_json::Value = serde_json::from_str(&o.1).unwrap_or_else(|e| panic!("{e}: {o:?}"));
+    assert_eq!(v["ok"], serde_json::Value::Bool(true), "{o:?}");
+    assert!(!o.1.contains("NCCL INFO"), "{o:?}");
+    assert!(o.2.contains("NCCL INFO Bootstrap"), "{o:?}");
+    // Without --json the log stays where NCCL puts it: stdout.
+    let init = format!("tcp://127.0.0.1:{}", free_port());
+    let o = text(
+        &spawn(
+            &rank_args(&lib, 0, 1, &init, &["--timeout", "20"]),
+            &[("NCCL_DEBUG", "INFO")],
+        )
+        .wait_with_output()
+        .unwrap(),
+    );
+    assert_eq!(o.0, 0, "{o:?}");
+    assert!(o.1.contains("NCCL INFO Bootstrap"), "{o:?}");
+}
