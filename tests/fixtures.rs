@@ -339,27 +339,28 @@ fn spack_spec_json_that_is_garbage_huge_or_a_fifo_is_passed_over() {
     let spec = root
         .join(SPACK_NEW.trim_start_matches('/'))
         .join(".spack/spec.json");
-    let garbage = |f: &Path| {
+    fn garbage(f: &Path) {
         let mut junk =
             b"{\"spec\":{\"nodes\":[{\"name\":\"nccl\",\"version\":\"9.9\\\xff\"".to_vec();
         junk.extend(vec![b'['; 100_000]);
         junk.extend(b"\"\\");
         std::fs::write(f, junk).unwrap();
-    };
-    let huge = |f: &Path| {
+    }
+    fn huge(f: &Path) {
         std::fs::File::create(f).unwrap().set_len(8 << 30).unwrap();
-    };
-    let fifo = |f: &Path| {
+    }
+    fn fifo(f: &Path) {
         assert!(std::process::Command::new("mkfifo")
             .arg(f)
             .status()
             .unwrap()
             .success());
-    };
-    let cases: [(&str, &dyn Fn(&Path)); 3] = [
-        ("it holds no nccl node", &garbage),
-        ("more than the 1048576 bytes", &huge),
-        ("it is a FIFO (named pipe), not a regular file", &fifo),
+    }
+    type Make = fn(&Path);
+    let cases: [(&str, Make); 3] = [
+        ("it holds no nccl node", garbage),
+        ("more than the 1048576 bytes", huge),
+        ("it is a FIFO (named pipe), not a regular file", fifo),
     ];
     for (why, make) in cases {
         std::fs::remove_file(&spec).unwrap();
