@@ -17,6 +17,7 @@ const MAX_SPEC: u64 = 1 << 20;
 /// How deep a `spec.json` may nest before it is taken as not one.
 const MAX_DEPTH: usize = 64;
 
+/// The NCCL prefixes of the Spack instance named by `SPACK_ROOT`, newest first.
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let Some((var, root)) = ctx.var_path("SPACK_ROOT") else {
         return Vec::new();
@@ -36,7 +37,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let mut found: Vec<(Vec<u64>, Site)> = prefixes(&tree)
         .into_iter()
         .map(|prefix| {
-            let (spec, how) = spec_of(&prefix);
+            let (spec, how) = spec_of(ctx, &prefix);
             let detail = format!("Spack {spec} under {set}");
             ctx.looked(SourceKind::Spack, &prefix, format!("{detail} ({how})"));
             let origin = Origin {
@@ -125,14 +126,17 @@ impl std::fmt::Display for Spec {
 
 /// The prefix's spec, from `.spack/spec.json`, else from the directory
 /// name; and, in words, where it came from.
-fn spec_of(prefix: &Path) -> (Spec, String) {
+fn spec_of(ctx: &Ctx, prefix: &Path) -> (Spec, String) {
     let name = prefix
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let from_name = from_dir_name(&name);
-    let file = prefix.join(".spack/spec.json");
-    let why = match crate::files::read_bounded(&file, MAX_SPEC) {
+    // Links in it are followed inside the root, as a sysroot's would be.
+    let read = ctx
+        .canonical(&prefix.join(".spack/spec.json"))
+        .and_then(|file| crate::files::read_bounded(&file, MAX_SPEC));
+    let why = match read {
         Ok(bytes) => match from_spec_json(&bytes) {
             Some(mut spec) => {
                 if spec.hash.is_empty() {
