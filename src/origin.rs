@@ -21,6 +21,8 @@ pub enum SourceKind {
     Pip,
     /// A conda environment, the NVIDIA HPC SDK, or an EasyBuild module.
     Prefix,
+    /// An install prefix of a Spack instance (`SPACK_ROOT`).
+    Spack,
     /// A CUDA toolkit directory.
     Cuda,
     /// The system directories: dpkg and rpm packages, `/usr/local`.
@@ -73,6 +75,14 @@ pub enum Package {
         /// Its version.
         version: String,
     },
+    /// A Spack install of the `nccl` package, e.g. `nccl@2.21.5-1`.
+    Spack {
+        /// Spack's version of the package, e.g. `2.21.5-1`.
+        version: String,
+        /// The install's hash (base32, as in its directory name); empty
+        /// when unknown.
+        hash: String,
+    },
 }
 
 impl Package {
@@ -89,6 +99,12 @@ impl Package {
                 ("manager", Some("pip".into())),
                 ("name", Some(name.clone())),
                 ("version", Some(version.clone())),
+            ],
+            Package::Spack { version, hash } => vec![
+                ("manager", Some("spack".into())),
+                ("name", Some("nccl".into())),
+                ("version", Some(version.clone())),
+                ("hash", (!hash.is_empty()).then(|| hash.clone())),
             ],
         }
     }
@@ -107,6 +123,10 @@ impl fmt::Display for Package {
                 )
             }
             Package::Pip { name, version } => write!(f, "pip {name} {version}"),
+            Package::Spack { version, hash } if hash.is_empty() => {
+                write!(f, "spack nccl@{version}")
+            }
+            Package::Spack { version, hash } => write!(f, "spack nccl@{version}/{hash}"),
         }
     }
 }

@@ -247,6 +247,151 @@ fn conda_hpcsdk_easybuild_and_cuda() {
     assert!(!n.report.candidates[0].also_found_by.is_empty());
 }
 
+const SPACK_NEW: &str =
+    "/home/u/spack/opt/spack/linux-x86_64_v3/nccl-2.22.3-1-r6w2xmbjzc4lkh3pqtfe7vnoiyudsga5";
+const SPACK_OLD: &str = "/home/u/spack/opt/spack/linux-ubuntu22.04-x86_64_v3/gcc-11.4.0/\
+                         nccl-2.21.5-1-k3zqdpx4hq7lfdm2vawjz6bhgcnoe5ty";
+
+#[test]
+fn spack_prefixes_of_both_layouts_newest_first() {
+    let n = found("spack", &[("SPACK_ROOT", "/home/u/spack")]);
+    let r = &n.report;
+    assert_eq!(n.version.to_string(), "2.22.3");
+    assert_eq!(n.origin.source, SourceKind::Spack);
+    assert_eq!(n.origin.source.id(), "spack");
+    assert_eq!(
+        n.origin.detail,
+        "Spack nccl@2.22.3-1/r6w2xmb under SPACK_ROOT=/home/u/spack"
+    );
+    assert_eq!(
+        n.origin.variable.as_deref(),
+        Some("SPACK_ROOT=/home/u/spack")
+    );
+    assert_eq!(
+        n.origin.package,
+        Some(Package::Spack {
+            version: "2.22.3-1".into(),
+            hash: "r6w2xmbjzc4lkh3pqtfe7vnoiyudsga5".into()
+        })
+    );
+    assert_eq!(logical(r, &n.lib_dir), format!("{SPACK_NEW}/lib"));
+    assert_eq!(
+        logical(r, &n.include_paths[0]),
+        format!("{SPACK_NEW}/include")
+    );
+    assert_eq!(logical(r, n.root.as_ref().unwrap()), SPACK_NEW);
+    // The older one, in the layout before Spack 1.0 (listed first), loses.
+    let others: Vec<_> = n.others().collect();
+    assert_eq!(others.len(), 1);
+    assert_eq!(others[0].version().unwrap().to_string(), "2.21.5");
+    assert_eq!(
+        logical(r, others[0].lib_dir.as_ref().unwrap()),
+        format!("{SPACK_OLD}/lib")
+    );
+    assert_eq!(
+        others[0].origin.package,
+        Some(Package::Spack {
+            version: "2.21.5-1".into(),
+            hash: "k3zqdpx4hq7lfdm2vawjz6bhgcnoe5ty".into()
+        })
+    );
+    assert_eq!(
+        others[0].status,
+        Status::Lost(
+            "Spack nccl@2.22.3-1/r6w2xmb under SPACK_ROOT=/home/u/spack came first within Spack"
+                .into()
+        )
+    );
+    // The CUDA package beside it is neither a compiler dir nor NCCL.
+    assert!(r
+        .looked
+        .iter()
+        .all(|l| !l.path.to_string_lossy().contains("cuda-12.4.0")));
+    // The target-prefixed variable works as for every other variable.
+    let n = found(
+        "spack",
+        &[("X86_64_UNKNOWN_LINUX_GNU_SPACK_ROOT", "/home/u/spack")],
+    );
+    assert_eq!(n.origin.source, SourceKind::Spack);
+    // Without SPACK_ROOT the instance is not looked at.
+    let e = probe("spack", &[]).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::NotFound);
+    assert!(e
+        .report()
+        .looked
+        .iter()
+        .all(|l| l.source != SourceKind::Spack));
+}
+
+#[test]
+fn spack_spec_json_that_is_garbage_huge_or_a_fifo_is_passed_over() {
+    // Made in a copy: a crate package cannot hold a FIFO.
+    let root = std::env::temp_dir().join(format!("nccl-find-spack-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(tree("spack"))
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let spec = root
+        .join(SPACK_NEW.trim_start_matches('/'))
+        .join(".spack/spec.json");
+    fn garbage(f: &Path) {
+        let mut junk =
+            b"{\"spec\":{\"nodes\":[{\"name\":\"nccl\",\"version\":\"9.9\\\xff\"".to_vec();
+        junk.extend(vec![b'['; 100_000]);
+        junk.extend(b"\"\\");
+        std::fs::write(f, junk).unwrap();
+    }
+    fn huge(f: &Path) {
+        std::fs::File::create(f).unwrap().set_len(8 << 30).unwrap();
+    }
+    fn fifo(f: &Path) {
+        assert!(std::process::Command::new("mkfifo")
+            .arg(f)
+            .status()
+            .unwrap()
+            .success());
+    }
+    type Make = fn(&Path);
+    let cases: [(&str, Make); 3] = [
+        ("it holds no nccl node", garbage),
+        ("more than the 1048576 bytes", huge),
+        ("it is a FIFO (named pipe), not a regular file", fifo),
+    ];
+    for (why, make) in cases {
+        std::fs::remove_file(&spec).unwrap();
+        make(&spec);
+        let n = Config::new()
+            .root(&root)
+            .target("x86_64-unknown-linux-gnu")
+            .env_vars([("SPACK_ROOT", "/home/u/spack")])
+            .probe()
+            .unwrap_or_else(|e| panic!("{why}: {e}"));
+        // Named from the directory instead; the selection is the same.
+        assert_eq!(n.version.to_string(), "2.22.3", "{why}");
+        assert_eq!(
+            n.origin.package,
+            Some(Package::Spack {
+                version: "2.22.3-1".into(),
+                hash: "r6w2xmbjzc4lkh3pqtfe7vnoiyudsga5".into()
+            }),
+            "{why}"
+        );
+        let looked = n
+            .report
+            .looked
+            .iter()
+            .find(|l| l.source == SourceKind::Spack && l.outcome.contains("named by its directory"))
+            .unwrap_or_else(|| panic!("{why}: {:?}", n.report.looked));
+        assert!(looked.outcome.contains(why), "{}", looked.outcome);
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[test]
 fn stale_nccl1_is_refused_and_probing_goes_on() {
     let n = found("nccl1-and-nccl2", &[("CONDA_PREFIX", "/opt/anaconda3")]);

@@ -23,6 +23,7 @@ pub(crate) mod home;
 pub(crate) mod pip;
 pub mod pkgconfig;
 pub mod search_path;
+pub(crate) mod spack;
 pub mod system;
 
 /// A place proposed by a source: an include dir and a library dir that
@@ -74,7 +75,7 @@ pub(crate) struct Source {
 
 /// Every source, in search order. The first two are *explicit*: what they
 /// name wins outright, and cannot fall back.
-pub(crate) static SOURCES: [Source; 8] = [
+pub(crate) static SOURCES: [Source; 9] = [
     Source {
         kind: SourceKind::ExplicitDirs,
         id: "explicit_dirs",
@@ -114,6 +115,14 @@ pub(crate) static SOURCES: [Source; 8] = [
         describe: "CONDA_PREFIX, NVIDIA HPC SDK comm_libs (NVHPC_ROOT, /opt/nvidia/hpc_sdk), EBROOTNCCL",
         doc: "`CONDA_PREFIX`, NVIDIA HPC SDK `comm_libs` (`NVHPC_ROOT`, `/opt/nvidia/hpc_sdk`), `EBROOTNCCL`",
         search: |ctx| Ok(conda::sites(ctx)),
+    },
+    Source {
+        kind: SourceKind::Spack,
+        id: "spack",
+        name: "Spack",
+        describe: "SPACK_ROOT: the instance's nccl-* install prefixes under opt/spack",
+        doc: "`SPACK_ROOT`: every `nccl-<version>-<hash>` prefix under `$SPACK_ROOT/opt/spack`, in Spack 1.0's layout (`<platform>-<target>/`) and the older one (`<platform>-<os>-<target>/<compiler>-<version>/`), newest first, named from its `.spack/spec.json`",
+        search: |ctx| Ok(spack::sites(ctx)),
     },
     Source {
         kind: SourceKind::Cuda,
