@@ -75,7 +75,7 @@ pub(crate) struct Source {
 
 /// Every source, in search order. The first two are *explicit*: what they
 /// name wins outright, and cannot fall back.
-pub(crate) static SOURCES: [Source; 9] = [
+pub(crate) static SOURCES: &[Source] = &[
     Source {
         kind: SourceKind::ExplicitDirs,
         id: "explicit_dirs",
@@ -190,7 +190,7 @@ impl fmt::Display for SourceKind {
 /// Runs every source in order and returns their sites.
 pub(crate) fn collect(ctx: &Ctx) -> Result<Vec<Site>, ErrorKind> {
     let mut sites = Vec::new();
-    for s in &SOURCES {
+    for s in SOURCES {
         sites.extend((s.search)(ctx)?);
     }
     Ok(sites)
@@ -204,4 +204,47 @@ pub fn search_order_markdown() -> String {
         out.push_str(&format!("| {} | {} | {} |\n", i + 1, s.name, s.doc));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_source_kind_has_exactly_one_row() {
+        // Exhaustive (inside the crate): a new variant does not compile
+        // here until it is listed, and then needs its row.
+        let listed = |k: SourceKind| match k {
+            SourceKind::ExplicitDirs
+            | SourceKind::Home
+            | SourceKind::PkgConfig
+            | SourceKind::Pip
+            | SourceKind::Prefix
+            | SourceKind::Spack
+            | SourceKind::Cuda
+            | SourceKind::System
+            | SourceKind::SearchPath => k,
+        };
+        let all = [
+            SourceKind::ExplicitDirs,
+            SourceKind::Home,
+            SourceKind::PkgConfig,
+            SourceKind::Pip,
+            SourceKind::Prefix,
+            SourceKind::Spack,
+            SourceKind::Cuda,
+            SourceKind::System,
+            SourceKind::SearchPath,
+        ];
+        for k in all.map(listed) {
+            assert_eq!(SOURCES.iter().filter(|s| s.kind == k).count(), 1, "{k:?}");
+        }
+        assert_eq!(SOURCES.len(), all.len());
+        let mut ids: Vec<&str> = SOURCES.iter().map(|s| s.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), SOURCES.len(), "ids are unique");
+        // The search order is the table's order.
+        assert_eq!(SourceKind::all().collect::<Vec<_>>(), all);
+    }
 }
