@@ -149,100 +149,97 @@ fn no_header_hint(origin: &Origin) -> String {
     }
 }
 
+/// What a site's directories hold, before anything is read: the header,
+/// the first library dir with NCCL files, and the dirs that cannot be read.
+struct Found {
+    header: Option<PathBuf>,
+    lib: Option<(PathBuf, LibFiles)>,
+    unreadable: Vec<Problem>,
+}
+
+impl Found {
+    fn look(site: &Site) -> Found {
+        let header = site
+            .include_dirs
+            .iter()
+            .map(|d| d.join("nccl.h"))
+            .find(|p| std::fs::symlink_metadata(p).is_ok());
+        // A directory that can be listed but not entered (no execute
+        // permission) hides nccl.h: name the permission, not a missing file.
+        let unenterable = site
+            .include_dirs
+            .iter()
+            .filter(|d| {
+                header.is_none()
+                    && std::fs::symlink_metadata(d.join("nccl.h"))
+                        .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+            })
+            .map(|d| Problem::Unreadable {
+                path: d.clone(),
+                error:
+                    "permission denied: the directory cannot be entered (no execute permission), \
+                        so nccl.h in it cannot be opened"
+                        .into(),
+            });
+        let lib = site
+            .lib_dirs
+            .iter()
+            .map(|d| (d.clone(), LibFiles::list(d)))
+            .find(|(_, f)| !f.is_empty());
+        // A directory we may not list would look empty: say so instead.
+        let unreadable = site
+            .include_dirs
+            .iter()
+            .chain(&site.lib_dirs)
+            .filter_map(|d| match std::fs::read_dir(d) {
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    Some(Problem::Unreadable {
+                        path: d.clone(),
+                        error: e.to_string(),
+                    })
+                }
+                _ => None,
+            })
+            .chain(unenterable)
+            .collect();
+        Found {
+            header,
+            lib,
+            unreadable,
+        }
+    }
+
+    /// The place to show for the site: its root, else the library dir.
+    fn place(&self, site: &Site) -> PathBuf {
+        site.root
+            .clone()
+            .or_else(|| self.lib.as_ref().map(|(d, _)| d.clone()))
+            .or_else(|| site.lib_dirs.first().cloned())
+            .or_else(|| site.include_dirs.first().cloned())
+            .unwrap_or_default()
+    }
+
+    /// Nothing at all: no NCCL file, nothing unreadable.
+    fn is_empty(&self) -> bool {
+        self.header.is_none() && self.lib.is_none() && self.unreadable.is_empty()
+    }
+}
+
 /// Inspects one site. `None` when a non-explicit site holds no NCCL files
 /// at all (it is only recorded as looked at).
 pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
-    let header = site
-        .include_dirs
-        .iter()
-        .map(|d| d.join("nccl.h"))
-        .find(|p| std::fs::symlink_metadata(p).is_ok());
-    // A directory that can be listed but not entered (no execute
-    // permission) hides nccl.h: name the permission, not a missing file.
-    let unenterable: Vec<Problem> = site
-        .include_dirs
-        .iter()
-        .filter(|d| {
-            header.is_none()
-                && std::fs::symlink_metadata(d.join("nccl.h"))
-                    .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
-        })
-        .map(|d| Problem::Unreadable {
-            path: d.clone(),
-            error: "permission denied: the directory cannot be entered (no execute permission), \
-                    so nccl.h in it cannot be opened"
-                .into(),
-        })
-        .collect();
-    let lib = site
-        .lib_dirs
-        .iter()
-        .map(|d| (d.clone(), LibFiles::list(d)))
-        .find(|(_, f)| !f.is_empty());
-    let place = site
-        .root
-        .clone()
-        .or_else(|| lib.as_ref().map(|(d, _)| d.clone()))
-        .or_else(|| site.lib_dirs.first().cloned())
-        .or_else(|| site.include_dirs.first().cloned())
-        .unwrap_or_default();
-    // A directory we may not list would look empty: say so instead.
-    let unreadable: Vec<Problem> = site
-        .include_dirs
-        .iter()
-        .chain(&site.lib_dirs)
-        .filter_map(|d| match std::fs::read_dir(d) {
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                Some(Problem::Unreadable {
-                    path: d.clone(),
-                    error: e.to_string(),
-                })
-            }
-            _ => None,
-        })
-        .chain(unenterable)
-        .collect();
-    if header.is_none()
-        && lib.is_none()
-        && site.fault.is_none()
-        && !site.explicit
-        && unreadable.is_empty()
-    {
+    let found = Found::look(&site);
+    let place = found.place(&site);
+    if found.is_empty() && site.fault.is_none() && !site.explicit {
         let mut dirs = site.lib_dirs.clone();
         dirs.extend(site.include_dirs.iter().cloned());
-        ctx.looked(
-            site.origin.source,
-            &place,
-            format!(
-                "no NCCL files (looked in {})",
-                dirs.iter()
-                    .map(|d| ctx.show(d))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        );
+        let shown: Vec<String> = dirs.iter().map(|d| ctx.show(d)).collect();
+        let outcome = format!("no NCCL files (looked in {})", shown.join(", "));
+        ctx.looked(site.origin.source, &place, outcome);
         return None;
     }
-    let mut c = Candidate {
-        origin: site.origin.clone(),
-        also_found_by: Vec::new(),
-        explicit: site.explicit,
-        place: place.clone(),
-        root: site.root.clone(),
-        header: header.clone(),
-        header_version: None,
-        lib_dir: lib.as_ref().map(|(d, _)| d.clone()),
-        library: None,
-        library_real: None,
-        has_dev_link: false,
-        soname: None,
-        static_library: None,
-        library_version: None,
-        cuda_version: None,
-        status: Status::Selected,
-        conflict: None,
-    };
-    ctx.looked(site.origin.source, &place, "NCCL files found");
+    let mut c = Candidate::of_site(&site, &found, place);
+    ctx.looked(site.origin.source, &c.place, "NCCL files found");
 
     // An explicitly named place that is a dangling link or a loop: its
     // files are not read (they could only be reached outside the root).
@@ -250,78 +247,71 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         site.fault,
         Some(Problem::BrokenSymlink { .. } | Problem::Missing { .. })
     ) || matches!(&site.fault, Some(Problem::Unreadable { error, .. }) if error == "symbolic links loop");
-    let header = header.filter(|_| !unreachable);
-    let lib = lib.filter(|_| !unreachable);
-    let mut problems: Vec<Problem> = site.fault.into_iter().collect();
-    problems.extend(unreadable.iter().cloned());
+    let header = found.header.filter(|_| !unreachable);
+    let lib = found.lib.filter(|_| !unreachable);
+    let mut problems: Vec<Problem> = site.fault.iter().cloned().collect();
+    problems.extend(found.unreadable);
     if header.is_none() && lib.is_none() && problems.is_empty() {
         let mut dirs = site.include_dirs.clone();
         dirs.extend(site.lib_dirs.iter().cloned());
         problems.push(Problem::NoNccl { dirs });
     }
-    let header_read = header.as_ref().map(|p| match ctx.canonical(p) {
-        Err(e) => Err(broken(ctx.root, p, e)),
-        Ok(real) => match header::read_header(&real) {
-            Err(error) => Err(Problem::Unreadable {
-                path: p.clone(),
-                error,
-            }),
-            Ok(Header::Nccl2(v)) => Ok(v),
-            Ok(Header::Nccl1 { sign }) => Err(Problem::Nccl1 {
-                file: p.clone(),
-                sign,
-            }),
-            Ok(Header::Template) => Err(Problem::UnbuiltSource {
-                template: p.clone(),
-            }),
-            Ok(Header::Bad(why)) => Err(Problem::BadHeader {
-                file: p.clone(),
-                why,
-            }),
-        },
-    });
-    let lib_read = lib.map(|(_, files)| library::inspect(files, ctx));
-
-    match &header_read {
-        Some(Ok(v)) => c.header_version = Some(v.clone()),
-        Some(Err(p)) => problems.push(p.clone()),
-        None => {}
-    }
-    match &lib_read {
-        Some(Ok(info)) => {
-            c.library = Some(info.primary.clone());
-            c.library_real = Some(info.real.clone());
-            c.has_dev_link = info.files.link.is_some();
-            c.soname = info.soname.clone();
-            c.static_library = info.files.static_lib.clone();
-            c.library_version = info.version.clone();
-            c.cuda_version = info.cuda;
-            for w in &info.warnings {
-                ctx.warn(w.clone());
-            }
-            if info.version.is_none() {
-                if let Some(hv) = &c.header_version {
-                    ctx.warn(format!(
-                        "{} is NCCL (soname {}, exports ncclGetVersion) but its version cannot be read \
-                         from the file; the header's version, {hv}, is taken for it.",
-                        info.real.display(),
-                        info.soname.as_deref().unwrap_or("?")
-                    ));
-                    c.library_version = Some(hv.clone());
-                }
-            }
+    if let Some(p) = &header {
+        match header_version(ctx, p) {
+            Ok(v) => c.header_version = Some(v),
+            Err(p) => problems.push(p),
         }
-        Some(Err(p)) => problems.push(p.clone()),
-        None => {}
     }
-    if header.is_none() && c.lib_dir.is_some() {
-        problems.push(Problem::NoHeader {
+    if let Some((_, files)) = lib {
+        match library::inspect(files, ctx) {
+            Ok(info) => c.take_library(ctx, info),
+            Err(p) => problems.push(p),
+        }
+    }
+    problems.extend(pair_problems(&site, &c, header.is_some()));
+    // NCCL 1 is the most important thing to say; then the order found.
+    problems.sort_by_key(|p| !p.is_nccl1());
+    if let Some(p) = problems.into_iter().next() {
+        c.status = Status::Rejected(p);
+    }
+    Some(c)
+}
+
+/// The header's version, or why it cannot be used.
+fn header_version(ctx: &Ctx, p: &Path) -> Result<Version, Problem> {
+    let real = ctx.canonical(p).map_err(|e| broken(ctx.root, p, e))?;
+    match header::read_header(&real) {
+        Err(error) => Err(Problem::Unreadable {
+            path: p.to_path_buf(),
+            error,
+        }),
+        Ok(Header::Nccl2(v)) => Ok(v),
+        Ok(Header::Nccl1 { sign }) => Err(Problem::Nccl1 {
+            file: p.to_path_buf(),
+            sign,
+        }),
+        Ok(Header::Template) => Err(Problem::UnbuiltSource {
+            template: p.to_path_buf(),
+        }),
+        Ok(Header::Bad(why)) => Err(Problem::BadHeader {
+            file: p.to_path_buf(),
+            why,
+        }),
+    }
+}
+
+/// What is wrong with the header and library as a pair: one missing, or
+/// versions that cannot go together.
+fn pair_problems(site: &Site, c: &Candidate, has_header: bool) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if !has_header && c.lib_dir.is_some() {
+        out.push(Problem::NoHeader {
             looked: site.include_dirs.clone(),
             hint: no_header_hint(&site.origin),
         });
     }
-    if c.lib_dir.is_none() && header.is_some() {
-        problems.push(Problem::NoLibrary {
+    if c.lib_dir.is_none() && has_header {
+        out.push(Problem::NoLibrary {
             hint: format!("Looked in {}.", list(&site.lib_dirs)),
         });
     }
@@ -332,7 +322,7 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         &c.library_real,
     ) {
         if hv.major != lv.major || lv.minor < hv.minor {
-            problems.push(Problem::Mismatch {
+            out.push(Problem::Mismatch {
                 header: h.clone(),
                 header_version: hv.clone(),
                 library: l.clone(),
@@ -340,10 +330,56 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
             });
         }
     }
-    // NCCL 1 is the most important thing to say; then the order found.
-    problems.sort_by_key(|p| !p.is_nccl1());
-    if let Some(p) = problems.into_iter().next() {
-        c.status = Status::Rejected(p);
+    out
+}
+
+impl Candidate {
+    /// A candidate for a site, before its files are read.
+    fn of_site(site: &Site, found: &Found, place: PathBuf) -> Candidate {
+        Candidate {
+            origin: site.origin.clone(),
+            also_found_by: Vec::new(),
+            explicit: site.explicit,
+            place,
+            root: site.root.clone(),
+            header: found.header.clone(),
+            header_version: None,
+            lib_dir: found.lib.as_ref().map(|(d, _)| d.clone()),
+            library: None,
+            library_real: None,
+            has_dev_link: false,
+            soname: None,
+            static_library: None,
+            library_version: None,
+            cuda_version: None,
+            status: Status::Selected,
+            conflict: None,
+        }
     }
-    Some(c)
+
+    /// Takes what was read from the library. A real NCCL whose version
+    /// cannot be read from the file takes the header's, with a warning.
+    fn take_library(&mut self, ctx: &Ctx, info: library::LibInfo) {
+        self.library = Some(info.primary.clone());
+        self.library_real = Some(info.real.clone());
+        self.has_dev_link = info.files.link.is_some();
+        self.soname = info.soname.clone();
+        self.static_library = info.files.static_lib.clone();
+        self.library_version = info.version.clone();
+        self.cuda_version = info.cuda;
+        for w in &info.warnings {
+            ctx.warn(w.clone());
+        }
+        if info.version.is_none() {
+            if let Some(hv) = &self.header_version {
+                ctx.warn(format!(
+                    "{} is NCCL (soname {}, exports ncclGetVersion) but its version cannot be read \
+                     from the file; the header's version, {hv}, is taken for it.",
+                    info.real.display(),
+                    info.soname.as_deref().unwrap_or("?")
+                ));
+                self.library_version = Some(hv.clone());
+            }
+        }
+    }
 }
