@@ -407,7 +407,6 @@ const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("src/emit/text.rs", "report"),
     ("src/inspect/header.rs", "defines"),
     ("src/inspect/header.rs", "parse_header"),
-    ("src/inspect/library.rs", "inspect"),
     ("src/problem.rs", "fmt"),
     ("src/select.rs", "select"),
     ("src/sources/pip.rs", "sites"),

@@ -93,101 +93,15 @@ pub(crate) fn version_from_name(path: &Path) -> Option<Version> {
 
 /// Inspects the library files of one directory.
 pub(crate) fn inspect(files: LibFiles, ctx: &crate::context::Ctx) -> Result<LibInfo, Problem> {
-    let target = ctx.target;
     let primary = files.primary().cloned().ok_or(Problem::NoLibrary {
         hint: String::new(),
     })?;
     let real = ctx
         .canonical(&primary)
         .map_err(|e| broken(ctx.root, &primary, e))?;
-    let nccl1_file = |p: &Path| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("libnccl.so.1"))
-    };
-    if nccl1_file(&primary) || nccl1_file(&real) {
-        return Err(Problem::Nccl1 {
-            file: primary.clone(),
-            sign: format!("{} is an NCCL 1 library file", real.display()),
-        });
-    }
-    if let Err(e) = crate::files::open_regular(&real) {
-        if e.kind() == std::io::ErrorKind::PermissionDenied {
-            return Err(Problem::Unreadable {
-                path: real.clone(),
-                error: e.to_string(),
-            });
-        }
-    }
-    let elf = read_elf(&real).map_err(|why| Problem::BadLibrary {
-        file: real.clone(),
-        why,
-    })?;
-    if let Some((machine, wanted)) = target.elf_machine {
-        if elf.machine != machine {
-            return Err(Problem::WrongArch {
-                file: real.clone(),
-                machine: elf.machine,
-                wanted: format!("{wanted} ({})", target.triple),
-            });
-        }
-    }
-    if elf
-        .soname
-        .as_deref()
-        .is_some_and(|s| s.starts_with("libnccl.so.1"))
-    {
-        return Err(Problem::Nccl1 {
-            file: primary.clone(),
-            sign: "its soname is libnccl.so.1".into(),
-        });
-    }
-    let from_text = elf.version_text.as_deref().and_then(parse_version_text);
-    let from_name = version_from_name(&real);
+    let elf = read_library(ctx, &primary, &real)?;
     let mut warnings = Vec::new();
-    let (version, cuda) = match (from_text, from_name) {
-        (Some((t, _)), Some(n)) if (t.major, t.minor, t.patch) != (n.major, n.minor, n.patch) => {
-            return Err(Problem::FileNameMismatch {
-                file: real.clone(),
-                name_version: n,
-                content_version: t,
-            })
-        }
-        (Some((t, cuda)), _) => (Some(t), cuda),
-        (None, Some(n)) => {
-            warnings.push(format!(
-                "{} has no readable `NCCL version` text; its version, {n}, is taken from its file name.",
-                real.display()
-            ));
-            (Some(n), None)
-        }
-        (None, None) => {
-            // Never refuse a real NCCL for its strings: a library for the
-            // target whose soname is libnccl.so.2 (or a later major) and
-            // that exports ncclGetVersion is NCCL.
-            let major = elf.soname.as_deref().and_then(soname_major);
-            let exports = dynamic_symbols(&real)
-                .map(|s| s.iter().any(|n| n == "ncclGetVersion"))
-                .unwrap_or(false);
-            if !(major.is_some_and(|m| m >= 2) && exports) {
-                let mut lacks = vec![
-                    "no `NCCL version X.Y.Z` text",
-                    "no version in its file name",
-                ];
-                if major.is_none() {
-                    lacks.push("no libnccl.so.N soname");
-                }
-                if !exports {
-                    lacks.push("no ncclGetVersion");
-                }
-                return Err(Problem::BadLibrary {
-                    file: real.clone(),
-                    why: format!("it has {}: it is not an NCCL library", lacks.join(", ")),
-                });
-            }
-            (None, None)
-        }
-    };
+    let (version, cuda) = version_of(&elf, &real, &mut warnings)?;
     if version.as_ref().is_some_and(|v| v.major == 1) {
         return Err(Problem::Nccl1 {
             file: primary.clone(),
@@ -215,5 +129,119 @@ pub(crate) fn inspect(files: LibFiles, ctx: &crate::context::Ctx) -> Result<LibI
         version,
         cuda,
         warnings,
+    })
+}
+
+/// Reads the library's ELF header and dynamic section, refusing NCCL 1 by
+/// its file name or soname, an unreadable file, a file that is not ELF, and
+/// a library for another machine than the target.
+fn read_library(
+    ctx: &crate::context::Ctx,
+    primary: &Path,
+    real: &Path,
+) -> Result<super::elf::ElfInfo, Problem> {
+    let nccl1_file = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("libnccl.so.1"))
+    };
+    if nccl1_file(primary) || nccl1_file(real) {
+        return Err(Problem::Nccl1 {
+            file: primary.to_path_buf(),
+            sign: format!("{} is an NCCL 1 library file", real.display()),
+        });
+    }
+    if let Err(e) = crate::files::open_regular(real) {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            return Err(Problem::Unreadable {
+                path: real.to_path_buf(),
+                error: e.to_string(),
+            });
+        }
+    }
+    let elf = read_elf(real).map_err(|why| Problem::BadLibrary {
+        file: real.to_path_buf(),
+        why,
+    })?;
+    if let Some((machine, wanted)) = ctx.target.elf_machine {
+        if elf.machine != machine {
+            return Err(Problem::WrongArch {
+                file: real.to_path_buf(),
+                machine: elf.machine,
+                wanted: format!("{wanted} ({})", ctx.target.triple),
+            });
+        }
+    }
+    if elf
+        .soname
+        .as_deref()
+        .is_some_and(|s| s.starts_with("libnccl.so.1"))
+    {
+        return Err(Problem::Nccl1 {
+            file: primary.to_path_buf(),
+            sign: "its soname is libnccl.so.1".into(),
+        });
+    }
+    Ok(elf)
+}
+
+/// The library's version and CUDA version: from its `NCCL version` text,
+/// else from its file name (with a warning); a real NCCL with neither has
+/// no version here (the header's is taken later). Text and name that
+/// disagree are refused.
+fn version_of(
+    elf: &super::elf::ElfInfo,
+    real: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<(Option<Version>, Option<CudaVersion>), Problem> {
+    let from_text = elf.version_text.as_deref().and_then(parse_version_text);
+    let from_name = version_from_name(real);
+    match (from_text, from_name) {
+        (Some((t, _)), Some(n)) if (t.major, t.minor, t.patch) != (n.major, n.minor, n.patch) => {
+            Err(Problem::FileNameMismatch {
+                file: real.to_path_buf(),
+                name_version: n,
+                content_version: t,
+            })
+        }
+        (Some((t, cuda)), _) => Ok((Some(t), cuda)),
+        (None, Some(n)) => {
+            warnings.push(format!(
+                "{} has no readable `NCCL version` text; its version, {n}, is taken from its file name.",
+                real.display()
+            ));
+            Ok((Some(n), None))
+        }
+        (None, None) => {
+            is_nccl_without_version(elf, real)?;
+            Ok((None, None))
+        }
+    }
+}
+
+/// Never refuse a real NCCL for its strings: a library for the target
+/// whose soname is `libnccl.so.2` (or a later major) and that exports
+/// `ncclGetVersion` is NCCL. Anything else is not.
+fn is_nccl_without_version(elf: &super::elf::ElfInfo, real: &Path) -> Result<(), Problem> {
+    let major = elf.soname.as_deref().and_then(soname_major);
+    let exports = dynamic_symbols(real)
+        .map(|s| s.iter().any(|n| n == "ncclGetVersion"))
+        .unwrap_or(false);
+    if major.is_some_and(|m| m >= 2) && exports {
+        return Ok(());
+    }
+    let mut lacks = vec![
+        "no `NCCL version X.Y.Z` text",
+        "no version in its file name",
+    ];
+    if major.is_none() {
+        lacks.push("no libnccl.so.N soname");
+    }
+    if !exports {
+        lacks.push("no ncclGetVersion");
+    }
+    Err(Problem::BadLibrary {
+        file: real.to_path_buf(),
+        why: format!("it has {}: it is not an NCCL library", lacks.join(", ")),
     })
 }
