@@ -135,71 +135,100 @@ pub(crate) fn select(
     cands: &mut [Candidate],
     req: Option<&(semver::VersionReq, String)>,
 ) -> Result<usize, ErrorKind> {
-    let meets = |c: &Candidate| match (req, c.version()) {
+    let winner = if cands.first().is_some_and(|c| c.explicit) {
+        explicit_winner(cands, req)?
+    } else {
+        first_usable(cands, req)?
+    };
+    cands[winner].status = Status::Selected;
+    mark_losers(cands, winner);
+    Ok(winner)
+}
+
+/// Whether a candidate meets the requirement (one without a version, or no
+/// requirement, does).
+fn meets(c: &Candidate, req: Option<&(semver::VersionReq, String)>) -> bool {
+    match (req, c.version()) {
         (Some((r, _)), Some(v)) => r.matches(&v.semver()),
         _ => true,
-    };
-    let unsatisfied = |c: &Candidate| Problem::Unsatisfied {
+    }
+}
+
+fn unsatisfied(c: &Candidate, req: Option<&(semver::VersionReq, String)>) -> Problem {
+    Problem::Unsatisfied {
         version: c
             .version()
             .cloned()
             .expect("usable candidates have a version"),
         requirement: req.map(|r| r.1.clone()).unwrap_or_default(),
+    }
+}
+
+/// Rule 1: the explicitly named install, or an error without a fallback
+/// (every other usable install is marked as not considered).
+fn explicit_winner(
+    cands: &mut [Candidate],
+    req: Option<&(semver::VersionReq, String)>,
+) -> Result<usize, ErrorKind> {
+    let variable = cands[0].origin.variable.clone().unwrap_or_default();
+    let problem = match &cands[0].status {
+        Status::Rejected(problem) => Some(problem.clone()),
+        _ if !meets(&cands[0], req) => {
+            let problem = unsatisfied(&cands[0], req);
+            cands[0].status = Status::Rejected(problem.clone());
+            Some(problem)
+        }
+        _ => None,
     };
-    let winner = if cands.first().is_some_and(|c| c.explicit) {
-        let variable = cands[0].origin.variable.clone().unwrap_or_default();
-        let problem = match &cands[0].status {
-            Status::Rejected(problem) => Some(problem.clone()),
-            _ if !meets(&cands[0]) => {
-                let problem = unsatisfied(&cands[0]);
-                cands[0].status = Status::Rejected(problem.clone());
-                Some(problem)
-            }
-            _ => None,
-        };
-        if let Some(problem) = problem {
-            // Nothing is selected: the other usable installs were not
-            // considered, since an explicit variable has no fallback.
-            let name = variable.split('=').next().unwrap_or("").to_string();
-            for c in cands.iter_mut().skip(1).filter(|c| c.is_usable()) {
-                c.status = Status::Lost(format!(
-                    "not considered: {name} is set, and an explicitly named install has no fallback"
-                ));
-            }
-            return Err(ErrorKind::Explicit { variable, problem });
-        }
-        0
-    } else {
-        let mut found = None;
-        for (i, c) in cands.iter_mut().enumerate() {
-            if c.is_usable() && !meets(c) {
-                c.status = Status::Rejected(unsatisfied(c));
-            } else if c.is_usable() {
-                found = Some(i);
-                break;
-            }
-        }
-        match found {
-            Some(i) => i,
-            None if cands
-                .iter()
-                .any(|c| matches!(c.problem(), Some(Problem::Unsatisfied { .. }))) =>
-            {
-                return Err(ErrorKind::NoneSatisfies {
-                    requirement: req.map(|r| r.1.clone()).unwrap_or_default(),
-                })
-            }
-            None if !cands.is_empty()
-                && cands
-                    .iter()
-                    .all(|c| c.problem().is_some_and(Problem::is_nccl1)) =>
-            {
-                return Err(ErrorKind::OnlyNccl1)
-            }
-            None => return Err(ErrorKind::NotFound),
-        }
+    let Some(problem) = problem else {
+        return Ok(0);
     };
-    cands[winner].status = Status::Selected;
+    // Nothing is selected: the other usable installs were not
+    // considered, since an explicit variable has no fallback.
+    let name = variable.split('=').next().unwrap_or("").to_string();
+    for c in cands.iter_mut().skip(1).filter(|c| c.is_usable()) {
+        c.status = Status::Lost(format!(
+            "not considered: {name} is set, and an explicitly named install has no fallback"
+        ));
+    }
+    Err(ErrorKind::Explicit { variable, problem })
+}
+
+/// Rule 2: the first usable install that meets the requirement; those
+/// before it that miss it are rejected. None: why, in the most telling
+/// words (none satisfies, only NCCL 1, not found).
+fn first_usable(
+    cands: &mut [Candidate],
+    req: Option<&(semver::VersionReq, String)>,
+) -> Result<usize, ErrorKind> {
+    for (i, c) in cands.iter_mut().enumerate() {
+        if c.is_usable() && !meets(c, req) {
+            c.status = Status::Rejected(unsatisfied(c, req));
+        } else if c.is_usable() {
+            return Ok(i);
+        }
+    }
+    if cands
+        .iter()
+        .any(|c| matches!(c.problem(), Some(Problem::Unsatisfied { .. })))
+    {
+        return Err(ErrorKind::NoneSatisfies {
+            requirement: req.map(|r| r.1.clone()).unwrap_or_default(),
+        });
+    }
+    if !cands.is_empty()
+        && cands
+            .iter()
+            .all(|c| c.problem().is_some_and(Problem::is_nccl1))
+    {
+        return Err(ErrorKind::OnlyNccl1);
+    }
+    Err(ErrorKind::NotFound)
+}
+
+/// Every other usable install lost: why, and whether it conflicts with the
+/// winner (another library version the loader might find first).
+fn mark_losers(cands: &mut [Candidate], winner: usize) {
     let (w_origin, w_explicit) = (cands[winner].origin.clone(), cands[winner].explicit);
     let w_version = cands[winner].library_version.clone();
     for (i, c) in cands.iter_mut().enumerate() {
@@ -231,5 +260,4 @@ pub(crate) fn select(
             ));
         }
     }
-    Ok(winner)
 }
