@@ -45,64 +45,8 @@ pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> S
     s.push('\n');
     match r.selected() {
         Some(c) => {
-            let _ = writeln!(s, "Selected: {}", describe(r, c));
-            let show = |p: &Option<std::path::PathBuf>| {
-                p.as_ref()
-                    .map(|p| r.logical(p).display().to_string())
-                    .unwrap_or_else(|| "none".into())
-            };
-            let _ = writeln!(s, "  from     {}", c.origin);
-            if let Some(v) = &c.header_version {
-                let _ = writeln!(
-                    s,
-                    "  header   {} (NCCL {v}, code {})",
-                    show(&c.header),
-                    v.code
-                );
-            }
-            let mut lib = show(&c.library);
-            if let Some(real) = &c.library_real {
-                if Some(real) != c.library.as_ref() {
-                    let _ = write!(lib, " -> {}", r.logical(real).display());
-                }
-            }
-            let _ = writeln!(s, "  library  {lib}");
-            let _ = writeln!(
-                s,
-                "           soname {}; library says NCCL {}{}",
-                c.soname.as_deref().unwrap_or("none"),
-                c.library_version
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default(),
-                c.cuda_version
-                    .map(|cu| format!("+cuda{cu}"))
-                    .unwrap_or_default()
-            );
-            if !c.has_dev_link {
-                let _ = writeln!(
-                    s,
-                    "           no libnccl.so here: link libnccl.so.2 by file name"
-                );
-            }
-            let _ = writeln!(s, "  static   {}", show(&c.static_library));
-            for o in &c.also_found_by {
-                let _ = writeln!(s, "  also via {o}");
-            }
-            if !directives.is_empty() {
-                let _ = writeln!(s, "\nCargo directives a build script gets:");
-                let env = "cargo:rerun-if-env-changed=";
-                let n = directives.iter().filter(|d| d.starts_with(env)).count();
-                let mut said = false;
-                for d in directives {
-                    if !d.starts_with(env) {
-                        let _ = writeln!(s, "  {d}");
-                    } else if !said {
-                        said = true;
-                        let _ = writeln!(s, "  {env}<NAME>  (one line for each of the {n} variables read, listed below)");
-                    }
-                }
-            }
+            selected(&mut s, r, c);
+            cargo_directives(&mut s, directives);
         }
         None => {
             let _ = writeln!(s, "Selected: nothing.");
@@ -111,6 +55,89 @@ pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> S
             }
         }
     }
+    run_time_loader(&mut s, r);
+    s.push_str(&details(r));
+    if r.selected.is_none() {
+        if let Some(kind) = error {
+            s.push_str(&advice(kind, r));
+        }
+    }
+    s
+}
+
+/// The selected install: where from, header, library, static library.
+fn selected(s: &mut String, r: &Report, c: &Candidate) {
+    let _ = writeln!(s, "Selected: {}", describe(r, c));
+    let show = |p: &Option<std::path::PathBuf>| {
+        p.as_ref()
+            .map(|p| r.logical(p).display().to_string())
+            .unwrap_or_else(|| "none".into())
+    };
+    let _ = writeln!(s, "  from     {}", c.origin);
+    if let Some(v) = &c.header_version {
+        let _ = writeln!(
+            s,
+            "  header   {} (NCCL {v}, code {})",
+            show(&c.header),
+            v.code
+        );
+    }
+    let mut lib = show(&c.library);
+    if let Some(real) = &c.library_real {
+        if Some(real) != c.library.as_ref() {
+            let _ = write!(lib, " -> {}", r.logical(real).display());
+        }
+    }
+    let _ = writeln!(s, "  library  {lib}");
+    let _ = writeln!(
+        s,
+        "           soname {}; library says NCCL {}{}",
+        c.soname.as_deref().unwrap_or("none"),
+        c.library_version
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        c.cuda_version
+            .map(|cu| format!("+cuda{cu}"))
+            .unwrap_or_default()
+    );
+    if !c.has_dev_link {
+        let _ = writeln!(
+            s,
+            "           no libnccl.so here: link libnccl.so.2 by file name"
+        );
+    }
+    let _ = writeln!(s, "  static   {}", show(&c.static_library));
+    for o in &c.also_found_by {
+        let _ = writeln!(s, "  also via {o}");
+    }
+}
+
+/// The directives a build script gets, the `rerun-if-env-changed` ones
+/// folded into one line.
+fn cargo_directives(s: &mut String, directives: &[String]) {
+    if directives.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\nCargo directives a build script gets:");
+    let env = "cargo:rerun-if-env-changed=";
+    let n = directives.iter().filter(|d| d.starts_with(env)).count();
+    let mut said = false;
+    for d in directives {
+        if !d.starts_with(env) {
+            let _ = writeln!(s, "  {d}");
+        } else if !said {
+            said = true;
+            let _ = writeln!(
+                s,
+                "  {env}<NAME>  (one line for each of the {n} variables read, listed below)"
+            );
+        }
+    }
+}
+
+/// Which `libnccl.so.2` the run-time loader picks, and what else it sees.
+fn run_time_loader(s: &mut String, r: &Report) {
     let _ = writeln!(s, "\nRun-time loader (libnccl.so.2):");
     match &r.loader.pick {
         Some(p) => {
@@ -137,13 +164,6 @@ pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> S
             v.via
         );
     }
-    s.push_str(&details(r));
-    if r.selected.is_none() {
-        if let Some(kind) = error {
-            s.push_str(&advice(kind, r));
-        }
-    }
-    s
 }
 
 /// Other installs, warnings, search order, places looked, variables read.
