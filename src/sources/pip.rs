@@ -14,38 +14,42 @@ use std::path::{Path, PathBuf};
 
 use super::{versioned_entries, Ctx, Origin, Package, Site, SourceKind};
 
+/// Every site-packages that holds an NCCL wheel, in the order above; each
+/// place looked at is recorded.
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
-    let mut places: Vec<(PathBuf, String)> = Vec::new();
-    if let Some((var, dirs)) = ctx.var_list("PYTHONPATH") {
-        places.extend(dirs.into_iter().map(|d| (d, var.name.clone())));
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for (sp, why) in places(ctx) {
+        if !sp.is_dir() {
+            continue;
+        }
+        let key = std::fs::canonicalize(&sp).unwrap_or_else(|_| sp.clone());
+        if !seen.insert(key) {
+            continue;
+        }
+        out.extend(wheel_site(ctx, &sp, &why));
     }
+    out
+}
+
+/// The site-packages to look in, each with why, in search order.
+fn places(ctx: &Ctx) -> Vec<(PathBuf, String)> {
+    let mut places: Vec<(PathBuf, String)> = Vec::new();
+    let mut add = |prefix: &Path, why: &str| {
+        places.extend(
+            site_packages(prefix)
+                .into_iter()
+                .map(|d| (d, why.to_string())),
+        );
+    };
+    let pythonpath = ctx.var_list("PYTHONPATH");
     for name in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
         if let Some((var, prefix)) = ctx.var_path(name) {
-            places.extend(
-                site_packages(&prefix)
-                    .into_iter()
-                    .map(|d| (d, var.name.clone())),
-            );
+            add(&prefix, &var.name);
         }
     }
-    // Not in a build script: a PATH search there would rerun it (and
-    // rebuild everything above it) whenever PATH changes, as between an IDE
-    // and a terminal. The command searches PATH and says what to set.
-    let path = if ctx.build_script {
-        None
-    } else {
-        ctx.var_list("PATH")
-    };
-    if let Some((var, dirs)) = path {
-        for bin in dirs {
-            let has_python = ["python3", "python"].iter().any(|p| bin.join(p).exists());
-            if has_python && bin.file_name().is_some_and(|n| n == "bin") {
-                if let Some(prefix) = bin.parent() {
-                    let why = format!("python in {} ({})", ctx.show(&bin), var.name);
-                    places.extend(site_packages(prefix).into_iter().map(|d| (d, why.clone())));
-                }
-            }
-        }
+    for (prefix, why) in path_pythons(ctx) {
+        add(&prefix, &why);
     }
     let home = ctx.env.raw("HOME").map(|h| ctx.value_path("HOME", &h));
     let pyenv = ctx
@@ -54,11 +58,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         .or_else(|| home.as_ref().map(|h| h.join(".pyenv")));
     if let Some(pyenv) = pyenv {
         for version in versioned_entries(&pyenv.join("versions"), "") {
-            places.extend(
-                site_packages(&version)
-                    .into_iter()
-                    .map(|d| (d, "pyenv".to_string())),
-            );
+            add(&version, "pyenv");
         }
     }
     let user_base = ctx
@@ -66,61 +66,80 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         .map(|(_, p)| p)
         .or_else(|| home.as_ref().map(|h| h.join(".local")));
     if let Some(base) = user_base {
-        places.extend(
-            site_packages(&base)
-                .into_iter()
-                .map(|d| (d, "user site".to_string())),
-        );
+        add(&base, "user site");
     }
     for prefix in ["/usr/local", "/usr"] {
-        places.extend(
-            site_packages(&ctx.path(prefix))
-                .into_iter()
-                .map(|d| (d, "system".to_string())),
-        );
+        add(&ctx.path(prefix), "system");
     }
     places.push((
         ctx.path("/usr/lib/python3/dist-packages"),
         "system".to_string(),
     ));
-
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for (sp, why) in places {
-        if !sp.is_dir() {
-            continue;
-        }
-        let key = std::fs::canonicalize(&sp).unwrap_or_else(|_| sp.clone());
-        if !seen.insert(key) {
-            continue;
-        }
-        let nccl = sp.join("nvidia/nccl");
-        if !nccl.is_dir() {
-            ctx.looked(SourceKind::Pip, &sp, format!("no nvidia/nccl ({why})"));
-            continue;
-        }
-        ctx.looked(SourceKind::Pip, &nccl, format!("wheel ({why})"));
-        let dists = distributions(&sp);
-        if dists.len() > 1 {
-            let names: Vec<String> = dists.iter().map(|p| p.to_string()).collect();
-            ctx.warn(format!(
-                "{} holds several NCCL wheels ({}); they share nvidia/nccl, so the files are those of \
-                 whichever was installed last. Uninstall all but one.",
-                ctx.show(&sp),
-                names.join(", ")
-            ));
-        }
-        let origin = Origin {
-            source: SourceKind::Pip,
-            variable: None,
-            package: dists.into_iter().next(),
-            detail: format!("pip wheel in {} ({why})", ctx.show(&sp)),
-        };
-        let mut site = Site::new(origin, vec![nccl.join("include")], vec![nccl.join("lib")]);
-        site.root = Some(nccl);
-        out.push(site);
+    // PYTHONPATH's own entries come first.
+    if let Some((var, dirs)) = pythonpath {
+        let first: Vec<(PathBuf, String)> =
+            dirs.into_iter().map(|d| (d, var.name.clone())).collect();
+        places.splice(0..0, first);
     }
-    out
+    places
+}
+
+/// The prefixes of the interpreters on `PATH` (`<prefix>/bin/python3`),
+/// with why. Not in a build script: a PATH search there would rerun it (and
+/// rebuild everything above it) whenever PATH changes, as between an IDE
+/// and a terminal. The command searches PATH and says what to set.
+fn path_pythons(ctx: &Ctx) -> Vec<(PathBuf, String)> {
+    let path = if ctx.build_script {
+        None
+    } else {
+        ctx.var_list("PATH")
+    };
+    let Some((var, dirs)) = path else {
+        return Vec::new();
+    };
+    dirs.iter()
+        .filter(|bin| {
+            ["python3", "python"].iter().any(|p| bin.join(p).exists())
+                && bin.file_name().is_some_and(|n| n == "bin")
+        })
+        .filter_map(|bin| {
+            let prefix = bin.parent()?.to_path_buf();
+            Some((
+                prefix,
+                format!("python in {} ({})", ctx.show(bin), var.name),
+            ))
+        })
+        .collect()
+}
+
+/// The site of one site-packages, when it holds `nvidia/nccl`, named by
+/// its wheel's dist-info (with a warning when several wheels share it).
+fn wheel_site(ctx: &Ctx, sp: &Path, why: &str) -> Option<Site> {
+    let nccl = sp.join("nvidia/nccl");
+    if !nccl.is_dir() {
+        ctx.looked(SourceKind::Pip, sp, format!("no nvidia/nccl ({why})"));
+        return None;
+    }
+    ctx.looked(SourceKind::Pip, &nccl, format!("wheel ({why})"));
+    let dists = distributions(sp);
+    if dists.len() > 1 {
+        let names: Vec<String> = dists.iter().map(|p| p.to_string()).collect();
+        ctx.warn(format!(
+            "{} holds several NCCL wheels ({}); they share nvidia/nccl, so the files are those of \
+             whichever was installed last. Uninstall all but one.",
+            ctx.show(sp),
+            names.join(", ")
+        ));
+    }
+    let origin = Origin {
+        source: SourceKind::Pip,
+        variable: None,
+        package: dists.into_iter().next(),
+        detail: format!("pip wheel in {} ({why})", ctx.show(sp)),
+    };
+    let mut site = Site::new(origin, vec![nccl.join("include")], vec![nccl.join("lib")]);
+    site.root = Some(nccl);
+    Some(site)
 }
 
 /// `<prefix>/lib/python3.*/{site,dist}-packages`, newest Python first.
