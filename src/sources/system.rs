@@ -58,85 +58,26 @@ pub fn parse_dpkg_status(text: &str) -> Vec<DpkgPackage> {
     out
 }
 
+/// The dpkg site (named by its packages when there are any), then the rpm,
+/// `/usr/lib` and `/usr/local` layouts.
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
-    let mut out = Vec::new();
-    let usr_include = ctx.path("/usr/include");
-    let status_file = ctx.path("/var/lib/dpkg/status");
-    let packages = match crate::files::read_bounded(&status_file, 256 << 20) {
-        Ok(bytes) => {
-            let p = parse_dpkg_status(&String::from_utf8_lossy(&bytes));
-            ctx.looked(
-                SourceKind::System,
-                &status_file,
-                match p.len() {
-                    0 => "no libnccl packages installed".to_string(),
-                    _ => p
-                        .iter()
-                        .map(|p| format!("{} {}", p.name, p.version))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                },
-            );
-            p
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => {
-            ctx.warn(format!(
-                "{} cannot be read ({e}); dpkg's NCCL packages are not known. Check that file.",
-                ctx.show(&status_file)
-            ));
-            Vec::new()
-        }
-    };
+    let packages = installed_packages(ctx);
     let arch_fits =
         |p: &&DpkgPackage| p.arch == "all" || Some(p.arch.as_str()) == ctx.target.dpkg_arch;
     let find = |name: &str| packages.iter().filter(arch_fits).find(|p| p.name == name);
-    let (runtime, dev) = (find("libnccl2"), find("libnccl-dev"));
-
-    let multiarch_lib = ctx.target.multiarch.map(|ma| ctx.path("/usr/lib").join(ma));
-    if let Some(default_lib) = &multiarch_lib {
-        let lib_dir = runtime
-            .and_then(|p| listed_dir(ctx, p, "libnccl.so.2"))
-            .unwrap_or_else(|| default_lib.clone());
-        let inc_dir = dev
-            .and_then(|p| listed_dir(ctx, p, "nccl.h"))
-            .unwrap_or_else(|| usr_include.clone());
-        let package = (runtime.is_some() || dev.is_some()).then(|| Package::Dpkg {
-            runtime: runtime.map(|p| p.version.clone()),
-            dev: dev.map(|p| p.version.clone()),
-        });
-        let detail = match &package {
-            Some(_) => format!(
-                "dpkg packages ({} + {})",
-                ctx.show(&inc_dir),
-                ctx.show(&lib_dir)
-            ),
-            None => format!(
-                "system dirs {} + {}",
-                ctx.show(&inc_dir),
-                ctx.show(&lib_dir)
-            ),
-        };
-        let mut site = Site::new(
-            Origin {
-                source: SourceKind::System,
-                variable: None,
-                package,
-                detail,
-            },
-            vec![inc_dir],
-            vec![lib_dir],
-        );
-        if let (Some(r), Some(d)) = (runtime, dev) {
-            if r.version != d.version {
-                site.fault = Some(Problem::DpkgSkew {
-                    runtime: r.version.clone(),
-                    dev: d.version.clone(),
-                });
-            }
-        }
-        out.push(site);
-    }
+    let mut out: Vec<Site> = ctx
+        .target
+        .multiarch
+        .map(|ma| {
+            dpkg_site(
+                ctx,
+                &ctx.path("/usr/lib").join(ma),
+                find("libnccl2"),
+                find("libnccl-dev"),
+            )
+        })
+        .into_iter()
+        .collect();
     for (inc, lib, what) in [
         ("/usr/include", &["/usr/lib64"][..], "rpm layout"),
         ("/usr/include", &["/usr/lib"][..], "system dirs"),
@@ -161,6 +102,85 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         ));
     }
     out
+}
+
+/// The `libnccl*` packages in dpkg's status file (recorded as looked at);
+/// none when there is no dpkg, with a warning when the file cannot be read.
+fn installed_packages(ctx: &Ctx) -> Vec<DpkgPackage> {
+    let status_file = ctx.path("/var/lib/dpkg/status");
+    match crate::files::read_bounded(&status_file, 256 << 20) {
+        Ok(bytes) => {
+            let p = parse_dpkg_status(&String::from_utf8_lossy(&bytes));
+            let outcome = match p.len() {
+                0 => "no libnccl packages installed".to_string(),
+                _ => p
+                    .iter()
+                    .map(|p| format!("{} {}", p.name, p.version))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            ctx.looked(SourceKind::System, &status_file, outcome);
+            p
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            ctx.warn(format!(
+                "{} cannot be read ({e}); dpkg's NCCL packages are not known. Check that file.",
+                ctx.show(&status_file)
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// `/usr/include` + `/usr/lib/<multiarch>` (or where the packages' file
+/// lists put them), named and versioned by `libnccl2` and `libnccl-dev`,
+/// with the fault of packages at different versions.
+fn dpkg_site(
+    ctx: &Ctx,
+    default_lib: &Path,
+    runtime: Option<&DpkgPackage>,
+    dev: Option<&DpkgPackage>,
+) -> Site {
+    let lib_dir = runtime
+        .and_then(|p| listed_dir(ctx, p, "libnccl.so.2"))
+        .unwrap_or_else(|| default_lib.to_path_buf());
+    let inc_dir = dev
+        .and_then(|p| listed_dir(ctx, p, "nccl.h"))
+        .unwrap_or_else(|| ctx.path("/usr/include"));
+    let package = (runtime.is_some() || dev.is_some()).then(|| Package::Dpkg {
+        runtime: runtime.map(|p| p.version.clone()),
+        dev: dev.map(|p| p.version.clone()),
+    });
+    let what = match &package {
+        Some(_) => "dpkg packages (",
+        None => "system dirs ",
+    };
+    let close = if package.is_some() { ")" } else { "" };
+    let detail = format!(
+        "{what}{} + {}{close}",
+        ctx.show(&inc_dir),
+        ctx.show(&lib_dir)
+    );
+    let mut site = Site::new(
+        Origin {
+            source: SourceKind::System,
+            variable: None,
+            package,
+            detail,
+        },
+        vec![inc_dir],
+        vec![lib_dir],
+    );
+    if let (Some(r), Some(d)) = (runtime, dev) {
+        if r.version != d.version {
+            site.fault = Some(Problem::DpkgSkew {
+                runtime: r.version.clone(),
+                dev: d.version.clone(),
+            });
+        }
+    }
+    site
 }
 
 /// The directory of the first file named `file` in the package's dpkg list.
