@@ -407,7 +407,6 @@ const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("src/inspect/header.rs", "defines"),
     ("src/inspect/header.rs", "parse_header"),
     ("src/problem.rs", "fmt"),
-    ("src/sources/pkgconfig.rs", "site_for"),
 ];
 
 #[test]

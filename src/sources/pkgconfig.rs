@@ -156,6 +156,8 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     out
 }
 
+/// The site an `nccl.pc` describes: its `-I`/`-L` dirs (else `includedir`
+/// and `libdir`) under the sysroot, or its fault when it cannot be parsed.
 fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
     let logical_dir = ctx.show(file.parent().unwrap_or(Path::new("/")));
     let parsed = crate::files::read_bounded(file, 1 << 20)
@@ -202,8 +204,17 @@ fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
             pc.vars.get("libdir").unwrap_or(&"/usr/lib".to_string()),
         ));
     }
-    let has_nccl = incs
-        .iter()
+    if !holds_nccl(&incs, &libs) {
+        misleading(ctx, file, &pc, &incs, &libs);
+    }
+    let mut site = Site::new(origin, incs, libs);
+    site.root = pc.vars.get("prefix").map(place);
+    site
+}
+
+/// Whether any of the dirs holds `nccl.h` or a `libnccl*` file.
+fn holds_nccl(incs: &[PathBuf], libs: &[PathBuf]) -> bool {
+    incs.iter()
         .any(|d| std::fs::symlink_metadata(d.join("nccl.h")).is_ok())
         || libs.iter().any(|d| {
             crate::sources::sorted_entries(d).iter().any(|p| {
@@ -211,37 +222,37 @@ fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
                     .and_then(|n| n.to_str())
                     .is_some_and(|n| n.starts_with("libnccl"))
             })
+        })
+}
+
+/// Names an `nccl.pc` whose dirs hold no NCCL (a build machine's
+/// `prefix=`): a warning, and a record for `doctor`.
+fn misleading(ctx: &Ctx, file: &Path, pc: &PcFile, incs: &[PathBuf], libs: &[PathBuf]) {
+    let prefix = pc
+        .vars
+        .get("prefix")
+        .cloned()
+        .unwrap_or_else(|| "(none)".into());
+    let flags = incs
+        .iter()
+        .map(|d| format!("-I{}", ctx.show(d)))
+        .chain(libs.iter().map(|d| format!("-L{}", ctx.show(d))))
+        .collect::<Vec<_>>()
+        .join(" ");
+    ctx.warn(format!(
+        "{} says prefix={prefix} ({flags}), but there is no nccl.h and no libnccl there: the file \
+         describes the machine NCCL was built on. `pkg-config --cflags --libs nccl` gives C and CMake \
+         builds wrong flags here; nccl-find ignores the file. Fix its prefix= line, or use \
+         `nccl-find --cflags --libs`.",
+        ctx.show(file)
+    ));
+    ctx.misleading_pc
+        .borrow_mut()
+        .push(crate::origin::MisleadingPc {
+            file: file.to_path_buf(),
+            prefix,
+            flags,
         });
-    if !has_nccl {
-        let prefix = pc
-            .vars
-            .get("prefix")
-            .cloned()
-            .unwrap_or_else(|| "(none)".into());
-        let flags = incs
-            .iter()
-            .map(|d| format!("-I{}", ctx.show(d)))
-            .chain(libs.iter().map(|d| format!("-L{}", ctx.show(d))))
-            .collect::<Vec<_>>()
-            .join(" ");
-        ctx.warn(format!(
-            "{} says prefix={prefix} ({flags}), but there is no nccl.h and no libnccl there: the file \
-             describes the machine NCCL was built on. `pkg-config --cflags --libs nccl` gives C and CMake \
-             builds wrong flags here; nccl-find ignores the file. Fix its prefix= line, or use \
-             `nccl-find --cflags --libs`.",
-            ctx.show(file)
-        ));
-        ctx.misleading_pc
-            .borrow_mut()
-            .push(crate::origin::MisleadingPc {
-                file: file.to_path_buf(),
-                prefix,
-                flags,
-            });
-    }
-    let mut site = Site::new(origin, incs, libs);
-    site.root = pc.vars.get("prefix").map(place);
-    site
 }
 
 #[cfg(test)]
