@@ -419,12 +419,9 @@ struct Group {
 /// The object-like macros a header defines, as a preprocessor would see
 /// them after every `#if` is decided, or why it could not be read.
 fn defines(text: &str) -> Result<HashMap<String, (usize, Vec<Tok>)>, String> {
-    let mut macros: HashMap<String, Vec<Tok>> = HashMap::new();
-    let mut at: HashMap<String, usize> = HashMap::new();
-    let mut stack: Vec<Group> = Vec::new();
+    let mut pre = Preprocessor::default();
     for (line, l) in logical_lines(text) {
-        let t = l.trim_start();
-        let Some(d) = t.strip_prefix('#') else {
+        let Some(d) = l.trim_start().strip_prefix('#') else {
             continue;
         };
         let d = d.trim_start();
@@ -432,80 +429,99 @@ fn defines(text: &str) -> Result<HashMap<String, (usize, Vec<Tok>)>, String> {
             .find(|c: char| !c.is_ascii_alphabetic())
             .unwrap_or(d.len());
         let (word, rest) = d.split_at(word_end);
-        let live = stack.iter().all(|g| g.active);
-        let cond = |rest: &str, macros: &HashMap<String, Vec<Tok>>| -> Result<bool, String> {
-            eval(&tokens(rest), macros)
-                .map(|v| v != 0)
-                .map_err(|e| format!("line {line}: cannot evaluate `#{word}{rest}`: {e}"))
-        };
+        pre.directive(line, word, rest)?;
+    }
+    let Preprocessor { macros, at, .. } = pre;
+    Ok(macros
+        .into_iter()
+        .map(|(k, v)| (k.clone(), (at.get(&k).copied().unwrap_or(0), v)))
+        .collect())
+}
+
+/// The state of the directives read so far: the macros defined (with the
+/// line of each definition) and the open `#if` groups.
+#[derive(Default)]
+struct Preprocessor {
+    macros: HashMap<String, Vec<Tok>>,
+    at: HashMap<String, usize>,
+    stack: Vec<Group>,
+}
+
+impl Preprocessor {
+    /// One directive: `#word rest` on `line`.
+    fn directive(&mut self, line: usize, word: &str, rest: &str) -> Result<(), String> {
+        let live = self.stack.iter().all(|g| g.active);
         match word {
             "if" | "ifdef" | "ifndef" => {
-                let on = live
-                    && match word {
-                        "if" => cond(rest, &macros)?,
-                        _ => {
-                            let name = rest.split_whitespace().next().unwrap_or("");
-                            macros.contains_key(name) == (word == "ifdef")
-                        }
-                    };
-                stack.push(Group {
+                let on = live && self.test(line, word, rest)?;
+                self.stack.push(Group {
                     taken: on,
                     active: on,
                 });
             }
             "elif" | "elifdef" | "elifndef" | "else" => {
-                let outer = stack.len() > 1 && stack[..stack.len() - 1].iter().all(|g| g.active);
-                let outer = outer || stack.len() == 1;
-                let g = stack
-                    .last_mut()
-                    .ok_or_else(|| format!("line {line}: #{word} without #if"))?;
-                let on = outer
-                    && !g.taken
-                    && match word {
-                        "else" => true,
-                        "elif" => cond(rest, &macros)?,
-                        _ => {
-                            let name = rest.split_whitespace().next().unwrap_or("");
-                            macros.contains_key(name) == (word == "elifdef")
-                        }
-                    };
+                let n = self.stack.len();
+                let outer = n == 1 || (n > 1 && self.stack[..n - 1].iter().all(|g| g.active));
+                let taken = self
+                    .stack
+                    .last()
+                    .ok_or_else(|| format!("line {line}: #{word} without #if"))?
+                    .taken;
+                let on = outer && !taken && (word == "else" || self.test(line, word, rest)?);
+                let g = self.stack.last_mut().expect("checked above");
                 g.active = on;
                 g.taken |= on;
             }
             "endif" => {
-                stack
+                self.stack
                     .pop()
                     .ok_or_else(|| format!("line {line}: #endif without #if"))?;
             }
-            "define" if live => {
-                let rest = rest.trim_start();
-                let name_end = rest
-                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-                    .unwrap_or(rest.len());
-                let (name, body) = rest.split_at(name_end);
-                if name.is_empty() || body.starts_with('(') {
-                    // Function-like macros are not needed here.
-                    if !name.is_empty() {
-                        macros.remove(name);
-                        at.remove(name);
-                    }
-                    continue;
-                }
-                macros.insert(name.to_string(), tokens(body));
-                at.insert(name.to_string(), line);
-            }
-            "undef" if live => {
-                let name = rest.split_whitespace().next().unwrap_or("");
-                macros.remove(name);
-                at.remove(name);
-            }
+            "define" if live => self.define(line, rest),
+            "undef" if live => self.undef(rest.split_whitespace().next().unwrap_or("")),
             _ => {}
         }
+        Ok(())
     }
-    Ok(macros
-        .into_iter()
-        .map(|(k, v)| (k.clone(), (at.get(&k).copied().unwrap_or(0), v)))
-        .collect())
+
+    /// The condition of `#if`/`#elif` (evaluated) or `#ifdef`/`#ifndef`/
+    /// `#elifdef`/`#elifndef` (a macro defined or not).
+    fn test(&self, line: usize, word: &str, rest: &str) -> Result<bool, String> {
+        match word {
+            "if" | "elif" => eval(&tokens(rest), &self.macros)
+                .map(|v| v != 0)
+                .map_err(|e| format!("line {line}: cannot evaluate `#{word}{rest}`: {e}")),
+            _ => {
+                let name = rest.split_whitespace().next().unwrap_or("");
+                let want_defined = word == "ifdef" || word == "elifdef";
+                Ok(self.macros.contains_key(name) == want_defined)
+            }
+        }
+    }
+
+    /// `#define NAME body`; a function-like macro is not needed here, and
+    /// undefines any earlier object-like one of that name.
+    fn define(&mut self, line: usize, rest: &str) {
+        let rest = rest.trim_start();
+        let name_end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let (name, body) = rest.split_at(name_end);
+        if name.is_empty() {
+            return;
+        }
+        if body.starts_with('(') {
+            self.undef(name);
+            return;
+        }
+        self.macros.insert(name.to_string(), tokens(body));
+        self.at.insert(name.to_string(), line);
+    }
+
+    fn undef(&mut self, name: &str) {
+        self.macros.remove(name);
+        self.at.remove(name);
+    }
 }
 
 /// Parses the text of an `nccl.h`.
@@ -517,93 +533,106 @@ pub fn parse_header(text: &str) -> Header {
         Ok(m) => m,
         Err(why) => return Header::Bad(why),
     };
-    let names = ["MAJOR", "MINOR", "PATCH"];
-    if names
+    if ["MAJOR", "MINOR", "PATCH"]
         .iter()
         .all(|n| !macros.contains_key(&format!("NCCL_{n}")))
     {
-        for sign in [
-            "ncclInvalidDevicePointer",
-            "ncclLibWrapperNotSet",
-            "ncclRankMismatch",
-        ] {
-            if text.contains(sign) {
-                return Header::Nccl1 {
-                    sign: format!("no version macros, and NCCL 1's result code {sign}"),
-                };
-            }
-        }
-        if text.contains("ncclCommInitRank") && !text.contains("ncclGroupStart") {
-            return Header::Nccl1 {
-                sign: "no version macros, and ncclCommInitRank without ncclGroupStart".into(),
-            };
-        }
-        return Header::Bad(
-            "it defines no NCCL_MAJOR, NCCL_MINOR or NCCL_PATCH: this is not an NCCL header".into(),
-        );
+        return without_version(text);
     }
-    let plain: HashMap<String, Vec<Tok>> = macros
-        .iter()
-        .map(|(k, (_, v))| (k.clone(), v.clone()))
-        .collect();
-    let number = |name: &str| -> Result<u32, String> {
-        let full = format!("NCCL_{name}");
-        let Some((line, body)) = macros.get(&full) else {
-            return Err(format!("{full} is not defined"));
-        };
-        let shown = body_text(body);
-        let v = eval(body, &plain)
-            .map_err(|e| format!("{full} (line {line}) is {shown:?}, not a number: {e}"))?;
-        u32::try_from(v).map_err(|_| {
-            format!(
-                "{full} (line {line}) is {shown}, which does not fit a version number (0 to {})",
-                u32::MAX
-            )
-        })
-    };
-    let parsed = (|| {
-        let (x, y, z) = (number("MAJOR")?, number("MINOR")?, number("PATCH")?);
-        let suffix = match macros.get("NCCL_SUFFIX") {
-            None => String::new(),
-            Some((line, body)) => match body.as_slice() {
-                [] => String::new(),
-                [Tok::Str(s)] => {
-                    let v =
-                        string_literal(s).map_err(|e| format!("NCCL_SUFFIX (line {line}): {e}"))?;
-                    if v.chars().any(|c| c.is_control()) {
-                        return Err(format!(
-                            "NCCL_SUFFIX (line {line}) holds a control character: {v:?}"
-                        ));
-                    }
-                    v
-                }
-                _ => {
-                    return Err(format!(
-                        "NCCL_SUFFIX (line {line}) is {:?}, not a string",
-                        body_text(body)
-                    ))
-                }
-            },
-        };
-        let mut v = Version::checked(x, y, z, suffix)?;
-        if macros.contains_key("NCCL_VERSION_CODE") {
-            let c = number("VERSION_CODE")?;
-            if c != v.code {
-                return Err(format!(
-                    "NCCL_VERSION_CODE is {c}, but NCCL_MAJOR/MINOR/PATCH say {x}.{y}.{z}, whose code is {}",
-                    v.code
-                ));
-            }
-            v.code = c;
-        }
-        Ok(v)
-    })();
-    match parsed {
+    match version(&macros) {
         Ok(v) if v.major == 1 => Header::Nccl1 {
             sign: "NCCL_MAJOR is 1".into(),
         },
         Ok(v) => Header::Nccl2(v),
         Err(why) => Header::Bad(why),
+    }
+}
+
+/// A header with no version macros: NCCL 1 by its signs, else not NCCL.
+fn without_version(text: &str) -> Header {
+    for sign in [
+        "ncclInvalidDevicePointer",
+        "ncclLibWrapperNotSet",
+        "ncclRankMismatch",
+    ] {
+        if text.contains(sign) {
+            return Header::Nccl1 {
+                sign: format!("no version macros, and NCCL 1's result code {sign}"),
+            };
+        }
+    }
+    if text.contains("ncclCommInitRank") && !text.contains("ncclGroupStart") {
+        return Header::Nccl1 {
+            sign: "no version macros, and ncclCommInitRank without ncclGroupStart".into(),
+        };
+    }
+    Header::Bad(
+        "it defines no NCCL_MAJOR, NCCL_MINOR or NCCL_PATCH: this is not an NCCL header".into(),
+    )
+}
+
+type Macros = HashMap<String, (usize, Vec<Tok>)>;
+
+/// The version the macros give: `NCCL_MAJOR`/`MINOR`/`PATCH`, `NCCL_SUFFIX`,
+/// and `NCCL_VERSION_CODE` checked against them.
+fn version(macros: &Macros) -> Result<Version, String> {
+    let plain: HashMap<String, Vec<Tok>> = macros
+        .iter()
+        .map(|(k, (_, v))| (k.clone(), v.clone()))
+        .collect();
+    let number = |name: &str| number(macros, &plain, name);
+    let (x, y, z) = (number("MAJOR")?, number("MINOR")?, number("PATCH")?);
+    let mut v = Version::checked(x, y, z, suffix(macros)?)?;
+    if macros.contains_key("NCCL_VERSION_CODE") {
+        let c = number("VERSION_CODE")?;
+        if c != v.code {
+            return Err(format!(
+                "NCCL_VERSION_CODE is {c}, but NCCL_MAJOR/MINOR/PATCH say {x}.{y}.{z}, whose code is {}",
+                v.code
+            ));
+        }
+        v.code = c;
+    }
+    Ok(v)
+}
+
+/// `NCCL_<name>` as a number that fits a version (32 bits).
+fn number(macros: &Macros, plain: &HashMap<String, Vec<Tok>>, name: &str) -> Result<u32, String> {
+    let full = format!("NCCL_{name}");
+    let Some((line, body)) = macros.get(&full) else {
+        return Err(format!("{full} is not defined"));
+    };
+    let shown = body_text(body);
+    let v = eval(body, plain)
+        .map_err(|e| format!("{full} (line {line}) is {shown:?}, not a number: {e}"))?;
+    u32::try_from(v).map_err(|_| {
+        format!(
+            "{full} (line {line}) is {shown}, which does not fit a version number (0 to {})",
+            u32::MAX
+        )
+    })
+}
+
+/// `NCCL_SUFFIX`: empty, or one string literal without control characters.
+fn suffix(macros: &Macros) -> Result<String, String> {
+    let Some((line, body)) = macros.get("NCCL_SUFFIX") else {
+        return Ok(String::new());
+    };
+    match body.as_slice() {
+        [] => Ok(String::new()),
+        [Tok::Str(s)] => {
+            let v = string_literal(s).map_err(|e| format!("NCCL_SUFFIX (line {line}): {e}"))?;
+            if v.chars().any(|c| c.is_control()) {
+                return Err(format!(
+                    "NCCL_SUFFIX (line {line}) holds a control character: {v:?}"
+                ));
+            }
+            Ok(v)
+        }
+        _ => Err(format!(
+            "NCCL_SUFFIX (line {line}) is {:?}, not a string",
+            body_text(body)
+        )),
     }
 }
 
