@@ -159,6 +159,8 @@ pub(crate) fn list(paths: &[PathBuf]) -> String {
 }
 
 impl fmt::Display for Problem {
+    // Long: one arm per variant, each the whole message a user reads: a
+    // table of messages, read best side by side.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Problem::Missing { var, path } => write!(

@@ -401,12 +401,6 @@ fn long_functions(src: &str, limit: usize) -> Vec<(String, usize, usize)> {
     out
 }
 
-/// Functions still being split (issue 11); this list only shrinks.
-const NOT_YET_SPLIT: &[(&str, &str)] = &[
-    ("src/emit/loader_dir.rs", "make_loader_dir"),
-    ("src/problem.rs", "fmt"),
-];
-
 #[test]
 fn no_function_is_over_80_lines_without_a_reason() {
     let mut bad = Vec::new();
@@ -419,13 +413,7 @@ fn no_function_is_over_80_lines_without_a_reason() {
             let text = std::fs::read_to_string(&f).unwrap();
             let shown = f.strip_prefix(repo()).unwrap().display().to_string();
             for (name, line, len) in long_functions(&text, 80) {
-                if NOT_YET_SPLIT.contains(&(shown.as_str(), name.as_str())) {
-                    continue;
-                }
-                bad.push(format!(
-                    "{}:{line}: fn {name} is {len} lines",
-                    f.strip_prefix(repo()).unwrap().display()
-                ));
+                bad.push(format!("{shown}:{line}: fn {name} is {len} lines"));
             }
         }
     }

@@ -195,6 +195,35 @@ pub fn make_loader_dir(dir: &Path, library: &Path, mode: u32) -> Result<LoaderDi
             dir.display()
         )));
     }
+    let real = selected_library(library)?;
+    let created = own_directory(dir, mode)?;
+    let marker = dir.join(MARKER);
+    if created {
+        let text = "This directory was made by nccl-find: links to the NCCL it selected, for the run-time loader.\n";
+        std::fs::write(&marker, text).map_err(|e| io_error(&marker, "writing", e))?;
+    } else {
+        match std::fs::symlink_metadata(&marker) {
+            Ok(mm) if mm.file_type().is_file() => {}
+            _ => {
+                return Err(LoaderDirError::new(format!(
+                    "{} exists but nccl-find did not make it (no {MARKER} in it): remove it, or move it away",
+                    dir.display()
+                )))
+            }
+        }
+    }
+    for name in LOADER_NAMES {
+        link_into(dir, name, &real)?;
+    }
+    Ok(LoaderDir {
+        dir: dir.to_path_buf(),
+        library: real,
+        warnings: Vec::new(),
+    })
+}
+
+/// The library resolved: a regular file under a plain path, not NCCL 1.
+fn selected_library(library: &Path) -> Result<PathBuf, LoaderDirError> {
     let real = std::fs::canonicalize(library).map_err(|e| {
         LoaderDirError::new(format!(
             "the selected library {} cannot be resolved: {e}. Check that the install is still there",
@@ -217,7 +246,13 @@ pub fn make_loader_dir(dir: &Path, library: &Path, mode: u32) -> Result<LoaderDi
     }
     let (version, soname) = file_version(&real);
     refuse_nccl1(&real, version.as_ref(), soname.as_deref())?;
+    Ok(real)
+}
 
+/// Creates `dir` with `mode`, or takes the one there if it is a real
+/// directory owned by its parent's owner and writable by no one else.
+/// Whether this call created it.
+fn own_directory(dir: &Path, mode: u32) -> Result<bool, LoaderDirError> {
     let parent = dir
         .parent()
         .ok_or_else(|| LoaderDirError::new(format!("{} has no parent", dir.display())))?;
@@ -250,29 +285,7 @@ pub fn make_loader_dir(dir: &Path, library: &Path, mode: u32) -> Result<LoaderDi
             m.permissions().mode() & 0o7777
         )));
     }
-    let marker = dir.join(MARKER);
-    if created {
-        let text = "This directory was made by nccl-find: links to the NCCL it selected, for the run-time loader.\n";
-        std::fs::write(&marker, text).map_err(|e| io_error(&marker, "writing", e))?;
-    } else {
-        match std::fs::symlink_metadata(&marker) {
-            Ok(mm) if mm.file_type().is_file() => {}
-            _ => {
-                return Err(LoaderDirError::new(format!(
-                    "{} exists but nccl-find did not make it (no {MARKER} in it): remove it, or move it away",
-                    dir.display()
-                )))
-            }
-        }
-    }
-    for name in LOADER_NAMES {
-        link_into(dir, name, &real)?;
-    }
-    Ok(LoaderDir {
-        dir: dir.to_path_buf(),
-        library: real,
-        warnings: Vec::new(),
-    })
+    Ok(created)
 }
 
 /// Makes `dir/name` a link to `target`: a new link under a temporary name,
