@@ -65,6 +65,7 @@ mod env;
 mod files;
 mod ldcache;
 mod lines;
+mod req;
 mod target;
 mod version;
 

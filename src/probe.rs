@@ -75,7 +75,9 @@ impl Config {
         self
     }
 
-    /// Requires a version matching a semver requirement, e.g. `">=2.18, <3"`.
+    /// Requires a version matching a requirement in Cargo's syntax, e.g.
+    /// `">=2.18, <3"`, `"~2.18"`, `"2.*"` (read as the `semver` crate reads
+    /// it; pre-release parts are refused, since NCCL versions have none).
     pub fn version_req(&mut self, req: &str) -> &mut Config {
         self.requirement = Some(Requirement::Semver(req.to_string()));
         self

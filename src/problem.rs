@@ -7,7 +7,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::version::{lenient_semver, CudaVersion, Version};
+use crate::version::{lenient_version, CudaVersion, Version};
 
 /// Why a candidate install cannot be used. Each message names the file and
 /// says what to do.
@@ -428,7 +428,7 @@ impl ErrorKind {
                     })
                     .collect();
                 let need = missing.iter().filter_map(|m| m.introduced_in).max_by(|a, b| {
-                    lenient_semver(a).ok().cmp(&lenient_semver(b).ok())
+                    lenient_version(a).ok().cmp(&lenient_version(b).ok())
                 });
                 format!(
                     "{} is NCCL {version}, which lacks {}.{}",

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use crate::context::Ctx;
 use crate::inspect::{self, Candidate, Status};
 use crate::problem::{ErrorKind, Problem};
+use crate::req::VersionReq;
 use crate::sources::Site;
-use crate::version::lenient_semver;
+use crate::version::lenient_version;
 
 /// A version requirement, as given to `Config`.
 #[derive(Debug, Clone)]
@@ -29,44 +30,47 @@ pub(crate) enum Requirement {
     Semver(String),
 }
 
+/// `2.18` as `2.18.0`, for a requirement's text.
+fn dotted(v: &str) -> Result<String, String> {
+    let (x, y, z) = lenient_version(v)?;
+    Ok(format!("{x}.{y}.{z}"))
+}
+
 impl Requirement {
     /// The requirement as a semver requirement, with its text (`>=2.18.0`);
     /// `None` for a range open at both ends.
-    pub(crate) fn parse(&self) -> Result<Option<(semver::VersionReq, String)>, ErrorKind> {
+    pub(crate) fn parse(&self) -> Result<Option<(VersionReq, String)>, ErrorKind> {
         let invalid = |requirement: &str, why: String| ErrorKind::InvalidRequirement {
             requirement: requirement.to_string(),
             why,
         };
-        let text = match self {
-            Requirement::AtLeast(v) => {
-                format!(">={}", lenient_semver(v).map_err(|e| invalid(v, e))?)
-            }
-            Requirement::Exactly(v) => {
-                format!("={}", lenient_semver(v).map_err(|e| invalid(v, e))?)
-            }
-            Requirement::Range(lo, hi) => {
-                let mut parts = Vec::new();
-                for (b, inc, exc) in [(lo, ">=", ">"), (hi, "<=", "<")] {
-                    match b {
-                        Bound::Included(v) => parts.push(format!(
-                            "{inc}{}",
-                            lenient_semver(v).map_err(|e| invalid(v, e))?
-                        )),
-                        Bound::Excluded(v) => parts.push(format!(
-                            "{exc}{}",
-                            lenient_semver(v).map_err(|e| invalid(v, e))?
-                        )),
-                        Bound::Unbounded => {}
+        let text =
+            match self {
+                Requirement::AtLeast(v) => {
+                    format!(">={}", dotted(v).map_err(|e| invalid(v, e))?)
+                }
+                Requirement::Exactly(v) => {
+                    format!("={}", dotted(v).map_err(|e| invalid(v, e))?)
+                }
+                Requirement::Range(lo, hi) => {
+                    let mut parts = Vec::new();
+                    for (b, inc, exc) in [(lo, ">=", ">"), (hi, "<=", "<")] {
+                        match b {
+                            Bound::Included(v) => parts
+                                .push(format!("{inc}{}", dotted(v).map_err(|e| invalid(v, e))?)),
+                            Bound::Excluded(v) => parts
+                                .push(format!("{exc}{}", dotted(v).map_err(|e| invalid(v, e))?)),
+                            Bound::Unbounded => {}
+                        }
                     }
+                    if parts.is_empty() {
+                        return Ok(None);
+                    }
+                    parts.join(", ")
                 }
-                if parts.is_empty() {
-                    return Ok(None);
-                }
-                parts.join(", ")
-            }
-            Requirement::Semver(r) => r.clone(),
-        };
-        let req = semver::VersionReq::parse(&text).map_err(|e| invalid(&text, e.to_string()))?;
+                Requirement::Semver(r) => r.clone(),
+            };
+        let req = VersionReq::parse(&text).map_err(|e| invalid(&text, e))?;
         Ok(Some((req, text)))
     }
 }
@@ -133,7 +137,7 @@ fn same_file(a: &Option<PathBuf>, b: &Option<PathBuf>) -> bool {
 /// Picks the winner: see the module's rules.
 pub(crate) fn select(
     cands: &mut [Candidate],
-    req: Option<&(semver::VersionReq, String)>,
+    req: Option<&(VersionReq, String)>,
 ) -> Result<usize, ErrorKind> {
     let winner = if cands.first().is_some_and(|c| c.explicit) {
         explicit_winner(cands, req)?
@@ -147,14 +151,14 @@ pub(crate) fn select(
 
 /// Whether a candidate meets the requirement (one without a version, or no
 /// requirement, does).
-fn meets(c: &Candidate, req: Option<&(semver::VersionReq, String)>) -> bool {
+fn meets(c: &Candidate, req: Option<&(VersionReq, String)>) -> bool {
     match (req, c.version()) {
-        (Some((r, _)), Some(v)) => r.matches(&v.semver()),
+        (Some((r, _)), Some(v)) => r.matches(v.major.into(), v.minor.into(), v.patch.into()),
         _ => true,
     }
 }
 
-fn unsatisfied(c: &Candidate, req: Option<&(semver::VersionReq, String)>) -> Problem {
+fn unsatisfied(c: &Candidate, req: Option<&(VersionReq, String)>) -> Problem {
     Problem::Unsatisfied {
         version: c
             .version()
@@ -168,7 +172,7 @@ fn unsatisfied(c: &Candidate, req: Option<&(semver::VersionReq, String)>) -> Pro
 /// (every other usable install is marked as not considered).
 fn explicit_winner(
     cands: &mut [Candidate],
-    req: Option<&(semver::VersionReq, String)>,
+    req: Option<&(VersionReq, String)>,
 ) -> Result<usize, ErrorKind> {
     let variable = cands[0].origin.variable.clone().unwrap_or_default();
     let problem = match &cands[0].status {
@@ -199,7 +203,7 @@ fn explicit_winner(
 /// words (none satisfies, only NCCL 1, not found).
 fn first_usable(
     cands: &mut [Candidate],
-    req: Option<&(semver::VersionReq, String)>,
+    req: Option<&(VersionReq, String)>,
 ) -> Result<usize, ErrorKind> {
     for (i, c) in cands.iter_mut().enumerate() {
         if c.is_usable() && !meets(c, req) {

@@ -83,19 +83,12 @@ impl Version {
         (Version::code_of(old.0, old.1, old.2) == code && old.0 <= 2).then_some(old)
     }
 
-    /// The version as a `semver::Version`. The suffix, if any, becomes build
-    /// metadata, so that `>=2.18` still matches a suffixed 2.19.
-    pub fn semver(&self) -> semver::Version {
-        let mut v = semver::Version::new(self.major.into(), self.minor.into(), self.patch.into());
-        let meta: String = self
-            .suffix
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        if let Ok(b) = semver::BuildMetadata::new(&meta) {
-            v.build = b;
-        }
-        v
+    /// Whether this version meets a requirement in Cargo's syntax
+    /// (`>=2.18, <3`); the suffix takes no part, so `>=2.18` matches a
+    /// suffixed 2.19. `Err` says why the requirement is not valid.
+    pub fn matches(&self, requirement: &str) -> Result<bool, String> {
+        let req = crate::req::VersionReq::parse(requirement)?;
+        Ok(req.matches(self.major.into(), self.minor.into(), self.patch.into()))
     }
 
     /// True when this is at least `major.minor`.
@@ -140,8 +133,8 @@ impl fmt::Display for CudaVersion {
     }
 }
 
-/// Reads `2.21.5` (or `2.21`, `2`) leniently into a semver version.
-pub(crate) fn lenient_semver(s: &str) -> Result<semver::Version, String> {
+/// Reads `2.21.5` (or `2.21`, `2`) leniently into three numbers.
+pub(crate) fn lenient_version(s: &str) -> Result<(u64, u64, u64), String> {
     let parts: Vec<&str> = s.trim().split('.').collect();
     if parts.is_empty() || parts.len() > 3 {
         return Err(format!("{s:?} is not a version like 2.18 or 2.18.3"));
@@ -152,7 +145,7 @@ pub(crate) fn lenient_semver(s: &str) -> Result<semver::Version, String> {
             .parse()
             .map_err(|_| format!("{s:?} is not a version like 2.18 or 2.18.3"))?;
     }
-    Ok(semver::Version::new(nums[0], nums[1], nums[2]))
+    Ok((nums[0], nums[1], nums[2]))
 }
 
 #[cfg(test)]
@@ -185,16 +178,10 @@ mod tests {
     }
 
     #[test]
-    fn semver_keeps_suffix_out_of_precedence() {
-        let v = Version::new(2, 19, 3, "a0");
-        assert_eq!(v.to_string(), "2.19.3a0");
-        assert!(semver::VersionReq::parse(">=2.18")
-            .unwrap()
-            .matches(&v.semver()));
-        assert_eq!(
-            lenient_semver("2.18").unwrap(),
-            semver::Version::new(2, 18, 0)
-        );
-        assert!(lenient_semver("two").is_err());
+    fn lenient_versions() {
+        assert_eq!(lenient_version("2.18"), Ok((2, 18, 0)));
+        assert_eq!(lenient_version(" 2.21.5 "), Ok((2, 21, 5)));
+        assert!(lenient_version("two").is_err());
+        assert!(lenient_version("2.18.3.1").is_err());
     }
 }

@@ -41,7 +41,11 @@ fn dpkg_packages_are_found_named_and_versioned() {
     let r = &n.report;
     assert_eq!(n.version.to_string(), "2.28.3");
     assert_eq!(n.version.code, 22803);
-    assert_eq!(n.version.semver(), semver::Version::new(2, 28, 3));
+    assert_eq!(
+        (n.version.major, n.version.minor, n.version.patch),
+        (2, 28, 3)
+    );
+    assert_eq!(n.version.matches(">=2.18, <3"), Ok(true));
     assert_eq!(n.library_version.to_string(), "2.28.3");
     assert_eq!(n.cuda_version.unwrap().to_string(), "13.0");
     assert_eq!(n.origin.source, SourceKind::System);

@@ -24,7 +24,9 @@ proptest! {
         }
         let v = Version::new(major, minor, patch, "");
         prop_assert_eq!(v.code, code);
-        prop_assert_eq!(v.semver(), semver::Version::new(major.into(), minor.into(), patch.into()));
+        prop_assert_eq!((v.major, v.minor, v.patch), (major, minor, patch));
+        let exact = format!("={major}.{minor}.{patch}");
+        prop_assert_eq!(v.matches(&exact), Ok(true));
     }
 }
 
