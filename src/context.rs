@@ -216,7 +216,7 @@ pub(crate) fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
 /// version first (`python3.12` before `python3.9`, `cuda-12.4` before
 /// `cuda-11.8`), then by name.
 pub(crate) fn versioned_entries(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = sorted_entries(dir)
+    let v: Vec<PathBuf> = sorted_entries(dir)
         .into_iter()
         .filter(|p| {
             p.file_name()
@@ -224,19 +224,37 @@ pub(crate) fn versioned_entries(dir: &Path, prefix: &str) -> Vec<PathBuf> {
                 .is_some_and(|n| n.starts_with(prefix) && n.len() > prefix.len())
         })
         .collect();
-    v.sort_by(|a, b| {
-        let key = |p: &PathBuf| {
+    let keyed = v
+        .into_iter()
+        .map(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let nums: Vec<u64> = name[prefix.len()..]
                 .split(|c: char| !c.is_ascii_digit())
                 .filter(|s| !s.is_empty())
                 .map(|s| s.parse().unwrap_or(0))
                 .collect();
-            nums
-        };
-        key(b).cmp(&key(a)).then_with(|| a.cmp(b))
-    });
-    v
+            (nums, p)
+        })
+        .collect();
+    newest_first(keyed)
+}
+
+/// The items, highest version numbers first, in their given order among
+/// equals. Every such list goes through this one sort: a sort with its own
+/// comparison closure is compiled anew, and every downstream build script
+/// pays for each one.
+pub(crate) fn newest_first<T>(items: Vec<(Vec<u64>, T)>) -> Vec<T> {
+    let mut keys: Vec<(std::cmp::Reverse<Vec<u64>>, usize)> = items
+        .iter()
+        .enumerate()
+        .map(|(i, (k, _))| (std::cmp::Reverse(k.clone()), i))
+        .collect();
+    // The index makes every key distinct, so this order is the stable one.
+    keys.sort_unstable();
+    let mut slots: Vec<Option<T>> = items.into_iter().map(|(_, t)| Some(t)).collect();
+    keys.into_iter()
+        .filter_map(|(_, i)| slots[i].take())
+        .collect()
 }
 
 #[cfg(test)]

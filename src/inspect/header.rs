@@ -105,6 +105,9 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
     out
 }
 
+/// The object-like macros defined so far: name → (line, body).
+type Macros = HashMap<String, (usize, Vec<Tok>)>;
+
 /// A preprocessing token, as far as these macros need.
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
@@ -199,7 +202,7 @@ fn int_literal(text: &str) -> Result<u64, String> {
 struct Eval<'a> {
     toks: &'a [Tok],
     at: usize,
-    macros: &'a HashMap<String, Vec<Tok>>,
+    macros: &'a Macros,
     depth: u32,
 }
 
@@ -335,7 +338,7 @@ impl Eval<'_> {
                 Ok(i64::from(self.macros.contains_key(&m)))
             }
             Some(Tok::Ident(name)) => match self.macros.get(&name) {
-                Some(body) if self.depth < 32 => Eval {
+                Some((_, body)) if self.depth < 32 => Eval {
                     toks: body,
                     at: 0,
                     macros: self.macros,
@@ -351,7 +354,7 @@ impl Eval<'_> {
     }
 }
 
-fn eval(toks: &[Tok], macros: &HashMap<String, Vec<Tok>>) -> Result<i64, String> {
+fn eval(toks: &[Tok], macros: &Macros) -> Result<i64, String> {
     Eval {
         toks,
         at: 0,
@@ -418,7 +421,7 @@ struct Group {
 
 /// The object-like macros a header defines, as a preprocessor would see
 /// them after every `#if` is decided, or why it could not be read.
-fn defines(text: &str) -> Result<HashMap<String, (usize, Vec<Tok>)>, String> {
+fn defines(text: &str) -> Result<Macros, String> {
     let mut pre = Preprocessor::default();
     for (line, l) in logical_lines(text) {
         let Some(d) = l.trim_start().strip_prefix('#') else {
@@ -431,19 +434,14 @@ fn defines(text: &str) -> Result<HashMap<String, (usize, Vec<Tok>)>, String> {
         let (word, rest) = d.split_at(word_end);
         pre.directive(line, word, rest)?;
     }
-    let Preprocessor { macros, at, .. } = pre;
-    Ok(macros
-        .into_iter()
-        .map(|(k, v)| (k.clone(), (at.get(&k).copied().unwrap_or(0), v)))
-        .collect())
+    Ok(pre.macros)
 }
 
 /// The state of the directives read so far: the macros defined (with the
 /// line of each definition) and the open `#if` groups.
 #[derive(Default)]
 struct Preprocessor {
-    macros: HashMap<String, Vec<Tok>>,
-    at: HashMap<String, usize>,
+    macros: Macros,
     stack: Vec<Group>,
 }
 
@@ -514,13 +512,11 @@ impl Preprocessor {
             self.undef(name);
             return;
         }
-        self.macros.insert(name.to_string(), tokens(body));
-        self.at.insert(name.to_string(), line);
+        self.macros.insert(name.to_string(), (line, tokens(body)));
     }
 
     fn undef(&mut self, name: &str) {
         self.macros.remove(name);
-        self.at.remove(name);
     }
 }
 
@@ -571,16 +567,10 @@ fn without_version(text: &str) -> Header {
     )
 }
 
-type Macros = HashMap<String, (usize, Vec<Tok>)>;
-
 /// The version the macros give: `NCCL_MAJOR`/`MINOR`/`PATCH`, `NCCL_SUFFIX`,
 /// and `NCCL_VERSION_CODE` checked against them.
 fn version(macros: &Macros) -> Result<Version, String> {
-    let plain: HashMap<String, Vec<Tok>> = macros
-        .iter()
-        .map(|(k, (_, v))| (k.clone(), v.clone()))
-        .collect();
-    let number = |name: &str| number(macros, &plain, name);
+    let number = |name: &str| number(macros, name);
     let (x, y, z) = (number("MAJOR")?, number("MINOR")?, number("PATCH")?);
     let mut v = Version::checked(x, y, z, suffix(macros)?)?;
     if macros.contains_key("NCCL_VERSION_CODE") {
@@ -597,13 +587,13 @@ fn version(macros: &Macros) -> Result<Version, String> {
 }
 
 /// `NCCL_<name>` as a number that fits a version (32 bits).
-fn number(macros: &Macros, plain: &HashMap<String, Vec<Tok>>, name: &str) -> Result<u32, String> {
+fn number(macros: &Macros, name: &str) -> Result<u32, String> {
     let full = format!("NCCL_{name}");
     let Some((line, body)) = macros.get(&full) else {
         return Err(format!("{full} is not defined"));
     };
     let shown = body_text(body);
-    let v = eval(body, plain)
+    let v = eval(body, macros)
         .map_err(|e| format!("{full} (line {line}) is {shown:?}, not a number: {e}"))?;
     u32::try_from(v).map_err(|_| {
         format!(

@@ -270,8 +270,8 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
     }
     problems.extend(pair_problems(&site, &c, header.is_some()));
     // NCCL 1 is the most important thing to say; then the order found.
-    problems.sort_by_key(|p| !p.is_nccl1());
-    if let Some(p) = problems.into_iter().next() {
+    let first = problems.iter().position(Problem::is_nccl1).unwrap_or(0);
+    if let Some(p) = problems.into_iter().nth(first) {
         c.status = Status::Rejected(p);
     }
     Some(c)

@@ -32,7 +32,14 @@ pub(crate) fn roots(ctx: &Ctx, prefer: Option<CudaVersion>) -> Vec<(PathBuf, Opt
     let mut versioned = versioned_entries(&ctx.path("/usr/local"), "cuda-");
     if let Some(p) = prefer {
         let name = format!("cuda-{}.{}", p.major, p.minor);
-        versioned.sort_by_key(|d| d.file_name().map_or(true, |n| n != name.as_str()));
+        // The toolkit NCCL was built for first; the others keep their order.
+        if let Some(i) = versioned
+            .iter()
+            .position(|d| d.file_name().is_some_and(|n| n == name.as_str()))
+        {
+            let d = versioned.remove(i);
+            versioned.insert(0, d);
+        }
     }
     roots.push((ctx.path("/usr/local/cuda"), None));
     roots.extend(versioned.into_iter().map(|d| (d, None)));

@@ -34,7 +34,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         ctx.looked(SourceKind::Spack, &tree, "no such directory");
         return Vec::new();
     }
-    let mut found: Vec<(Vec<u64>, Site)> = prefixes(&tree)
+    let found: Vec<(Vec<u64>, Site)> = prefixes(&tree)
         .into_iter()
         .map(|prefix| {
             let (spec, how) = spec_of(ctx, &prefix);
@@ -61,9 +61,8 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     if found.is_empty() {
         ctx.looked(SourceKind::Spack, &tree, "no nccl-* install prefix");
     }
-    // Newest first; a stable sort keeps the listing order among equals.
-    found.sort_by(|a, b| b.0.cmp(&a.0));
-    found.into_iter().map(|(_, site)| site).collect()
+    // Newest first, in the listing order among equals.
+    crate::context::newest_first(found)
 }
 
 /// `<tree>/*/nccl-*` and `<tree>/*/*/nccl-*`, each directory's entries
