@@ -417,6 +417,8 @@ fn string_literal(lit: &str) -> Result<String, String> {
 struct Group {
     taken: bool,
     active: bool,
+    /// `#else` was seen: no `#elif` or `#else` may follow.
+    ended: bool,
 }
 
 /// The object-like macros a header defines, as a preprocessor would see
@@ -455,20 +457,25 @@ impl Preprocessor {
                 self.stack.push(Group {
                     taken: on,
                     active: on,
+                    ended: false,
                 });
             }
             "elif" | "elifdef" | "elifndef" | "else" => {
                 let n = self.stack.len();
                 let outer = n == 1 || (n > 1 && self.stack[..n - 1].iter().all(|g| g.active));
-                let taken = self
+                let g = self
                     .stack
                     .last()
-                    .ok_or_else(|| format!("line {line}: #{word} without #if"))?
-                    .taken;
+                    .ok_or_else(|| format!("line {line}: #{word} without #if"))?;
+                if g.ended {
+                    return Err(format!("line {line}: #{word} after #else"));
+                }
+                let taken = g.taken;
                 let on = outer && !taken && (word == "else" || self.test(line, word, rest)?);
                 let g = self.stack.last_mut().expect("checked above");
                 g.active = on;
                 g.taken |= on;
+                g.ended = word == "else";
             }
             "endif" => {
                 self.stack
@@ -799,6 +806,15 @@ mod tests {
         assert_eq!(
             v("#endif\n"),
             Header::Bad("line 1: #endif without #if".into())
+        );
+        // As gcc: nothing but #endif after #else.
+        assert_eq!(
+            v("#if 0\n#else\n#else\n#endif\n"),
+            Header::Bad("line 3: #else after #else".into())
+        );
+        assert_eq!(
+            v("#ifdef X\n#else\n#elif 1\n#endif\n"),
+            Header::Bad("line 3: #elif after #else".into())
         );
     }
 }
