@@ -298,3 +298,56 @@ fn colour_only_when_asked_or_on_a_terminal() {
         .replace("\x1b[0m", "");
     assert_eq!(stripped, plain);
 }
+
+/// doctor's verdict on the run-time loader's pick is the library's
+/// (`Loader::verdict`): another copy of the same version is a note, another
+/// version a problem.
+#[test]
+fn doctor_judges_the_loaders_pick_as_the_library_does() {
+    let healthy = golden_dir()
+        .join("facts-healthy.json")
+        .display()
+        .to_string();
+    let home = "/opt/nccl_2.21.5-1+cuda12.4_x86_64";
+    for (copy, expect) in [
+        (
+            fixtures().join(format!("tarball{home}/lib/libnccl.so.2.21.5")),
+            "  note     the run-time loader picks /other/lib/libnccl.so.2, another copy of NCCL 2.21.5: \
+             it works, but it is not the file nccl-find inspected\n           fix: put ",
+        ),
+        (
+            fixtures().join("dpkg/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3"),
+            "  problem  the run-time loader picks /other/lib/libnccl.so.2 (NCCL 2.28.3), not the selected \
+             NCCL 2.21.5: expect `undefined symbol` errors\n           fix: put ",
+        ),
+    ] {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "loader-pick-{}",
+            copy.file_name().unwrap().to_string_lossy()
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        let ok = Command::new("cp")
+            .arg("-a")
+            .arg(fixtures().join("tarball"))
+            .arg(&root)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        std::fs::create_dir_all(root.join("other/lib")).unwrap();
+        std::fs::copy(&copy, root.join("other/lib/libnccl.so.2")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+            .args(["doctor", "--root", root.to_str().unwrap(), "--host-facts", &healthy])
+            .env_clear()
+            .env("TARGET", "x86_64-unknown-linux-gnu")
+            .env("NCCL_HOME", home)
+            .env("LD_LIBRARY_PATH", "/other/lib")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        // The fix names the library's real directory (under the root).
+        let real = std::fs::canonicalize(&root).unwrap();
+        let fix = format!("{}{home}/lib first on LD_LIBRARY_PATH, or use an rpath\n", real.display());
+        assert!(text.contains(&format!("{expect}{fix}")), "{text}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
