@@ -244,9 +244,9 @@ fn mark_losers(cands: &mut [Candidate], winner: usize) {
                 "{} was set, and an explicitly named install wins outright",
                 w_origin.variable.as_deref().unwrap_or("an NCCL variable")
             )
-        } else if i < winner {
-            "it does not meet the version requirement".to_string()
         } else if c.origin.source == w_origin.source {
+            // (Every usable install before the winner was rejected for the
+            // requirement: the losers all come after it.)
             format!("{} came first within {}", w_origin.detail, w_origin.source)
         } else {
             format!(
