@@ -79,6 +79,10 @@ pub(crate) fn after_selection(
     let lib_dir = c.lib_dir.clone().unwrap_or_default();
     let linking = link::linking(ctx, c, opts.statik)?;
     let library_real = c.library_real.clone().unwrap_or_default();
+    let version = c
+        .library_version
+        .clone()
+        .unwrap_or_else(|| Version::new(0, 0, 0, ""));
     let missing =
         missing_symbols(&library_real, opts.symbols).map_err(|why| ErrorKind::Explicit {
             variable: "require_symbols".into(),
@@ -90,18 +94,11 @@ pub(crate) fn after_selection(
     if !missing.is_empty() {
         return Err(ErrorKind::MissingSymbols {
             library: library_real,
-            version: c
-                .library_version
-                .clone()
-                .unwrap_or_else(|| Version::new(0, 0, 0, "")),
+            version,
             missing,
         });
     }
     if !matches!(linking, Linking::Static { .. }) {
-        let version = c
-            .library_version
-            .clone()
-            .unwrap_or_else(|| Version::new(0, 0, 0, ""));
         let library = c.library.clone().unwrap_or_default();
         if let Some(w) = loader::warning(loader, &library, &library_real, &version, &lib_dir) {
             ctx.warn(w);

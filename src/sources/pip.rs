@@ -34,7 +34,11 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
 
 /// The site-packages to look in, each with why, in search order.
 fn places(ctx: &Ctx) -> Vec<(PathBuf, String)> {
-    let mut places: Vec<(PathBuf, String)> = Vec::new();
+    // PYTHONPATH's own entries come first.
+    let mut places: Vec<(PathBuf, String)> = match ctx.var_list("PYTHONPATH") {
+        Some((var, dirs)) => dirs.into_iter().map(|d| (d, var.name.clone())).collect(),
+        None => Vec::new(),
+    };
     let mut add = |prefix: &Path, why: &str| {
         places.extend(
             site_packages(prefix)
@@ -42,7 +46,6 @@ fn places(ctx: &Ctx) -> Vec<(PathBuf, String)> {
                 .map(|d| (d, why.to_string())),
         );
     };
-    let pythonpath = ctx.var_list("PYTHONPATH");
     for name in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
         if let Some((var, prefix)) = ctx.var_path(name) {
             add(&prefix, &var.name);
@@ -75,12 +78,6 @@ fn places(ctx: &Ctx) -> Vec<(PathBuf, String)> {
         ctx.path("/usr/lib/python3/dist-packages"),
         "system".to_string(),
     ));
-    // PYTHONPATH's own entries come first.
-    if let Some((var, dirs)) = pythonpath {
-        let first: Vec<(PathBuf, String)> =
-            dirs.into_iter().map(|d| (d, var.name.clone())).collect();
-        places.splice(0..0, first);
-    }
     places
 }
 
