@@ -13,7 +13,14 @@ fn no_file_cites_documents_outside_the_repository() {
         eprintln!("skipped: not a git checkout (a packaged crate)");
         return;
     };
-    let needles = ["FACTS.md", "FACTS §", "seed 00", "seeds 00", "../shared/"];
+    // Spelled in pieces, so that this file does not itself hold them.
+    let needles = [
+        concat!("FACTS", ".md"),
+        concat!("FACTS", " §"),
+        concat!("seed", " 00"),
+        concat!("seeds", " 00"),
+        concat!("../", "shared/"),
+    ];
     let mut found = Vec::new();
     for name in out.stdout.split(|&b| b == 0).filter(|n| !n.is_empty()) {
         let name = String::from_utf8_lossy(name).into_owned();
