@@ -94,7 +94,10 @@ impl<'a> Ctx<'a> {
     /// links along it resolved inside the root (an absolute link in a
     /// sysroot points into the sysroot, never out of it).
     pub fn path(&self, logical: impl AsRef<Path>) -> PathBuf {
-        let logical = logical.as_ref();
+        self.path_of(logical.as_ref())
+    }
+
+    fn path_of(&self, logical: &Path) -> PathBuf {
         let joined = match logical.strip_prefix("/") {
             Ok(rel) => self.root.join(rel),
             Err(_) => self.root.join(logical),
@@ -167,12 +170,7 @@ impl<'a> Ctx<'a> {
             names.push(format!("{kind}_{name}"));
         }
         names.push(name.to_string());
-        names.into_iter().find_map(|n| {
-            self.env
-                .raw(&n)
-                .filter(|v| !v.is_empty())
-                .map(|value| Var { name: n, value })
-        })
+        self.env.first_set(names)
     }
 
     /// [`Ctx::pkg_config_var`] as a list of directories.
@@ -181,10 +179,12 @@ impl<'a> Ctx<'a> {
     }
 
     fn list_of(&self, var: Var) -> Option<(Var, Vec<PathBuf>)> {
-        let dirs = std::env::split_paths(&var.value)
-            .filter(|p| !p.as_os_str().is_empty())
-            .map(|p| self.value_path(&var.name, &p.into_os_string()))
-            .collect();
+        let mut dirs = Vec::new();
+        for p in std::env::split_paths(&var.value) {
+            if !p.as_os_str().is_empty() {
+                dirs.push(self.value_path(&var.name, &p.into_os_string()));
+            }
+        }
         Some((var, dirs))
     }
 }
@@ -204,11 +204,27 @@ pub(crate) fn under_root<'a>(root: &Path, real: &'a Path) -> std::borrow::Cow<'a
 /// The directory's entries, sorted by name, so that results never depend on
 /// the order the filesystem lists them in. Unreadable or missing: empty.
 pub(crate) fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(_) => Vec::new(),
-    };
-    v.sort();
+    let mut names = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd {
+            let Ok(e) = e else { continue };
+            names.push(e.file_name());
+        }
+    }
+    // Entries of one directory differ only in their last component, so
+    // their order as paths is the order of their names' bytes.
+    let mut keys = Vec::with_capacity(names.len());
+    for name in &names {
+        let mut key = Vec::with_capacity(name.len());
+        for &b in name.as_encoded_bytes() {
+            key.push(u64::from(b));
+        }
+        keys.push(key);
+    }
+    let mut v = Vec::with_capacity(names.len());
+    for &i in order(&keys).iter().rev() {
+        v.push(dir.join(&names[i]));
+    }
     v
 }
 
@@ -216,45 +232,60 @@ pub(crate) fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
 /// version first (`python3.12` before `python3.9`, `cuda-12.4` before
 /// `cuda-11.8`), then by name.
 pub(crate) fn versioned_entries(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    let v: Vec<PathBuf> = sorted_entries(dir)
-        .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(prefix) && n.len() > prefix.len())
-        })
-        .collect();
-    let keyed = v
-        .into_iter()
-        .map(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            let nums: Vec<u64> = name[prefix.len()..]
-                .split(|c: char| !c.is_ascii_digit())
-                .filter(|s| !s.is_empty())
-                .map(|s| s.parse().unwrap_or(0))
-                .collect();
-            (nums, p)
-        })
-        .collect();
+    let mut keyed = Vec::new();
+    for p in sorted_entries(dir) {
+        let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let rest = match name.strip_prefix(prefix) {
+            Some(rest) if !rest.is_empty() => rest,
+            _ => continue,
+        };
+        let mut nums = Vec::new();
+        for s in rest.split(|c: char| !c.is_ascii_digit()) {
+            if !s.is_empty() {
+                nums.push(s.parse().unwrap_or(0));
+            }
+        }
+        keyed.push((nums, p));
+    }
     newest_first(keyed)
 }
 
 /// The items, highest version numbers first, in their given order among
-/// equals. Every such list goes through this one sort: a sort with its own
-/// comparison closure is compiled anew, and every downstream build script
-/// pays for each one.
+/// equals.
 pub(crate) fn newest_first<T>(items: Vec<(Vec<u64>, T)>) -> Vec<T> {
-    let mut keys: Vec<(std::cmp::Reverse<Vec<u64>>, usize)> = items
-        .iter()
-        .enumerate()
-        .map(|(i, (k, _))| (std::cmp::Reverse(k.clone()), i))
-        .collect();
+    let mut keys = Vec::with_capacity(items.len());
+    let mut slots = Vec::with_capacity(items.len());
+    for (k, t) in items {
+        keys.push(k);
+        slots.push(Some(t));
+    }
+    let mut out = Vec::with_capacity(slots.len());
+    for i in order(&keys) {
+        if let Some(t) = slots[i].take() {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// The indices of `keys`, highest key first, in their given order among
+/// equals. This is the crate's one sort: a sort with its own element type
+/// or comparison is compiled anew, and every downstream build script pays
+/// for each one.
+pub(crate) fn order(keys: &[Vec<u64>]) -> Vec<usize> {
+    let mut idx: Vec<(std::cmp::Reverse<&[u64]>, usize)> = Vec::with_capacity(keys.len());
+    for (i, k) in keys.iter().enumerate() {
+        idx.push((std::cmp::Reverse(k.as_slice()), i));
+    }
     // The index makes every key distinct, so this order is the stable one.
-    keys.sort_unstable();
-    let mut slots: Vec<Option<T>> = items.into_iter().map(|(_, t)| Some(t)).collect();
-    keys.into_iter()
-        .filter_map(|(_, i)| slots[i].take())
-        .collect()
+    idx.sort_unstable();
+    let mut out = Vec::with_capacity(idx.len());
+    for (_, i) in idx {
+        out.push(i);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -4,17 +4,17 @@
 //! build script can emit `rerun-if-env-changed` for each.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 
 /// A source of environment variables.
 ///
-/// [`Env::process`] reads the real environment; [`Env::from_vars`] holds a
+/// [`Env::process`] reads the real environment; [`Env::fixed`] holds a
 /// fixed map, so a test can drive the whole probe without touching the
 /// process environment.
 #[derive(Debug, Default)]
 pub struct Env {
-    fixed: Option<BTreeMap<OsString, OsString>>,
+    /// A fixed set of variables; where a name is given twice, the last wins.
+    fixed: Option<Vec<(OsString, OsString)>>,
     reads: RefCell<Vec<EnvRead>>,
 }
 
@@ -62,18 +62,24 @@ impl Env {
     }
 
     /// A fixed environment: exactly these variables, nothing else.
+    #[cfg(test)]
     pub fn from_vars<I, K, V>(vars: I) -> Env
     where
         I: IntoIterator<Item = (K, V)>,
         K: Into<OsString>,
         V: Into<OsString>,
     {
+        let mut fixed = Vec::new();
+        for (k, v) in vars {
+            fixed.push((k.into(), v.into()));
+        }
+        Env::fixed(fixed)
+    }
+
+    /// A fixed environment: exactly these variables, nothing else.
+    pub(crate) fn fixed(vars: Vec<(OsString, OsString)>) -> Env {
         Env {
-            fixed: Some(
-                vars.into_iter()
-                    .map(|(k, v)| (k.into(), v.into()))
-                    .collect(),
-            ),
+            fixed: Some(vars),
             reads: RefCell::default(),
         }
     }
@@ -88,19 +94,27 @@ impl Env {
     /// runs, not what it finds.
     pub(crate) fn peek(&self, name: &str) -> Option<OsString> {
         match &self.fixed {
-            Some(map) => map.get(OsStr::new(name)).cloned(),
+            Some(vars) => {
+                for (k, v) in vars.iter().rev() {
+                    if k == OsStr::new(name) {
+                        return Some(v.clone());
+                    }
+                }
+                None
+            }
             None => std::env::var_os(name),
         }
     }
 
     /// Reads one variable exactly as named, and records the read.
     pub(crate) fn raw(&self, name: &str) -> Option<OsString> {
-        let value = match &self.fixed {
-            Some(map) => map.get(OsStr::new(name)).cloned(),
-            None => std::env::var_os(name),
-        };
+        let value = self.peek(name);
         let mut reads = self.reads.borrow_mut();
-        if !reads.iter().any(|r| r.name == name) {
+        let mut seen = false;
+        for r in reads.iter() {
+            seen |= r.name == name;
+        }
+        if !seen {
             reads.push(EnvRead {
                 name: name.to_string(),
                 value: value.clone(),
@@ -117,26 +131,33 @@ impl Env {
             names.push(format!("{prefix}_{name}"));
         }
         names.push(name.to_string());
-        names.into_iter().find_map(|n| {
-            self.raw(&n)
-                .filter(|v| !v.is_empty())
-                .map(|value| Var { name: n, value })
-        })
+        self.first_set(names)
+    }
+
+    /// The first of these variables that is set to a non-empty value,
+    /// each read recorded up to that one.
+    pub(crate) fn first_set(&self, names: Vec<String>) -> Option<Var> {
+        for name in names {
+            match self.raw(&name) {
+                Some(value) if !value.is_empty() => return Some(Var { name, value }),
+                _ => {}
+            }
+        }
+        None
     }
 }
 
 /// `x86_64-unknown-linux-gnu` → `X86_64_UNKNOWN_LINUX_GNU`.
 pub(crate) fn target_prefix(triple: &str) -> String {
-    triple
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    let mut out = String::with_capacity(triple.len());
+    for c in triple.chars() {
+        out.push(if c.is_ascii_alphanumeric() {
+            c.to_ascii_uppercase()
+        } else {
+            '_'
+        });
+    }
+    out
 }
 
 #[cfg(test)]

@@ -90,11 +90,11 @@ impl Config {
         K: Into<OsString>,
         V: Into<OsString>,
     {
-        self.vars = Some(
-            vars.into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-        );
+        let mut list = Vec::new();
+        for (k, v) in vars {
+            list.push((k.into(), v.into()));
+        }
+        self.vars = Some(list);
         self
     }
 
@@ -132,7 +132,10 @@ impl Config {
     /// `&["ncclCommSplit"]`. Checked in the file's dynamic symbol table,
     /// without running anything.
     pub fn require_symbols(&mut self, symbols: &[&str]) -> &mut Config {
-        self.symbols = symbols.iter().map(|s| s.to_string()).collect();
+        self.symbols.clear();
+        for s in symbols {
+            self.symbols.push(s.to_string());
+        }
         self
     }
 
@@ -162,22 +165,7 @@ impl Config {
         let (report, outcome) = self.run();
         let emit = self.build_script(&self.env());
         let result = match outcome {
-            Ok(post) => {
-                let n = Nccl::from_report(report, post);
-                // Last line of defence: no directive may hold a line break.
-                match cargo::directives(&n)
-                    .into_iter()
-                    .find(|d| cargo::has_line_break(d))
-                {
-                    Some(d) => Err(Error::new(
-                        ErrorKind::LineBreak {
-                            directive: cargo::escape(&d),
-                        },
-                        n.report,
-                    )),
-                    None => Ok(n),
-                }
-            }
+            Ok(post) => checked(Nccl::from_report(report, post)),
             Err(kind) => Err(Error::new(kind, report)),
         };
         if emit {
@@ -215,7 +203,7 @@ impl Config {
 
     fn env(&self) -> Env {
         match &self.vars {
-            Some(v) => Env::from_vars(v.iter().cloned()),
+            Some(v) => Env::fixed(v.clone()),
             None => Env::process(),
         }
     }
@@ -223,27 +211,33 @@ impl Config {
     /// Whether this probe runs as a build script: [`Config::cargo_metadata`],
     /// else whether `OUT_DIR` is set.
     fn build_script(&self, env: &Env) -> bool {
-        self.cargo_metadata
-            .unwrap_or_else(|| env.peek("OUT_DIR").is_some())
+        match self.cargo_metadata {
+            Some(on) => on,
+            None => env.peek("OUT_DIR").is_some(),
+        }
     }
 
     /// The pipeline: sources → inspect → select, then the checks after
     /// selection. The report holds everything seen, whatever the outcome.
     fn run(&self) -> (Report, Result<Post, ErrorKind>) {
         let env = self.env();
-        let triple = self
-            .target
-            .clone()
-            .or_else(|| env.raw("TARGET").map(|t| t.to_string_lossy().into_owned()))
-            .unwrap_or_else(crate::target::built_for);
+        let triple = match &self.target {
+            Some(t) => t.clone(),
+            None => match env.raw("TARGET") {
+                Some(t) => t.to_string_lossy().into_owned(),
+                None => crate::target::built_for(),
+            },
+        };
         let target = Target::new(&triple);
         let mut report = Report::empty(&triple);
         if env.raw("DOCS_RS").is_some() {
             report.env = env.reads();
             return (report, Err(ErrorKind::DocsRs));
         }
-        let host = env.raw("HOST").map(|h| h.to_string_lossy().into_owned());
-        report.cross = host.as_deref().is_some_and(|h| h != triple);
+        report.cross = match env.raw("HOST") {
+            Some(h) => h.to_string_lossy() != triple,
+            None => false,
+        };
         let sysroot = env.var(&target.env_prefix, "NCCL_SYSROOT");
         let root = match (&self.root, &sysroot) {
             (Some(r), _) => r.clone(),
@@ -257,15 +251,18 @@ impl Config {
         let found = self.find(&ctx, sysroot.as_ref(), &mut report);
         // What the run-time loader would pick is said in every outcome.
         report.loader = check::loader::resolve(&ctx, &self.runpath, report.cross);
-        let outcome = found.and_then(|c| {
-            warn_if_found_through_path(&ctx, &c);
-            let opts = check::Options {
-                statik: self.statik,
-                symbols: &self.symbols,
-                compile_check: self.compile_check,
-            };
-            check::after_selection(&ctx, &c, &report.loader, &opts)
-        });
+        let outcome = match found {
+            Ok(c) => {
+                warn_if_found_through_path(&ctx, &c);
+                let opts = check::Options {
+                    statik: self.statik,
+                    symbols: &self.symbols,
+                    compile_check: self.compile_check,
+                };
+                check::after_selection(&ctx, &c, &report.loader, &opts)
+            }
+            Err(kind) => Err(kind),
+        };
         report.looked = ctx.looked.take();
         report.warnings = ctx.warnings.take();
         report.misleading_pc = ctx.misleading_pc.take();
@@ -298,11 +295,23 @@ impl Config {
         let result = select::select(&mut cands, req.as_ref());
         report.candidates = cands;
         report.selected = result.as_ref().ok().copied();
-        report
-            .selected()
-            .cloned()
-            .ok_or_else(|| result.err().unwrap_or(ErrorKind::NotFound))
+        match (report.selected(), result) {
+            (Some(c), _) => Ok(c.clone()),
+            (None, Err(kind)) => Err(kind),
+            (None, Ok(_)) => Err(ErrorKind::NotFound),
+        }
     }
+}
+
+/// The last line of defence: no directive may hold a line break.
+fn checked(n: Nccl) -> Result<Nccl, Error> {
+    for d in cargo::directives(&n) {
+        if cargo::has_line_break(&d) {
+            let directive = cargo::escape(&d);
+            return Err(Error::new(ErrorKind::LineBreak { directive }, n.report));
+        }
+    }
+    Ok(n)
 }
 
 /// A wheel found through a python on `PATH`, which build scripts do not

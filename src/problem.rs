@@ -151,11 +151,14 @@ impl Problem {
 
 /// Paths as a comma-separated list, for messages.
 pub(crate) fn list(paths: &[PathBuf]) -> String {
-    paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+    let mut out = String::new();
+    for p in paths {
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        out.push_str(&p.display().to_string());
+    }
+    out
 }
 
 impl fmt::Display for Problem {
@@ -416,26 +419,39 @@ impl ErrorKind {
             ErrorKind::CudartStaticMissing { looked, cuda } => format!(
                 "static NCCL needs the static CUDA runtime libcudart_static.a{}, and none was found (looked in {}). \
                  Install the CUDA toolkit (cuda-cudart-dev) and set CUDA_HOME, or link NCCL shared (NCCL_STATIC=0).",
-                cuda.map(|c| format!(" (NCCL was built for CUDA {c})")).unwrap_or_default(),
-                looked.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                match cuda {
+                    Some(c) => format!(" (NCCL was built for CUDA {c})"),
+                    None => String::new(),
+                },
+                list(looked)
             ),
             ErrorKind::MissingSymbols { library, version, missing } => {
-                let list: Vec<String> = missing
-                    .iter()
-                    .map(|m| match m.introduced_in {
-                        Some(v) => format!("{} (added in NCCL {v})", m.name),
-                        None => format!("{} (not an NCCL function nccl-find knows)", m.name),
-                    })
-                    .collect();
-                let need = missing.iter().filter_map(|m| m.introduced_in).max_by(|a, b| {
-                    lenient_version(a).ok().cmp(&lenient_version(b).ok())
-                });
+                let mut names = Vec::new();
+                // The newest API level among them (the last of equals).
+                let mut need: Option<&str> = None;
+                for m in missing {
+                    match m.introduced_in {
+                        Some(v) => {
+                            names.push(format!("{} (added in NCCL {v})", m.name));
+                            let newer = match need {
+                                Some(n) => lenient_version(v).ok() >= lenient_version(n).ok(),
+                                None => true,
+                            };
+                            if newer {
+                                need = Some(v);
+                            }
+                        }
+                        None => names.push(format!("{} (not an NCCL function nccl-find knows)", m.name)),
+                    }
+                }
+                let install = match need {
+                    Some(v) => format!(" Install NCCL {v} or newer (e.g. pip install nvidia-nccl-cu12), or point NCCL_HOME at one."),
+                    None => String::new(),
+                };
                 format!(
-                    "{} is NCCL {version}, which lacks {}.{}",
+                    "{} is NCCL {version}, which lacks {}.{install}",
                     library.display(),
-                    list.join(", "),
-                    need.map(|v| format!(" Install NCCL {v} or newer (e.g. pip install nvidia-nccl-cu12), or point NCCL_HOME at one."))
-                        .unwrap_or_default()
+                    names.join(", "),
                 )
             }
         }

@@ -31,47 +31,47 @@ pub(crate) enum Requirement {
 }
 
 /// `2.18` as `2.18.0`, for a requirement's text.
-fn dotted(v: &str) -> Result<String, String> {
-    let (x, y, z) = lenient_version(v)?;
-    Ok(format!("{x}.{y}.{z}"))
+fn dotted(v: &str) -> Result<String, ErrorKind> {
+    match lenient_version(v) {
+        Ok((x, y, z)) => Ok(format!("{x}.{y}.{z}")),
+        Err(why) => Err(invalid(v, why)),
+    }
 }
 
 impl Requirement {
     /// The requirement as a semver requirement, with its text (`>=2.18.0`);
     /// `None` for a range open at both ends.
     pub(crate) fn parse(&self) -> Result<Option<(VersionReq, String)>, ErrorKind> {
-        let invalid = |requirement: &str, why: String| ErrorKind::InvalidRequirement {
-            requirement: requirement.to_string(),
-            why,
+        let text = match self {
+            Requirement::AtLeast(v) => format!(">={}", dotted(v)?),
+            Requirement::Exactly(v) => format!("={}", dotted(v)?),
+            Requirement::Range(lo, hi) => {
+                let mut parts = Vec::new();
+                for (b, inc, exc) in [(lo, ">=", ">"), (hi, "<=", "<")] {
+                    match b {
+                        Bound::Included(v) => parts.push(format!("{inc}{}", dotted(v)?)),
+                        Bound::Excluded(v) => parts.push(format!("{exc}{}", dotted(v)?)),
+                        Bound::Unbounded => {}
+                    }
+                }
+                if parts.is_empty() {
+                    return Ok(None);
+                }
+                parts.join(", ")
+            }
+            Requirement::Semver(r) => r.clone(),
         };
-        let text =
-            match self {
-                Requirement::AtLeast(v) => {
-                    format!(">={}", dotted(v).map_err(|e| invalid(v, e))?)
-                }
-                Requirement::Exactly(v) => {
-                    format!("={}", dotted(v).map_err(|e| invalid(v, e))?)
-                }
-                Requirement::Range(lo, hi) => {
-                    let mut parts = Vec::new();
-                    for (b, inc, exc) in [(lo, ">=", ">"), (hi, "<=", "<")] {
-                        match b {
-                            Bound::Included(v) => parts
-                                .push(format!("{inc}{}", dotted(v).map_err(|e| invalid(v, e))?)),
-                            Bound::Excluded(v) => parts
-                                .push(format!("{exc}{}", dotted(v).map_err(|e| invalid(v, e))?)),
-                            Bound::Unbounded => {}
-                        }
-                    }
-                    if parts.is_empty() {
-                        return Ok(None);
-                    }
-                    parts.join(", ")
-                }
-                Requirement::Semver(r) => r.clone(),
-            };
-        let req = VersionReq::parse(&text).map_err(|e| invalid(&text, e))?;
-        Ok(Some((req, text)))
+        match VersionReq::parse(&text) {
+            Ok(req) => Ok(Some((req, text))),
+            Err(why) => Err(invalid(&text, why)),
+        }
+    }
+}
+
+fn invalid(requirement: &str, why: String) -> ErrorKind {
+    ErrorKind::InvalidRequirement {
+        requirement: requirement.to_string(),
+        why,
     }
 }
 
@@ -92,21 +92,20 @@ pub(crate) fn candidates(ctx: &Ctx, sites: Vec<Site>) -> Vec<Candidate> {
             }
             c.status = Status::Rejected(problem);
         }
-        if !c.explicit
-            && c.lib_dir.is_none()
-            && cands.iter().any(|o| same_file(&o.header, &c.header))
-        {
+        if !c.explicit && c.lib_dir.is_none() && header_seen(&cands, &c) {
             // A shared include dir (/usr/include) seen again beside a
             // library dir with no NCCL: nothing new.
             continue;
         }
-        if let Some(same) = cands.iter_mut().find(|o| same_install(o, &c)) {
-            same.also_found_by.push(c.origin);
+        match same_install_in(&mut cands, &c) {
+            Some(same) => same.also_found_by.push(c.origin),
+            None => cands.push(c),
+        }
+    }
+    for c in cands.iter().skip(1) {
+        if !c.explicit {
             continue;
         }
-        cands.push(c);
-    }
-    for c in cands.iter().skip(1).filter(|c| c.explicit) {
         if let Some(p) = c.problem() {
             ctx.warn(format!(
                 "{} is set but shadowed by {}; it is ignored. Note: {p}",
@@ -118,20 +117,40 @@ pub(crate) fn candidates(ctx: &Ctx, sites: Vec<Site>) -> Vec<Candidate> {
     cands
 }
 
-/// Two candidates are one install when they resolve to the same header
-/// and library files.
-fn same_install(a: &Candidate, b: &Candidate) -> bool {
-    (a.header.is_some() || a.library_real.is_some())
-        && same_file(&a.header, &b.header)
-        && same_file(&a.library_real, &b.library_real)
+/// Whether an earlier candidate has the same header file.
+fn header_seen(cands: &[Candidate], c: &Candidate) -> bool {
+    for o in cands {
+        if same_file(&o.header, &c.header) {
+            return true;
+        }
+    }
+    false
+}
+
+/// The earlier candidate that is the same install: the same header and
+/// library files once resolved.
+fn same_install_in<'a>(cands: &'a mut [Candidate], b: &Candidate) -> Option<&'a mut Candidate> {
+    for a in cands {
+        if (a.header.is_some() || a.library_real.is_some())
+            && same_file(&a.header, &b.header)
+            && same_file(&a.library_real, &b.library_real)
+        {
+            return Some(a);
+        }
+    }
+    None
 }
 
 fn same_file(a: &Option<PathBuf>, b: &Option<PathBuf>) -> bool {
-    let canon = |p: &Option<PathBuf>| {
-        p.as_ref()
-            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
-    };
-    canon(a) == canon(b)
+    canonical(a) == canonical(b)
+}
+
+fn canonical(p: &Option<PathBuf>) -> Option<PathBuf> {
+    let p = p.as_ref()?;
+    match std::fs::canonicalize(p) {
+        Ok(real) => Some(real),
+        Err(_) => Some(p.clone()),
+    }
 }
 
 /// Picks the winner: see the module's rules.
@@ -139,7 +158,11 @@ pub(crate) fn select(
     cands: &mut [Candidate],
     req: Option<&(VersionReq, String)>,
 ) -> Result<usize, ErrorKind> {
-    let winner = if cands.first().is_some_and(|c| c.explicit) {
+    let explicit = match cands.first() {
+        Some(c) => c.explicit,
+        None => false,
+    };
+    let winner = if explicit {
         explicit_winner(cands, req)?
     } else {
         first_usable(cands, req)?
@@ -158,13 +181,20 @@ fn meets(c: &Candidate, req: Option<&(VersionReq, String)>) -> bool {
     }
 }
 
+fn requirement_text(req: Option<&(VersionReq, String)>) -> String {
+    match req {
+        Some((_, text)) => text.clone(),
+        None => String::new(),
+    }
+}
+
 fn unsatisfied(c: &Candidate, req: Option<&(VersionReq, String)>) -> Problem {
     Problem::Unsatisfied {
         version: c
             .version()
             .cloned()
             .expect("usable candidates have a version"),
-        requirement: req.map(|r| r.1.clone()).unwrap_or_default(),
+        requirement: requirement_text(req),
     }
 }
 
@@ -190,7 +220,10 @@ fn explicit_winner(
     // Nothing is selected: the other usable installs were not
     // considered, since an explicit variable has no fallback.
     let name = variable.split('=').next().unwrap_or("").to_string();
-    for c in cands.iter_mut().skip(1).filter(|c| c.is_usable()) {
+    for c in cands.iter_mut().skip(1) {
+        if !c.is_usable() {
+            continue;
+        }
         c.status = Status::Lost(format!(
             "not considered: {name} is set, and an explicitly named install has no fallback"
         ));
@@ -212,19 +245,18 @@ fn first_usable(
             return Ok(i);
         }
     }
-    if cands
-        .iter()
-        .any(|c| matches!(c.problem(), Some(Problem::Unsatisfied { .. })))
-    {
+    let (mut unsatisfied, mut all_nccl1) = (false, true);
+    for c in cands.iter() {
+        let problem = c.problem();
+        unsatisfied |= matches!(problem, Some(Problem::Unsatisfied { .. }));
+        all_nccl1 &= matches!(problem, Some(Problem::Nccl1 { .. }));
+    }
+    if unsatisfied {
         return Err(ErrorKind::NoneSatisfies {
-            requirement: req.map(|r| r.1.clone()).unwrap_or_default(),
+            requirement: requirement_text(req),
         });
     }
-    if !cands.is_empty()
-        && cands
-            .iter()
-            .all(|c| c.problem().is_some_and(Problem::is_nccl1))
-    {
+    if !cands.is_empty() && all_nccl1 {
         return Err(ErrorKind::OnlyNccl1);
     }
     Err(ErrorKind::NotFound)
@@ -259,9 +291,16 @@ fn mark_losers(cands: &mut [Candidate], winner: usize) {
             c.conflict = Some(format!(
                 "this is NCCL {}, the selected install is NCCL {}: if the run-time loader finds this one \
                  first, expect `undefined symbol` errors. Keep one on the loader's path.",
-                c.library_version.as_ref().map(ToString::to_string).unwrap_or_default(),
-                w_version.as_ref().map(ToString::to_string).unwrap_or_default()
+                version_text(&c.library_version),
+                version_text(&w_version)
             ));
         }
+    }
+}
+
+fn version_text(v: &Option<crate::version::Version>) -> String {
+    match v {
+        Some(v) => v.to_string(),
+        None => String::new(),
     }
 }

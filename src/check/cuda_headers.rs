@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::context::Ctx;
 use crate::inspect::Candidate;
+use crate::problem::list;
 use crate::sources::cuda;
 
 /// Headers that the CUDA runtime headers include but that pip's
@@ -31,46 +32,53 @@ const CUDA_COMPANIONS: [(&str, &str, &str, &str); 2] = [
 /// needs and lacks, the dir holding that (wheels are looked for beside a
 /// wheel's NCCL, in `site-packages/nvidia/`).
 pub(crate) fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, String> {
-    let nvidia = c
-        .root
-        .as_ref()
-        .and_then(|r| r.parent())
-        .filter(|p| p.ends_with("nvidia"));
-    let beside = |sub: &str| nvidia.map(|n| n.join(sub)).into_iter().collect::<Vec<_>>();
-    let list = |l: Vec<PathBuf>| {
-        l.iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+    // Wheels beside a wheel's NCCL: `site-packages/nvidia/<wheel dir>`.
+    let nvidia = match c.root.as_deref().and_then(Path::parent) {
+        Some(p) if p.ends_with("nvidia") => Some(p),
+        _ => None,
     };
-    let cu = format!("cu{}", c.cuda_version.map_or(12, |v| v.major));
+    let beside = |sub: &str| match nvidia {
+        Some(n) => vec![n.join(sub)],
+        None => Vec::new(),
+    };
+    let cu = match c.cuda_version {
+        Some(v) => format!("cu{}", v.major),
+        None => "cu12".to_string(),
+    };
     let mut extra = beside("cuda_runtime/include");
     extra.push(ctx.path("/usr/include"));
-    let runtime = cuda::find_file(ctx, c.cuda_version, "cuda_runtime.h", &["include"], extra).map_err(|looked| {
-        format!(
-            "no cuda_runtime.h (looked in {}). Install the CUDA toolkit and set CUDA_HOME, or pip install \
-             nvidia-cuda-runtime-{cu} nvidia-cuda-nvcc-{cu} nvidia-cuda-cccl-{cu} beside the NCCL wheel",
-            list(looked)
-        )
-    })?;
+    let runtime = match cuda::find_file(ctx, c.cuda_version, "cuda_runtime.h", &["include"], extra) {
+        Ok(found) => found,
+        Err(looked) => {
+            return Err(format!(
+                "no cuda_runtime.h (looked in {}). Install the CUDA toolkit and set CUDA_HOME, or pip install \
+                 nvidia-cuda-runtime-{cu} nvidia-cuda-nvcc-{cu} nvidia-cuda-cccl-{cu} beside the NCCL wheel",
+                list(&looked)
+            ))
+        }
+    };
     let dir = runtime.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut dirs = vec![dir.clone()];
     for (file, from, wheel_dir, wheel) in CUDA_COMPANIONS {
-        let needed = crate::files::read_bounded(&dir.join(from), 4 << 20)
-            .map(|text| String::from_utf8_lossy(&text).contains(file))
-            .unwrap_or(false);
+        let needed = match crate::files::read_bounded(&dir.join(from), 4 << 20) {
+            Ok(text) => String::from_utf8_lossy(&text).contains(file),
+            Err(_) => false,
+        };
         if !needed || dir.join(file).is_file() {
             continue;
         }
-        let found = cuda::find_file(ctx, c.cuda_version, file, &["include"], beside(wheel_dir))
-            .map_err(|looked| {
-                format!(
-                "{} has {from}, which includes {file}, and no {file} was found (looked in {}). \
-                 pip install {wheel}-{cu} beside the NCCL wheel, or use the CUDA toolkit",
-                dir.display(),
-                list(looked)
-            )
-            })?;
+        let found =
+            match cuda::find_file(ctx, c.cuda_version, file, &["include"], beside(wheel_dir)) {
+                Ok(found) => found,
+                Err(looked) => {
+                    return Err(format!(
+                    "{} has {from}, which includes {file}, and no {file} was found (looked in {}). \
+                     pip install {wheel}-{cu} beside the NCCL wheel, or use the CUDA toolkit",
+                    dir.display(),
+                    list(&looked)
+                ))
+                }
+            };
         let mut inc = found.clone();
         for _ in Path::new(file).components() {
             inc.pop();

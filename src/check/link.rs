@@ -85,7 +85,9 @@ impl Linking {
                     name: "cudart_static",
                     file: cudart,
                 });
-                out.extend(STATIC_SYSTEM_LIBS.iter().map(|l| LinkArg::Shared(l)));
+                for l in STATIC_SYSTEM_LIBS {
+                    out.push(LinkArg::Shared(l));
+                }
             }
         }
         out
@@ -97,18 +99,12 @@ impl Linking {
 pub(crate) fn linking(ctx: &Ctx, c: &Candidate, asked: Option<bool>) -> Result<Linking, ErrorKind> {
     let lib_dir = c.lib_dir.clone().unwrap_or_default();
     if wants_static(ctx, c, asked)? {
-        let archive = c.static_library.clone().ok_or_else(|| ErrorKind::StaticMissing {
-            lib_dir: lib_dir.clone(),
-            hint: match &c.origin.package {
-                _ if is_wheel(c) => "pip wheels ship no static library; use the NVIDIA tarball, \
-                     libnccl-dev, or a source build (make src.staticlib)"
-                    .into(),
-                Some(Package::Dpkg { dev: None, .. }) => "install libnccl-dev, which has libnccl_static.a".into(),
-                _ => "point NCCL_HOME at an install with lib/libnccl_static.a (tarball, libnccl-dev, \
-                      libnccl-static, or a source build), or link the shared library (NCCL_STATIC=0)"
-                    .into(),
-            },
-        })?;
+        let Some(archive) = c.static_library.clone() else {
+            return Err(ErrorKind::StaticMissing {
+                lib_dir: lib_dir.clone(),
+                hint: static_hint(c),
+            });
+        };
         let mut extra = Vec::new();
         if let Some(ma) = ctx.target.multiarch {
             extra.push(ctx.path("/usr/lib").join(ma));
@@ -116,22 +112,42 @@ pub(crate) fn linking(ctx: &Ctx, c: &Candidate, asked: Option<bool>) -> Result<L
         if let Some((_, p)) = ctx.var_path("CONDA_PREFIX") {
             extra.push(p.join("lib"));
         }
-        let cudart = crate::sources::cuda::find_file(
+        let found = crate::sources::cuda::find_file(
             ctx,
             c.cuda_version,
             "libcudart_static.a",
             &["lib64", "lib"],
             extra,
-        )
-        .map_err(|looked| ErrorKind::CudartStaticMissing {
-            looked,
-            cuda: c.cuda_version,
-        })?;
+        );
+        let cudart = match found {
+            Ok(cudart) => cudart,
+            Err(looked) => {
+                return Err(ErrorKind::CudartStaticMissing {
+                    looked,
+                    cuda: c.cuda_version,
+                })
+            }
+        };
         Ok(Linking::Static { archive, cudart })
     } else if c.has_dev_link {
         Ok(Linking::Dynamic)
     } else {
         Ok(Linking::DynamicVerbatim)
+    }
+}
+
+/// What to do about a missing `libnccl_static.a`, by where the install came from.
+fn static_hint(c: &Candidate) -> String {
+    match &c.origin.package {
+        _ if is_wheel(c) => "pip wheels ship no static library; use the NVIDIA tarball, \
+                 libnccl-dev, or a source build (make src.staticlib)"
+            .into(),
+        Some(Package::Dpkg { dev: None, .. }) => {
+            "install libnccl-dev, which has libnccl_static.a".into()
+        }
+        _ => "point NCCL_HOME at an install with lib/libnccl_static.a (tarball, libnccl-dev, \
+                  libnccl-static, or a source build), or link the shared library (NCCL_STATIC=0)"
+            .into(),
     }
 }
 
@@ -180,8 +196,9 @@ fn wants_static(ctx: &Ctx, c: &Candidate, asked: Option<bool>) -> Result<bool, E
 
 /// A pip wheel's files, found through any source.
 fn is_wheel(c: &Candidate) -> bool {
-    matches!(c.origin.package, Some(Package::Pip { .. }))
-        || c.lib_dir
-            .as_ref()
-            .is_some_and(|d| d.ends_with("nvidia/nccl/lib"))
+    let in_wheel_dir = match &c.lib_dir {
+        Some(d) => d.ends_with("nvidia/nccl/lib"),
+        None => false,
+    };
+    matches!(c.origin.package, Some(Package::Pip { .. })) || in_wheel_dir
 }

@@ -3,7 +3,6 @@
 //! `LD_LIBRARY_PATH`, then the program's `RUNPATH`, then the loader cache,
 //! then the default directories. Nothing is run.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::context::Ctx;
@@ -43,14 +42,14 @@ pub(crate) fn resolve(ctx: &Ctx, runpath: &[PathBuf], cross: bool) -> Loader {
     let mut places: Vec<(PathBuf, String)> = Vec::new();
     if !cross {
         if let Some((var, dirs)) = ctx.var_list("LD_LIBRARY_PATH") {
-            places.extend(dirs.into_iter().map(|d| (d.join(SONAME), var.name.clone())));
+            for d in dirs {
+                places.push((d.join(SONAME), var.name.clone()));
+            }
         }
     }
-    places.extend(
-        runpath
-            .iter()
-            .map(|d| (d.join(SONAME), "RUNPATH".to_string())),
-    );
+    for d in runpath {
+        places.push((d.join(SONAME), "RUNPATH".to_string()));
+    }
     for (name, path) in ctx.ld_cache() {
         if name == SONAME {
             places.push((ctx.path(path), "loader cache".to_string()));
@@ -61,20 +60,19 @@ pub(crate) fn resolve(ctx: &Ctx, runpath: &[PathBuf], cross: bool) -> Loader {
         defaults.push(format!("/lib/{ma}"));
         defaults.push(format!("/usr/lib/{ma}"));
     }
-    defaults.extend(["/lib64", "/usr/lib64", "/lib", "/usr/lib"].map(String::from));
-    places.extend(
-        defaults
-            .iter()
-            .map(|d| (ctx.path(d).join(SONAME), "default dir".to_string())),
-    );
+    for d in ["/lib64", "/usr/lib64", "/lib", "/usr/lib"] {
+        defaults.push(d.to_string());
+    }
+    for d in &defaults {
+        places.push((ctx.path(d).join(SONAME), "default dir".to_string()));
+    }
 
-    let mut seen = HashSet::new();
-    let mut visible = Vec::new();
+    let mut visible: Vec<Visible> = Vec::new();
     for (path, via) in places {
         let Ok(real) = ctx.canonical(&path) else {
             continue;
         };
-        if !seen.insert(real.clone()) {
+        if visible.iter().any(|v| v.real == real) {
             continue;
         }
         let version = version_of(&real);
@@ -93,12 +91,12 @@ pub(crate) fn resolve(ctx: &Ctx, runpath: &[PathBuf], cross: bool) -> Loader {
 }
 
 fn version_of(real: &Path) -> Option<Version> {
-    read_elf(real)
-        .ok()
-        .and_then(|e| e.version_text)
-        .and_then(|t| parse_version_text(&t))
-        .map(|(v, _)| v)
-        .or_else(|| version_from_name(real))
+    if let Ok(elf) = read_elf(real) {
+        if let Some((v, _)) = elf.version_text.as_deref().and_then(parse_version_text) {
+            return Some(v);
+        }
+    }
+    version_from_name(real)
 }
 
 /// What the loader's pick means for the library a program is linked
@@ -145,10 +143,10 @@ pub(crate) fn warning(
         lib_dir.display()
     );
     let other = |p: &Visible, tail: &str| {
-        let theirs = p
-            .version
-            .as_ref()
-            .map_or("of unknown version".to_string(), |v| format!("NCCL {v}"));
+        let theirs = match &p.version {
+            Some(v) => format!("NCCL {v}"),
+            None => "of unknown version".to_string(),
+        };
         format!(
             "at run time the loader picks {} ({theirs}, via {}), not the linked {} (NCCL {version}){tail}. {fix}",
             p.path.display(),

@@ -30,14 +30,16 @@ pub(crate) fn missing_symbols(
         return Ok(Vec::new());
     }
     let have = dynamic_symbols(library)?;
-    Ok(required
-        .iter()
-        .filter(|s| have.binary_search(s).is_err())
-        .map(|s| MissingSymbol {
-            name: s.clone(),
-            introduced_in: crate::api::introduced_in(s),
-        })
-        .collect())
+    let mut missing = Vec::new();
+    for s in required {
+        if have.binary_search(s).is_err() {
+            missing.push(MissingSymbol {
+                name: s.clone(),
+                introduced_in: crate::api::introduced_in(s),
+            });
+        }
+    }
+    Ok(missing)
 }
 
 /// What the checks after selection add to the result.
@@ -79,18 +81,22 @@ pub(crate) fn after_selection(
     let lib_dir = c.lib_dir.clone().unwrap_or_default();
     let linking = link::linking(ctx, c, opts.statik)?;
     let library_real = c.library_real.clone().unwrap_or_default();
-    let version = c
-        .library_version
-        .clone()
-        .unwrap_or_else(|| Version::new(0, 0, 0, ""));
-    let missing =
-        missing_symbols(&library_real, opts.symbols).map_err(|why| ErrorKind::Explicit {
-            variable: "require_symbols".into(),
-            problem: Problem::BadLibrary {
-                file: library_real.clone(),
-                why,
-            },
-        })?;
+    let version = match &c.library_version {
+        Some(v) => v.clone(),
+        None => Version::new(0, 0, 0, ""),
+    };
+    let missing = match missing_symbols(&library_real, opts.symbols) {
+        Ok(missing) => missing,
+        Err(why) => {
+            return Err(ErrorKind::Explicit {
+                variable: "require_symbols".into(),
+                problem: Problem::BadLibrary {
+                    file: library_real.clone(),
+                    why,
+                },
+            })
+        }
+    };
     if !missing.is_empty() {
         return Err(ErrorKind::MissingSymbols {
             library: library_real,

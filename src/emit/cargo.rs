@@ -29,34 +29,41 @@ pub fn print(lines: &[String]) {
 /// `HOST` itself). A name with a line break in it (from a strange `TARGET`)
 /// cannot be written as a directive and is left out.
 pub fn rerun_env(env: &[EnvRead]) -> Vec<String> {
-    env.iter()
-        .filter(|r| r.name != "TARGET" && r.name != "HOST" && !has_line_break(&r.name))
-        .map(|r| format!("cargo:rerun-if-env-changed={}", r.name))
-        .collect()
+    let mut out = Vec::new();
+    for r in env {
+        if r.name != "TARGET" && r.name != "HOST" && !has_line_break(&r.name) {
+            out.push(format!("cargo:rerun-if-env-changed={}", r.name));
+        }
+    }
+    out
 }
 
 /// Everything a build script prints for this install.
 pub fn directives(n: &Nccl) -> Vec<String> {
     let mut out = Vec::new();
     let lib_dir = n.lib_dir.display();
-    out.extend(n.linking.args(&n.lib_dir).iter().map(|a| match a {
-        LinkArg::SearchDir(d) => format!("cargo:rustc-link-search=native={}", d.display()),
-        LinkArg::Shared(l) => format!("cargo:rustc-link-lib=dylib={l}"),
-        LinkArg::SharedFile(f) => format!("cargo:rustc-link-lib=dylib:+verbatim={f}"),
-        LinkArg::Static { name, .. } => format!("cargo:rustc-link-lib=static={name}"),
-    }));
-    out.extend(rerun_env(&n.report.env));
-    let headers: Vec<PathBuf> = n.include_paths.iter().map(|d| d.join("nccl.h")).collect();
-    let mut files: Vec<&Path> = headers.iter().map(PathBuf::as_path).collect();
-    files.push(&n.library);
-    files.push(&n.library_real);
-    if let Linking::Static { archive, cudart } = &n.linking {
-        files.push(archive);
-        files.push(cudart);
+    for a in n.linking.args(&n.lib_dir) {
+        out.push(match a {
+            LinkArg::SearchDir(d) => format!("cargo:rustc-link-search=native={}", d.display()),
+            LinkArg::Shared(l) => format!("cargo:rustc-link-lib=dylib={l}"),
+            LinkArg::SharedFile(f) => format!("cargo:rustc-link-lib=dylib:+verbatim={f}"),
+            LinkArg::Static { name, .. } => format!("cargo:rustc-link-lib=static={name}"),
+        });
     }
-    let mut seen = Vec::new();
-    for f in files {
-        if !seen.contains(&f) {
+    out.append(&mut rerun_env(&n.report.env));
+    let mut files: Vec<PathBuf> = Vec::new();
+    for d in &n.include_paths {
+        files.push(d.join("nccl.h"));
+    }
+    files.push(n.library.clone());
+    files.push(n.library_real.clone());
+    if let Linking::Static { archive, cudart } = &n.linking {
+        files.push(archive.clone());
+        files.push(cudart.clone());
+    }
+    let mut seen: Vec<&Path> = Vec::new();
+    for f in &files {
+        if !seen.contains(&f.as_path()) {
             seen.push(f);
             out.push(format!("cargo:rerun-if-changed={}", f.display()));
         }
@@ -65,7 +72,10 @@ pub fn directives(n: &Nccl) -> Vec<String> {
         out.push(format!("cargo:include={}", inc.display()));
     }
     out.push(format!("cargo:lib_dir={lib_dir}"));
-    let root = n.root.clone().unwrap_or_else(|| prefix(n));
+    let root = match &n.root {
+        Some(r) => r.clone(),
+        None => prefix(n),
+    };
     out.push(format!("cargo:root={}", root.display()));
     out.push(format!("cargo:version={}", n.version));
     out.push(format!("cargo:version_code={}", n.version.code));
@@ -119,12 +129,12 @@ pub fn emit_rpath_from_dep() -> Option<PathBuf> {
 /// (`-Wl,-rpath,<dir>` would split it at commas). Refused when `dir` is not
 /// UTF-8 or holds a line break, which a directive cannot carry.
 pub fn rpath_directives(dir: &Path) -> Result<Vec<String>, String> {
-    let text = dir.to_str().ok_or_else(|| {
-        format!(
+    let Some(text) = dir.to_str() else {
+        return Err(format!(
             "{} is not valid UTF-8, which a cargo directive cannot carry",
             dir.display()
-        )
-    })?;
+        ));
+    };
     if has_line_break(text) {
         return Err(format!(
             "{} holds a line break, which a cargo directive cannot carry",
@@ -145,17 +155,20 @@ pub fn rpath_directives(dir: &Path) -> Result<Vec<String>, String> {
 /// parent.
 fn prefix(n: &Nccl) -> PathBuf {
     let lib = &n.lib_dir;
-    let common = n.include_paths.first().map(|inc| {
-        inc.components()
-            .zip(lib.components())
-            .take_while(|(a, b)| a == b)
-            .map(|(a, _)| a)
-            .collect::<PathBuf>()
-    });
-    match common {
-        Some(c) if c.parent().is_some() => c,
-        _ => lib.parent().map(Path::to_path_buf).unwrap_or_default(),
+    if let Some(inc) = n.include_paths.first() {
+        let mut common = PathBuf::new();
+        let mut lib_parts = lib.components();
+        for a in inc.components() {
+            if lib_parts.next() != Some(a) {
+                break;
+            }
+            common.push(a);
+        }
+        if common.parent().is_some() {
+            return common;
+        }
     }
+    lib.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
 impl Nccl {
