@@ -65,10 +65,12 @@ const INTRODUCED: &[(&str, &str)] = &[
 
 /// The NCCL version that introduced a function, e.g. `ncclCommSplit` → `2.18`.
 pub fn introduced_in(symbol: &str) -> Option<&'static str> {
-    INTRODUCED
-        .iter()
-        .find(|(s, _)| *s == symbol)
-        .map(|(_, v)| *v)
+    for &(s, v) in INTRODUCED {
+        if s == symbol {
+            return Some(v);
+        }
+    }
+    None
 }
 
 /// The cfg names reached by `major.minor.patch`.

@@ -114,15 +114,14 @@ pub(crate) fn resolve_in(root: &Path, path: &Path, strict: bool) -> io::Result<P
         };
     }
     let rel = path.strip_prefix(root).unwrap_or(path);
-    let mut todo: Vec<std::ffi::OsString> = rel
-        .components()
-        .rev()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.to_os_string()),
-            Component::ParentDir => Some("..".into()),
-            _ => None,
-        })
-        .collect();
+    let mut todo: Vec<std::ffi::OsString> = Vec::new();
+    for c in rel.components().rev() {
+        match c {
+            Component::Normal(n) => todo.push(n.to_os_string()),
+            Component::ParentDir => todo.push("..".into()),
+            _ => {}
+        }
+    }
     let mut cur = root.to_path_buf();
     let mut links = 0;
     while let Some(name) = todo.pop() {

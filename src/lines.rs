@@ -11,13 +11,13 @@ pub fn has_line_break(s: &str) -> bool {
 /// Text with line breaks and other control characters escaped (`\n`), for
 /// a `cargo:warning` line or a message.
 pub fn escape(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -114,13 +114,9 @@ impl fmt::Display for Package {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Package::Dpkg { runtime, dev } => {
-                let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "not installed".into());
-                write!(
-                    f,
-                    "dpkg libnccl2 {}, libnccl-dev {}",
-                    show(runtime),
-                    show(dev)
-                )
+                let runtime = runtime.as_deref().unwrap_or("not installed");
+                let dev = dev.as_deref().unwrap_or("not installed");
+                write!(f, "dpkg libnccl2 {runtime}, libnccl-dev {dev}")
             }
             Package::Pip { name, version } => write!(f, "pip {name} {version}"),
             Package::Spack { version, hash } if hash.is_empty() => {

@@ -124,12 +124,15 @@ pub struct Nccl {
 impl Nccl {
     pub(crate) fn from_report(report: Report, post: Post) -> Nccl {
         let c = report.selected().expect("a selected candidate").clone();
-        let missing = || PathBuf::new();
+        let mut include_paths = Vec::new();
+        if let Some(inc) = c.include_dir() {
+            include_paths.push(inc.to_path_buf());
+        }
         Nccl {
-            include_paths: c.include_dir().map(Path::to_path_buf).into_iter().collect(),
-            lib_dir: c.lib_dir.clone().unwrap_or_else(missing),
-            library: c.library.clone().unwrap_or_else(missing),
-            library_real: c.library_real.clone().unwrap_or_else(missing),
+            include_paths,
+            lib_dir: c.lib_dir.clone().unwrap_or_default(),
+            library: c.library.clone().unwrap_or_default(),
+            library_real: c.library_real.clone().unwrap_or_default(),
             has_dev_link: c.has_dev_link,
             soname: c.soname.clone(),
             static_library: c.static_library.clone(),

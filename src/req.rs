@@ -27,25 +27,30 @@ impl VersionReq {
         if text.is_empty() {
             return Err("the requirement is empty".into());
         }
-        let comparators: Vec<&str> = text.split(',').map(str::trim).collect();
-        if comparators.len() > 1 && comparators.iter().any(|c| matches!(*c, "*" | "x" | "X")) {
-            return Err(format!(
-                "{text:?}: a lone wildcard must be the only comparator"
-            ));
+        let comparators: Vec<&str> = text.split(',').collect();
+        for c in &comparators {
+            if comparators.len() > 1 && matches!(c.trim(), "*" | "x" | "X") {
+                return Err(format!(
+                    "{text:?}: a lone wildcard must be the only comparator"
+                ));
+            }
         }
-        let ranges = comparators
-            .into_iter()
-            .map(comparator)
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut ranges = Vec::with_capacity(comparators.len());
+        for c in comparators {
+            ranges.push(comparator(c.trim())?);
+        }
         Ok(VersionReq { ranges })
     }
 
     /// Whether `major.minor.patch` meets every comparator.
     pub fn matches(&self, major: u64, minor: u64, patch: u64) -> bool {
         let v = (major, minor, patch);
-        self.ranges
-            .iter()
-            .all(|(lo, hi)| lo.map_or(true, |lo| v >= lo) && hi.map_or(true, |hi| v < hi))
+        for (lo, hi) in &self.ranges {
+            if matches!(lo, Some(lo) if v < *lo) || matches!(hi, Some(hi) if v >= *hi) {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -79,10 +84,15 @@ fn comparator(text: &str) -> Result<(Option<Triple>, Option<Triple>), String> {
     if text.is_empty() {
         return Err("a comparator is empty (two commas, or one at an end)".into());
     }
-    let op = OPS
-        .iter()
-        .find_map(|(s, op)| text.strip_prefix(s).map(|r| (*op, r.trim_start())));
-    let rest = op.map_or(text, |(_, r)| r);
+    let mut op = None;
+    let mut rest = text;
+    for (s, o) in OPS {
+        if let Some(r) = text.strip_prefix(s) {
+            op = Some((o, r.trim_start()));
+            rest = r.trim_start();
+            break;
+        }
+    }
     let (parts, wild) = version_parts(rest)?;
     let op = match op {
         Some(_) if parts[0].is_none() => {

@@ -50,10 +50,12 @@ const ELF_MACHINES: [(&str, u16, &str); 4] = [
 
 /// An ELF `e_machine` in words (`x86-64`), `unknown` for others.
 pub(crate) fn machine_name(machine: u16) -> &'static str {
-    ELF_MACHINES
-        .iter()
-        .find(|(_, m, _)| *m == machine)
-        .map_or("unknown", |&(.., name)| name)
+    for (_, m, name) in ELF_MACHINES {
+        if m == machine {
+            return name;
+        }
+    }
+    "unknown"
 }
 
 impl Target {
@@ -89,12 +91,22 @@ impl Target {
             cuda_targets,
             hpc_sdk,
             dpkg_arch,
-            elf_machine: ELF_MACHINES
-                .iter()
-                .find(|(a, ..)| a.split('|').any(|a| a == arch))
-                .map(|&(_, m, name)| (m, name)),
+            elf_machine: elf_machine(arch),
         }
     }
+}
+
+/// The ELF machine of an architecture (the triple's first part), in number
+/// and words.
+fn elf_machine(arch: &str) -> Option<(u16, &'static str)> {
+    for (arches, m, name) in ELF_MACHINES {
+        for a in arches.split('|') {
+            if a == arch {
+                return Some((m, name));
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

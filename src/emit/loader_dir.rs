@@ -134,14 +134,14 @@ pub fn check_loader_path(path: &Path, what: &str) -> Result<(), LoaderDirError> 
 /// What a library file says its version is: its embedded version string,
 /// else its file name (`libnccl.so.1.3.4`), else its soname's major.
 fn file_version(real: &Path) -> (Option<Version>, Option<String>) {
-    let elf = read_elf(real).ok();
-    let soname = elf.as_ref().and_then(|e| e.soname.clone());
-    let version = elf
-        .and_then(|e| e.version_text)
-        .and_then(|t| parse_version_text(&t))
-        .map(|(v, _)| v)
-        .or_else(|| version_from_name(real));
-    (version, soname)
+    let mut soname = None;
+    if let Ok(elf) = read_elf(real) {
+        soname = elf.soname;
+        if let Some((v, _)) = elf.version_text.as_deref().and_then(parse_version_text) {
+            return (Some(v), soname);
+        }
+    }
+    (version_from_name(real), soname)
 }
 
 /// Refuses NCCL 1: a version of 1, a soname `libnccl.so.1`, a file named
@@ -161,7 +161,10 @@ fn refuse_nccl1(
             "{} is NCCL 1{}: cudarc and every NCCL 2 program need NCCL 2. Install NCCL 2 (a pip wheel \
              nvidia-nccl-cu12, or libnccl2) and point NCCL_HOME at it",
             real.display(),
-            version.map(|v| format!(" ({v})")).unwrap_or_default()
+            match version {
+                Some(v) => format!(" ({v})"),
+                None => String::new(),
+            }
         )));
     }
     Ok(())
@@ -475,10 +478,13 @@ pub fn emit_loader_dir_from_dep() -> Option<Result<LoaderDir, LoaderDirError>> {
         return None;
     };
     let dir = PathBuf::from(dir);
-    let library = ["libnccl.so.2", "libnccl.so"]
-        .iter()
-        .map(|n| dir.join(n))
-        .find(|p| p.exists());
+    let mut library = None;
+    for name in ["libnccl.so.2", "libnccl.so"] {
+        if dir.join(name).exists() {
+            library = Some(dir.join(name));
+            break;
+        }
+    }
     Some(match library {
         Some(lib) => emit_for(&lib, rerun),
         None => {

@@ -24,9 +24,10 @@ fn describe(r: &Report, c: &Candidate) -> String {
 
 /// A loader-visible library's version, in words.
 fn seen_version(v: &crate::check::loader::Visible) -> String {
-    v.version
-        .as_ref()
-        .map_or("version unknown".into(), |v| format!("NCCL {v}"))
+    match &v.version {
+        Some(v) => format!("NCCL {v}"),
+        None => "version unknown".into(),
+    }
 }
 
 /// The full report, for `--print`: `directives` are the cargo directives a
@@ -68,10 +69,9 @@ pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> S
 /// The selected install: where from, header, library, static library.
 fn selected(s: &mut String, r: &Report, c: &Candidate) {
     let _ = writeln!(s, "Selected: {}", describe(r, c));
-    let show = |p: &Option<std::path::PathBuf>| {
-        p.as_ref()
-            .map(|p| r.logical(p).display().to_string())
-            .unwrap_or_else(|| "none".into())
+    let show = |p: &Option<std::path::PathBuf>| match p {
+        Some(p) => r.logical(p).display().to_string(),
+        None => "none".into(),
     };
     let _ = writeln!(s, "  from     {}", c.origin);
     if let Some(v) = &c.header_version {
@@ -93,13 +93,14 @@ fn selected(s: &mut String, r: &Report, c: &Candidate) {
         s,
         "           soname {}; library says NCCL {}{}",
         c.soname.as_deref().unwrap_or("none"),
-        c.library_version
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default(),
-        c.cuda_version
-            .map(|cu| format!("+cuda{cu}"))
-            .unwrap_or_default()
+        match &c.library_version {
+            Some(v) => v.to_string(),
+            None => String::new(),
+        },
+        match c.cuda_version {
+            Some(cu) => format!("+cuda{cu}"),
+            None => String::new(),
+        }
     );
     if !c.has_dev_link {
         let _ = writeln!(
@@ -121,7 +122,10 @@ fn cargo_directives(s: &mut String, directives: &[String]) {
     }
     let _ = writeln!(s, "\nCargo directives a build script gets:");
     let env = "cargo:rerun-if-env-changed=";
-    let n = directives.iter().filter(|d| d.starts_with(env)).count();
+    let mut n = 0;
+    for d in directives {
+        n += usize::from(d.starts_with(env));
+    }
     let mut said = false;
     for d in directives {
         if !d.starts_with(env) {
