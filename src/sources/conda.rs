@@ -6,13 +6,13 @@
 
 use std::path::Path;
 
-use super::{versioned_entries, Ctx, Origin, Site, SourceKind};
+use super::{setting, versioned_entries, Ctx, Origin, Site, SourceKind};
 
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let mut out = Vec::new();
     if let Some((var, prefix)) = ctx.var_path("CONDA_PREFIX") {
-        let detail = format!("conda env {}={}", var.name, var.value.to_string_lossy());
-        let set = format!("{}={}", var.name, var.value.to_string_lossy());
+        let set = setting(&var);
+        let detail = format!("conda env {set}");
         push_prefix(ctx, &mut out, &prefix, Some(set), detail);
     }
     let mut hpc_roots = Vec::new();
@@ -20,10 +20,10 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         hpc_roots.push(root);
     }
     if let Some(platform) = ctx.target.hpc_sdk {
-        hpc_roots.extend(versioned_entries(
-            &ctx.path("/opt/nvidia/hpc_sdk").join(platform),
-            "",
-        ));
+        let platform_dir = ctx.path("/opt/nvidia/hpc_sdk").join(platform);
+        for root in versioned_entries(&platform_dir, "") {
+            hpc_roots.push(root);
+        }
     }
     for root in hpc_roots {
         let comm = root.join("comm_libs");
@@ -32,23 +32,19 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
             continue;
         }
         let mut dirs = vec![comm.join("nccl")];
-        dirs.extend(
-            versioned_entries(&comm, "")
-                .into_iter()
-                .map(|d| d.join("nccl")),
-        );
-        for dir in dirs.into_iter().filter(|d| d.is_dir()) {
-            let detail = format!("NVIDIA HPC SDK {}", ctx.show(&dir));
-            push_prefix(ctx, &mut out, &dir, None, detail);
+        for cuda in versioned_entries(&comm, "") {
+            dirs.push(cuda.join("nccl"));
+        }
+        for dir in dirs {
+            if dir.is_dir() {
+                let detail = format!("NVIDIA HPC SDK {}", ctx.show(&dir));
+                push_prefix(ctx, &mut out, &dir, None, detail);
+            }
         }
     }
     if let Some((var, root)) = ctx.var_path("EBROOTNCCL") {
-        let detail = format!(
-            "EasyBuild module {}={}",
-            var.name,
-            var.value.to_string_lossy()
-        );
-        let set = format!("{}={}", var.name, var.value.to_string_lossy());
+        let set = setting(&var);
+        let detail = format!("EasyBuild module {set}");
         push_prefix(ctx, &mut out, &root, Some(set), detail);
     }
     out
@@ -72,11 +68,5 @@ fn push_prefix(ctx: &Ctx, out: &mut Vec<Site>, prefix: &Path, var: Option<String
         package: None,
         detail,
     };
-    let mut site = Site::new(
-        origin,
-        vec![prefix.join("include")],
-        vec![prefix.join("lib"), prefix.join("lib64")],
-    );
-    site.root = Some(prefix.to_path_buf());
-    out.push(site);
+    out.push(Site::of_prefix(origin, prefix));
 }

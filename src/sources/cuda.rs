@@ -23,26 +23,25 @@ pub(crate) fn roots(ctx: &Ctx, prefer: Option<CudaVersion>) -> Vec<(PathBuf, Opt
     let mut roots: Vec<(PathBuf, Option<String>)> = Vec::new();
     for name in VARS {
         if let Some((var, dir)) = ctx.var_path(name) {
-            roots.push((
-                dir,
-                Some(format!("{}={}", var.name, var.value.to_string_lossy())),
-            ));
+            roots.push((dir, Some(super::setting(&var))));
         }
     }
     let mut versioned = versioned_entries(&ctx.path("/usr/local"), "cuda-");
     if let Some(p) = prefer {
         let name = format!("cuda-{}.{}", p.major, p.minor);
         // The toolkit NCCL was built for first; the others keep their order.
-        if let Some(i) = versioned
-            .iter()
-            .position(|d| d.file_name().is_some_and(|n| n == name.as_str()))
-        {
-            let d = versioned.remove(i);
-            versioned.insert(0, d);
+        for i in 0..versioned.len() {
+            if super::file_name_str(&versioned[i]) == Some(name.as_str()) {
+                let d = versioned.remove(i);
+                versioned.insert(0, d);
+                break;
+            }
         }
     }
     roots.push((ctx.path("/usr/local/cuda"), None));
-    roots.extend(versioned.into_iter().map(|d| (d, None)));
+    for d in versioned {
+        roots.push((d, None));
+    }
     roots.push((ctx.path("/opt/cuda"), None));
     roots
 }
@@ -55,14 +54,14 @@ pub(crate) fn find_file(
     prefer: Option<CudaVersion>,
     file: &str,
     subdirs: &[&str],
-    extra: Vec<PathBuf>,
+    mut extra: Vec<PathBuf>,
 ) -> Result<PathBuf, Vec<PathBuf>> {
     let mut dirs = Vec::new();
     for (root, _) in roots(ctx, prefer) {
-        for sub in subdirs {
+        for &sub in subdirs {
             dirs.push(root.join(sub));
         }
-        for t in ctx.target.cuda_targets {
+        for &t in ctx.target.cuda_targets {
             let last = if subdirs[0] == "include" {
                 "include"
             } else {
@@ -71,7 +70,7 @@ pub(crate) fn find_file(
             dirs.push(root.join("targets").join(t).join(last));
         }
     }
-    dirs.extend(extra);
+    dirs.append(&mut extra);
     let mut looked = Vec::new();
     for d in dirs {
         let f = d.join(file);
@@ -117,7 +116,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         );
         site.root = Some(root.clone());
         out.push(site);
-        for t in ctx.target.cuda_targets {
+        for &t in ctx.target.cuda_targets {
             let dir = root.join("targets").join(t);
             if dir.is_dir() {
                 let mut site = Site::new(

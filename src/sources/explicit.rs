@@ -11,25 +11,19 @@ pub(crate) fn sites(ctx: &Ctx) -> Result<Vec<Site>, ErrorKind> {
         (None, None) => return Ok(Vec::new()),
         (Some((v, _)), None) => {
             return Err(ErrorKind::OnlyOneOfPair {
-                set: format!("{}={}", v.name, v.value.to_string_lossy()),
+                set: super::setting(&v),
                 missing: "NCCL_LIB_DIR",
             })
         }
         (None, Some((v, _))) => {
             return Err(ErrorKind::OnlyOneOfPair {
-                set: format!("{}={}", v.name, v.value.to_string_lossy()),
+                set: super::setting(&v),
                 missing: "NCCL_INCLUDE_DIR",
             })
         }
         (Some(i), Some(l)) => (i, l),
     };
-    let variable = format!(
-        "{}={}, {}={}",
-        iv.name,
-        iv.value.to_string_lossy(),
-        lv.name,
-        lv.value.to_string_lossy()
-    );
+    let variable = format!("{}, {}", super::setting(&iv), super::setting(&lv));
     let mut site = Site::new(
         Origin {
             source: SourceKind::ExplicitDirs,

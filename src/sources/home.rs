@@ -4,7 +4,7 @@
 //! `<root>/build/{include,lib}` (where `make src.build` puts a source build). A checkout that was never built
 //! (only `src/nccl.h.in`) gets its own message.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{Ctx, Origin, Site, SourceKind};
 use crate::problem::Problem;
@@ -18,7 +18,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         let Some((var, root)) = ctx.var_path(name) else {
             continue;
         };
-        let variable = format!("{}={}", var.name, var.value.to_string_lossy());
+        let variable = super::setting(&var);
         let origin = Origin {
             source: SourceKind::Home,
             variable: Some(variable.clone()),
@@ -27,7 +27,10 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         };
         let mut site = layout(ctx, origin, &root);
         site.explicit = true;
-        site.fault = check_dir(ctx.root, &var.name, &root).or_else(|| unbuilt_checkout(&root));
+        site.fault = match check_dir(ctx.root, &var.name, &root) {
+            Some(problem) => Some(problem),
+            None => unbuilt_checkout(&root),
+        };
         ctx.looked(SourceKind::Home, &root, format!("named by {}", var.name));
         out.push(site);
     }
@@ -58,7 +61,10 @@ pub(crate) fn layout(ctx: &Ctx, origin: Origin, root: &Path) -> Site {
 /// An explicitly named directory must exist and be a directory.
 pub(crate) fn check_dir(root: &Path, var: &str, dir: &Path) -> Option<Problem> {
     // Links are followed inside the root, as in a sysroot.
-    let followed = crate::files::resolve_in(root, dir, true).and_then(std::fs::metadata);
+    let followed = match crate::files::resolve_in(root, dir, true) {
+        Ok(real) => std::fs::metadata(real),
+        Err(e) => Err(e),
+    };
     match followed {
         Ok(m) if m.is_dir() => match std::fs::read_dir(dir) {
             Ok(_) => None,
@@ -89,12 +95,16 @@ pub(crate) fn check_dir(root: &Path, var: &str, dir: &Path) -> Option<Problem> {
 /// `<root>/src/nccl.h.in` with no built header anywhere: a checkout of
 /// NCCL's sources that was never built.
 fn unbuilt_checkout(root: &Path) -> Option<Problem> {
-    let built = ["include/nccl.h", "build/include/nccl.h"]
-        .iter()
-        .any(|p| root.join(p).exists());
-    let template: PathBuf = ["src/nccl.h.in", "nccl.h.in"]
-        .iter()
-        .map(|p| root.join(p))
-        .find(|p| p.exists())?;
-    (!built).then_some(Problem::UnbuiltSource { template })
+    let built = root.join("include/nccl.h").exists() || root.join("build/include/nccl.h").exists();
+    let mut template = root.join("src/nccl.h.in");
+    if !template.exists() {
+        template = root.join("nccl.h.in");
+        if !template.exists() {
+            return None;
+        }
+    }
+    if built {
+        return None;
+    }
+    Some(Problem::UnbuiltSource { template })
 }

@@ -10,9 +10,10 @@
 //! one fixture tree and one test.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub(crate) use crate::context::{sorted_entries, versioned_entries, Ctx};
+use crate::env::Var;
 pub use crate::origin::{Looked, MisleadingPc, Origin, Package, SourceKind};
 use crate::problem::{ErrorKind, Problem};
 
@@ -53,6 +54,18 @@ impl Site {
             root: None,
             fault: None,
         }
+    }
+
+    /// The site of an install prefix: `include` + `lib`, `lib64`, with the
+    /// prefix as its root.
+    pub fn of_prefix(origin: Origin, prefix: &Path) -> Site {
+        let mut site = Site::new(
+            origin,
+            vec![prefix.join("include")],
+            vec![prefix.join("lib"), prefix.join("lib64")],
+        );
+        site.root = Some(prefix.to_path_buf());
+        site
     }
 }
 
@@ -152,10 +165,22 @@ pub(crate) static SOURCES: &[Source] = &[
 
 /// The table's row for a source.
 fn row(kind: SourceKind) -> &'static Source {
-    SOURCES
-        .iter()
-        .find(|s| s.kind == kind)
-        .expect("every SourceKind has a row in SOURCES")
+    for s in SOURCES {
+        if s.kind == kind {
+            return s;
+        }
+    }
+    panic!("every SourceKind has a row in SOURCES")
+}
+
+/// A variable as reports show it: `NAME=value`.
+pub(crate) fn setting(var: &Var) -> String {
+    format!("{}={}", var.name, var.value.to_string_lossy())
+}
+
+/// A path's last component as UTF-8, if it has one.
+pub(crate) fn file_name_str(p: &Path) -> Option<&str> {
+    p.file_name()?.to_str()
 }
 
 impl SourceKind {
@@ -191,7 +216,8 @@ impl fmt::Display for SourceKind {
 pub(crate) fn collect(ctx: &Ctx) -> Result<Vec<Site>, ErrorKind> {
     let mut sites = Vec::new();
     for s in SOURCES {
-        sites.extend((s.search)(ctx)?);
+        let mut found = (s.search)(ctx)?;
+        sites.append(&mut found);
     }
     Ok(sites)
 }
@@ -200,8 +226,10 @@ pub(crate) fn collect(ctx: &Ctx) -> Result<Vec<Site>, ErrorKind> {
 /// the README give it (a test checks them against this).
 pub fn search_order_markdown() -> String {
     let mut out = String::from("| # | source | looks at |\n|---|---|---|\n");
-    for (i, s) in SOURCES.iter().enumerate() {
-        out.push_str(&format!("| {} | {} | {} |\n", i + 1, s.name, s.doc));
+    let mut number = 0;
+    for s in SOURCES {
+        number += 1;
+        out.push_str(&format!("| {number} | {} | {} |\n", s.name, s.doc));
     }
     out
 }

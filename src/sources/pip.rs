@@ -9,76 +9,90 @@
 //! `~/.pyenv`), the user site (`PYTHONUSERBASE`, else `~/.local`), and the
 //! system's `dist-packages` / `site-packages`.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::{versioned_entries, Ctx, Origin, Package, Site, SourceKind};
+use super::{file_name_str, versioned_entries, Ctx, Origin, Package, Site, SourceKind};
 
 /// Every site-packages that holds an NCCL wheel, in the order above; each
 /// place looked at is recorded.
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
-    let mut seen = HashSet::new();
+    let mut seen: Vec<PathBuf> = Vec::new();
     let mut out = Vec::new();
     for (sp, why) in places(ctx) {
         if !sp.is_dir() {
             continue;
         }
-        let key = std::fs::canonicalize(&sp).unwrap_or_else(|_| sp.clone());
-        if !seen.insert(key) {
+        let key = match std::fs::canonicalize(&sp) {
+            Ok(real) => real,
+            Err(_) => sp.clone(),
+        };
+        if seen.contains(&key) {
             continue;
         }
-        out.extend(wheel_site(ctx, &sp, &why));
+        seen.push(key);
+        if let Some(site) = wheel_site(ctx, &sp, &why) {
+            out.push(site);
+        }
     }
     out
 }
 
+/// Adds `<prefix>`'s site-packages to `places`, each with why.
+fn add(places: &mut Vec<(PathBuf, String)>, prefix: &Path, why: &str) {
+    for dir in site_packages(prefix) {
+        places.push((dir, why.to_string()));
+    }
+}
+
 /// The site-packages to look in, each with why, in search order.
 fn places(ctx: &Ctx) -> Vec<(PathBuf, String)> {
+    let mut places: Vec<(PathBuf, String)> = Vec::new();
     // PYTHONPATH's own entries come first.
-    let mut places: Vec<(PathBuf, String)> = match ctx.var_list("PYTHONPATH") {
-        Some((var, dirs)) => dirs.into_iter().map(|d| (d, var.name.clone())).collect(),
-        None => Vec::new(),
-    };
-    let mut add = |prefix: &Path, why: &str| {
-        places.extend(
-            site_packages(prefix)
-                .into_iter()
-                .map(|d| (d, why.to_string())),
-        );
-    };
+    if let Some((var, dirs)) = ctx.var_list("PYTHONPATH") {
+        for dir in dirs {
+            places.push((dir, var.name.clone()));
+        }
+    }
     for name in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
         if let Some((var, prefix)) = ctx.var_path(name) {
-            add(&prefix, &var.name);
+            add(&mut places, &prefix, &var.name);
         }
     }
     for (prefix, why) in path_pythons(ctx) {
-        add(&prefix, &why);
+        add(&mut places, &prefix, &why);
     }
-    let home = ctx.env.raw("HOME").map(|h| ctx.value_path("HOME", &h));
-    let pyenv = ctx
-        .var_path("PYENV_ROOT")
-        .map(|(_, p)| p)
-        .or_else(|| home.as_ref().map(|h| h.join(".pyenv")));
-    if let Some(pyenv) = pyenv {
+    let home = home_dir(ctx);
+    if let Some(pyenv) = var_or_home(ctx, "PYENV_ROOT", home.as_deref(), ".pyenv") {
         for version in versioned_entries(&pyenv.join("versions"), "") {
-            add(&version, "pyenv");
+            add(&mut places, &version, "pyenv");
         }
     }
-    let user_base = ctx
-        .var_path("PYTHONUSERBASE")
-        .map(|(_, p)| p)
-        .or_else(|| home.as_ref().map(|h| h.join(".local")));
-    if let Some(base) = user_base {
-        add(&base, "user site");
+    if let Some(base) = var_or_home(ctx, "PYTHONUSERBASE", home.as_deref(), ".local") {
+        add(&mut places, &base, "user site");
     }
     for prefix in ["/usr/local", "/usr"] {
-        add(&ctx.path(prefix), "system");
+        add(&mut places, &ctx.path(prefix), "system");
     }
     places.push((
         ctx.path("/usr/lib/python3/dist-packages"),
         "system".to_string(),
     ));
     places
+}
+
+/// `HOME`, when it is set.
+fn home_dir(ctx: &Ctx) -> Option<PathBuf> {
+    let home = ctx.env.raw("HOME")?;
+    Some(ctx.value_path("HOME", &home))
+}
+
+/// The directory the variable `name` names, else `<home>/<in_home>`.
+fn var_or_home(ctx: &Ctx, name: &str, home: Option<&Path>, in_home: &str) -> Option<PathBuf> {
+    match (ctx.var_path(name), home) {
+        (Some((_, dir)), _) => Some(dir),
+        (None, Some(home)) => Some(home.join(in_home)),
+        (None, None) => None,
+    }
 }
 
 /// The prefixes of the interpreters on `PATH` (`<prefix>/bin/python3`),
@@ -94,19 +108,18 @@ fn path_pythons(ctx: &Ctx) -> Vec<(PathBuf, String)> {
     let Some((var, dirs)) = path else {
         return Vec::new();
     };
-    dirs.iter()
-        .filter(|bin| {
-            ["python3", "python"].iter().any(|p| bin.join(p).exists())
-                && bin.file_name().is_some_and(|n| n == "bin")
-        })
-        .filter_map(|bin| {
-            let prefix = bin.parent()?.to_path_buf();
-            Some((
-                prefix,
-                format!("python in {} ({})", ctx.show(bin), var.name),
-            ))
-        })
-        .collect()
+    let mut out = Vec::new();
+    for bin in &dirs {
+        let has_python = bin.join("python3").exists() || bin.join("python").exists();
+        if !has_python || file_name_str(bin) != Some("bin") {
+            continue;
+        }
+        if let Some(prefix) = bin.parent() {
+            let why = format!("python in {} ({})", ctx.show(bin), var.name);
+            out.push((prefix.to_path_buf(), why));
+        }
+    }
+    out
 }
 
 /// The site of one site-packages, when it holds `nvidia/nccl`, named by
@@ -118,9 +131,12 @@ fn wheel_site(ctx: &Ctx, sp: &Path, why: &str) -> Option<Site> {
         return None;
     }
     ctx.looked(SourceKind::Pip, &nccl, format!("wheel ({why})"));
-    let dists = distributions(sp);
+    let mut dists = distributions(sp);
     if dists.len() > 1 {
-        let names: Vec<String> = dists.iter().map(|p| p.to_string()).collect();
+        let mut names: Vec<String> = Vec::new();
+        for dist in &dists {
+            names.push(dist.to_string());
+        }
         ctx.warn(format!(
             "{} holds several NCCL wheels ({}); they share nvidia/nccl, so the files are those of \
              whichever was installed last. Uninstall all but one.",
@@ -128,10 +144,12 @@ fn wheel_site(ctx: &Ctx, sp: &Path, why: &str) -> Option<Site> {
             names.join(", ")
         ));
     }
+    dists.truncate(1);
+    let first = dists.pop();
     let origin = Origin {
         source: SourceKind::Pip,
         variable: None,
-        package: dists.into_iter().next(),
+        package: first,
         detail: format!("pip wheel in {} ({why})", ctx.show(sp)),
     };
     let mut site = Site::new(origin, vec![nccl.join("include")], vec![nccl.join("lib")]);
@@ -154,17 +172,23 @@ pub(crate) fn site_packages(prefix: &Path) -> Vec<PathBuf> {
 
 /// The `nvidia_nccl_cu*-<version>.dist-info` directories in a site-packages.
 fn distributions(sp: &Path) -> Vec<Package> {
-    super::sorted_entries(sp)
-        .iter()
-        .filter_map(|p| {
-            let name = p.file_name()?.to_str()?;
-            let stem = name.strip_suffix(".dist-info")?;
-            let (dist, version) = stem.split_once('-')?;
-            let cuda = dist.strip_prefix("nvidia_nccl_cu")?;
-            Some(Package::Pip {
-                name: format!("nvidia-nccl-cu{cuda}"),
-                version: version.to_string(),
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for p in super::sorted_entries(sp) {
+        if let Some(package) = distribution(&p) {
+            out.push(package);
+        }
+    }
+    out
+}
+
+/// The package a `nvidia_nccl_cu*-<version>.dist-info` directory names.
+fn distribution(p: &Path) -> Option<Package> {
+    let name = file_name_str(p)?;
+    let stem = name.strip_suffix(".dist-info")?;
+    let (dist, version) = stem.split_once('-')?;
+    let cuda = dist.strip_prefix("nvidia_nccl_cu")?;
+    Some(Package::Pip {
+        name: format!("nvidia-nccl-cu{cuda}"),
+        version: version.to_string(),
+    })
 }

@@ -36,20 +36,25 @@ pub fn parse_pc(text: &str, pcfiledir: &str) -> Result<PcFile, String> {
         }
         let field = line.find(':');
         let assign = line.find('=');
+        // A field when its `:` comes before any `=`.
+        let field = match (field, assign) {
+            (Some(c), Some(a)) if a < c => None,
+            _ => field,
+        };
         match (field, assign) {
-            (Some(c), a) if a.map_or(true, |a| c < a) => {
+            (Some(c), _) => {
                 let key = line[..c].trim();
                 let value = expand(line[c + 1..].trim(), &pc.vars, n + 1)?;
                 match key {
                     "Version" => pc.version = Some(value),
-                    "Cflags" | "CFlags" => pc.include_dirs.extend(flag_dirs(&value, "-I")),
-                    "Libs" => pc.lib_dirs.extend(flag_dirs(&value, "-L")),
+                    "Cflags" | "CFlags" => flag_dirs(&value, "-I", &mut pc.include_dirs),
+                    "Libs" => flag_dirs(&value, "-L", &mut pc.lib_dirs),
                     _ => {}
                 }
             }
-            (_, Some(a)) => {
+            (None, Some(a)) => {
                 let key = line[..a].trim().to_string();
-                if key.is_empty() || key.contains(char::is_whitespace) {
+                if key.is_empty() || has_whitespace(&key) {
                     return Err(format!("line {}: bad variable name {key:?}", n + 1));
                 }
                 let value = expand(line[a + 1..].trim(), &pc.vars, n + 1)?;
@@ -66,19 +71,28 @@ pub fn parse_pc(text: &str, pcfiledir: &str) -> Result<PcFile, String> {
     Ok(pc)
 }
 
+fn has_whitespace(s: &str) -> bool {
+    for c in s.chars() {
+        if c.is_whitespace() {
+            return true;
+        }
+    }
+    false
+}
+
 fn expand(value: &str, vars: &BTreeMap<String, String>, line: usize) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| format!("line {line}: unclosed ${{"))?;
+        let Some(end) = after.find('}') else {
+            return Err(format!("line {line}: unclosed ${{"));
+        };
         let name = &after[..end];
-        let v = vars
-            .get(name)
-            .ok_or_else(|| format!("line {line}: undefined variable ${{{name}}}"))?;
+        let Some(v) = vars.get(name) else {
+            return Err(format!("line {line}: undefined variable ${{{name}}}"));
+        };
         out.push_str(v);
         rest = &after[end + 1..];
     }
@@ -86,8 +100,8 @@ fn expand(value: &str, vars: &BTreeMap<String, String>, line: usize) -> Result<S
     Ok(out)
 }
 
-fn flag_dirs(value: &str, flag: &str) -> Vec<String> {
-    let mut out = Vec::new();
+/// Adds the directories of `flag` (`-I`, `-L`) in `value` to `out`.
+fn flag_dirs(value: &str, flag: &str, out: &mut Vec<String>) {
     let mut words = value.split_whitespace();
     while let Some(w) = words.next() {
         if w == flag {
@@ -98,16 +112,17 @@ fn flag_dirs(value: &str, flag: &str) -> Vec<String> {
             out.push(d.to_string());
         }
     }
-    out
 }
 
 fn default_dirs(ctx: &Ctx) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for base in ["/usr/local/lib", "/usr/lib"] {
         if let Some(ma) = ctx.target.multiarch {
-            dirs.push(ctx.path(format!("{base}/{ma}/pkgconfig")));
+            let dir = format!("{base}/{ma}/pkgconfig");
+            dirs.push(ctx.path(&dir));
         }
-        dirs.push(ctx.path(format!("{base}/pkgconfig")));
+        let dir = format!("{base}/pkgconfig");
+        dirs.push(ctx.path(&dir));
     }
     for d in [
         "/usr/lib64/pkgconfig",
@@ -130,19 +145,26 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     }
     let mut dirs: Vec<(PathBuf, String)> = Vec::new();
     if let Some((var, list)) = ctx.pkg_config_list("PKG_CONFIG_PATH") {
-        dirs.extend(list.into_iter().map(|d| (d, var.name.clone())));
+        for d in list {
+            dirs.push((d, var.name.clone()));
+        }
     }
     match ctx.pkg_config_list("PKG_CONFIG_LIBDIR") {
-        Some((var, list)) => dirs.extend(list.into_iter().map(|d| (d, var.name.clone()))),
-        None => dirs.extend(
-            default_dirs(ctx)
-                .into_iter()
-                .map(|d| (d, "default pkg-config dir".to_string())),
-        ),
+        Some((var, list)) => {
+            for d in list {
+                dirs.push((d, var.name.clone()));
+            }
+        }
+        None => {
+            for d in default_dirs(ctx) {
+                dirs.push((d, "default pkg-config dir".to_string()));
+            }
+        }
     }
-    let sysroot = ctx
-        .pkg_config_var("PKG_CONFIG_SYSROOT_DIR")
-        .map(|v| PathBuf::from(v.value));
+    let sysroot = match ctx.pkg_config_var("PKG_CONFIG_SYSROOT_DIR") {
+        Some(v) => Some(PathBuf::from(v.value)),
+        None => None,
+    };
     let mut out = Vec::new();
     for (dir, why) in dirs {
         let file = dir.join("nccl.pc");
@@ -160,9 +182,10 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
 /// and `libdir`) under the sysroot, or its fault when it cannot be parsed.
 fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
     let logical_dir = ctx.show(file.parent().unwrap_or(Path::new("/")));
-    let parsed = crate::files::read_bounded(file, 1 << 20)
-        .map_err(|e| e.to_string())
-        .and_then(|bytes| parse_pc(&String::from_utf8_lossy(&bytes), &logical_dir));
+    let parsed = match crate::files::read_bounded(file, 1 << 20) {
+        Ok(bytes) => parse_pc(&String::from_utf8_lossy(&bytes), &logical_dir),
+        Err(e) => Err(e.to_string()),
+    };
     let mut origin = Origin {
         source: SourceKind::PkgConfig,
         variable: None,
@@ -183,62 +206,92 @@ fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
     if let Some(v) = &pc.version {
         origin.detail = format!("{} (Version {v}; {why})", ctx.show(file));
     }
-    let place = |d: &String| -> PathBuf {
-        let d = match sysroot {
-            Some(s) => s.join(d.trim_start_matches('/')),
-            None => PathBuf::from(d),
-        };
-        ctx.path(d)
-    };
-    let mut incs: Vec<PathBuf> = pc.include_dirs.iter().map(place).collect();
-    let mut libs: Vec<PathBuf> = pc.lib_dirs.iter().map(place).collect();
-    if incs.is_empty() {
-        incs.push(place(
-            pc.vars
-                .get("includedir")
-                .unwrap_or(&"/usr/include".to_string()),
-        ));
-    }
-    if libs.is_empty() {
-        libs.push(place(
-            pc.vars.get("libdir").unwrap_or(&"/usr/lib".to_string()),
-        ));
-    }
+    let incs = placed(
+        ctx,
+        sysroot,
+        &pc.include_dirs,
+        &pc.vars,
+        "includedir",
+        "/usr/include",
+    );
+    let libs = placed(ctx, sysroot, &pc.lib_dirs, &pc.vars, "libdir", "/usr/lib");
     if !holds_nccl(&incs, &libs) {
         misleading(ctx, file, &pc, &incs, &libs);
     }
     let mut site = Site::new(origin, incs, libs);
-    site.root = pc.vars.get("prefix").map(place);
+    if let Some(prefix) = pc.vars.get("prefix") {
+        site.root = Some(place(ctx, sysroot, prefix));
+    }
     site
+}
+
+/// A directory of an `nccl.pc`, under the sysroot.
+fn place(ctx: &Ctx, sysroot: Option<&Path>, d: &str) -> PathBuf {
+    let d = match sysroot {
+        Some(s) => s.join(d.trim_start_matches('/')),
+        None => PathBuf::from(d),
+    };
+    ctx.path(&d)
+}
+
+/// The flag directories, placed; else the variable `var`'s directory (else
+/// `default`).
+fn placed(
+    ctx: &Ctx,
+    sysroot: Option<&Path>,
+    dirs: &[String],
+    vars: &BTreeMap<String, String>,
+    var: &str,
+    default: &str,
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for d in dirs {
+        out.push(place(ctx, sysroot, d));
+    }
+    if out.is_empty() {
+        let d = match vars.get(var) {
+            Some(d) => d.as_str(),
+            None => default,
+        };
+        out.push(place(ctx, sysroot, d));
+    }
+    out
 }
 
 /// Whether any of the dirs holds `nccl.h` or a `libnccl*` file.
 fn holds_nccl(incs: &[PathBuf], libs: &[PathBuf]) -> bool {
-    incs.iter()
-        .any(|d| std::fs::symlink_metadata(d.join("nccl.h")).is_ok())
-        || libs.iter().any(|d| {
-            crate::sources::sorted_entries(d).iter().any(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("libnccl"))
-            })
-        })
+    for d in incs {
+        if std::fs::symlink_metadata(d.join("nccl.h")).is_ok() {
+            return true;
+        }
+    }
+    for d in libs {
+        for p in crate::sources::sorted_entries(d) {
+            if let Some(n) = super::file_name_str(&p) {
+                if n.starts_with("libnccl") {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 /// Names an `nccl.pc` whose dirs hold no NCCL (a build machine's
 /// `prefix=`): a warning, and a record for `doctor`.
 fn misleading(ctx: &Ctx, file: &Path, pc: &PcFile, incs: &[PathBuf], libs: &[PathBuf]) {
-    let prefix = pc
-        .vars
-        .get("prefix")
-        .cloned()
-        .unwrap_or_else(|| "(none)".into());
-    let flags = incs
-        .iter()
-        .map(|d| format!("-I{}", ctx.show(d)))
-        .chain(libs.iter().map(|d| format!("-L{}", ctx.show(d))))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let prefix = match pc.vars.get("prefix") {
+        Some(p) => p.clone(),
+        None => "(none)".to_string(),
+    };
+    let mut flags: Vec<String> = Vec::new();
+    for d in incs {
+        flags.push(format!("-I{}", ctx.show(d)));
+    }
+    for d in libs {
+        flags.push(format!("-L{}", ctx.show(d)));
+    }
+    let flags = flags.join(" ");
     ctx.warn(format!(
         "{} says prefix={prefix} ({flags}), but there is no nccl.h and no libnccl there: the file \
          describes the machine NCCL was built on. `pkg-config --cflags --libs nccl` gives C and CMake \

@@ -4,46 +4,56 @@
 //! library directory: `<dir>/../include`, and `<dir>/../../include` for a
 //! multiarch dir.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 pub use crate::ldcache::parse_ld_cache;
 
-use super::{Ctx, Origin, Site, SourceKind};
+use super::{file_name_str, Ctx, Origin, Site, SourceKind};
 
 /// The sites of this source.
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let mut dirs: Vec<(PathBuf, String)> = Vec::new();
     for name in ["LIBRARY_PATH", "LD_LIBRARY_PATH"] {
         if let Some((var, list)) = ctx.var_list(name) {
-            dirs.extend(list.into_iter().map(|d| (d, var.name.clone())));
+            for dir in list {
+                dirs.push((dir, var.name.clone()));
+            }
         }
     }
     let cache = ctx.path("/etc/ld.so.cache");
     if cache.exists() {
-        let entries: Vec<&(String, String)> = ctx
-            .ld_cache()
-            .iter()
-            .filter(|(k, _)| k.starts_with("libnccl"))
-            .collect();
+        let mut entries: usize = 0;
+        for (name, _) in ctx.ld_cache() {
+            if name.starts_with("libnccl") {
+                entries += 1;
+            }
+        }
         ctx.looked(
             SourceKind::SearchPath,
             &cache,
-            format!("{} libnccl entries", entries.len()),
+            format!("{entries} libnccl entries"),
         );
-        for (_, path) in entries {
-            if let Some(dir) = Path::new(&path).parent() {
-                dirs.push((ctx.path(dir), "loader cache".to_string()));
+        for (name, path) in ctx.ld_cache() {
+            if !name.starts_with("libnccl") {
+                continue;
+            }
+            if let Some(dir) = Path::new(path).parent() {
+                let dir = dir.to_path_buf();
+                dirs.push((ctx.path(&dir), "loader cache".to_string()));
             }
         }
     }
-    let mut seen = HashSet::new();
+    let mut seen: Vec<PathBuf> = Vec::new();
     let mut out = Vec::new();
     for (dir, why) in dirs {
-        let key = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
-        if !seen.insert(key) {
+        let key = match std::fs::canonicalize(&dir) {
+            Ok(real) => real,
+            Err(_) => dir.clone(),
+        };
+        if seen.contains(&key) {
             continue;
         }
+        seen.push(key);
         if !dir.is_dir() {
             ctx.looked(
                 SourceKind::SearchPath,
@@ -52,19 +62,6 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
             );
             continue;
         }
-        let mut includes = Vec::new();
-        if let Some(parent) = dir.parent() {
-            includes.push(parent.join("include"));
-            let multiarch = dir
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.contains("-linux-"));
-            if multiarch {
-                if let Some(grand) = parent.parent() {
-                    includes.push(grand.join("include"));
-                }
-            }
-        }
         out.push(Site::new(
             Origin {
                 source: SourceKind::SearchPath,
@@ -72,11 +69,30 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
                 package: None,
                 detail: format!("{} ({why})", ctx.show(&dir)),
             },
-            includes,
+            includes_beside(&dir),
             vec![dir],
         ));
     }
     out
+}
+
+/// Where the header of a library directory would be: `<dir>/../include`,
+/// and `<dir>/../../include` for a multiarch dir.
+fn includes_beside(dir: &Path) -> Vec<PathBuf> {
+    let mut includes = Vec::new();
+    if let Some(parent) = dir.parent() {
+        includes.push(parent.join("include"));
+        let multiarch = match file_name_str(dir) {
+            Some(n) => n.contains("-linux-"),
+            None => false,
+        };
+        if multiarch {
+            if let Some(grand) = parent.parent() {
+                includes.push(grand.join("include"));
+            }
+        }
+    }
+    includes
 }
 
 #[cfg(test)]

@@ -8,7 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{sorted_entries, versioned_entries, Ctx, Origin, Package, Site, SourceKind};
+use super::{
+    file_name_str, setting, sorted_entries, versioned_entries, Ctx, Origin, Package, Site,
+    SourceKind,
+};
 
 /// The most a `spec.json` may be: NCCL's, with its dependencies, is a few
 /// kilobytes.
@@ -22,7 +25,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let Some((var, root)) = ctx.var_path("SPACK_ROOT") else {
         return Vec::new();
     };
-    let set = format!("{}={}", var.name, var.value.to_string_lossy());
+    let set = setting(&var);
     let tree = root.join("opt/spack");
     if !tree.is_dir() {
         if !root.is_dir() {
@@ -34,35 +37,40 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         ctx.looked(SourceKind::Spack, &tree, "no such directory");
         return Vec::new();
     }
-    let found: Vec<(Vec<u64>, Site)> = prefixes(&tree)
-        .into_iter()
-        .map(|prefix| {
-            let (spec, how) = spec_of(ctx, &prefix);
-            let detail = format!("Spack {spec} under {set}");
-            ctx.looked(SourceKind::Spack, &prefix, format!("{detail} ({how})"));
-            let origin = Origin {
-                source: SourceKind::Spack,
-                variable: Some(set.clone()),
-                package: Some(Package::Spack {
-                    version: spec.version.clone(),
-                    hash: spec.hash.clone(),
-                }),
-                detail,
-            };
-            let mut site = Site::new(
-                origin,
-                vec![prefix.join("include")],
-                vec![prefix.join("lib"), prefix.join("lib64")],
-            );
-            site.root = Some(prefix);
-            (numbers(&spec.version), site)
-        })
-        .collect();
+    let mut found: Vec<Site> = Vec::new();
+    let mut keyed: Vec<(Vec<u64>, PathBuf)> = Vec::new();
+    for prefix in prefixes(&tree) {
+        let (spec, how) = spec_of(ctx, &prefix);
+        let detail = format!("Spack {spec} under {set}");
+        ctx.looked(SourceKind::Spack, &prefix, format!("{detail} ({how})"));
+        let origin = Origin {
+            source: SourceKind::Spack,
+            variable: Some(set.clone()),
+            package: Some(Package::Spack {
+                version: spec.version.clone(),
+                hash: spec.hash.clone(),
+            }),
+            detail,
+        };
+        found.push(Site::of_prefix(origin, &prefix));
+        keyed.push((numbers(&spec.version), prefix));
+    }
     if found.is_empty() {
         ctx.looked(SourceKind::Spack, &tree, "no nccl-* install prefix");
     }
-    // Newest first, in the listing order among equals.
-    crate::context::newest_first(found)
+    // Newest first, in the listing order among equals. The prefixes are
+    // sorted (as paths, the sort `versioned_entries` uses) and each site
+    // follows its prefix: every prefix is a different directory.
+    let mut out = Vec::with_capacity(found.len());
+    for prefix in crate::context::newest_first(keyed) {
+        for i in 0..found.len() {
+            if found[i].root.as_ref() == Some(&prefix) {
+                out.push(found.swap_remove(i));
+                break;
+            }
+        }
+    }
+    out
 }
 
 /// `<tree>/*/nccl-*` and `<tree>/*/*/nccl-*`, each directory's entries
@@ -71,37 +79,45 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
 /// and is not listed.
 fn prefixes(tree: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for arch in sorted_entries(tree).into_iter().filter(|p| visible_dir(p)) {
-        out.extend(
-            versioned_entries(&arch, "nccl-")
-                .into_iter()
-                .filter(|p| p.is_dir()),
-        );
+    for arch in sorted_entries(tree) {
+        if !visible_dir(&arch) {
+            continue;
+        }
+        push_nccl_dirs(&mut out, &arch);
         for compiler in sorted_entries(&arch) {
             if !visible_dir(&compiler) || is_nccl(&compiler) || compiler.join(".spack").is_dir() {
                 continue;
             }
-            out.extend(
-                versioned_entries(&compiler, "nccl-")
-                    .into_iter()
-                    .filter(|p| p.is_dir()),
-            );
+            push_nccl_dirs(&mut out, &compiler);
         }
     }
     out
 }
 
+/// Adds the `nccl-*` directories in `dir` to `out`.
+fn push_nccl_dirs(out: &mut Vec<PathBuf>, dir: &Path) {
+    for p in versioned_entries(dir, "nccl-") {
+        if p.is_dir() {
+            out.push(p);
+        }
+    }
+}
+
 fn visible_dir(p: &Path) -> bool {
-    p.is_dir()
-        && p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| !n.starts_with('.'))
+    if !p.is_dir() {
+        return false;
+    }
+    match file_name_str(p) {
+        Some(n) => !n.starts_with('.'),
+        None => false,
+    }
 }
 
 fn is_nccl(p: &Path) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("nccl-"))
+    match file_name_str(p) {
+        Some(n) => n.starts_with("nccl-"),
+        None => false,
+    }
 }
 
 /// A Spack spec of NCCL: `nccl@<version>/<hash>`.
@@ -126,15 +142,16 @@ impl std::fmt::Display for Spec {
 /// The prefix's spec, from `.spack/spec.json`, else from the directory
 /// name; and, in words, where it came from.
 fn spec_of(ctx: &Ctx, prefix: &Path) -> (Spec, String) {
-    let name = prefix
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = match prefix.file_name() {
+        Some(n) => n.to_string_lossy().into_owned(),
+        None => String::new(),
+    };
     let from_name = from_dir_name(&name);
     // Links in it are followed inside the root, as a sysroot's would be.
-    let read = ctx
-        .canonical(&prefix.join(".spack/spec.json"))
-        .and_then(|file| crate::files::read_bounded(&file, MAX_SPEC));
+    let read = match ctx.canonical(&prefix.join(".spack/spec.json")) {
+        Ok(file) => crate::files::read_bounded(&file, MAX_SPEC),
+        Err(e) => Err(e),
+    };
     let why = match read {
         Ok(bytes) => match from_spec_json(&bytes) {
             Some(mut spec) => {
@@ -173,9 +190,15 @@ fn from_dir_name(name: &str) -> Spec {
 /// (7 characters or more, as Spack shows them: a shorter last part of a
 /// directory name is the version's, as the `1` of `2.21.5-1`).
 fn is_hash(s: &str) -> bool {
-    (7..=64).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    if !(7..=64).contains(&s.len()) {
+        return false;
+    }
+    for b in s.bytes() {
+        if !(b.is_ascii_lowercase() || b.is_ascii_digit()) {
+            return false;
+        }
+    }
+    true
 }
 
 fn version_char(c: char) -> bool {
@@ -185,16 +208,41 @@ fn version_char(c: char) -> bool {
 /// A version from a directory name, as shown: the characters a version
 /// has, at most 64 of them.
 fn clean(s: &str) -> String {
-    s.chars().filter(|&c| version_char(c)).take(64).collect()
+    let mut out = String::new();
+    let mut kept = 0;
+    for c in s.chars() {
+        if kept == 64 {
+            break;
+        }
+        if version_char(c) {
+            out.push(c);
+            kept += 1;
+        }
+    }
+    out
 }
 
 /// The version's numbers, for sorting: `2.21.5-1` → `[2, 21, 5, 1]`.
 fn numbers(version: &str) -> Vec<u64> {
-    version
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().unwrap_or(u64::MAX))
-        .collect()
+    let mut out = Vec::new();
+    // Each run of ASCII digits is a number (one too big is `u64::MAX`).
+    let mut number: Option<u64> = None;
+    for b in version.bytes() {
+        if b.is_ascii_digit() {
+            let so_far = number.unwrap_or(0);
+            number = Some(
+                so_far
+                    .saturating_mul(10)
+                    .saturating_add(u64::from(b - b'0')),
+            );
+        } else if let Some(n) = number.take() {
+            out.push(n);
+        }
+    }
+    if let Some(n) = number {
+        out.push(n);
+    }
+    out
 }
 
 /// The spec of `spec.json`'s first node (`{"spec": {"nodes": [{…}, …]}}`,
@@ -203,22 +251,34 @@ fn numbers(version: &str) -> Vec<u64> {
 /// only the node's own members count.
 fn from_spec_json(bytes: &[u8]) -> Option<Spec> {
     let members = first_node(bytes)?;
-    let get = |key: &str| {
-        members
-            .iter()
-            .find(|(k, _)| *k == key.as_bytes())
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
-    };
-    if get("name")? != "nccl" {
+    if member(&members, "name")? != "nccl" {
         return None;
     }
-    let version = get("version")?;
-    if version.is_empty() || version.len() > 64 || !version.chars().all(version_char) {
+    let version = member(&members, "version")?;
+    if version.is_empty() || version.len() > 64 {
         return None;
+    }
+    for c in version.chars() {
+        if !version_char(c) {
+            return None;
+        }
     }
     let version = version.to_string();
-    let hash = get("hash").filter(|h| is_hash(h)).unwrap_or("").to_string();
+    let hash = match member(&members, "hash") {
+        Some(h) if is_hash(h) => h.to_string(),
+        _ => String::new(),
+    };
     Some(Spec { version, hash })
+}
+
+/// The first member named `key`, when its value is UTF-8.
+fn member<'a>(members: &[(&[u8], &'a [u8])], key: &str) -> Option<&'a str> {
+    for (k, v) in members {
+        if *k == key.as_bytes() {
+            return std::str::from_utf8(v).ok();
+        }
+    }
+    None
 }
 
 /// One JSON token; strings as their raw bytes between the quotes.
@@ -232,7 +292,10 @@ enum Tok<'a> {
 }
 
 fn token<'a>(b: &'a [u8], i: &mut usize) -> Option<Tok<'a>> {
-    while b.get(*i).is_some_and(|c| c.is_ascii_whitespace()) {
+    while let Some(c) = b.get(*i) {
+        if !c.is_ascii_whitespace() {
+            break;
+        }
         *i += 1;
     }
     let c = *b.get(*i)?;
@@ -255,7 +318,10 @@ fn token<'a>(b: &'a [u8], i: &mut usize) -> Option<Tok<'a>> {
             Tok::Str(&b[start..*i - 1])
         }
         _ => {
-            while b.get(*i).is_some_and(|c| !b"{}[]:,\" \t\r\n".contains(c)) {
+            while let Some(c) = b.get(*i) {
+                if b"{}[]:,\" \t\r\n".contains(c) {
+                    break;
+                }
                 *i += 1;
             }
             Tok::Scalar

@@ -30,7 +30,7 @@ pub fn parse_dpkg_status(text: &str) -> Vec<DpkgPackage> {
     for stanza in text.split("\n\n") {
         let (mut name, mut version, mut arch, mut installed) = (None, None, String::new(), false);
         for line in stanza.lines() {
-            if line.starts_with([' ', '\t']) {
+            if line.starts_with(' ') || line.starts_with('\t') {
                 continue;
             }
             let Some((k, v)) = line.split_once(':') else {
@@ -62,22 +62,15 @@ pub fn parse_dpkg_status(text: &str) -> Vec<DpkgPackage> {
 /// `/usr/lib` and `/usr/local` layouts.
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let packages = installed_packages(ctx);
-    let arch_fits =
-        |p: &&DpkgPackage| p.arch == "all" || Some(p.arch.as_str()) == ctx.target.dpkg_arch;
-    let find = |name: &str| packages.iter().filter(arch_fits).find(|p| p.name == name);
-    let mut out: Vec<Site> = ctx
-        .target
-        .multiarch
-        .map(|ma| {
-            dpkg_site(
-                ctx,
-                &ctx.path("/usr/lib").join(ma),
-                find("libnccl2"),
-                find("libnccl-dev"),
-            )
-        })
-        .into_iter()
-        .collect();
+    let mut out: Vec<Site> = Vec::new();
+    if let Some(ma) = ctx.target.multiarch {
+        out.push(dpkg_site(
+            ctx,
+            &ctx.path("/usr/lib").join(ma),
+            find_package(ctx, &packages, "libnccl2"),
+            find_package(ctx, &packages, "libnccl-dev"),
+        ));
+    }
     for (inc, lib, what) in [
         ("/usr/include", &["/usr/lib64"][..], "rpm layout"),
         ("/usr/include", &["/usr/lib"][..], "system dirs"),
@@ -88,7 +81,10 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         ),
     ] {
         let inc = ctx.path(inc);
-        let libs: Vec<PathBuf> = lib.iter().map(|l| ctx.path(l)).collect();
+        let mut libs: Vec<PathBuf> = Vec::new();
+        for l in lib {
+            libs.push(ctx.path(*l));
+        }
         let detail = format!("{what} {} + {}", ctx.show(&inc), ctx.show(&libs[0]));
         out.push(Site::new(
             Origin {
@@ -104,6 +100,17 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     out
 }
 
+/// The package named `name` built for the target (or for all).
+fn find_package<'a>(ctx: &Ctx, packages: &'a [DpkgPackage], name: &str) -> Option<&'a DpkgPackage> {
+    for p in packages {
+        let arch_fits = p.arch == "all" || Some(p.arch.as_str()) == ctx.target.dpkg_arch;
+        if arch_fits && p.name == name {
+            return Some(p);
+        }
+    }
+    None
+}
+
 /// The `libnccl*` packages in dpkg's status file (recorded as looked at);
 /// none when there is no dpkg, with a warning when the file cannot be read.
 fn installed_packages(ctx: &Ctx) -> Vec<DpkgPackage> {
@@ -111,14 +118,19 @@ fn installed_packages(ctx: &Ctx) -> Vec<DpkgPackage> {
     match crate::files::read_bounded(&status_file, 256 << 20) {
         Ok(bytes) => {
             let p = parse_dpkg_status(&String::from_utf8_lossy(&bytes));
-            let outcome = match p.len() {
-                0 => "no libnccl packages installed".to_string(),
-                _ => p
-                    .iter()
-                    .map(|p| format!("{} {}", p.name, p.version))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            };
+            let mut outcome = String::new();
+            if p.is_empty() {
+                outcome.push_str("no libnccl packages installed");
+            }
+            // `<name> <version>`, joined by commas.
+            for package in &p {
+                if !outcome.is_empty() {
+                    outcome.push_str(", ");
+                }
+                outcome.push_str(&package.name);
+                outcome.push(' ');
+                outcome.push_str(&package.version);
+            }
             ctx.looked(SourceKind::System, &status_file, outcome);
             p
         }
@@ -142,16 +154,21 @@ fn dpkg_site(
     runtime: Option<&DpkgPackage>,
     dev: Option<&DpkgPackage>,
 ) -> Site {
-    let lib_dir = runtime
-        .and_then(|p| listed_dir(ctx, p, "libnccl.so.2"))
-        .unwrap_or_else(|| default_lib.to_path_buf());
-    let inc_dir = dev
-        .and_then(|p| listed_dir(ctx, p, "nccl.h"))
-        .unwrap_or_else(|| ctx.path("/usr/include"));
-    let package = (runtime.is_some() || dev.is_some()).then(|| Package::Dpkg {
-        runtime: runtime.map(|p| p.version.clone()),
-        dev: dev.map(|p| p.version.clone()),
-    });
+    let lib_dir = match listed_dir(ctx, runtime, "libnccl.so.2") {
+        Some(dir) => dir,
+        None => default_lib.to_path_buf(),
+    };
+    let inc_dir = match listed_dir(ctx, dev, "nccl.h") {
+        Some(dir) => dir,
+        None => ctx.path("/usr/include"),
+    };
+    let package = match (runtime, dev) {
+        (None, None) => None,
+        _ => Some(Package::Dpkg {
+            runtime: version_of(runtime),
+            dev: version_of(dev),
+        }),
+    };
     let what = match &package {
         Some(_) => "dpkg packages (",
         None => "system dirs ",
@@ -183,24 +200,39 @@ fn dpkg_site(
     site
 }
 
+fn version_of(package: Option<&DpkgPackage>) -> Option<String> {
+    Some(package?.version.clone())
+}
+
 /// The directory of the first file named `file` in the package's dpkg list.
-fn listed_dir(ctx: &Ctx, pkg: &DpkgPackage, file: &str) -> Option<PathBuf> {
+fn listed_dir(ctx: &Ctx, pkg: Option<&DpkgPackage>, file: &str) -> Option<PathBuf> {
+    let pkg = pkg?;
     let info = ctx.path("/var/lib/dpkg/info");
     let names = [
         format!("{}.list", pkg.name),
         format!("{}:{}.list", pkg.name, pkg.arch),
     ];
-    let text = names
-        .iter()
-        .find_map(|n| crate::files::read_bounded(&info.join(n), 16 << 20).ok())?;
-    String::from_utf8_lossy(&text).lines().find_map(|line| {
-        let p = Path::new(line.trim());
-        if p.file_name()? == file {
-            Some(ctx.path(p.parent()?))
-        } else {
-            None
+    let mut text = None;
+    for n in &names {
+        if let Ok(bytes) = crate::files::read_bounded(&info.join(n), 16 << 20) {
+            text = Some(bytes);
+            break;
         }
-    })
+    }
+    for line in String::from_utf8_lossy(&text?).lines() {
+        let p = Path::new(line.trim());
+        let Some(name) = p.file_name() else {
+            continue;
+        };
+        if name != file {
+            continue;
+        }
+        if let Some(parent) = p.parent() {
+            let dir = parent.to_path_buf();
+            return Some(ctx.path(&dir));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
