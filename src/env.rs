@@ -52,6 +52,13 @@ pub(crate) struct Var {
     pub value: OsString,
 }
 
+impl Var {
+    /// The variable as reports show it: `NAME=value`.
+    pub(crate) fn setting(&self) -> String {
+        format!("{}={}", self.name, self.value.to_string_lossy())
+    }
+}
+
 impl Env {
     /// The environment of this process.
     pub fn process() -> Env {

@@ -281,7 +281,7 @@ impl Config {
         if let (None, Some(v)) = (&self.root, sysroot) {
             if let Some(problem) = sources::home::check_dir(Path::new("/"), &v.name, ctx.root) {
                 return Err(ErrorKind::Explicit {
-                    variable: format!("{}={}", v.name, v.value.to_string_lossy()),
+                    variable: v.setting(),
                     problem,
                 });
             }

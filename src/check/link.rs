@@ -166,7 +166,7 @@ fn wants_static(ctx: &Ctx, c: &Candidate, asked: Option<bool>) -> Result<bool, E
             "1" | "true" | "yes" | "on" => Ok(true),
             "0" | "false" | "no" | "off" => Ok(false),
             _ => Err(ErrorKind::BadValue {
-                variable: format!("{}={}", v.name, v.value.to_string_lossy()),
+                variable: v.setting(),
                 expected: "1 (static) or 0 (shared)",
             }),
         };

@@ -6,12 +6,12 @@
 
 use std::path::Path;
 
-use super::{setting, versioned_entries, Ctx, Origin, Site, SourceKind};
+use super::{versioned_entries, Ctx, Origin, Site, SourceKind};
 
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let mut out = Vec::new();
     if let Some((var, prefix)) = ctx.var_path("CONDA_PREFIX") {
-        let set = setting(&var);
+        let set = var.setting();
         let detail = format!("conda env {set}");
         push_prefix(ctx, &mut out, &prefix, Some(set), detail);
     }
@@ -43,7 +43,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         }
     }
     if let Some((var, root)) = ctx.var_path("EBROOTNCCL") {
-        let set = setting(&var);
+        let set = var.setting();
         let detail = format!("EasyBuild module {set}");
         push_prefix(ctx, &mut out, &root, Some(set), detail);
     }

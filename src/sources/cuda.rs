@@ -23,7 +23,7 @@ pub(crate) fn roots(ctx: &Ctx, prefer: Option<CudaVersion>) -> Vec<(PathBuf, Opt
     let mut roots: Vec<(PathBuf, Option<String>)> = Vec::new();
     for name in VARS {
         if let Some((var, dir)) = ctx.var_path(name) {
-            roots.push((dir, Some(super::setting(&var))));
+            roots.push((dir, Some(var.setting())));
         }
     }
     let mut versioned = versioned_entries(&ctx.path("/usr/local"), "cuda-");

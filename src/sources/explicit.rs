@@ -11,19 +11,19 @@ pub(crate) fn sites(ctx: &Ctx) -> Result<Vec<Site>, ErrorKind> {
         (None, None) => return Ok(Vec::new()),
         (Some((v, _)), None) => {
             return Err(ErrorKind::OnlyOneOfPair {
-                set: super::setting(&v),
+                set: v.setting(),
                 missing: "NCCL_LIB_DIR",
             })
         }
         (None, Some((v, _))) => {
             return Err(ErrorKind::OnlyOneOfPair {
-                set: super::setting(&v),
+                set: v.setting(),
                 missing: "NCCL_INCLUDE_DIR",
             })
         }
         (Some(i), Some(l)) => (i, l),
     };
-    let variable = format!("{}, {}", super::setting(&iv), super::setting(&lv));
+    let variable = format!("{}, {}", iv.setting(), lv.setting());
     let mut site = Site::new(
         Origin {
             source: SourceKind::ExplicitDirs,

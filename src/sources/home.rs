@@ -18,7 +18,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         let Some((var, root)) = ctx.var_path(name) else {
             continue;
         };
-        let variable = super::setting(&var);
+        let variable = var.setting();
         let origin = Origin {
             source: SourceKind::Home,
             variable: Some(variable.clone()),

@@ -13,7 +13,6 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub(crate) use crate::context::{sorted_entries, versioned_entries, Ctx};
-use crate::env::Var;
 pub use crate::origin::{Looked, MisleadingPc, Origin, Package, SourceKind};
 use crate::problem::{ErrorKind, Problem};
 
@@ -171,11 +170,6 @@ fn row(kind: SourceKind) -> &'static Source {
         }
     }
     panic!("every SourceKind has a row in SOURCES")
-}
-
-/// A variable as reports show it: `NAME=value`.
-pub(crate) fn setting(var: &Var) -> String {
-    format!("{}={}", var.name, var.value.to_string_lossy())
 }
 
 /// A path's last component as UTF-8, if it has one.

@@ -4,7 +4,6 @@
 //! `pkg-config`, so the probe's environment and root stay its inputs.
 //! `PKG_CONFIG_SYSROOT_DIR` is put in front of `-I` and `-L` paths.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Ctx, Origin, Site, SourceKind};
@@ -20,15 +19,38 @@ pub struct PcFile {
     pub include_dirs: Vec<String>,
     /// `-L` directories from `Libs:`.
     pub lib_dirs: Vec<String>,
-    /// Variables (`prefix=…`), expanded.
-    pub vars: BTreeMap<String, String>,
+    /// Variables (`prefix=…`), expanded, in the order first defined (a
+    /// name defined again keeps its place and takes the new value).
+    pub vars: Vec<(String, String)>,
+}
+
+impl PcFile {
+    /// A variable's expanded value.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        for (k, v) in &self.vars {
+            if k == name {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    fn set(&mut self, name: String, value: String) {
+        for (k, v) in &mut self.vars {
+            if *k == name {
+                *v = value;
+                return;
+            }
+        }
+        self.vars.push((name, value));
+    }
 }
 
 /// Parses the text of a `.pc` file. `pcfiledir` is the directory holding
 /// it. Errors name the line.
 pub fn parse_pc(text: &str, pcfiledir: &str) -> Result<PcFile, String> {
     let mut pc = PcFile::default();
-    pc.vars.insert("pcfiledir".into(), pcfiledir.into());
+    pc.set("pcfiledir".into(), pcfiledir.into());
     for (n, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -44,7 +66,7 @@ pub fn parse_pc(text: &str, pcfiledir: &str) -> Result<PcFile, String> {
         match (field, assign) {
             (Some(c), _) => {
                 let key = line[..c].trim();
-                let value = expand(line[c + 1..].trim(), &pc.vars, n + 1)?;
+                let value = expand(line[c + 1..].trim(), &pc, n + 1)?;
                 match key {
                     "Version" => pc.version = Some(value),
                     "Cflags" | "CFlags" => flag_dirs(&value, "-I", &mut pc.include_dirs),
@@ -57,8 +79,8 @@ pub fn parse_pc(text: &str, pcfiledir: &str) -> Result<PcFile, String> {
                 if key.is_empty() || has_whitespace(&key) {
                     return Err(format!("line {}: bad variable name {key:?}", n + 1));
                 }
-                let value = expand(line[a + 1..].trim(), &pc.vars, n + 1)?;
-                pc.vars.insert(key, value);
+                let value = expand(line[a + 1..].trim(), &pc, n + 1)?;
+                pc.set(key, value);
             }
             _ => {
                 return Err(format!(
@@ -80,7 +102,7 @@ fn has_whitespace(s: &str) -> bool {
     false
 }
 
-fn expand(value: &str, vars: &BTreeMap<String, String>, line: usize) -> Result<String, String> {
+fn expand(value: &str, pc: &PcFile, line: usize) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
@@ -90,7 +112,7 @@ fn expand(value: &str, vars: &BTreeMap<String, String>, line: usize) -> Result<S
             return Err(format!("line {line}: unclosed ${{"));
         };
         let name = &after[..end];
-        let Some(v) = vars.get(name) else {
+        let Some(v) = pc.var(name) else {
             return Err(format!("line {line}: undefined variable ${{{name}}}"));
         };
         out.push_str(v);
@@ -210,16 +232,15 @@ fn site_for(ctx: &Ctx, file: &Path, why: &str, sysroot: Option<&Path>) -> Site {
         ctx,
         sysroot,
         &pc.include_dirs,
-        &pc.vars,
-        "includedir",
+        pc.var("includedir"),
         "/usr/include",
     );
-    let libs = placed(ctx, sysroot, &pc.lib_dirs, &pc.vars, "libdir", "/usr/lib");
+    let libs = placed(ctx, sysroot, &pc.lib_dirs, pc.var("libdir"), "/usr/lib");
     if !holds_nccl(&incs, &libs) {
         misleading(ctx, file, &pc, &incs, &libs);
     }
     let mut site = Site::new(origin, incs, libs);
-    if let Some(prefix) = pc.vars.get("prefix") {
+    if let Some(prefix) = pc.var("prefix") {
         site.root = Some(place(ctx, sysroot, prefix));
     }
     site
@@ -234,14 +255,13 @@ fn place(ctx: &Ctx, sysroot: Option<&Path>, d: &str) -> PathBuf {
     ctx.path(&d)
 }
 
-/// The flag directories, placed; else the variable `var`'s directory (else
-/// `default`).
+/// The flag directories, placed; else the variable's directory (`var`,
+/// else `default`).
 fn placed(
     ctx: &Ctx,
     sysroot: Option<&Path>,
     dirs: &[String],
-    vars: &BTreeMap<String, String>,
-    var: &str,
+    var: Option<&str>,
     default: &str,
 ) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -249,11 +269,7 @@ fn placed(
         out.push(place(ctx, sysroot, d));
     }
     if out.is_empty() {
-        let d = match vars.get(var) {
-            Some(d) => d.as_str(),
-            None => default,
-        };
-        out.push(place(ctx, sysroot, d));
+        out.push(place(ctx, sysroot, var.unwrap_or(default)));
     }
     out
 }
@@ -280,8 +296,8 @@ fn holds_nccl(incs: &[PathBuf], libs: &[PathBuf]) -> bool {
 /// Names an `nccl.pc` whose dirs hold no NCCL (a build machine's
 /// `prefix=`): a warning, and a record for `doctor`.
 fn misleading(ctx: &Ctx, file: &Path, pc: &PcFile, incs: &[PathBuf], libs: &[PathBuf]) {
-    let prefix = match pc.vars.get("prefix") {
-        Some(p) => p.clone(),
+    let prefix = match pc.var("prefix") {
+        Some(p) => p.to_string(),
         None => "(none)".to_string(),
     };
     let mut flags: Vec<String> = Vec::new();

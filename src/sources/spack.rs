@@ -9,8 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    file_name_str, setting, sorted_entries, versioned_entries, Ctx, Origin, Package, Site,
-    SourceKind,
+    file_name_str, sorted_entries, versioned_entries, Ctx, Origin, Package, Site, SourceKind,
 };
 
 /// The most a `spec.json` may be: NCCL's, with its dependencies, is a few
@@ -25,7 +24,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let Some((var, root)) = ctx.var_path("SPACK_ROOT") else {
         return Vec::new();
     };
-    let set = setting(&var);
+    let set = var.setting();
     let tree = root.join("opt/spack");
     if !tree.is_dir() {
         if !root.is_dir() {
