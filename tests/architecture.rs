@@ -464,3 +464,73 @@ fn search_order_is_documented() {
     );
     assert!(lib.contains(&table), "src/lib.rs's search order must be this table (as //! lines), from src/sources/mod.rs:\n{table}");
 }
+
+/// The code before a file's `#[cfg(test)]` module: what the library compiles.
+fn library_part(text: &str) -> &str {
+    match text.find("\n#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    }
+}
+
+/// Uses that compile a large body of std's generic code anew for each
+/// element type or comparison: sorts and the std maps and sets. Comments
+/// and strings don't count.
+fn costly_generics(src: &str) -> Vec<&'static str> {
+    const COSTLY: [&str; 10] = [
+        ".sort(",
+        ".sort_by(",
+        ".sort_by_key(",
+        ".sort_by_cached_key(",
+        ".sort_unstable(",
+        ".sort_unstable_by(",
+        ".sort_unstable_by_key(",
+        "HashMap",
+        "HashSet",
+        "BTree",
+    ];
+    let masked = String::from_utf8(mask(src)).unwrap();
+    let mut found = Vec::new();
+    for c in COSTLY {
+        for _ in masked.matches(c) {
+            found.push(c);
+        }
+    }
+    found
+}
+
+/// Every downstream build script compiles the library, so it sorts in one
+/// place (`context::order`) and keeps no std maps or sets: each sort or map
+/// instantiated for another type adds thousands of lines of machine code.
+#[test]
+fn the_library_sorts_in_one_place_and_keeps_no_maps() {
+    let src = repo().join("src");
+    let mut found = Vec::new();
+    for f in rust_files(&src) {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let shown = f.strip_prefix(repo()).unwrap().display().to_string();
+        for c in costly_generics(library_part(&text)) {
+            found.push(format!("{shown}: {c}"));
+        }
+    }
+    assert_eq!(
+        found,
+        [
+            "src/context.rs: .sort_unstable(",
+            "src/inspect/elf.rs: .sort(",
+            "src/inspect/header.rs: HashMap",
+            "src/inspect/header.rs: HashMap"
+        ],
+        "sort through context::order or newest_first, and use a Vec for small sets and maps \
+         (see ARCHITECTURE.md, Compile cost)"
+    );
+}
+
+#[test]
+fn the_cost_check_sees_code_but_not_comments_or_strings() {
+    let src = "// v.sort();\nlet s = \"HashMap\";\nv.sort_by(|a, b| a.cmp(b));\nlet m: HashSet<u8> = HashSet::new();\n#[cfg(test)]\nmod tests {\n    fn f() { v.sort(); }\n}\n";
+    assert_eq!(
+        costly_generics(library_part(src)),
+        [".sort_by(", "HashSet", "HashSet"]
+    );
+}
