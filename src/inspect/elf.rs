@@ -45,9 +45,9 @@ struct Reader {
 
 impl Reader {
     fn bytes(&mut self, off: u64, len: u64, what: &str) -> Result<Vec<u8>, String> {
-        let end = off
-            .checked_add(len)
-            .ok_or_else(|| format!("{what}: offset overflows"))?;
+        let Some(end) = off.checked_add(len) else {
+            return Err(format!("{what}: offset overflows"));
+        };
         if end > self.len {
             return Err(format!(
                 "{what} lies at bytes {off}..{end}, past the end of the {}-byte file: the file is truncated",
@@ -55,11 +55,13 @@ impl Reader {
             ));
         }
         let mut buf = vec![0; len as usize];
-        self.file
-            .seek(SeekFrom::Start(off))
-            .map_err(|e| e.to_string())?;
-        self.file.read_exact(&mut buf).map_err(|e| e.to_string())?;
-        Ok(buf)
+        if let Err(e) = self.file.seek(SeekFrom::Start(off)) {
+            return Err(e.to_string());
+        }
+        match self.file.read_exact(&mut buf) {
+            Ok(()) => Ok(buf),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     fn uint(&self, b: &[u8], off: usize, size: usize) -> u64 {
@@ -108,8 +110,17 @@ const SHT_DYNSYM: u32 = 11;
 
 impl Elf {
     fn open(path: &Path) -> Result<Elf, String> {
-        let (file, len) = crate::files::open_regular(path).map_err(|e| e.to_string())?;
-        Elf::from_source(Box::new(file), len)
+        match crate::files::open_regular(path) {
+            Ok((file, len)) => Elf::from_source(Box::new(file), len),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn from_bytes(data: &[u8]) -> Result<Elf, String> {
+        Elf::from_source(
+            Box::new(std::io::Cursor::new(data.to_vec())),
+            data.len() as u64,
+        )
     }
 
     fn from_source(file: Box<dyn Source>, len: u64) -> Result<Elf, String> {
@@ -165,18 +176,17 @@ impl Elf {
             ));
         }
         let table = r.bytes(shoff, shentsize * shnum, "the section header table")?;
-        let sections: Vec<Section> = (0..shnum as usize)
-            .map(|i| {
-                let b = &table[i * shentsize as usize..];
-                Section {
-                    name: r.uint(b, 0, 4) as u32,
-                    kind: r.uint(b, 4, 4) as u32,
-                    offset: r.word(b, 24, 16),
-                    size: r.word(b, 32, 20),
-                    link: r.uint(b, if r.wide { 40 } else { 24 }, 4) as u32,
-                }
-            })
-            .collect();
+        let mut sections = Vec::with_capacity(shnum as usize);
+        for i in 0..shnum as usize {
+            let b = &table[i * shentsize as usize..];
+            sections.push(Section {
+                name: r.uint(b, 0, 4) as u32,
+                kind: r.uint(b, 4, 4) as u32,
+                offset: r.word(b, 24, 16),
+                size: r.word(b, 32, 20),
+                link: r.uint(b, if r.wide { 40 } else { 24 }, 4) as u32,
+            });
+        }
         let names = match sections.get(shstrndx as usize) {
             Some(s) if s.size <= MAX_TABLE => {
                 r.bytes(s.offset, s.size, "the section name table")?
@@ -194,15 +204,20 @@ impl Elf {
 
     /// A section of `kind` and the string table it links to, both read.
     fn with_strings(&mut self, kind: u32, what: &str) -> Result<Option<TableAndStrings>, String> {
-        let Some(sec) = self.sections.iter().find(|s| s.kind == kind).cloned() else {
+        let mut found = None;
+        for s in &self.sections {
+            if s.kind == kind {
+                found = Some(s);
+                break;
+            }
+        }
+        let Some(sec) = found else {
             return Ok(None);
         };
-        let strtab = self
-            .sections
-            .get(sec.link as usize)
-            .filter(|s| s.kind == SHT_STRTAB)
-            .cloned()
-            .ok_or_else(|| format!("its {what} section has no string table"))?;
+        let strtab = match self.sections.get(sec.link as usize) {
+            Some(s) if s.kind == SHT_STRTAB => s,
+            _ => return Err(format!("its {what} section has no string table")),
+        };
         if sec.size > MAX_TABLE || strtab.size > MAX_TABLE {
             return Err(format!("its {what} section is implausibly large"));
         }
@@ -219,24 +234,21 @@ pub fn read_elf(path: &Path) -> Result<ElfInfo, String> {
 
 /// [`read_elf`] over bytes in memory (for fuzzing and tests).
 pub fn read_elf_bytes(data: &[u8]) -> Result<ElfInfo, String> {
-    info(Elf::from_source(
-        Box::new(std::io::Cursor::new(data.to_vec())),
-        data.len() as u64,
-    )?)
+    info(Elf::from_bytes(data)?)
 }
 
 /// [`dynamic_symbols`] over bytes in memory (for fuzzing and tests).
 pub fn dynamic_symbols_bytes(data: &[u8]) -> Result<Vec<String>, String> {
-    symbols(Elf::from_source(
-        Box::new(std::io::Cursor::new(data.to_vec())),
-        data.len() as u64,
-    )?)
+    symbols(Elf::from_bytes(data)?)
 }
 
 fn info(mut elf: Elf) -> Result<ElfInfo, String> {
     let mut info = ElfInfo {
+        soname: None,
+        needed: Vec::new(),
+        runpath: None,
+        version_text: None,
         machine: elf.machine,
-        ..ElfInfo::default()
     };
     if let Some((dynbytes, strs)) = elf.with_strings(SHT_DYNAMIC, ".dynamic")? {
         let r = &elf.r;
@@ -245,13 +257,16 @@ fn info(mut elf: Elf) -> Result<ElfInfo, String> {
         for e in dynbytes.chunks_exact(ent) {
             let tag = r.word(e, 0, 0);
             let val = r.word(e, 8, 4) as usize;
-            let s = || cstr(&strs, val);
             match tag {
                 0 => break,
-                1 => info.needed.extend(s()),
-                14 => info.soname = s(),
-                15 => rpath = s(),
-                29 => info.runpath = s(),
+                1 => {
+                    if let Some(name) = cstr(&strs, val) {
+                        info.needed.push(name);
+                    }
+                }
+                14 => info.soname = cstr(&strs, val),
+                15 => rpath = cstr(&strs, val),
+                29 => info.runpath = cstr(&strs, val),
                 _ => {}
             }
         }
@@ -259,14 +274,12 @@ fn info(mut elf: Elf) -> Result<ElfInfo, String> {
             info.runpath = rpath;
         }
     }
-    let rodata: Vec<Section> = elf
-        .sections
-        .iter()
-        .filter(|s| cstr(&elf.names, s.name as usize).is_some_and(|n| n.starts_with(".rodata")))
-        .cloned()
-        .collect();
     let mut scanned = 0u64;
-    for s in rodata {
+    for s in &elf.sections {
+        match cstr(&elf.names, s.name as usize) {
+            Some(name) if name.starts_with(".rodata") => {}
+            _ => continue,
+        }
         if scanned >= MAX_SCAN {
             break;
         }
@@ -292,25 +305,70 @@ fn symbols(mut elf: Elf) -> Result<Vec<String>, String> {
     };
     let r = &elf.r;
     let ent = if r.wide { 24 } else { 16 };
-    let mut out: Vec<String> = syms
-        .chunks_exact(ent)
-        .filter_map(|e| {
-            let name = r.uint(e, 0, 4) as usize;
-            let (info, shndx) = if r.wide {
-                (e[4], r.uint(e, 6, 2))
-            } else {
-                (e[12], r.uint(e, 14, 2))
-            };
-            let bind = info >> 4;
-            (shndx != 0 && (bind == 1 || bind == 2))
-                .then(|| cstr(&strs, name))
-                .flatten()
-        })
-        .filter(|n| !n.is_empty())
-        .collect();
-    out.sort();
-    out.dedup();
-    Ok(out)
+    let mut out = Vec::new();
+    for e in syms.chunks_exact(ent) {
+        let name = r.uint(e, 0, 4) as usize;
+        let (info, shndx) = if r.wide {
+            (e[4], r.uint(e, 6, 2))
+        } else {
+            (e[12], r.uint(e, 14, 2))
+        };
+        let bind = info >> 4;
+        if shndx == 0 || !(bind == 1 || bind == 2) {
+            continue;
+        }
+        match cstr(&strs, name) {
+            Some(n) if !n.is_empty() => out.push(n),
+            _ => {}
+        }
+    }
+    sort_names(&mut out);
+    // Sorted, equal names are neighbours: keep the first of each run.
+    let mut unique: Vec<String> = Vec::with_capacity(out.len());
+    for n in out {
+        match unique.last() {
+            Some(last) if *last == n => {}
+            _ => unique.push(n),
+        }
+    }
+    Ok(unique)
+}
+
+/// Sorts names into ascending order with a heapsort. `[String]::sort`
+/// would compile a whole generic sort into every build script for this
+/// one list; equal names are identical, so any correct sort gives the same
+/// list.
+fn sort_names(v: &mut [String]) {
+    // Make a max-heap, then move its largest name to the end, one by one.
+    let mut start = v.len() / 2;
+    while start > 0 {
+        start -= 1;
+        sift_down(v, start, v.len());
+    }
+    let mut end = v.len();
+    while end > 1 {
+        end -= 1;
+        v.swap(0, end);
+        sift_down(v, 0, end);
+    }
+}
+
+/// Moves `v[root]` down the heap `v[..end]` until neither child is larger.
+fn sift_down(v: &mut [String], mut root: usize, end: usize) {
+    loop {
+        let mut child = 2 * root + 1;
+        if child >= end {
+            return;
+        }
+        if child + 1 < end && v[child].as_str() < v[child + 1].as_str() {
+            child += 1;
+        }
+        if v[root].as_str() >= v[child].as_str() {
+            return;
+        }
+        v.swap(root, child);
+        root = child;
+    }
 }
 
 /// Looks for the version text in a range of the file, 1 MiB at a time:
@@ -326,10 +384,10 @@ fn scan(r: &mut Reader, start: u64, size: u64) -> Result<Option<String>, String>
     while pos < size {
         let n = (size - pos).min(CHUNK + TAIL);
         let buf = r.bytes(start + pos, n, "the .rodata section")?;
-        let mut from = 0;
-        while let Some(i) = buf[from..].iter().position(|&b| b == b'N') {
-            let at = from + i;
-            from = at + 1;
+        for at in 0..buf.len() {
+            if buf[at] != b'N' {
+                continue;
+            }
             if at as u64 >= CHUNK && pos + CHUNK < size {
                 break; // the overlap: the next chunk looks at it again
             }
@@ -337,10 +395,10 @@ fn scan(r: &mut Reader, start: u64, size: u64) -> Result<Option<String>, String>
                 continue;
             }
             let rest = &buf[at + MARKER.len()..];
-            let end = rest
-                .iter()
-                .position(|&b| b == 0 || !b.is_ascii_graphic())
-                .unwrap_or(rest.len());
+            let mut end = 0;
+            while end < rest.len() && rest[end] != 0 && rest[end].is_ascii_graphic() {
+                end += 1;
+            }
             if end == 0 || end == rest.len() {
                 continue;
             }
@@ -362,39 +420,65 @@ fn scan(r: &mut Reader, start: u64, size: u64) -> Result<Option<String>, String>
 
 fn cstr(table: &[u8], off: usize) -> Option<String> {
     let rest = table.get(off..)?;
-    let end = rest.iter().position(|&b| b == 0)?;
+    let mut end = 0;
+    while end < rest.len() && rest[end] != 0 {
+        end += 1;
+    }
+    if end == rest.len() {
+        return None;
+    }
     Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+}
+
+/// A decimal number that fits in 32 bits, read exactly as
+/// `text.parse::<u32>()` reads it. Read as a `u64` first: that parser is
+/// compiled for the rest of the crate anyway, a second one for `u32` is not.
+pub(crate) fn parse_u32(text: &str) -> Option<u32> {
+    match text.parse::<u64>() {
+        Ok(v) if v <= u64::from(u32::MAX) => Some(v as u32),
+        _ => None,
+    }
 }
 
 /// Parses `2.21.5+cuda12.4` (the text after `NCCL version `).
 pub fn parse_version_text(text: &str) -> Option<(Version, Option<CudaVersion>)> {
-    let (ver, cuda) = match text.split_once("+cuda") {
-        Some((v, c)) => (v, Some(c)),
+    const CUDA: &str = "+cuda";
+    let (ver, cuda) = match text.find(CUDA) {
+        Some(i) => (&text[..i], Some(&text[i + CUDA.len()..])),
         None => (text, None),
     };
-    let digits_end = ver
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(ver.len());
-    let (nums, suffix) = ver.split_at(digits_end);
-    if !suffix
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '~'))
-    {
-        return None;
+    let mut digits_end = ver.len();
+    for (i, c) in ver.char_indices() {
+        if !(c.is_ascii_digit() || c == '.') {
+            digits_end = i;
+            break;
+        }
     }
-    let mut it = nums.split('.').map(|n| n.parse::<u32>());
-    let (Some(Ok(x)), Some(Ok(y)), Some(Ok(z)), None) =
-        (it.next(), it.next(), it.next(), it.next())
-    else {
+    let (nums, suffix) = ver.split_at(digits_end);
+    for c in suffix.chars() {
+        if !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '~')) {
+            return None;
+        }
+    }
+    let mut it = nums.split('.');
+    let (Some(x), Some(y), Some(z), None) = (it.next(), it.next(), it.next(), it.next()) else {
+        return None;
+    };
+    let (Some(x), Some(y), Some(z)) = (parse_u32(x), parse_u32(y), parse_u32(z)) else {
         return None;
     };
     let cuda = match cuda {
         None => None,
         Some(c) => {
-            let mut it = c.split('.').map(|n| n.parse::<u32>());
-            match (it.next(), it.next(), it.next()) {
-                (Some(Ok(major)), Some(Ok(minor)), None) => Some(CudaVersion { major, minor }),
-                (Some(Ok(major)), None, None) => Some(CudaVersion { major, minor: 0 }),
+            let mut it = c.split('.');
+            let (major, minor) = match (it.next(), it.next(), it.next()) {
+                (Some(major), Some(minor), None) => (major, minor),
+                // `+cuda12` is CUDA 12.0.
+                (Some(major), None, None) => (major, "0"),
+                _ => return None,
+            };
+            match (parse_u32(major), parse_u32(minor)) {
+                (Some(major), Some(minor)) => Some(CudaVersion { major, minor }),
                 _ => return None,
             }
         }

@@ -9,8 +9,9 @@
 //! The code is then checked against MAJOR/MINOR/PATCH under the formula
 //! that applies: `X*1000+Y*100+Z` up to 2.8, `X*10000+Y*100+Z` from 2.9.
 
-use std::collections::HashMap;
+use std::iter::Peekable;
 use std::path::Path;
+use std::str::Chars;
 
 use crate::version::Version;
 
@@ -34,12 +35,24 @@ pub enum Header {
     Bad(String),
 }
 
+/// `text` with every `pat` taken out, as `text.replace(pat, "")` does.
+fn without(text: &str, pat: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(pat) {
+        out.push_str(&rest[..i]);
+        rest = &rest[i + pat.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Phases 2 and 3 of translation: lines spliced at a backslash-newline,
 /// each comment replaced by one space; string and character literals kept
 /// whole, so a `//` inside a string is not a comment. Returns the logical
 /// lines with their first physical line number.
 fn logical_lines(text: &str) -> Vec<(usize, String)> {
-    let spliced = text.replace("\\\r\n", "").replace("\\\n", "");
+    let spliced = without(&without(text, "\\\r\n"), "\\\n");
     // Line numbers: count splices away by keeping a map of physical lines.
     let mut out = Vec::new();
     let mut cur = String::new();
@@ -49,7 +62,9 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
     let mut quote: Option<char> = None;
     while let Some(c) = chars.next() {
         if let Some(q) = quote {
-            cur.push(c);
+            if c != '\n' {
+                cur.push(c);
+            }
             if c == '\\' {
                 if let Some(&n) = chars.peek() {
                     if n != '\n' {
@@ -59,7 +74,6 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
                 }
             } else if c == q || c == '\n' {
                 if c == '\n' {
-                    cur.pop();
                     out.push((start, std::mem::take(&mut cur)));
                     line_no += 1;
                     start = line_no;
@@ -73,7 +87,7 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
                 quote = Some(c);
                 cur.push(c);
             }
-            '/' if chars.peek() == Some(&'*') => {
+            '/' if matches!(chars.peek(), Some('*')) => {
                 chars.next();
                 let mut prev = ' ';
                 for d in chars.by_ref() {
@@ -87,8 +101,11 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
                 }
                 cur.push(' ');
             }
-            '/' if chars.peek() == Some(&'/') => {
-                while chars.peek().is_some_and(|&d| d != '\n') {
+            '/' if matches!(chars.peek(), Some('/')) => {
+                while let Some(&d) = chars.peek() {
+                    if d == '\n' {
+                        break;
+                    }
                     chars.next();
                 }
             }
@@ -97,7 +114,7 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
                 line_no += 1;
                 start = line_no;
             }
-            '\r' if chars.peek() == Some(&'\n') => {}
+            '\r' if matches!(chars.peek(), Some('\n')) => {}
             _ => cur.push(c),
         }
     }
@@ -105,8 +122,62 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
     out
 }
 
-/// The object-like macros defined so far: name → (line, body).
-type Macros = HashMap<String, (usize, Vec<Tok>)>;
+/// An object-like macro: its name, the line of its definition, its body.
+struct Macro {
+    name: String,
+    line: usize,
+    body: Vec<Tok>,
+}
+
+/// The object-like macros defined so far, each name once. A header defines
+/// a few dozen, so a list searched by name does what a map would: a later
+/// `#define` of a name replaces the earlier one, `#undef` removes it.
+#[derive(Default)]
+struct Macros {
+    list: Vec<Macro>,
+}
+
+impl Macros {
+    /// Where the macro `name` is in the list.
+    fn find(&self, name: &str) -> Option<usize> {
+        let mut i = 0;
+        while i < self.list.len() {
+            if self.list[i].name == name {
+                return Some(i);
+            }
+            i += 1;
+        }
+        None
+    }
+
+    fn get(&self, name: &str) -> Option<&Macro> {
+        let i = self.find(name)?;
+        Some(&self.list[i])
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.find(name).is_some()
+    }
+
+    /// Defines `name`, replacing any earlier definition.
+    fn insert(&mut self, name: &str, line: usize, body: Vec<Tok>) {
+        let m = Macro {
+            name: name.to_string(),
+            line,
+            body,
+        };
+        match self.find(name) {
+            Some(i) => self.list[i] = m,
+            None => self.list.push(m),
+        }
+    }
+
+    fn remove(&mut self, name: &str) {
+        if let Some(i) = self.find(name) {
+            self.list.swap_remove(i);
+        }
+    }
+}
 
 /// A preprocessing token, as far as these macros need.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,8 +194,36 @@ const PUNCTS: [&str; 22] = [
     "!", "~", "&", "|", "^",
 ];
 
+/// The characters as a string.
+fn text_of(chars: &[char]) -> String {
+    let mut s = String::new();
+    for &c in chars {
+        s.push(c);
+    }
+    s
+}
+
+/// The first of [`PUNCTS`] that `chars` starts with (two-character ones
+/// come first).
+fn punct_at(chars: &[char]) -> Option<&'static str> {
+    'puncts: for p in PUNCTS {
+        let mut i = 0;
+        for c in p.chars() {
+            if i >= chars.len() || chars[i] != c {
+                continue 'puncts;
+            }
+            i += 1;
+        }
+        return Some(p);
+    }
+    None
+}
+
 fn tokens(s: &str) -> Vec<Tok> {
-    let b: Vec<char> = s.chars().collect();
+    let mut b = Vec::new();
+    for c in s.chars() {
+        b.push(c);
+    }
     let mut i = 0;
     let mut out = Vec::new();
     while i < b.len() {
@@ -136,13 +235,13 @@ fn tokens(s: &str) -> Vec<Tok> {
             while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == '.' || b[i] == '\'') {
                 i += 1;
             }
-            out.push(Tok::Num(b[st..i].iter().collect()));
+            out.push(Tok::Num(text_of(&b[st..i])));
         } else if c.is_alphabetic() || c == '_' {
             let st = i;
             while i < b.len() && (b[i].is_alphanumeric() || b[i] == '_') {
                 i += 1;
             }
-            out.push(Tok::Ident(b[st..i].iter().collect()));
+            out.push(Tok::Ident(text_of(&b[st..i])));
         } else if c == '"' {
             let st = i;
             i += 1;
@@ -150,11 +249,8 @@ fn tokens(s: &str) -> Vec<Tok> {
                 i += if b[i] == '\\' { 2 } else { 1 };
             }
             i = (i + 1).min(b.len());
-            out.push(Tok::Str(b[st..i].iter().collect()));
-        } else if let Some(p) = PUNCTS.iter().find(|p| {
-            let p: Vec<char> = p.chars().collect();
-            b[i..].starts_with(&p)
-        }) {
+            out.push(Tok::Str(text_of(&b[st..i])));
+        } else if let Some(p) = punct_at(&b[i..]) {
             i += p.len();
             out.push(Tok::Punct(p));
         } else {
@@ -169,8 +265,11 @@ fn tokens(s: &str) -> Vec<Tok> {
 /// suffixes, into 64 bits (as `#if` arithmetic does).
 fn int_literal(text: &str) -> Result<u64, String> {
     let t = text.replace('\'', "");
-    let body = t.trim_end_matches(['u', 'U', 'l', 'L']);
-    let suffix = &t[body.len()..];
+    let mut body_end = t.len();
+    while body_end > 0 && matches!(t.as_bytes()[body_end - 1], b'u' | b'U' | b'l' | b'L') {
+        body_end -= 1;
+    }
+    let (body, suffix) = t.split_at(body_end);
     let s = suffix.to_ascii_lowercase();
     if !matches!(
         s.as_str(),
@@ -178,9 +277,13 @@ fn int_literal(text: &str) -> Result<u64, String> {
     ) {
         return Err(format!("{text} is not a C integer constant"));
     }
-    let (digits, radix) = if let Some(h) = body.strip_prefix("0x").or(body.strip_prefix("0X")) {
+    let (digits, radix) = if let Some(h) = body.strip_prefix("0x") {
         (h, 16)
-    } else if let Some(b) = body.strip_prefix("0b").or(body.strip_prefix("0B")) {
+    } else if let Some(h) = body.strip_prefix("0X") {
+        (h, 16)
+    } else if let Some(b) = body.strip_prefix("0b") {
+        (b, 2)
+    } else if let Some(b) = body.strip_prefix("0B") {
         (b, 2)
     } else if body.len() > 1 && body.starts_with('0') {
         (&body[1..], 8)
@@ -190,10 +293,13 @@ fn int_literal(text: &str) -> Result<u64, String> {
     if digits.is_empty() {
         return Err(format!("{text} is not a C integer constant"));
     }
-    u64::from_str_radix(digits, radix).map_err(|e| match e.kind() {
-        std::num::IntErrorKind::PosOverflow => format!("{text} does not fit in 64 bits"),
-        _ => format!("{text} is not a C integer constant"),
-    })
+    match u64::from_str_radix(digits, radix) {
+        Ok(v) => Ok(v),
+        Err(e) if matches!(e.kind(), std::num::IntErrorKind::PosOverflow) => {
+            Err(format!("{text} does not fit in 64 bits"))
+        }
+        Err(_) => Err(format!("{text} is not a C integer constant")),
+    }
 }
 
 /// Evaluates an integer constant expression, as `#if` does: `defined`,
@@ -261,39 +367,47 @@ impl Eval<'_> {
                 return Ok(v);
             };
             let op = *op;
-            if !LEVELS[level].contains(&op) {
+            let mut at_level = false;
+            for p in LEVELS[level] {
+                at_level |= *p == op;
+            }
+            if !at_level {
                 return Ok(v);
             }
             self.at += 1;
             let r = self.binary(level + 1)?;
-            let over = || format!("`{op}` overflows");
-            v = match op {
-                "||" => i64::from(v != 0 || r != 0),
-                "&&" => i64::from(v != 0 && r != 0),
-                "|" => v | r,
-                "^" => v ^ r,
-                "&" => v & r,
-                "==" => i64::from(v == r),
-                "!=" => i64::from(v != r),
-                "<" => i64::from(v < r),
-                ">" => i64::from(v > r),
-                "<=" => i64::from(v <= r),
-                ">=" => i64::from(v >= r),
-                "<<" => u32::try_from(r)
-                    .ok()
-                    .and_then(|r| v.checked_shl(r))
-                    .ok_or_else(over)?,
-                ">>" => u32::try_from(r)
-                    .ok()
-                    .and_then(|r| v.checked_shr(r))
-                    .ok_or_else(over)?,
-                "+" => v.checked_add(r).ok_or_else(over)?,
-                "-" => v.checked_sub(r).ok_or_else(over)?,
-                "*" => v.checked_mul(r).ok_or_else(over)?,
+            // `None`: the operation overflows.
+            let checked = match op {
+                "||" => Some(i64::from(v != 0 || r != 0)),
+                "&&" => Some(i64::from(v != 0 && r != 0)),
+                "|" => Some(v | r),
+                "^" => Some(v ^ r),
+                "&" => Some(v & r),
+                "==" => Some(i64::from(v == r)),
+                "!=" => Some(i64::from(v != r)),
+                "<" => Some(i64::from(v < r)),
+                ">" => Some(i64::from(v > r)),
+                "<=" => Some(i64::from(v <= r)),
+                ">=" => Some(i64::from(v >= r)),
+                "<<" => match u32::try_from(r) {
+                    Ok(r) => v.checked_shl(r),
+                    Err(_) => None,
+                },
+                ">>" => match u32::try_from(r) {
+                    Ok(r) => v.checked_shr(r),
+                    Err(_) => None,
+                },
+                "+" => v.checked_add(r),
+                "-" => v.checked_sub(r),
+                "*" => v.checked_mul(r),
                 _ if r == 0 => return Err("division by zero".into()),
-                "/" => v.checked_div(r).ok_or_else(over)?,
-                _ => v.checked_rem(r).ok_or_else(over)?,
+                "/" => v.checked_div(r),
+                _ => v.checked_rem(r),
             };
+            match checked {
+                Some(c) => v = c,
+                None => return Err(format!("`{op}` overflows")),
+            }
         }
     }
     fn unary(&mut self) -> Result<i64, String> {
@@ -304,10 +418,10 @@ impl Eval<'_> {
             return Ok(!self.unary()?);
         }
         if self.eat("-") {
-            return self
-                .unary()?
-                .checked_neg()
-                .ok_or_else(|| "`-` overflows".into());
+            return match self.unary()?.checked_neg() {
+                Some(v) => Ok(v),
+                None => Err("`-` overflows".into()),
+            };
         }
         if self.eat("+") {
             return self.unary();
@@ -319,27 +433,28 @@ impl Eval<'_> {
             }
             return Ok(v);
         }
-        let tok = self.peek().cloned();
+        let toks = self.toks;
+        let tok = toks.get(self.at);
         self.at += 1;
         match tok {
-            Some(Tok::Num(n)) => {
-                let v = int_literal(&n)?;
-                i64::try_from(v).map_err(|_| format!("{n} does not fit in 63 bits"))
-            }
+            Some(Tok::Num(n)) => match i64::try_from(int_literal(n)?) {
+                Ok(v) => Ok(v),
+                Err(_) => Err(format!("{n} does not fit in 63 bits")),
+            },
             Some(Tok::Ident(name)) if name == "defined" => {
                 let paren = self.eat("(");
-                let Some(Tok::Ident(m)) = self.peek().cloned() else {
+                let Some(Tok::Ident(m)) = toks.get(self.at) else {
                     return Err("`defined` without a name".into());
                 };
                 self.at += 1;
                 if paren && !self.eat(")") {
                     return Err("`defined(` without `)`".into());
                 }
-                Ok(i64::from(self.macros.contains_key(&m)))
+                Ok(i64::from(self.macros.contains(m)))
             }
-            Some(Tok::Ident(name)) => match self.macros.get(&name) {
-                Some((_, body)) if self.depth < 32 => Eval {
-                    toks: body,
+            Some(Tok::Ident(name)) => match self.macros.get(name) {
+                Some(m) if self.depth < 32 => Eval {
+                    toks: &m.body,
                     at: 0,
                     macros: self.macros,
                     depth: self.depth + 1,
@@ -366,10 +481,13 @@ fn eval(toks: &[Tok], macros: &Macros) -> Result<i64, String> {
 
 /// The value of a string literal, its escapes undone.
 fn string_literal(lit: &str) -> Result<String, String> {
-    let inner = lit
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .ok_or_else(|| format!("{lit} is not a string literal"))?;
+    let inner = match lit.strip_prefix('"') {
+        Some(rest) => rest.strip_suffix('"'),
+        None => None,
+    };
+    let Some(inner) = inner else {
+        return Err(format!("{lit} is not a string literal"));
+    };
     let mut out = String::new();
     let mut it = inner.chars().peekable();
     while let Some(c) = it.next() {
@@ -377,7 +495,9 @@ fn string_literal(lit: &str) -> Result<String, String> {
             out.push(c);
             continue;
         }
-        let e = it.next().ok_or("a string ends in a backslash")?;
+        let Some(e) = it.next() else {
+            return Err("a string ends in a backslash".into());
+        };
         match e {
             'n' => out.push('\n'),
             't' => out.push('\t'),
@@ -389,7 +509,7 @@ fn string_literal(lit: &str) -> Result<String, String> {
             '0'..='7' => {
                 let mut v = e.to_digit(8).unwrap_or(0);
                 for _ in 0..2 {
-                    match it.peek().and_then(|d| d.to_digit(8)) {
+                    match peek_digit(&mut it, 8) {
                         Some(d) => {
                             v = v * 8 + d;
                             it.next();
@@ -401,7 +521,7 @@ fn string_literal(lit: &str) -> Result<String, String> {
             }
             'x' => {
                 let mut v = 0u32;
-                while let Some(d) = it.peek().and_then(|d| d.to_digit(16)) {
+                while let Some(d) = peek_digit(&mut it, 16) {
                     v = v.saturating_mul(16).saturating_add(d);
                     it.next();
                 }
@@ -411,6 +531,14 @@ fn string_literal(lit: &str) -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+/// The value of the next character as a digit of `radix`, without taking it.
+fn peek_digit(it: &mut Peekable<Chars>, radix: u32) -> Option<u32> {
+    match it.peek() {
+        Some(d) => d.to_digit(radix),
+        None => None,
+    }
 }
 
 /// One `#if` group: whether a branch was taken, and whether we are in it.
@@ -425,16 +553,20 @@ struct Group {
 /// them after every `#if` is decided, or why it could not be read.
 fn defines(text: &str) -> Result<Macros, String> {
     let mut pre = Preprocessor::default();
-    for (line, l) in logical_lines(text) {
+    for (line, l) in &logical_lines(text) {
         let Some(d) = l.trim_start().strip_prefix('#') else {
             continue;
         };
         let d = d.trim_start();
-        let word_end = d
-            .find(|c: char| !c.is_ascii_alphabetic())
-            .unwrap_or(d.len());
+        let mut word_end = d.len();
+        for (i, c) in d.char_indices() {
+            if !c.is_ascii_alphabetic() {
+                word_end = i;
+                break;
+            }
+        }
         let (word, rest) = d.split_at(word_end);
-        pre.directive(line, word, rest)?;
+        pre.directive(*line, word, rest)?;
     }
     Ok(pre.macros)
 }
@@ -447,10 +579,20 @@ struct Preprocessor {
     stack: Vec<Group>,
 }
 
+/// Whether every group is in its active branch.
+fn all_active(groups: &[Group]) -> bool {
+    for g in groups {
+        if !g.active {
+            return false;
+        }
+    }
+    true
+}
+
 impl Preprocessor {
     /// One directive: `#word rest` on `line`.
     fn directive(&mut self, line: usize, word: &str, rest: &str) -> Result<(), String> {
-        let live = self.stack.iter().all(|g| g.active);
+        let live = all_active(&self.stack);
         match word {
             "if" | "ifdef" | "ifndef" => {
                 let on = live && self.test(line, word, rest)?;
@@ -462,11 +604,10 @@ impl Preprocessor {
             }
             "elif" | "elifdef" | "elifndef" | "else" => {
                 let n = self.stack.len();
-                let outer = n == 1 || (n > 1 && self.stack[..n - 1].iter().all(|g| g.active));
-                let g = self
-                    .stack
-                    .last()
-                    .ok_or_else(|| format!("line {line}: #{word} without #if"))?;
+                let outer = n == 1 || (n > 1 && all_active(&self.stack[..n - 1]));
+                let Some(g) = self.stack.last() else {
+                    return Err(format!("line {line}: #{word} without #if"));
+                };
                 if g.ended {
                     return Err(format!("line {line}: #{word} after #else"));
                 }
@@ -478,9 +619,9 @@ impl Preprocessor {
                 g.ended = word == "else";
             }
             "endif" => {
-                self.stack
-                    .pop()
-                    .ok_or_else(|| format!("line {line}: #endif without #if"))?;
+                let Some(_) = self.stack.pop() else {
+                    return Err(format!("line {line}: #endif without #if"));
+                };
             }
             "define" if live => self.define(line, rest),
             "undef" if live => self.undef(rest.split_whitespace().next().unwrap_or("")),
@@ -493,13 +634,14 @@ impl Preprocessor {
     /// `#elifdef`/`#elifndef` (a macro defined or not).
     fn test(&self, line: usize, word: &str, rest: &str) -> Result<bool, String> {
         match word {
-            "if" | "elif" => eval(&tokens(rest), &self.macros)
-                .map(|v| v != 0)
-                .map_err(|e| format!("line {line}: cannot evaluate `#{word}{rest}`: {e}")),
+            "if" | "elif" => match eval(&tokens(rest), &self.macros) {
+                Ok(v) => Ok(v != 0),
+                Err(e) => Err(format!("line {line}: cannot evaluate `#{word}{rest}`: {e}")),
+            },
             _ => {
                 let name = rest.split_whitespace().next().unwrap_or("");
                 let want_defined = word == "ifdef" || word == "elifdef";
-                Ok(self.macros.contains_key(name) == want_defined)
+                Ok(self.macros.contains(name) == want_defined)
             }
         }
     }
@@ -508,9 +650,13 @@ impl Preprocessor {
     /// undefines any earlier object-like one of that name.
     fn define(&mut self, line: usize, rest: &str) {
         let rest = rest.trim_start();
-        let name_end = rest
-            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
+        let mut name_end = rest.len();
+        for (i, c) in rest.char_indices() {
+            if !(c.is_alphanumeric() || c == '_') {
+                name_end = i;
+                break;
+            }
+        }
         let (name, body) = rest.split_at(name_end);
         if name.is_empty() {
             return;
@@ -519,7 +665,7 @@ impl Preprocessor {
             self.undef(name);
             return;
         }
-        self.macros.insert(name.to_string(), (line, tokens(body)));
+        self.macros.insert(name, line, tokens(body));
     }
 
     fn undef(&mut self, name: &str) {
@@ -536,9 +682,9 @@ pub fn parse_header(text: &str) -> Header {
         Ok(m) => m,
         Err(why) => return Header::Bad(why),
     };
-    if ["MAJOR", "MINOR", "PATCH"]
-        .iter()
-        .all(|n| !macros.contains_key(&format!("NCCL_{n}")))
+    if !macros.contains("NCCL_MAJOR")
+        && !macros.contains("NCCL_MINOR")
+        && !macros.contains("NCCL_PATCH")
     {
         return without_version(text);
     }
@@ -577,11 +723,12 @@ fn without_version(text: &str) -> Header {
 /// The version the macros give: `NCCL_MAJOR`/`MINOR`/`PATCH`, `NCCL_SUFFIX`,
 /// and `NCCL_VERSION_CODE` checked against them.
 fn version(macros: &Macros) -> Result<Version, String> {
-    let number = |name: &str| number(macros, name);
-    let (x, y, z) = (number("MAJOR")?, number("MINOR")?, number("PATCH")?);
+    let x = number(macros, "MAJOR")?;
+    let y = number(macros, "MINOR")?;
+    let z = number(macros, "PATCH")?;
     let mut v = Version::checked(x, y, z, suffix(macros)?)?;
-    if macros.contains_key("NCCL_VERSION_CODE") {
-        let c = number("VERSION_CODE")?;
+    if macros.contains("NCCL_VERSION_CODE") {
+        let c = number(macros, "VERSION_CODE")?;
         if c != v.code {
             return Err(format!(
                 "NCCL_VERSION_CODE is {c}, but NCCL_MAJOR/MINOR/PATCH say {x}.{y}.{z}, whose code is {}",
@@ -596,33 +743,45 @@ fn version(macros: &Macros) -> Result<Version, String> {
 /// `NCCL_<name>` as a number that fits a version (32 bits).
 fn number(macros: &Macros, name: &str) -> Result<u32, String> {
     let full = format!("NCCL_{name}");
-    let Some((line, body)) = macros.get(&full) else {
+    let Some(Macro { line, body, .. }) = macros.get(&full) else {
         return Err(format!("{full} is not defined"));
     };
     let shown = body_text(body);
-    let v = eval(body, macros)
-        .map_err(|e| format!("{full} (line {line}) is {shown:?}, not a number: {e}"))?;
-    u32::try_from(v).map_err(|_| {
-        format!(
+    let v = match eval(body, macros) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(format!(
+                "{full} (line {line}) is {shown:?}, not a number: {e}"
+            ))
+        }
+    };
+    match u32::try_from(v) {
+        Ok(v) => Ok(v),
+        Err(_) => Err(format!(
             "{full} (line {line}) is {shown}, which does not fit a version number (0 to {})",
             u32::MAX
-        )
-    })
+        )),
+    }
 }
 
 /// `NCCL_SUFFIX`: empty, or one string literal without control characters.
 fn suffix(macros: &Macros) -> Result<String, String> {
-    let Some((line, body)) = macros.get("NCCL_SUFFIX") else {
+    let Some(Macro { line, body, .. }) = macros.get("NCCL_SUFFIX") else {
         return Ok(String::new());
     };
     match body.as_slice() {
         [] => Ok(String::new()),
         [Tok::Str(s)] => {
-            let v = string_literal(s).map_err(|e| format!("NCCL_SUFFIX (line {line}): {e}"))?;
-            if v.chars().any(|c| c.is_control()) {
-                return Err(format!(
-                    "NCCL_SUFFIX (line {line}) holds a control character: {v:?}"
-                ));
+            let v = match string_literal(s) {
+                Ok(v) => v,
+                Err(e) => return Err(format!("NCCL_SUFFIX (line {line}): {e}")),
+            };
+            for c in v.chars() {
+                if c.is_control() {
+                    return Err(format!(
+                        "NCCL_SUFFIX (line {line}) holds a control character: {v:?}"
+                    ));
+                }
             }
             Ok(v)
         }
@@ -635,14 +794,18 @@ fn suffix(macros: &Macros) -> Result<String, String> {
 
 /// Tokens back to text, for messages.
 fn body_text(body: &[Tok]) -> String {
-    body.iter()
-        .map(|t| match t {
-            Tok::Num(s) | Tok::Ident(s) | Tok::Str(s) => s.clone(),
-            Tok::Punct(p) => p.to_string(),
-            Tok::Other(c) => c.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    let mut out = String::new();
+    let mut sep = "";
+    for t in body {
+        out.push_str(sep);
+        sep = " ";
+        match t {
+            Tok::Num(s) | Tok::Ident(s) | Tok::Str(s) => out.push_str(s),
+            Tok::Punct(p) => out.push_str(p),
+            Tok::Other(c) => out.push(*c),
+        }
+    }
+    out
 }
 
 /// Reads and parses an `nccl.h` file, refusing huge, binary and special

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::elf::{dynamic_symbols, parse_version_text, read_elf};
+use super::elf::{dynamic_symbols, parse_u32, parse_version_text, read_elf};
 use crate::problem::{broken, Problem};
 use crate::version::{CudaVersion, Version};
 
@@ -25,9 +25,15 @@ pub(crate) struct LibFiles {
 
 impl LibFiles {
     pub fn list(dir: &Path) -> LibFiles {
-        let mut f = LibFiles::default();
+        let mut f = LibFiles {
+            link: None,
+            soname_file: None,
+            versioned: Vec::new(),
+            nccl1: Vec::new(),
+            static_lib: None,
+        };
         for p in crate::context::sorted_entries(dir) {
-            let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+            let Some(name) = file_name(&p) else {
                 continue;
             };
             match name {
@@ -75,41 +81,51 @@ pub(crate) struct LibInfo {
     pub warnings: Vec<String>,
 }
 
+/// The file name of `path`, where it is UTF-8.
+fn file_name(path: &Path) -> Option<&str> {
+    path.file_name()?.to_str()
+}
+
 /// The soname's major version, for `libnccl.so.N`.
 fn soname_major(soname: &str) -> Option<u32> {
-    soname.strip_prefix("libnccl.so.")?.parse().ok()
+    parse_u32(soname.strip_prefix("libnccl.so.")?)
 }
 
 /// `libnccl.so.2.21.5` → 2.21.5.
 pub(crate) fn version_from_name(path: &Path) -> Option<Version> {
-    let name = path.file_name()?.to_str()?;
-    let rest = name.strip_prefix("libnccl.so.")?;
-    let mut it = rest.split('.').map(|n| n.parse::<u32>());
-    match (it.next(), it.next(), it.next(), it.next()) {
-        (Some(Ok(x)), Some(Ok(y)), Some(Ok(z)), None) => Some(Version::new(x, y, z, "")),
-        _ => None,
-    }
+    let rest = file_name(path)?.strip_prefix("libnccl.so.")?;
+    let mut it = rest.split('.');
+    let (Some(x), Some(y), Some(z), None) = (it.next(), it.next(), it.next(), it.next()) else {
+        return None;
+    };
+    let (Some(x), Some(y), Some(z)) = (parse_u32(x), parse_u32(y), parse_u32(z)) else {
+        return None;
+    };
+    Some(Version::new(x, y, z, ""))
 }
 
 /// Inspects the library files of one directory.
 pub(crate) fn inspect(files: LibFiles, ctx: &crate::context::Ctx) -> Result<LibInfo, Problem> {
-    let primary = files.primary().cloned().ok_or(Problem::NoLibrary {
-        hint: String::new(),
-    })?;
-    let real = ctx
-        .canonical(&primary)
-        .map_err(|e| broken(ctx.root, &primary, e))?;
+    let Some(primary) = files.primary() else {
+        return Err(Problem::NoLibrary {
+            hint: String::new(),
+        });
+    };
+    let primary = primary.clone();
+    let real = match ctx.canonical(&primary) {
+        Ok(real) => real,
+        Err(e) => return Err(broken(ctx.root, &primary, e)),
+    };
     let elf = read_library(ctx, &primary, &real)?;
     let mut warnings = Vec::new();
     let (version, cuda) = version_of(&elf, &real, &mut warnings)?;
-    if version.as_ref().is_some_and(|v| v.major == 1) {
-        return Err(Problem::Nccl1 {
-            file: primary.clone(),
-            sign: format!(
-                "it says it is NCCL {}",
-                version.as_ref().map(|v| v.to_string()).unwrap_or_default()
-            ),
-        });
+    if let Some(v) = &version {
+        if v.major == 1 {
+            return Err(Problem::Nccl1 {
+                file: primary,
+                sign: format!("it says it is NCCL {v}"),
+            });
+        }
     }
     for old in &files.nccl1 {
         let next_to = match &version {
@@ -140,12 +156,7 @@ fn read_library(
     primary: &Path,
     real: &Path,
 ) -> Result<super::elf::ElfInfo, Problem> {
-    let nccl1_file = |p: &Path| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("libnccl.so.1"))
-    };
-    if nccl1_file(primary) || nccl1_file(real) {
+    if is_nccl1_file(primary) || is_nccl1_file(real) {
         return Err(Problem::Nccl1 {
             file: primary.to_path_buf(),
             sign: format!("{} is an NCCL 1 library file", real.display()),
@@ -159,10 +170,15 @@ fn read_library(
             });
         }
     }
-    let elf = read_elf(real).map_err(|why| Problem::BadLibrary {
-        file: real.to_path_buf(),
-        why,
-    })?;
+    let elf = match read_elf(real) {
+        Ok(elf) => elf,
+        Err(why) => {
+            return Err(Problem::BadLibrary {
+                file: real.to_path_buf(),
+                why,
+            })
+        }
+    };
     if let Some((machine, wanted)) = ctx.target.elf_machine {
         if elf.machine != machine {
             return Err(Problem::WrongArch {
@@ -172,17 +188,23 @@ fn read_library(
             });
         }
     }
-    if elf
-        .soname
-        .as_deref()
-        .is_some_and(|s| s.starts_with("libnccl.so.1"))
-    {
-        return Err(Problem::Nccl1 {
-            file: primary.to_path_buf(),
-            sign: "its soname is libnccl.so.1".into(),
-        });
+    if let Some(soname) = &elf.soname {
+        if soname.starts_with("libnccl.so.1") {
+            return Err(Problem::Nccl1 {
+                file: primary.to_path_buf(),
+                sign: "its soname is libnccl.so.1".into(),
+            });
+        }
     }
     Ok(elf)
+}
+
+/// An NCCL 1 file name: `libnccl.so.1*`.
+fn is_nccl1_file(path: &Path) -> bool {
+    match file_name(path) {
+        Some(name) => name.starts_with("libnccl.so.1"),
+        None => false,
+    }
 }
 
 /// The library's version and CUDA version: from its `NCCL version` text,
@@ -194,10 +216,15 @@ fn version_of(
     real: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<(Option<Version>, Option<CudaVersion>), Problem> {
-    let from_text = elf.version_text.as_deref().and_then(parse_version_text);
+    let from_text = match &elf.version_text {
+        Some(text) => parse_version_text(text),
+        None => None,
+    };
     let from_name = version_from_name(real);
     match (from_text, from_name) {
-        (Some((t, _)), Some(n)) if (t.major, t.minor, t.patch) != (n.major, n.minor, n.patch) => {
+        (Some((t, _)), Some(n))
+            if t.major != n.major || t.minor != n.minor || t.patch != n.patch =>
+        {
             Err(Problem::FileNameMismatch {
                 file: real.to_path_buf(),
                 name_version: n,
@@ -223,25 +250,33 @@ fn version_of(
 /// whose soname is `libnccl.so.2` (or a later major) and that exports
 /// `ncclGetVersion` is NCCL. Anything else is not.
 fn is_nccl_without_version(elf: &super::elf::ElfInfo, real: &Path) -> Result<(), Problem> {
-    let major = elf.soname.as_deref().and_then(soname_major);
-    let exports = dynamic_symbols(real)
-        .map(|s| s.iter().any(|n| n == "ncclGetVersion"))
-        .unwrap_or(false);
-    if major.is_some_and(|m| m >= 2) && exports {
-        return Ok(());
+    let major = match &elf.soname {
+        Some(soname) => soname_major(soname),
+        None => None,
+    };
+    let mut exports = false;
+    if let Ok(symbols) = dynamic_symbols(real) {
+        for n in &symbols {
+            if n == "ncclGetVersion" {
+                exports = true;
+                break;
+            }
+        }
     }
-    let mut lacks = vec![
-        "no `NCCL version X.Y.Z` text",
-        "no version in its file name",
-    ];
+    if let Some(m) = major {
+        if m >= 2 && exports {
+            return Ok(());
+        }
+    }
+    let mut lacks = String::from("no `NCCL version X.Y.Z` text, no version in its file name");
     if major.is_none() {
-        lacks.push("no libnccl.so.N soname");
+        lacks.push_str(", no libnccl.so.N soname");
     }
     if !exports {
-        lacks.push("no ncclGetVersion");
+        lacks.push_str(", no ncclGetVersion");
     }
     Err(Problem::BadLibrary {
         file: real.to_path_buf(),
-        why: format!("it has {}: it is not an NCCL library", lacks.join(", ")),
+        why: format!("it has {lacks}: it is not an NCCL library"),
     })
 }

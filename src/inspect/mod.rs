@@ -95,7 +95,7 @@ pub struct Candidate {
 impl Candidate {
     /// The first of its paths that holds a line break (`\n` or `\r`).
     pub(crate) fn line_break(&self) -> Option<&Path> {
-        [
+        let paths = [
             Some(&self.place),
             self.root.as_ref(),
             self.header.as_ref(),
@@ -103,23 +103,32 @@ impl Candidate {
             self.library.as_ref(),
             self.library_real.as_ref(),
             self.static_library.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        .map(PathBuf::as_path)
-        .find(|p| crate::lines::has_line_break(&p.as_os_str().to_string_lossy()))
+        ];
+        for p in &paths {
+            let Some(p) = p else {
+                continue;
+            };
+            if crate::lines::has_line_break(&p.as_os_str().to_string_lossy()) {
+                return Some(p.as_path());
+            }
+        }
+        None
     }
 
     /// The directory holding `nccl.h`.
     pub fn include_dir(&self) -> Option<&Path> {
-        self.header.as_deref().and_then(Path::parent)
+        match &self.header {
+            Some(h) => h.parent(),
+            None => None,
+        }
     }
 
     /// The version: the header's, else the library's.
     pub fn version(&self) -> Option<&Version> {
-        self.header_version
-            .as_ref()
-            .or(self.library_version.as_ref())
+        match &self.header_version {
+            Some(v) => Some(v),
+            None => self.library_version.as_ref(),
+        }
     }
 
     /// True when it can be used.
@@ -159,49 +168,47 @@ struct Found {
 
 impl Found {
     fn look(site: &Site) -> Found {
-        let header = site
-            .include_dirs
-            .iter()
-            .map(|d| d.join("nccl.h"))
-            .find(|p| std::fs::symlink_metadata(p).is_ok());
+        let mut header = None;
+        for d in &site.include_dirs {
+            let p = d.join("nccl.h");
+            if std::fs::symlink_metadata(&p).is_ok() {
+                header = Some(p);
+                break;
+            }
+        }
+        let mut lib = None;
+        for d in &site.lib_dirs {
+            let files = LibFiles::list(d);
+            if !files.is_empty() {
+                lib = Some((d.clone(), files));
+                break;
+            }
+        }
+        // A directory we may not list would look empty: say so instead.
+        let mut unreadable = Vec::new();
+        for d in &site.include_dirs {
+            unlistable(d, &mut unreadable);
+        }
+        for d in &site.lib_dirs {
+            unlistable(d, &mut unreadable);
+        }
         // A directory that can be listed but not entered (no execute
         // permission) hides nccl.h: name the permission, not a missing file.
-        let unenterable = site
-            .include_dirs
-            .iter()
-            .filter(|d| {
-                header.is_none()
-                    && std::fs::symlink_metadata(d.join("nccl.h"))
-                        .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
-            })
-            .map(|d| Problem::Unreadable {
-                path: d.clone(),
-                error:
-                    "permission denied: the directory cannot be entered (no execute permission), \
-                        so nccl.h in it cannot be opened"
-                        .into(),
-            });
-        let lib = site
-            .lib_dirs
-            .iter()
-            .map(|d| (d.clone(), LibFiles::list(d)))
-            .find(|(_, f)| !f.is_empty());
-        // A directory we may not list would look empty: say so instead.
-        let unreadable = site
-            .include_dirs
-            .iter()
-            .chain(&site.lib_dirs)
-            .filter_map(|d| match std::fs::read_dir(d) {
-                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    Some(Problem::Unreadable {
+        if header.is_none() {
+            for d in &site.include_dirs {
+                let Err(e) = std::fs::symlink_metadata(d.join("nccl.h")) else {
+                    continue;
+                };
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    unreadable.push(Problem::Unreadable {
                         path: d.clone(),
-                        error: e.to_string(),
-                    })
+                        error: "permission denied: the directory cannot be entered (no execute \
+                                permission), so nccl.h in it cannot be opened"
+                            .into(),
+                    });
                 }
-                _ => None,
-            })
-            .chain(unenterable)
-            .collect();
+            }
+        }
         Found {
             header,
             lib,
@@ -211,17 +218,36 @@ impl Found {
 
     /// The place to show for the site: its root, else the library dir.
     fn place(&self, site: &Site) -> PathBuf {
-        site.root
-            .clone()
-            .or_else(|| self.lib.as_ref().map(|(d, _)| d.clone()))
-            .or_else(|| site.lib_dirs.first().cloned())
-            .or_else(|| site.include_dirs.first().cloned())
-            .unwrap_or_default()
+        if let Some(root) = &site.root {
+            return root.clone();
+        }
+        if let Some((d, _)) = &self.lib {
+            return d.clone();
+        }
+        if let Some(d) = site.lib_dirs.first() {
+            return d.clone();
+        }
+        match site.include_dirs.first() {
+            Some(d) => d.clone(),
+            None => PathBuf::new(),
+        }
     }
 
     /// Nothing at all: no NCCL file, nothing unreadable.
     fn is_empty(&self) -> bool {
         self.header.is_none() && self.lib.is_none() && self.unreadable.is_empty()
+    }
+}
+
+/// Adds a problem when `dir` may not be listed.
+fn unlistable(dir: &Path, out: &mut Vec<Problem>) {
+    if let Err(e) = std::fs::read_dir(dir) {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            out.push(Problem::Unreadable {
+                path: dir.to_path_buf(),
+                error: e.to_string(),
+            });
+        }
     }
 }
 
@@ -231,9 +257,13 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
     let found = Found::look(&site);
     let place = found.place(&site);
     if found.is_empty() && site.fault.is_none() && !site.explicit {
-        let mut dirs = site.lib_dirs.clone();
-        dirs.extend(site.include_dirs.iter().cloned());
-        let shown: Vec<String> = dirs.iter().map(|d| ctx.show(d)).collect();
+        let mut shown = Vec::new();
+        for d in &site.lib_dirs {
+            shown.push(ctx.show(d));
+        }
+        for d in &site.include_dirs {
+            shown.push(ctx.show(d));
+        }
         let outcome = format!("no NCCL files (looked in {})", shown.join(", "));
         ctx.looked(site.origin.source, &place, outcome);
         return None;
@@ -247,13 +277,22 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         site.fault,
         Some(Problem::BrokenSymlink { .. } | Problem::Missing { .. })
     ) || matches!(&site.fault, Some(Problem::Unreadable { error, .. }) if error == "symbolic links loop");
-    let header = found.header.filter(|_| !unreachable);
-    let lib = found.lib.filter(|_| !unreachable);
-    let mut problems: Vec<Problem> = site.fault.iter().cloned().collect();
-    problems.extend(found.unreadable);
+    let (header, lib) = if unreachable {
+        (None, None)
+    } else {
+        (found.header, found.lib)
+    };
+    let mut problems = Vec::new();
+    if let Some(fault) = &site.fault {
+        problems.push(fault.clone());
+    }
+    let mut unreadable = found.unreadable;
+    problems.append(&mut unreadable);
     if header.is_none() && lib.is_none() && problems.is_empty() {
         let mut dirs = site.include_dirs.clone();
-        dirs.extend(site.lib_dirs.iter().cloned());
+        for d in &site.lib_dirs {
+            dirs.push(d.clone());
+        }
         problems.push(Problem::NoNccl { dirs });
     }
     if let Some(p) = &header {
@@ -268,18 +307,27 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
             Err(p) => problems.push(p),
         }
     }
-    problems.extend(pair_problems(&site, &c, header.is_some()));
+    pair_problems(&site, &c, header.is_some(), &mut problems);
     // NCCL 1 is the most important thing to say; then the order found.
-    let first = problems.iter().position(Problem::is_nccl1).unwrap_or(0);
-    if let Some(p) = problems.into_iter().nth(first) {
-        c.status = Status::Rejected(p);
+    let mut shown = problems.first();
+    for p in &problems {
+        if p.is_nccl1() {
+            shown = Some(p);
+            break;
+        }
+    }
+    if let Some(p) = shown {
+        c.status = Status::Rejected(p.clone());
     }
     Some(c)
 }
 
 /// The header's version, or why it cannot be used.
 fn header_version(ctx: &Ctx, p: &Path) -> Result<Version, Problem> {
-    let real = ctx.canonical(p).map_err(|e| broken(ctx.root, p, e))?;
+    let real = match ctx.canonical(p) {
+        Ok(real) => real,
+        Err(e) => return Err(broken(ctx.root, p, e)),
+    };
     match header::read_header(&real) {
         Err(error) => Err(Problem::Unreadable {
             path: p.to_path_buf(),
@@ -301,9 +349,8 @@ fn header_version(ctx: &Ctx, p: &Path) -> Result<Version, Problem> {
 }
 
 /// What is wrong with the header and library as a pair: one missing, or
-/// versions that cannot go together.
-fn pair_problems(site: &Site, c: &Candidate, has_header: bool) -> Vec<Problem> {
-    let mut out = Vec::new();
+/// versions that cannot go together; added to `out`.
+fn pair_problems(site: &Site, c: &Candidate, has_header: bool, out: &mut Vec<Problem>) {
     if !has_header && c.lib_dir.is_some() {
         out.push(Problem::NoHeader {
             looked: site.include_dirs.clone(),
@@ -330,13 +377,12 @@ fn pair_problems(site: &Site, c: &Candidate, has_header: bool) -> Vec<Problem> {
             });
         }
     }
-    out
 }
 
 impl Candidate {
     /// A candidate for a site, before its files are read.
     fn of_site(site: &Site, found: &Found, place: PathBuf) -> Candidate {
-        Candidate {
+        let mut c = Candidate {
             origin: site.origin.clone(),
             also_found_by: Vec::new(),
             explicit: site.explicit,
@@ -344,7 +390,7 @@ impl Candidate {
             root: site.root.clone(),
             header: found.header.clone(),
             header_version: None,
-            lib_dir: found.lib.as_ref().map(|(d, _)| d.clone()),
+            lib_dir: None,
             library: None,
             library_real: None,
             has_dev_link: false,
@@ -354,7 +400,11 @@ impl Candidate {
             cuda_version: None,
             status: Status::Selected,
             conflict: None,
+        };
+        if let Some((d, _)) = &found.lib {
+            c.lib_dir = Some(d.clone());
         }
+        c
     }
 
     /// Takes what was read from the library. A real NCCL whose version
