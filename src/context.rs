@@ -215,11 +215,7 @@ pub(crate) fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     // their order as paths is the order of their names' bytes.
     let mut keys = Vec::with_capacity(names.len());
     for name in &names {
-        let mut key = Vec::with_capacity(name.len());
-        for &b in name.as_encoded_bytes() {
-            key.push(u64::from(b));
-        }
-        keys.push(key);
+        keys.push(byte_key(name.as_encoded_bytes()));
     }
     let mut v = Vec::with_capacity(names.len());
     for &i in order(&keys).iter().rev() {
@@ -268,6 +264,15 @@ pub(crate) fn newest_first<T>(items: Vec<(Vec<u64>, T)>) -> Vec<T> {
         }
     }
     out
+}
+
+/// A key for [`order`] that orders as the bytes do.
+pub(crate) fn byte_key(bytes: &[u8]) -> Vec<u64> {
+    let mut key = Vec::with_capacity(bytes.len());
+    for &b in bytes {
+        key.push(u64::from(b));
+    }
+    key
 }
 
 /// The indices of `keys`, highest key first, in their given order among

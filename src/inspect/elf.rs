@@ -322,53 +322,18 @@ fn symbols(mut elf: Elf) -> Result<Vec<String>, String> {
             _ => {}
         }
     }
-    sort_names(&mut out);
-    // Sorted, equal names are neighbours: keep the first of each run.
+    // Sorted by bytes, each name once (callers binary-search the list).
+    let mut keys = Vec::with_capacity(out.len());
+    for n in &out {
+        keys.push(crate::context::byte_key(n.as_bytes()));
+    }
     let mut unique: Vec<String> = Vec::with_capacity(out.len());
-    for n in out {
-        match unique.last() {
-            Some(last) if *last == n => {}
-            _ => unique.push(n),
+    for &i in crate::context::order(&keys).iter().rev() {
+        if unique.last() != Some(&out[i]) {
+            unique.push(out[i].clone());
         }
     }
     Ok(unique)
-}
-
-/// Sorts names into ascending order with a heapsort. `[String]::sort`
-/// would compile a whole generic sort into every build script for this
-/// one list; equal names are identical, so any correct sort gives the same
-/// list.
-fn sort_names(v: &mut [String]) {
-    // Make a max-heap, then move its largest name to the end, one by one.
-    let mut start = v.len() / 2;
-    while start > 0 {
-        start -= 1;
-        sift_down(v, start, v.len());
-    }
-    let mut end = v.len();
-    while end > 1 {
-        end -= 1;
-        v.swap(0, end);
-        sift_down(v, 0, end);
-    }
-}
-
-/// Moves `v[root]` down the heap `v[..end]` until neither child is larger.
-fn sift_down(v: &mut [String], mut root: usize, end: usize) {
-    loop {
-        let mut child = 2 * root + 1;
-        if child >= end {
-            return;
-        }
-        if child + 1 < end && v[child].as_str() < v[child + 1].as_str() {
-            child += 1;
-        }
-        if v[root].as_str() >= v[child].as_str() {
-            return;
-        }
-        v.swap(root, child);
-        root = child;
-    }
 }
 
 /// Looks for the version text in a range of the file, 1 MiB at a time:
