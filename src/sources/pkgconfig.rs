@@ -140,11 +140,9 @@ fn default_dirs(ctx: &Ctx) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for base in ["/usr/local/lib", "/usr/lib"] {
         if let Some(ma) = ctx.target.multiarch {
-            let dir = format!("{base}/{ma}/pkgconfig");
-            dirs.push(ctx.path(&dir));
+            dirs.push(ctx.path(format!("{base}/{ma}/pkgconfig")));
         }
-        let dir = format!("{base}/pkgconfig");
-        dirs.push(ctx.path(&dir));
+        dirs.push(ctx.path(format!("{base}/pkgconfig")));
     }
     for d in [
         "/usr/lib64/pkgconfig",

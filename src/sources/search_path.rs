@@ -38,8 +38,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
                 continue;
             }
             if let Some(dir) = Path::new(path).parent() {
-                let dir = dir.to_path_buf();
-                dirs.push((ctx.path(&dir), "loader cache".to_string()));
+                dirs.push((ctx.path(dir), "loader cache".to_string()));
             }
         }
     }

@@ -228,8 +228,7 @@ fn listed_dir(ctx: &Ctx, pkg: Option<&DpkgPackage>, file: &str) -> Option<PathBu
             continue;
         }
         if let Some(parent) = p.parent() {
-            let dir = parent.to_path_buf();
-            return Some(ctx.path(&dir));
+            return Some(ctx.path(parent));
         }
     }
     None
