@@ -224,6 +224,11 @@ pub(crate) fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// A path's last component as UTF-8, if it has one.
+pub(crate) fn file_name_str(p: &Path) -> Option<&str> {
+    p.file_name()?.to_str()
+}
+
 /// Entries of `dir` whose names start with `prefix`, sorted with the highest
 /// version first (`python3.12` before `python3.9`, `cuda-12.4` before
 /// `cuda-11.8`), then by name.
@@ -276,9 +281,13 @@ pub(crate) fn byte_key(bytes: &[u8]) -> Vec<u64> {
 }
 
 /// The indices of `keys`, highest key first, in their given order among
-/// equals. This is the crate's one sort: a sort with its own element type
-/// or comparison is compiled anew, and every downstream build script pays
-/// for each one.
+/// equals. Its reverse is lowest first, and in reverse order among equals:
+/// callers that want ascending order ([`sorted_entries`], ELF symbol names)
+/// have distinct or identical items, where that order cannot show.
+///
+/// This is the crate's one sort: a sort with its own element type or
+/// comparison is compiled anew, and every downstream build script pays for
+/// each one.
 pub(crate) fn order(keys: &[Vec<u64>]) -> Vec<usize> {
     let mut idx: Vec<(std::cmp::Reverse<&[u64]>, usize)> = Vec::with_capacity(keys.len());
     for (i, k) in keys.iter().enumerate() {

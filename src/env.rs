@@ -117,11 +117,7 @@ impl Env {
     pub(crate) fn raw(&self, name: &str) -> Option<OsString> {
         let value = self.peek(name);
         let mut reads = self.reads.borrow_mut();
-        let mut seen = false;
-        for r in reads.iter() {
-            seen |= r.name == name;
-        }
-        if !seen {
+        if !reads.iter().any(|r| r.name == name) {
             reads.push(EnvRead {
                 name: name.to_string(),
                 value: value.clone(),

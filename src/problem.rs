@@ -152,11 +152,11 @@ impl Problem {
 /// Paths as a comma-separated list, for messages.
 pub(crate) fn list(paths: &[PathBuf]) -> String {
     let mut out = String::new();
+    let mut sep = "";
     for p in paths {
-        if !out.is_empty() {
-            out.push_str(", ");
-        }
+        out.push_str(sep);
         out.push_str(&p.display().to_string());
+        sep = ", ";
     }
     out
 }

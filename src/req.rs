@@ -29,7 +29,7 @@ impl VersionReq {
         }
         let comparators: Vec<&str> = text.split(',').collect();
         for c in &comparators {
-            if comparators.len() > 1 && matches!(c.trim(), "*" | "x" | "X") {
+            if matches!(c.trim(), "*" | "x" | "X") && comparators.len() > 1 {
                 return Err(format!(
                     "{text:?}: a lone wildcard must be the only comparator"
                 ));
@@ -88,7 +88,7 @@ fn comparator(text: &str) -> Result<(Option<Triple>, Option<Triple>), String> {
     let mut rest = text;
     for (s, o) in OPS {
         if let Some(r) = text.strip_prefix(s) {
-            op = Some((o, r.trim_start()));
+            op = Some(o);
             rest = r.trim_start();
             break;
         }
@@ -98,7 +98,7 @@ fn comparator(text: &str) -> Result<(Option<Triple>, Option<Triple>), String> {
         Some(_) if parts[0].is_none() => {
             return Err(format!("{text:?}: a wildcard cannot follow an operator"))
         }
-        Some((op, _)) => op,
+        Some(op) => op,
         None if wild => Op::Exact,
         None => Op::Caret,
     };

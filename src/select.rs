@@ -249,7 +249,7 @@ fn first_usable(
     for c in cands.iter() {
         let problem = c.problem();
         unsatisfied |= matches!(problem, Some(Problem::Unsatisfied { .. }));
-        all_nccl1 &= matches!(problem, Some(Problem::Nccl1 { .. }));
+        all_nccl1 &= matches!(problem, Some(p) if p.is_nccl1());
     }
     if unsatisfied {
         return Err(ErrorKind::NoneSatisfies {

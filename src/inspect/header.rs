@@ -35,16 +35,33 @@ pub enum Header {
     Bad(String),
 }
 
-/// `text` with every `pat` taken out, as `text.replace(pat, "")` does.
-fn without(text: &str, pat: &str) -> String {
+/// `text` with every `pat` (a line splice) taken out, as
+/// `text.replace(pat, "")` does, and for each splice the line of the result
+/// it joined the next line onto.
+fn without(text: &str, pat: &str) -> (String, Vec<usize>) {
     let mut out = String::new();
+    let mut joined = Vec::new();
+    let mut line = 1;
     let mut rest = text;
     while let Some(i) = rest.find(pat) {
+        line += rest[..i].matches('\n').count();
+        joined.push(line);
         out.push_str(&rest[..i]);
         rest = &rest[i + pat.len()..];
     }
     out.push_str(rest);
-    out
+    (out, joined)
+}
+
+/// The line before the splices `joined` were taken out, of line `line` after.
+fn before_splices(line: usize, joined: &[usize]) -> usize {
+    let mut physical = line;
+    for &j in joined {
+        if j < line {
+            physical += 1;
+        }
+    }
+    physical
 }
 
 /// Phases 2 and 3 of translation: lines spliced at a backslash-newline,
@@ -52,8 +69,8 @@ fn without(text: &str, pat: &str) -> String {
 /// whole, so a `//` inside a string is not a comment. Returns the logical
 /// lines with their first physical line number.
 fn logical_lines(text: &str) -> Vec<(usize, String)> {
-    let spliced = without(&without(text, "\\\r\n"), "\\\n");
-    // Line numbers: count splices away by keeping a map of physical lines.
+    let (once, joined_crlf) = without(text, "\\\r\n");
+    let (spliced, joined_lf) = without(&once, "\\\n");
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut line_no = 1;
@@ -119,6 +136,9 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
         }
     }
     out.push((start, cur));
+    for (line, _) in &mut out {
+        *line = before_splices(before_splices(*line, &joined_lf), &joined_crlf);
+    }
     out
 }
 
@@ -140,12 +160,10 @@ struct Macros {
 impl Macros {
     /// Where the macro `name` is in the list.
     fn find(&self, name: &str) -> Option<usize> {
-        let mut i = 0;
-        while i < self.list.len() {
-            if self.list[i].name == name {
+        for (i, m) in self.list.iter().enumerate() {
+            if m.name == name {
                 return Some(i);
             }
-            i += 1;
         }
         None
     }
@@ -367,11 +385,7 @@ impl Eval<'_> {
                 return Ok(v);
             };
             let op = *op;
-            let mut at_level = false;
-            for p in LEVELS[level] {
-                at_level |= *p == op;
-            }
-            if !at_level {
+            if !LEVELS[level].contains(&op) {
                 return Ok(v);
             }
             self.at += 1;
@@ -978,6 +992,19 @@ mod tests {
         assert_eq!(
             v("#ifdef X\n#else\n#elif 1\n#endif\n"),
             Header::Bad("line 3: #elif after #else".into())
+        );
+    }
+
+    #[test]
+    fn lines_are_named_as_the_file_numbers_them_after_splices() {
+        // Splices (LF and CRLF), and a comment over two lines, before the error.
+        assert_eq!(
+            v("#define A \\\n 1 \\\r\n + 2\n/* a\n b */\n#if 0\n#else\n#else\n#endif\n"),
+            Header::Bad("line 8: #else after #else".into())
+        );
+        assert_eq!(
+            v("#if 0\n#else\n#else \\\n junk\n#endif\n"),
+            Header::Bad("line 3: #else after #else".into())
         );
     }
 }

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::elf::{dynamic_symbols, parse_u32, parse_version_text, read_elf};
+use crate::context::file_name_str;
 use crate::problem::{broken, Problem};
 use crate::version::{CudaVersion, Version};
 
@@ -33,7 +34,7 @@ impl LibFiles {
             static_lib: None,
         };
         for p in crate::context::sorted_entries(dir) {
-            let Some(name) = file_name(&p) else {
+            let Some(name) = file_name_str(&p) else {
                 continue;
             };
             match name {
@@ -81,11 +82,6 @@ pub(crate) struct LibInfo {
     pub warnings: Vec<String>,
 }
 
-/// The file name of `path`, where it is UTF-8.
-fn file_name(path: &Path) -> Option<&str> {
-    path.file_name()?.to_str()
-}
-
 /// The soname's major version, for `libnccl.so.N`.
 fn soname_major(soname: &str) -> Option<u32> {
     parse_u32(soname.strip_prefix("libnccl.so.")?)
@@ -93,7 +89,7 @@ fn soname_major(soname: &str) -> Option<u32> {
 
 /// `libnccl.so.2.21.5` → 2.21.5.
 pub(crate) fn version_from_name(path: &Path) -> Option<Version> {
-    let rest = file_name(path)?.strip_prefix("libnccl.so.")?;
+    let rest = file_name_str(path)?.strip_prefix("libnccl.so.")?;
     let mut it = rest.split('.');
     let (Some(x), Some(y), Some(z), None) = (it.next(), it.next(), it.next(), it.next()) else {
         return None;
@@ -201,7 +197,7 @@ fn read_library(
 
 /// An NCCL 1 file name: `libnccl.so.1*`.
 fn is_nccl1_file(path: &Path) -> bool {
-    match file_name(path) {
+    match file_name_str(path) {
         Some(name) => name.starts_with("libnccl.so.1"),
         None => false,
     }

@@ -12,7 +12,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub(crate) use crate::context::{sorted_entries, versioned_entries, Ctx};
+pub(crate) use crate::context::{file_name_str, sorted_entries, versioned_entries, Ctx};
 pub use crate::origin::{Looked, MisleadingPc, Origin, Package, SourceKind};
 use crate::problem::{ErrorKind, Problem};
 
@@ -170,11 +170,6 @@ fn row(kind: SourceKind) -> &'static Source {
         }
     }
     panic!("every SourceKind has a row in SOURCES")
-}
-
-/// A path's last component as UTF-8, if it has one.
-pub(crate) fn file_name_str(p: &Path) -> Option<&str> {
-    p.file_name()?.to_str()
 }
 
 impl SourceKind {

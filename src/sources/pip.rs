@@ -144,8 +144,11 @@ fn wheel_site(ctx: &Ctx, sp: &Path, why: &str) -> Option<Site> {
             names.join(", ")
         ));
     }
-    dists.truncate(1);
-    let first = dists.pop();
+    let first = if dists.is_empty() {
+        None
+    } else {
+        Some(dists.swap_remove(0))
+    };
     let origin = Origin {
         source: SourceKind::Pip,
         variable: None,

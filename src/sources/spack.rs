@@ -36,8 +36,8 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         ctx.looked(SourceKind::Spack, &tree, "no such directory");
         return Vec::new();
     }
-    let mut found: Vec<Site> = Vec::new();
-    let mut keyed: Vec<(Vec<u64>, PathBuf)> = Vec::new();
+    let mut found: Vec<Option<Site>> = Vec::new();
+    let mut keys: Vec<Vec<u64>> = Vec::new();
     for prefix in prefixes(&tree) {
         let (spec, how) = spec_of(ctx, &prefix);
         let detail = format!("Spack {spec} under {set}");
@@ -51,22 +51,17 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
             }),
             detail,
         };
-        found.push(Site::of_prefix(origin, &prefix));
-        keyed.push((numbers(&spec.version), prefix));
+        found.push(Some(Site::of_prefix(origin, &prefix)));
+        keys.push(numbers(&spec.version));
     }
     if found.is_empty() {
         ctx.looked(SourceKind::Spack, &tree, "no nccl-* install prefix");
     }
-    // Newest first, in the listing order among equals. The prefixes are
-    // sorted (as paths, the sort `versioned_entries` uses) and each site
-    // follows its prefix: every prefix is a different directory.
+    // Newest first, in the listing order among equals.
     let mut out = Vec::with_capacity(found.len());
-    for prefix in crate::context::newest_first(keyed) {
-        for i in 0..found.len() {
-            if found[i].root.as_ref() == Some(&prefix) {
-                out.push(found.swap_remove(i));
-                break;
-            }
+    for i in crate::context::order(&keys) {
+        if let Some(site) = found[i].take() {
+            out.push(site);
         }
     }
     out

@@ -123,10 +123,10 @@ fn installed_packages(ctx: &Ctx) -> Vec<DpkgPackage> {
                 outcome.push_str("no libnccl packages installed");
             }
             // `<name> <version>`, joined by commas.
+            let mut sep = "";
             for package in &p {
-                if !outcome.is_empty() {
-                    outcome.push_str(", ");
-                }
+                outcome.push_str(sep);
+                sep = ", ";
                 outcome.push_str(&package.name);
                 outcome.push(' ');
                 outcome.push_str(&package.version);
