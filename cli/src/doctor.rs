@@ -665,7 +665,7 @@ impl Inputs {
     /// object of variables that then stands for the whole environment
     /// (without it, the process environment is read).
     fn from_file(path: &Path) -> Result<Inputs, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        let text = read_facts_file(path)?;
         let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
         Inputs::from_json(&v)
     }
@@ -759,6 +759,39 @@ fn to_text(f: &Findings) -> String {
         if notes == 1 { "" } else { "s" }
     );
     s
+}
+
+/// The most a facts file may hold; `--host-facts` files are a few KiB.
+const FACTS_MAX: u64 = 1 << 20;
+
+/// A facts file's text: a regular file (a link to one is followed), opened
+/// without blocking (a FIFO is refused, never waited on), read up to
+/// [`FACTS_MAX`] bytes.
+fn read_facts_file(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK on Linux: the open of a FIFO returns at once.
+    const O_NONBLOCK: i32 = 0o4000;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("it is not a regular file; give the path of a JSON file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(FACTS_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > FACTS_MAX {
+        return Err(format!(
+            "it is larger than {FACTS_MAX} bytes, which no facts file is; give a JSON file of host facts \
+             (the \"facts\" object `doctor --json` prints)"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text; give a JSON file".into())
 }
 
 /// Runs every check and prints the findings.

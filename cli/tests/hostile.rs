@@ -212,3 +212,58 @@ fn a_bad_target_or_version_is_a_usage_error() {
         assert!(o.2.contains(says), "{args:?}: {o:?}");
     }
 }
+
+/// `doctor --host-facts` with a FIFO, a directory, a huge file or non-UTF-8:
+/// exit 2 at once with one line naming the file and the reason; never a
+/// hang on the FIFO, never a read of the whole huge file.
+#[test]
+fn host_facts_that_are_not_a_facts_file_are_refused_at_once() {
+    let d = std::env::temp_dir().join(format!("nccl-find-facts-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let fifo = d.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let big = d.join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let latin1 = d.join("latin1.json");
+    std::fs::write(&latin1, b"{\"env\": \"\xe9\"}").unwrap();
+    let not_regular = "it is not a regular file; give the path of a JSON file";
+    for (file, says) in [
+        (&fifo, not_regular),
+        (&d, not_regular),
+        (
+            &big,
+            "it is larger than 1048576 bytes, which no facts file is; give a JSON file of host \
+             facts (the \"facts\" object `doctor --json` prints)",
+        ),
+        (&latin1, "it is not UTF-8 text; give a JSON file"),
+    ] {
+        let t = std::time::Instant::now();
+        let o = nccl_find()
+            .args(["doctor", "--host-facts"])
+            .arg(file)
+            .args(["--root", tarball().to_str().unwrap()])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "{file:?}");
+        assert_eq!(
+            text(&o),
+            (
+                Some(2),
+                String::new(),
+                format!(
+                    "nccl-find: cannot read host facts from {}: {says}\n",
+                    file.display()
+                )
+            )
+        );
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
