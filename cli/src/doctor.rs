@@ -724,9 +724,14 @@ fn findings(inputs: &Inputs, result: &Result<Nccl, nccl_find::Error>) -> Finding
     f
 }
 
+/// The version of `doctor --json`'s format, raised when a documented key
+/// changes shape.
+const DOCTOR_SCHEMA: u32 = 1;
+
 fn to_json(f: &Findings, facts: &Facts) -> String {
     let (problems, notes) = (f.count(Level::Problem), f.count(Level::Note));
     let out = json!({
+        "schema": DOCTOR_SCHEMA,
         "healthy": problems == 0,
         "problems": problems,
         "notes": notes,
