@@ -271,11 +271,16 @@ pub(crate) fn newest_first<T>(items: Vec<(Vec<u64>, T)>) -> Vec<T> {
     out
 }
 
-/// A key for [`order`] that orders as the bytes do.
+/// A key for [`order`] that orders as the bytes do, for text without NUL
+/// bytes (file names, C strings: all it is used for). Eight bytes go into
+/// each number, big-endian, the last padded with zeros, so the key takes
+/// no more memory than the text (a directory may hold very many names).
 pub(crate) fn byte_key(bytes: &[u8]) -> Vec<u64> {
-    let mut key = Vec::with_capacity(bytes.len());
-    for &b in bytes {
-        key.push(u64::from(b));
+    let mut key = Vec::with_capacity(bytes.len().div_ceil(8));
+    for chunk in bytes.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        key.push(u64::from_be_bytes(word));
     }
     key
 }
@@ -305,6 +310,28 @@ pub(crate) fn order(keys: &[Vec<u64>]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_keys_order_as_the_bytes_do() {
+        let names: [&[u8]; 10] = [
+            b"ba",
+            b"libnccl.so.2",
+            b"libnccl.so",
+            b"",
+            b"a",
+            b"ab",
+            b"abcdefgh",
+            b"abcdefghi",
+            b"abcdefgg\xff",
+            "\u{e9}t\u{e9}".as_bytes(),
+        ];
+        let keys: Vec<Vec<u64>> = names.iter().map(|n| byte_key(n)).collect();
+        let ours: Vec<&[u8]> = order(&keys).iter().rev().map(|&i| names[i]).collect();
+        let mut std_order = names.to_vec();
+        std_order.sort();
+        assert_eq!(ours, std_order);
+        assert_eq!(byte_key(b"abcdefghi").len(), 2);
+    }
 
     #[test]
     fn versioned_entries_sort_highest_first() {
