@@ -767,11 +767,11 @@ fn to_text(f: &Findings) -> String {
 }
 
 /// The most a facts file may hold; `--host-facts` files are a few KiB.
-const FACTS_MAX: u64 = 1 << 20;
+const HOST_FILE_MAX: u64 = 1 << 20;
 
 /// A facts file's text: a regular file (a link to one is followed), opened
 /// without blocking (a FIFO is refused, never waited on), read up to
-/// [`FACTS_MAX`] bytes.
+/// [`HOST_FILE_MAX`] bytes.
 fn read_facts_file(path: &Path) -> Result<String, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
@@ -787,12 +787,12 @@ fn read_facts_file(path: &Path) -> Result<String, String> {
         return Err("it is not a regular file; give the path of a JSON file".into());
     }
     let mut bytes = Vec::new();
-    file.take(FACTS_MAX + 1)
+    file.take(HOST_FILE_MAX + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > FACTS_MAX {
+    if bytes.len() as u64 > HOST_FILE_MAX {
         return Err(format!(
-            "it is larger than {FACTS_MAX} bytes, which no facts file is; give a JSON file of host facts \
+            "it is larger than {HOST_FILE_MAX} bytes, which no facts file is; give a JSON file of host facts \
              (the \"facts\" object `doctor --json` prints)"
         ));
     }
