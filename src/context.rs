@@ -213,12 +213,12 @@ pub(crate) fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     }
     // Entries of one directory differ only in their last component, so
     // their order as paths is the order of their names' bytes.
-    let mut keys = Vec::with_capacity(names.len());
+    let mut bytes: Vec<&[u8]> = Vec::with_capacity(names.len());
     for name in &names {
-        keys.push(byte_key(name.as_encoded_bytes()));
+        bytes.push(name.as_encoded_bytes());
     }
     let mut v = Vec::with_capacity(names.len());
-    for &i in order(&keys).iter().rev() {
+    for i in by_bytes(&bytes) {
         v.push(dir.join(&names[i]));
     }
     v
@@ -235,22 +235,28 @@ pub(crate) fn file_name_str(p: &Path) -> Option<&str> {
 pub(crate) fn versioned_entries(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut keyed = Vec::new();
     for p in sorted_entries(dir) {
-        let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+        let Some(name) = file_name_str(&p) else {
             continue;
         };
         let rest = match name.strip_prefix(prefix) {
             Some(rest) if !rest.is_empty() => rest,
             _ => continue,
         };
-        let mut nums = Vec::new();
-        for s in rest.split(|c: char| !c.is_ascii_digit()) {
-            if !s.is_empty() {
-                nums.push(s.parse().unwrap_or(0));
-            }
-        }
-        keyed.push((nums, p));
+        keyed.push((digit_runs(rest, 0), p));
     }
     newest_first(keyed)
+}
+
+/// The runs of ASCII digits in `text`, as numbers (`2.21.5-1` → `[2, 21,
+/// 5, 1]`), for sorting by version; a run too big for a `u64` is `too_big`.
+pub(crate) fn digit_runs(text: &str, too_big: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    for s in text.split(|c: char| !c.is_ascii_digit()) {
+        if !s.is_empty() {
+            out.push(s.parse().unwrap_or(too_big));
+        }
+    }
+    out
 }
 
 /// The items, highest version numbers first, in their given order among
@@ -271,11 +277,25 @@ pub(crate) fn newest_first<T>(items: Vec<(Vec<u64>, T)>) -> Vec<T> {
     out
 }
 
+/// The indices of `texts` in ascending order of their bytes, for texts
+/// without NUL bytes (file names, C strings: all it is used for) that are
+/// distinct or, where equal, identical: among equals the order is reversed,
+/// which such texts cannot show.
+pub(crate) fn by_bytes(texts: &[&[u8]]) -> Vec<usize> {
+    let mut keys = Vec::with_capacity(texts.len());
+    for t in texts {
+        keys.push(byte_key(t));
+    }
+    let mut ascending = order(&keys);
+    ascending.reverse();
+    ascending
+}
+
 /// A key for [`order`] that orders as the bytes do, for text without NUL
-/// bytes (file names, C strings: all it is used for). Eight bytes go into
-/// each number, big-endian, the last padded with zeros, so the key takes
-/// no more memory than the text (a directory may hold very many names).
-pub(crate) fn byte_key(bytes: &[u8]) -> Vec<u64> {
+/// bytes. Eight bytes go into each number, big-endian, the last padded with
+/// zeros, so the key takes no more memory than the text (a directory may
+/// hold very many names).
+fn byte_key(bytes: &[u8]) -> Vec<u64> {
     let mut key = Vec::with_capacity(bytes.len().div_ceil(8));
     for chunk in bytes.chunks(8) {
         let mut word = [0u8; 8];
@@ -286,9 +306,7 @@ pub(crate) fn byte_key(bytes: &[u8]) -> Vec<u64> {
 }
 
 /// The indices of `keys`, highest key first, in their given order among
-/// equals. Its reverse is lowest first, and in reverse order among equals:
-/// callers that want ascending order ([`sorted_entries`], ELF symbol names)
-/// have distinct or identical items, where that order cannot show.
+/// equals ([`by_bytes`] reverses it for ascending order).
 ///
 /// This is the crate's one sort: a sort with its own element type or
 /// comparison is compiled anew, and every downstream build script pays for
@@ -325,8 +343,7 @@ mod tests {
             b"abcdefgg\xff",
             "\u{e9}t\u{e9}".as_bytes(),
         ];
-        let keys: Vec<Vec<u64>> = names.iter().map(|n| byte_key(n)).collect();
-        let ours: Vec<&[u8]> = order(&keys).iter().rev().map(|&i| names[i]).collect();
+        let ours: Vec<&[u8]> = by_bytes(&names).iter().map(|&i| names[i]).collect();
         let mut std_order = names.to_vec();
         std_order.sort();
         assert_eq!(ours, std_order);

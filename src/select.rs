@@ -19,7 +19,7 @@ use crate::inspect::{self, Candidate, Status};
 use crate::problem::{ErrorKind, Problem};
 use crate::req::VersionReq;
 use crate::sources::Site;
-use crate::version::lenient_version;
+use crate::version::{lenient_version, or_empty};
 
 /// A version requirement, as given to `Config`.
 #[derive(Debug, Clone)]
@@ -291,16 +291,9 @@ fn mark_losers(cands: &mut [Candidate], winner: usize) {
             c.conflict = Some(format!(
                 "this is NCCL {}, the selected install is NCCL {}: if the run-time loader finds this one \
                  first, expect `undefined symbol` errors. Keep one on the loader's path.",
-                version_text(&c.library_version),
-                version_text(&w_version)
+                or_empty(&c.library_version),
+                or_empty(&w_version)
             ));
         }
-    }
-}
-
-fn version_text(v: &Option<crate::version::Version>) -> String {
-    match v {
-        Some(v) => v.to_string(),
-        None => String::new(),
     }
 }

@@ -133,6 +133,14 @@ impl fmt::Display for CudaVersion {
     }
 }
 
+/// A version as text, or nothing where there is none (for messages).
+pub(crate) fn or_empty(v: &Option<Version>) -> String {
+    match v {
+        Some(v) => v.to_string(),
+        None => String::new(),
+    }
+}
+
 /// Reads `2.21.5` (or `2.21`, `2`) leniently into three numbers.
 pub(crate) fn lenient_version(s: &str) -> Result<(u64, u64, u64), String> {
     let parts: Vec<&str> = s.trim().split('.').collect();

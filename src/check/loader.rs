@@ -6,8 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::context::Ctx;
-use crate::inspect::elf::{parse_version_text, read_elf};
-use crate::inspect::library::version_from_name;
+use crate::inspect::library::file_version;
 use crate::version::Version;
 
 /// One `libnccl.so.2` the loader can see.
@@ -75,7 +74,7 @@ pub(crate) fn resolve(ctx: &Ctx, runpath: &[PathBuf], cross: bool) -> Loader {
         if visible.iter().any(|v| v.real == real) {
             continue;
         }
-        let version = version_of(&real);
+        let (version, _) = file_version(&real);
         visible.push(Visible {
             path,
             real,
@@ -88,15 +87,6 @@ pub(crate) fn resolve(ctx: &Ctx, runpath: &[PathBuf], cross: bool) -> Loader {
         visible,
         used_ld_library_path: !cross,
     }
-}
-
-fn version_of(real: &Path) -> Option<Version> {
-    if let Ok(elf) = read_elf(real) {
-        if let Some((v, _)) = elf.version_text.as_deref().and_then(parse_version_text) {
-            return Some(v);
-        }
-    }
-    version_from_name(real)
 }
 
 /// What the loader's pick means for the library a program is linked

@@ -25,8 +25,8 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::inspect::elf::{parse_version_text, read_elf};
-use crate::inspect::library::version_from_name;
+use crate::context::file_name_str;
+use crate::inspect::library::file_version;
 use crate::report::Nccl;
 use crate::version::Version;
 
@@ -131,19 +131,6 @@ pub fn check_loader_path(path: &Path, what: &str) -> Result<(), LoaderDirError> 
     }
 }
 
-/// What a library file says its version is: its embedded version string,
-/// else its file name (`libnccl.so.1.3.4`), else its soname's major.
-fn file_version(real: &Path) -> (Option<Version>, Option<String>) {
-    let mut soname = None;
-    if let Ok(elf) = read_elf(real) {
-        soname = elf.soname;
-        if let Some((v, _)) = elf.version_text.as_deref().and_then(parse_version_text) {
-            return (Some(v), soname);
-        }
-    }
-    (version_from_name(real), soname)
-}
-
 /// Refuses NCCL 1: a version of 1, a soname `libnccl.so.1`, a file named
 /// `libnccl.so.1*`.
 fn refuse_nccl1(
@@ -151,7 +138,7 @@ fn refuse_nccl1(
     version: Option<&Version>,
     soname: Option<&str>,
 ) -> Result<(), LoaderDirError> {
-    let name = real.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let name = file_name_str(real).unwrap_or("");
     let one = version.is_some_and(|v| v.major < 2)
         || soname.is_some_and(|s| s == "libnccl.so.1" || s.starts_with("libnccl.so.1."))
         || name == "libnccl.so.1"
@@ -480,8 +467,9 @@ pub fn emit_loader_dir_from_dep() -> Option<Result<LoaderDir, LoaderDirError>> {
     let dir = PathBuf::from(dir);
     let mut library = None;
     for name in ["libnccl.so.2", "libnccl.so"] {
-        if dir.join(name).exists() {
-            library = Some(dir.join(name));
+        let path = dir.join(name);
+        if path.exists() {
+            library = Some(path);
             break;
         }
     }

@@ -93,10 +93,7 @@ fn selected(s: &mut String, r: &Report, c: &Candidate) {
         s,
         "           soname {}; library says NCCL {}{}",
         c.soname.as_deref().unwrap_or("none"),
-        match &c.library_version {
-            Some(v) => v.to_string(),
-            None => String::new(),
-        },
+        crate::version::or_empty(&c.library_version),
         match c.cuda_version {
             Some(cu) => format!("+cuda{cu}"),
             None => String::new(),

@@ -323,12 +323,12 @@ fn symbols(mut elf: Elf) -> Result<Vec<String>, String> {
         }
     }
     // Sorted by bytes, each name once (callers binary-search the list).
-    let mut keys = Vec::with_capacity(out.len());
+    let mut bytes: Vec<&[u8]> = Vec::with_capacity(out.len());
     for n in &out {
-        keys.push(crate::context::byte_key(n.as_bytes()));
+        bytes.push(n.as_bytes());
     }
     let mut unique: Vec<String> = Vec::with_capacity(out.len());
-    for &i in crate::context::order(&keys).iter().rev() {
+    for i in crate::context::by_bytes(&bytes) {
         if unique.last() != Some(&out[i]) {
             unique.push(out[i].clone());
         }

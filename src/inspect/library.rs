@@ -203,6 +203,20 @@ fn is_nccl1_file(path: &Path) -> bool {
     }
 }
 
+/// What a library file says its version is, without judging it (for the
+/// run-time loader's view and the loader directory): its embedded version
+/// string, else its file name (`libnccl.so.1.3.4`); and its soname.
+pub(crate) fn file_version(real: &Path) -> (Option<Version>, Option<String>) {
+    let mut soname = None;
+    if let Ok(elf) = read_elf(real) {
+        soname = elf.soname;
+        if let Some((v, _)) = elf.version_text.as_deref().and_then(parse_version_text) {
+            return (Some(v), soname);
+        }
+    }
+    (version_from_name(real), soname)
+}
+
 /// The library's version and CUDA version: from its `NCCL version` text,
 /// else from its file name (with a warning); a real NCCL with neither has
 /// no version here (the header's is taken later). Text and name that

@@ -216,27 +216,10 @@ fn clean(s: &str) -> String {
     out
 }
 
-/// The version's numbers, for sorting: `2.21.5-1` → `[2, 21, 5, 1]`.
+/// The version's numbers, for sorting: `2.21.5-1` → `[2, 21, 5, 1]`; a
+/// number too big sorts as the newest.
 fn numbers(version: &str) -> Vec<u64> {
-    let mut out = Vec::new();
-    // Each run of ASCII digits is a number (one too big is `u64::MAX`).
-    let mut number: Option<u64> = None;
-    for b in version.bytes() {
-        if b.is_ascii_digit() {
-            let so_far = number.unwrap_or(0);
-            number = Some(
-                so_far
-                    .saturating_mul(10)
-                    .saturating_add(u64::from(b - b'0')),
-            );
-        } else if let Some(n) = number.take() {
-            out.push(n);
-        }
-    }
-    if let Some(n) = number {
-        out.push(n);
-    }
-    out
+    crate::context::digit_runs(version, u64::MAX)
 }
 
 /// The spec of `spec.json`'s first node (`{"spec": {"nodes": [{…}, …]}}`,
