@@ -1,0 +1,731 @@
+//! `file:///shared/path`: rank 0 publishes a rendezvous file, each peer
+//! leaves a hello file beside it, and rank 0 answers with the unique id.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{
+    fail, hex, list, offsets, remove_made, same_token, unhex, Abort, Failed, Job, Joined, Link,
+    Made, PeerOutcome,
+};
+use crate::fsafe::{self, FileId};
+
+pub(super) struct FileLink {
+    path: PathBuf,
+    run: String,
+    pub(super) rank: usize,
+    /// Rank 0: each peer's nonce (index = rank). A peer: its own, alone.
+    nonces: Vec<String>,
+    made: Made,
+    cleanup_key: u64,
+}
+
+/// The first line of a rendezvous file (format 2: named for a run).
+pub(super) const FILE_MAGIC: &str = "nccl-find-smoke 2";
+
+/// A hello or done file's size bound.
+pub(super) const SMALL_FILE: u64 = 8192;
+
+/// The rendezvous file's size bound for a world of `world`.
+pub(super) fn rendezvous_max(world: usize) -> u64 {
+    4096 + 80 * world as u64
+}
+
+/// A file next to the rendezvous file, named for the run:
+/// `<path>.<run>.<what>.<rank>`. The run's nonce makes it unguessable.
+pub(super) fn side(path: &Path, run: &str, what: &str, rank: usize) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!(".{run}.{what}.{rank}"));
+    PathBuf::from(s)
+}
+
+pub(super) fn is_nonce(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether `path` holds a rendezvous file an earlier run of this user left
+/// (a regular file, ours, that starts like one): it may be replaced.
+pub(super) fn stale_rendezvous(path: &Path, world: usize) -> bool {
+    let Ok(Some((bytes, _))) = fsafe::read_small(path, rendezvous_max(world)) else {
+        return false;
+    };
+    let mine = std::fs::symlink_metadata(path)
+        .ok()
+        .zip(std::fs::metadata("/proc/self").ok())
+        .map_or(true, |(f, me)| {
+            use std::os::unix::fs::MetadataExt;
+            f.uid() == me.uid()
+        });
+    mine && bytes.starts_with(b"nccl-find-smoke ")
+}
+
+/// Rank 0 puts `text` at `path`: a new file with an unguessable name,
+/// renamed over `path` (a rename replaces a link, never writes through it).
+/// `prev`: the file this run put there before, which must still be there;
+/// `None`: only nothing, or an earlier run's rendezvous file, may be there.
+pub(super) fn publish(
+    path: &Path,
+    run: &str,
+    text: &str,
+    prev: Option<FileId>,
+    world: usize,
+    log: &mut dyn FnMut(String),
+) -> Result<FileId, String> {
+    let cannot = |e: &dyn std::fmt::Display| {
+        format!(
+            "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
+            path.display()
+        )
+    };
+    match (std::fs::symlink_metadata(path), prev) {
+        (Err(e), None) if e.kind() == std::io::ErrorKind::NotFound => {}
+        (Ok(m), Some(id)) if m.file_type().is_file() && FileId::of(&m) == id => {}
+        (Ok(_), None) if stale_rendezvous(path, world) => log(format!(
+            "replaced {}: a rendezvous file an earlier run left",
+            path.display()
+        )),
+        (Ok(m), None) => {
+            return Err(format!(
+                "{} already exists and is not a rendezvous file of yours ({}): it is left alone. Remove it, \
+                 or choose another path",
+                path.display(),
+                fsafe::kind(&m)
+            ))
+        }
+        (_, Some(_)) => {
+            return Err(format!(
+                "{} was removed or replaced by someone else during the rendezvous",
+                path.display()
+            ))
+        }
+        (Err(e), None) => return Err(cannot(&e)),
+    }
+    let tmp = side(path, run, &format!("new-{}", fsafe::nonce()), 0);
+    let id = fsafe::create_new(&tmp, text.as_bytes()).map_err(|e| cannot(&e))?;
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        fsafe::remove_if_ours(&tmp, id);
+        return Err(cannot(&e));
+    }
+    Ok(id)
+}
+
+pub(super) fn file_root(
+    job: &Job,
+    path: &Path,
+    deadline: Instant,
+    make_id: &dyn Fn() -> Result<[u8; 128], String>,
+    log: &mut dyn FnMut(String),
+) -> Result<Joined, Failed> {
+    let run = fsafe::nonce();
+    let made: Made = Arc::default();
+    // Interrupted, rank 0 removes what this run made (its peers' files
+    // included), each only if it is still the file that was made.
+    let key = {
+        let made = made.clone();
+        crate::on_interrupt(move || remove_made(&made))
+    };
+    let give_up = |f: Failed| {
+        remove_made(&made);
+        crate::forget_cleanup(key);
+        f
+    };
+    let head = format!("{FILE_MAGIC}\n{}\n{run}\n", job.token);
+    let mut at = publish(
+        path,
+        &run,
+        &format!("{head}waiting\n"),
+        None,
+        job.world,
+        log,
+    )
+    .map_err(|e| give_up(fail(e)))?;
+    made.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((path.to_path_buf(), at));
+    let mut arrived: Vec<Option<(usize, String)>> = vec![None; job.world];
+    let mut warned = std::collections::HashSet::new();
+    let mut left = job.world - 1;
+    while left > 0 {
+        left -= take_hellos(job, path, &run, &mut arrived, &made, &mut warned, log);
+        if left == 0 {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(give_up(file_timed_out(job, path, &arrived)));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let id = make_id().map_err(|e| give_up(fail(e)))?;
+    let (answer, nranks) = answer(&head, job.ngpus, &arrived, &id);
+    let prev = at;
+    at = publish(path, &run, &answer, Some(prev), job.world, log).map_err(|e| give_up(fail(e)))?;
+    for m in made.lock().unwrap_or_else(|e| e.into_inner()).iter_mut() {
+        if m.1 == prev {
+            m.1 = at;
+        }
+    }
+    let nonces = arrived
+        .into_iter()
+        .map(|a| a.map(|x| x.1).unwrap_or_default())
+        .collect();
+    Ok(Joined {
+        id,
+        nranks,
+        first_rank: 0,
+        abort: Arc::new(Abort::default()),
+        link: Link::File(FileLink {
+            path: path.to_path_buf(),
+            run,
+            rank: 0,
+            nonces,
+            made,
+            cleanup_key: key,
+        }),
+    })
+}
+
+/// One look at the hello files of the ranks not yet arrived: the good
+/// ones are taken (GPU count and nonce into `arrived`, the file into
+/// `made`), the bad ones named once each. How many arrived.
+pub(super) fn take_hellos(
+    job: &Job,
+    path: &Path,
+    run: &str,
+    arrived: &mut [Option<(usize, String)>],
+    made: &Made,
+    warned: &mut std::collections::HashSet<PathBuf>,
+    log: &mut dyn FnMut(String),
+) -> usize {
+    let mut came = 0;
+    for (r, slot) in arrived.iter_mut().enumerate().skip(1) {
+        if slot.is_some() {
+            continue;
+        }
+        let f = side(path, run, "hello", r);
+        let (bytes, id) = match fsafe::read_small(&f, SMALL_FILE) {
+            Ok(Some(x)) => x,
+            Ok(None) => continue,
+            Err(e) => {
+                if warned.insert(f.clone()) {
+                    log(format!("ignored a hello: {e}"));
+                }
+                continue;
+            }
+        };
+        let why = match hello_file(job, &bytes) {
+            Hello::Good(n, nonce) => {
+                *slot = Some((n, nonce));
+                came += 1;
+                made.lock().unwrap_or_else(|e| e.into_inner()).push((f, id));
+                continue;
+            }
+            Hello::Partial => continue,
+            Hello::Bad(why) => why,
+        };
+        if warned.insert(f.clone()) {
+            log(format!("ignored {}: {why}", f.display()));
+        }
+    }
+    came
+}
+
+/// What a hello file says.
+pub(super) enum Hello {
+    /// This job's: the peer's GPU count and nonce.
+    Good(usize, String),
+    /// Still being written.
+    Partial,
+    /// Not a hello of this job, and why.
+    Bad(&'static str),
+}
+
+/// Reads a hello file: `token`, GPU count, nonce, `end`, one a line.
+pub(super) fn hello_file(job: &Job, bytes: &[u8]) -> Hello {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    match lines[..] {
+        [token, ngpus, nonce, "end"] => match ngpus.parse::<usize>() {
+            _ if !same_token(token, &job.token) => Hello::Bad("it holds another job's token"),
+            _ if !is_nonce(nonce) => Hello::Bad("it is not a hello file"),
+            Ok(n) if (1..=1024).contains(&n) => Hello::Good(n, nonce.to_string()),
+            _ => Hello::Bad("its GPU count is not a number from 1 to 1024"),
+        },
+        _ if !text.contains("\nend\n") && bytes.len() < 4096 => Hello::Partial,
+        _ => Hello::Bad("it is not a hello file"),
+    }
+}
+
+/// The failure at the deadline of a file rendezvous: who never came.
+pub(super) fn file_timed_out(
+    job: &Job,
+    path: &Path,
+    arrived: &[Option<(usize, String)>],
+) -> Failed {
+    let missing: Vec<usize> = (1..job.world).filter(|r| arrived[*r].is_none()).collect();
+    Failed {
+        message: format!(
+            "the rendezvous timed out after {:.0} s: rank(s) {} never arrived at {} ({} of {} \
+             processes did). Start them with the same file and token, or raise --timeout",
+            job.timeout.as_secs_f64(),
+            list(&missing),
+            path.display(),
+            job.world - missing.len(),
+            job.world
+        ),
+        missing,
+    }
+}
+
+/// Rank 0's answer in the rendezvous file, after `head`: the NCCL ranks
+/// in all, the unique id, and each peer's first rank and nonce. Also the
+/// NCCL ranks in all.
+pub(super) fn answer(
+    head: &str,
+    ngpus: usize,
+    arrived: &[Option<(usize, String)>],
+    id: &[u8; 128],
+) -> (String, usize) {
+    let mut counts = vec![ngpus];
+    counts.extend(
+        arrived
+            .iter()
+            .skip(1)
+            .map(|a| a.as_ref().map_or(0, |x| x.0)),
+    );
+    let (first, nranks) = offsets(&counts);
+    let mut text = format!("{head}{nranks}\n{}\n", hex(id));
+    for (r, a) in arrived.iter().enumerate().skip(1) {
+        if let Some((_, n)) = a {
+            text.push_str(&format!("{r} {} {n}\n", first[r]));
+        }
+    }
+    (text, nranks)
+}
+
+pub(super) fn file_peer(job: &Job, path: &Path, deadline: Instant) -> Result<Joined, Failed> {
+    // Can this rank write there at all? Say so now, not at the deadline.
+    let probe = side(path, &fsafe::nonce(), "probe", job.rank);
+    match fsafe::create_new(&probe, b"") {
+        Ok(id) => {
+            fsafe::remove_if_ours(&probe, id);
+        }
+        Err(e) => {
+            return Err(fail(format!(
+            "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
+            probe.display()
+        )))
+        }
+    }
+    let me = fsafe::nonce();
+    let made: Made = Arc::default();
+    let key = {
+        let made = made.clone();
+        crate::on_interrupt(move || remove_made(&made))
+    };
+    let result = file_peer_wait(job, path, deadline, &me, &made);
+    // Joined, the hello is rank 0's to remove; failed, this rank's.
+    if result.is_err() {
+        remove_made(&made);
+    }
+    crate::forget_cleanup(key);
+    result
+}
+
+pub(super) fn file_peer_wait(
+    job: &Job,
+    path: &Path,
+    deadline: Instant,
+    me: &str,
+    made: &Made,
+) -> Result<Joined, Failed> {
+    let mut other = None;
+    let mut taken: Option<PathBuf> = None;
+    // The run this rank said hello to, and its hello file.
+    let mut greeted: Option<(String, PathBuf, FileId)> = None;
+    loop {
+        let got = fsafe::read_small(path, rendezvous_max(job.world))
+            .map_err(|e| fail(format!("rank {}: {e}", job.rank)))?;
+        if let Some((bytes, _)) = got {
+            let text = String::from_utf8_lossy(&bytes);
+            let lines: Vec<&str> = text.lines().collect();
+            if lines.len() < 4 || lines[0] != FILE_MAGIC {
+                other = Some("it is not a rendezvous file of this nccl-find version");
+            } else if !same_token(lines[1], &job.token) {
+                other = Some("it holds another job's token");
+            } else if !is_nonce(lines[2]) {
+                other = Some("it is not a rendezvous file of this nccl-find version");
+            } else if lines[3] == "waiting" {
+                other = None;
+                let run = lines[2];
+                if greeted.as_ref().map(|g| g.0.as_str()) != Some(run) {
+                    greet(job, path, run, me, made, &mut greeted, &mut taken)?;
+                }
+            } else if greeted.as_ref().map(|g| g.0.as_str()) == Some(lines[2]) {
+                if let Some((id, nranks, first_rank)) = my_place(job, &lines, me) {
+                    return Ok(Joined {
+                        id,
+                        nranks,
+                        first_rank,
+                        abort: Arc::new(Abort::default()),
+                        link: Link::File(FileLink {
+                            path: path.to_path_buf(),
+                            run: lines[2].to_string(),
+                            rank: job.rank,
+                            nonces: vec![me.to_string()],
+                            made: made.clone(),
+                            cleanup_key: 0,
+                        }),
+                    });
+                }
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(peer_timed_out(job, path, taken, other));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A new run of rank 0 (the one before was killed, or this is the first):
+/// removes the hello this rank left the run before, if any, and says hello
+/// to this one. A hello already there is `taken`, not an error.
+pub(super) fn greet(
+    job: &Job,
+    path: &Path,
+    run: &str,
+    me: &str,
+    made: &Made,
+    greeted: &mut Option<(String, PathBuf, FileId)>,
+    taken: &mut Option<PathBuf>,
+) -> Result<(), Failed> {
+    if let Some((_, f, id)) = greeted.take() {
+        fsafe::remove_if_ours(&f, id);
+        made.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|m| m.1 != id);
+    }
+    let f = side(path, run, "hello", job.rank);
+    let hello = format!("{}\n{}\n{me}\nend\n", job.token, job.ngpus);
+    match fsafe::create_new(&f, hello.as_bytes()) {
+        Ok(id) => {
+            made.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((f.clone(), id));
+            *greeted = Some((run.to_string(), f, id));
+        }
+        // Another process took this rank in this run, or an earlier run of
+        // rank 0 left it: wait, in case rank 0 starts over, and say so at
+        // the deadline.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            *taken = Some(f);
+        }
+        Err(e) => {
+            return Err(fail(format!(
+            "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
+            f.display()
+        )))
+        }
+    }
+    Ok(())
+}
+
+/// This rank's place in rank 0's answer (`lines` of the rendezvous file):
+/// the unique id, the NCCL ranks in all and this rank's first one; `None`
+/// while the answer does not name this rank with this rank's nonce.
+pub(super) fn my_place(job: &Job, lines: &[&str], me: &str) -> Option<([u8; 128], usize, usize)> {
+    let (Ok(nranks), Some(id), Some(line)) = (
+        lines[3].parse::<usize>(),
+        lines.get(4).and_then(|l| unhex(l)),
+        lines.get(5..),
+    ) else {
+        return None;
+    };
+    let mine = line.iter().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.len() == 3 && f[0] == job.rank.to_string() && f[2] == me)
+            .then(|| f[1].parse::<usize>().ok())?
+    });
+    match (mine, id.len()) {
+        (Some(first_rank), 128) => {
+            let mut out = [0u8; 128];
+            out.copy_from_slice(&id);
+            Some((out, nranks, first_rank))
+        }
+        _ => None,
+    }
+}
+
+/// The failure at a file peer's deadline: its hello was taken, or rank 0
+/// never answered (and what was at the path instead).
+pub(super) fn peer_timed_out(
+    job: &Job,
+    path: &Path,
+    taken: Option<PathBuf>,
+    other: Option<&str>,
+) -> Failed {
+    if let Some(f) = taken {
+        return fail(format!(
+            "rank {r} waited {:.0} s for rank 0's unique id in {}, but could not say hello: {} \
+             exists. Two processes were given rank {r}, or a rank 0 that was killed left it",
+            job.timeout.as_secs_f64(),
+            path.display(),
+            f.display(),
+            r = job.rank
+        ));
+    }
+    fail(format!(
+        "rank {} waited {:.0} s for rank 0's unique id in {}{}. Is rank 0 running with the same file?",
+        job.rank,
+        job.timeout.as_secs_f64(),
+        path.display(),
+        other.map(|t| format!(" ({t})")).unwrap_or_default()
+    ))
+}
+
+impl FileLink {
+    /// A peer leaves its outcome in a done file, on one line.
+    pub(super) fn report(&self, ok: bool, wrong: u64, message: &str) {
+        let one_line: String = message
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(2000)
+            .collect();
+        let text = format!(
+            "{}\n{} {wrong} {one_line}\nend\n",
+            self.nonces[0],
+            if ok { "ok" } else { "fail" }
+        );
+        // Rank 0 removes it (and the hello) once read.
+        let _ = fsafe::create_new(
+            &side(&self.path, &self.run, "done", self.rank),
+            text.as_bytes(),
+        );
+    }
+
+    /// Rank 0 reads every peer's done file (waiting until `deadline`), then
+    /// removes this run's files.
+    pub(super) fn outcomes(self, deadline: Instant) -> Vec<PeerOutcome> {
+        let mut out = Vec::new();
+        for (rank, nonce) in self.nonces.iter().enumerate().skip(1) {
+            let done = self.wait_done(rank, nonce, deadline);
+            out.push(PeerOutcome { rank, done });
+        }
+        remove_made(&self.made);
+        crate::forget_cleanup(self.cleanup_key);
+        out
+    }
+
+    /// Rank `rank`'s outcome from its done file, once it is there and holds
+    /// the peer's nonce; `None` at the deadline, or for a file of another.
+    fn wait_done(
+        &self,
+        rank: usize,
+        nonce: &str,
+        deadline: Instant,
+    ) -> Option<(bool, u64, String)> {
+        let p = side(&self.path, &self.run, "done", rank);
+        loop {
+            match fsafe::read_small(&p, SMALL_FILE) {
+                Ok(Some((bytes, id))) => {
+                    let t = String::from_utf8_lossy(&bytes);
+                    let lines: Vec<&str> = t.lines().collect();
+                    if let [n, result, "end"] = lines[..] {
+                        if n != nonce {
+                            return None;
+                        }
+                        self.made
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((p.clone(), id));
+                        let mut it = result.splitn(3, ' ');
+                        let (o, w, m) = (it.next(), it.next(), it.next());
+                        return Some((
+                            o == Some("ok"),
+                            w.and_then(|w| w.parse().ok()).unwrap_or(0),
+                            m.unwrap_or("").trim().to_string(),
+                        ));
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => return None,
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use super::super::*;
+    use super::*;
+
+    #[test]
+    fn ranks_sharing_a_pid_meet_through_a_file_and_leave_nothing() {
+        let d = scratch("pid");
+        let init = Init::File {
+            path: d.join("rdv"),
+        };
+        let got = run_job(
+            (0..3)
+                .map(|r| job(r, 3, "t", init.clone(), 20))
+                .rev()
+                .collect(),
+        );
+        assert_eq!(got, vec![Ok((3, 2)), Ok((3, 1)), Ok((3, 0))]);
+        assert_eq!(names(&d), Vec::<String>::new());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn planted_links_at_the_old_predictable_names_are_never_followed_or_removed() {
+        let d = scratch("links");
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let pid = std::process::id();
+        let planted = [
+            format!("rdv.tmp{pid}"),
+            format!("rdv.hello.1.tmp{pid}"),
+            "rdv.hello.1".into(),
+            "rdv.done.1".into(),
+        ];
+        for n in &planted {
+            std::os::unix::fs::symlink(&victim, d.join(n)).unwrap();
+        }
+        let init = Init::File {
+            path: d.join("rdv"),
+        };
+        let got = run_job(vec![
+            job(0, 2, "t", init.clone(), 20),
+            job(1, 2, "t", init, 20),
+        ]);
+        assert_eq!(got, vec![Ok((2, 0)), Ok((2, 1))]);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        let mut want: Vec<String> = planted.to_vec();
+        want.push("victim".into());
+        want.sort();
+        assert_eq!(names(&d), want);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_foreign_file_or_link_at_the_rendezvous_path_is_left_alone() {
+        let d = scratch("foreign");
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        for (path, what) in [(&victim, "a regular file"), (&link, "a symbolic link")] {
+            let j = job(0, 2, "t", Init::File { path: path.clone() }, 20);
+            let t = Instant::now();
+            let e = join(&j, &id, &mut |_| {}).err().unwrap().message;
+            assert!(t.elapsed() < Duration::from_secs(2));
+            assert!(
+                e.contains("already exists and is not a rendezvous file of yours")
+                    && e.contains(what),
+                "{e}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(names(&d), ["link", "victim"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_or_a_link_to_dev_zero_at_the_rendezvous_path_ends_at_once() {
+        let d = scratch("fifo");
+        let fifo = d.join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let zero = d.join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let big = d.join("big");
+        std::fs::write(&big, vec![b'n'; 1 << 20]).unwrap();
+        for (path, says) in [
+            (&fifo, "is a FIFO (named pipe), not a regular file"),
+            (&zero, "is a symbolic link, not a regular file"),
+            (&big, "is larger than the"),
+        ] {
+            let t = Instant::now();
+            let j = job(1, 2, "t", Init::File { path: path.clone() }, 30);
+            let e = join(&j, &id, &mut |_| {}).err().unwrap().message;
+            assert!(t.elapsed() < Duration::from_secs(2), "{e}");
+            assert!(e.contains(says), "{e}");
+            assert!(e.contains(&path.display().to_string()), "{e}");
+            // Rank 0 does not take it over either.
+            let j = job(0, 2, "t", Init::File { path: path.clone() }, 30);
+            let e = join(&j, &id, &mut |_| {}).err().unwrap().message;
+            assert!(e.contains("is left alone"), "{e}");
+        }
+        assert!(std::fs::symlink_metadata(&fifo).is_ok());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn files_a_killed_run_left_do_not_shut_out_a_new_one() {
+        let d = scratch("stale");
+        let rdv = d.join("rdv");
+        let old = "0123456789abcdef0123456789abcdef";
+        std::fs::write(&rdv, format!("{FILE_MAGIC}\nt\n{old}\nwaiting\n")).unwrap();
+        let stale_hello = side(&rdv, old, "hello", 1);
+        std::fs::write(&stale_hello, format!("t\n1\n{old}\nend\n")).unwrap();
+        std::fs::write(d.join("rdv.hello.1"), "t\n1\n42\n").unwrap();
+        let init = Init::File { path: rdv.clone() };
+        // The peer first: it finds the dead run's file and waits.
+        let peer = {
+            let j = job(1, 2, "t", init.clone(), 20);
+            std::thread::spawn(move || run_job(vec![j]))
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let mut notes = Vec::new();
+        let j0 = join(&job(0, 2, "t", init, 20), &id, &mut |m| notes.push(m)).unwrap();
+        assert_eq!(
+            j0.finish(true, 0, "", Duration::from_secs(10))[0]
+                .done
+                .as_ref()
+                .map(|d| d.0),
+            Some(true)
+        );
+        assert_eq!(peer.join().unwrap(), vec![Ok((2, 1))]);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("a rendezvous file an earlier run left")),
+            "{notes:?}"
+        );
+        // What the dead run left is not this run's to remove.
+        assert!(stale_hello.exists() && d.join("rdv.hello.1").exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_file_rank_that_never_comes_ends_at_the_deadline_and_only_our_files_go() {
+        let d = scratch("late");
+        let rdv = d.join("rdv");
+        std::fs::write(d.join("theirs"), "x").unwrap();
+        let t = Instant::now();
+        let e = join(
+            &job(0, 2, "t", Init::File { path: rdv }, 1),
+            &id,
+            &mut |_| {},
+        )
+        .err()
+        .unwrap();
+        assert!(t.elapsed() < Duration::from_secs(3));
+        assert_eq!(e.missing, [1]);
+        assert!(
+            e.message.contains("rank(s) 1 never arrived at "),
+            "{}",
+            e.message
+        );
+        assert_eq!(names(&d), ["theirs"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

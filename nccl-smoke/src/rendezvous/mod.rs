@@ -1,0 +1,523 @@
+//! Getting the ranks together: rank 0 makes NCCL's unique id and hands it
+//! out, and the processes meet before and after the run. How they meet is
+//! one of several exchanges ([`BACKENDS`]): our own TCP (`tcp://HOST:PORT`)
+//! or file (`file:///shared/path`) rendezvous, or the launcher's own
+//! channel. A job token keeps two jobs on one port or one file apart; a
+//! peer that sends garbage is refused, never trusted; every wait has a
+//! deadline, and what times out names the ranks that never came.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::fsafe::{self, FileId};
+
+mod file;
+mod tcp;
+mod wire;
+
+use file::{file_peer, file_root};
+use tcp::{tcp_outcomes, tcp_peer, tcp_root};
+use wire::send;
+pub use wire::{decode, decode_header, encode, Msg};
+
+/// How the ranks meet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Init {
+    /// Rank 0 listens at `host:port`.
+    Tcp {
+        /// Host to listen at / connect to.
+        host: String,
+        /// Port.
+        port: u16,
+    },
+    /// Everyone reads and writes files next to this path.
+    File {
+        /// The rendezvous file.
+        path: PathBuf,
+    },
+}
+
+impl Init {
+    /// Parses `tcp://HOST:PORT` or `file:///path`.
+    pub fn parse(s: &str) -> Result<Init, String> {
+        if let Some(rest) = s.strip_prefix("tcp://") {
+            let (host, port) = rest
+                .rsplit_once(':')
+                .ok_or_else(|| format!("{s:?} has no port: write tcp://HOST:PORT"))?;
+            let port: u16 = port
+                .parse()
+                .map_err(|_| format!("{s:?}: {port:?} is not a port number"))?;
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            if host.is_empty() {
+                return Err(format!("{s:?} has no host: write tcp://HOST:PORT"));
+            }
+            Ok(Init::Tcp {
+                host: host.to_string(),
+                port,
+            })
+        } else if let Some(rest) = s.strip_prefix("file://") {
+            if !rest.starts_with('/') {
+                return Err(format!(
+                    "{s:?}: the file must be an absolute path, as in file:///shared/smoke"
+                ));
+            }
+            Ok(Init::File {
+                path: PathBuf::from(rest),
+            })
+        } else {
+            Err(format!("{s:?} is neither tcp://HOST:PORT nor file:///path"))
+        }
+    }
+}
+
+/// One process's place in the job.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// This process's rank among the processes.
+    pub rank: usize,
+    /// How many processes.
+    pub world: usize,
+    /// GPUs this process drives.
+    pub ngpus: usize,
+    /// Keeps jobs apart.
+    pub token: String,
+    /// How to meet.
+    pub init: Init,
+    /// Deadline for each wait.
+    pub timeout: Duration,
+}
+
+/// The most processes a job may have: every per-rank table is bounded by it.
+pub const MAX_WORLD: usize = 1 << 20;
+
+/// The longest job token, in bytes.
+pub const MAX_TOKEN: usize = 1024;
+
+/// The longest `--timeout` the rendezvous takes: a year. Longer ones are a
+/// mistake (and would overflow the clock).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Checks a job token: at most [`MAX_TOKEN`] bytes, no line break (the file
+/// rendezvous keeps one per line).
+pub fn check_token(token: &str) -> Result<(), String> {
+    if token.len() > MAX_TOKEN {
+        return Err(format!(
+            "the token is {} bytes long; at most {MAX_TOKEN} bytes",
+            token.len()
+        ));
+    }
+    if token.contains(['\n', '\r', '\0']) {
+        return Err("the token holds a line break or a NUL byte: use one line of text".into());
+    }
+    Ok(())
+}
+
+/// Compares two tokens in time that depends on their lengths only, never
+/// on where they first differ.
+fn same_token(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut diff = u64::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= u64::from(std::hint::black_box(x ^ y));
+    }
+    diff == 0
+}
+
+/// `now + t`, or a year from now where that overflows.
+fn deadline_after(t: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(t.min(MAX_TIMEOUT))
+        .or_else(|| now.checked_add(Duration::from_secs(3600)))
+        .unwrap_or(now)
+}
+
+/// Why the rendezvous failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    /// In words, with what to do.
+    pub message: String,
+    /// Process ranks that never arrived.
+    pub missing: Vec<usize>,
+}
+
+fn fail(message: impl Into<String>) -> Failed {
+    Failed {
+        message: message.into(),
+        missing: Vec::new(),
+    }
+}
+
+/// Shared between the run and the threads that watch the other ranks.
+#[derive(Debug, Default)]
+pub struct Abort {
+    flag: AtomicBool,
+    reason: Mutex<Option<String>>,
+}
+
+impl Abort {
+    /// Raises the flag, keeping the first reason.
+    pub fn raise(&self, why: String) {
+        let mut r = self.reason.lock().unwrap_or_else(|e| e.into_inner());
+        if r.is_none() {
+            *r = Some(why);
+        }
+        self.flag.store(true, Ordering::SeqCst);
+    }
+    /// The reason, when raised.
+    pub fn raised(&self) -> Option<String> {
+        if self.flag.load(Ordering::SeqCst) {
+            self.reason
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        } else {
+            None
+        }
+    }
+}
+
+/// What the rendezvous gives a process.
+pub struct Joined {
+    /// NCCL's unique id.
+    pub id: [u8; 128],
+    /// NCCL ranks in all.
+    pub nranks: usize,
+    /// This process's first NCCL rank.
+    pub first_rank: usize,
+    /// Raised when another rank goes away.
+    pub abort: Arc<Abort>,
+    link: Link,
+}
+
+/// The files a run made, to remove (each only if it is still the one made).
+type Made = Arc<Mutex<Vec<(PathBuf, FileId)>>>;
+
+fn remove_made(made: &Made) {
+    for (p, id) in std::mem::take(&mut *made.lock().unwrap_or_else(|e| e.into_inner())) {
+        fsafe::remove_if_ours(&p, id);
+    }
+}
+
+enum Link {
+    TcpRoot(Vec<(usize, std::net::TcpStream, tcp::DoneSlot)>),
+    TcpPeer(std::net::TcpStream),
+    File(file::FileLink),
+}
+
+/// Each process's first NCCL rank, and the NCCL ranks in all, from the
+/// GPU counts of processes 0, 1, … in order.
+fn offsets(ngpus: &[usize]) -> (Vec<usize>, usize) {
+    let mut acc = 0;
+    let first = ngpus
+        .iter()
+        .map(|n| {
+            let f = acc;
+            acc += n;
+            f
+        })
+        .collect();
+    (first, acc)
+}
+
+/// Meets the other processes. `make_id` runs on rank 0 only; `log` hears
+/// about refused peers and the like.
+pub fn join(
+    job: &Job,
+    make_id: &dyn Fn() -> Result<[u8; 128], String>,
+    log: &mut dyn FnMut(String),
+) -> Result<Joined, Failed> {
+    if job.world == 0 || job.rank >= job.world {
+        return Err(fail(format!(
+            "rank {} is outside a world of {}",
+            job.rank, job.world
+        )));
+    }
+    if job.world > MAX_WORLD {
+        return Err(fail(format!(
+            "a world of {} processes is more than the {MAX_WORLD} the rendezvous takes",
+            job.world
+        )));
+    }
+    check_token(&job.token).map_err(fail)?;
+    let deadline = deadline_after(job.timeout);
+    match &job.init {
+        Init::Tcp { host, port } if job.rank == 0 => {
+            tcp_root(job, host, *port, deadline, make_id, log)
+        }
+        Init::Tcp { host, port } => tcp_peer(job, host, *port, deadline),
+        Init::File { path } if job.rank == 0 => file_root(job, path, deadline, make_id, log),
+        Init::File { path } => file_peer(job, path, deadline),
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// A peer's outcome as rank 0 heard it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerOutcome {
+    /// Process rank.
+    pub rank: usize,
+    /// Right, wrong elements, message; or `None` when it never reported.
+    pub done: Option<(bool, u64, String)>,
+}
+
+impl Joined {
+    /// Peers report their outcome; rank 0 collects everyone's (waiting
+    /// until `deadline`) and cleans up the rendezvous files.
+    pub fn finish(
+        self,
+        ok: bool,
+        wrong: u64,
+        message: &str,
+        timeout: Duration,
+    ) -> Vec<PeerOutcome> {
+        let deadline = deadline_after(timeout);
+        match self.link {
+            Link::TcpPeer(mut s) => {
+                let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+                let _ = send(
+                    &mut s,
+                    &Msg::Done {
+                        ok,
+                        wrong,
+                        message: message.to_string(),
+                    },
+                );
+                Vec::new()
+            }
+            Link::TcpRoot(peers) => tcp_outcomes(peers, ok, message, deadline, &self.abort),
+            Link::File(f) if f.rank != 0 => {
+                f.report(ok, wrong, message);
+                Vec::new()
+            }
+            Link::File(f) => f.outcomes(deadline),
+        }
+    }
+}
+
+fn list(v: &[usize]) -> String {
+    v.iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip() {
+        for m in [
+            Msg::Hello {
+                token: "job-7".into(),
+                rank: 3,
+                world: 4,
+                ngpus: 2,
+            },
+            Msg::Welcome {
+                id: vec![9; 128],
+                nranks: 8,
+                first_rank: 6,
+            },
+            Msg::Refused {
+                reason: "token mismatch".into(),
+            },
+            Msg::Done {
+                ok: false,
+                wrong: 12,
+                message: "12 wrong".into(),
+            },
+            Msg::Abort {
+                reason: "rank 2 died".into(),
+            },
+        ] {
+            let f = encode(&m);
+            let (kind, len) = decode_header(f[..10].try_into().unwrap()).unwrap();
+            assert_eq!(len, f.len() - 10);
+            assert_eq!(decode(kind, &f[10..]).unwrap(), m);
+            // Every truncation is an error, not a panic.
+            for cut in 0..f.len() - 10 {
+                assert!(
+                    decode(kind, &f[10..10 + cut]).is_err(),
+                    "{m:?} cut at {cut}"
+                );
+            }
+        }
+        assert_eq!(
+            decode_header(b"GET / HTTP").unwrap_err(),
+            "not an nccl-find rendezvous message (bad magic)"
+        );
+        assert!(decode(9, &[]).is_err());
+        assert!(decode(2, &[5, 0, 1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0])
+            .unwrap_err()
+            .contains("unique id of 5 bytes"));
+    }
+
+    #[test]
+    fn fuzz_seeds_are_real_frames() {
+        let hello = Msg::Hello {
+            token: "job-7".into(),
+            rank: 3,
+            world: 4,
+            ngpus: 2,
+        };
+        assert_eq!(
+            &encode(&hello)[..],
+            include_bytes!("../../../fuzz/seeds/rendezvous/hello")
+        );
+        let refused = Msg::Refused {
+            reason: "token mismatch".into(),
+        };
+        assert_eq!(
+            &encode(&refused)[..],
+            include_bytes!("../../../fuzz/seeds/rendezvous/refused")
+        );
+        let done = Msg::Done {
+            ok: false,
+            wrong: 12,
+            message: "12 wrong!".into(),
+        };
+        assert_eq!(
+            &encode(&done)[..],
+            include_bytes!("../../../fuzz/seeds/rendezvous/done")
+        );
+    }
+
+    #[test]
+    fn init_urls() {
+        assert_eq!(
+            Init::parse("tcp://127.0.0.1:29500").unwrap(),
+            Init::Tcp {
+                host: "127.0.0.1".into(),
+                port: 29500
+            }
+        );
+        assert_eq!(
+            Init::parse("tcp://[::1]:80").unwrap(),
+            Init::Tcp {
+                host: "::1".into(),
+                port: 80
+            }
+        );
+        assert_eq!(
+            Init::parse("file:///shared/x").unwrap(),
+            Init::File {
+                path: "/shared/x".into()
+            }
+        );
+        assert!(Init::parse("tcp://host")
+            .unwrap_err()
+            .contains("has no port"));
+        assert!(Init::parse("file://relative")
+            .unwrap_err()
+            .contains("absolute path"));
+        assert!(Init::parse("env://").unwrap_err().contains("neither"));
+    }
+
+    #[test]
+    fn offsets_follow_gpu_counts() {
+        assert_eq!(offsets(&[2, 1, 3]), (vec![0, 2, 3], 6));
+    }
+}
+
+/// What the tests of each exchange share.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use super::*;
+    use std::path::Path;
+
+    pub(crate) fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "nccl-find-rdv-{name}-{}-{}",
+            std::process::id(),
+            fsafe::nonce()
+        ));
+        std::fs::create_dir(&d).unwrap();
+        d
+    }
+
+    pub(crate) fn job(rank: usize, world: usize, token: &str, init: Init, secs: u64) -> Job {
+        Job {
+            rank,
+            world,
+            ngpus: 1,
+            token: token.into(),
+            init,
+            timeout: Duration::from_secs(secs),
+        }
+    }
+
+    pub(crate) fn id() -> Result<[u8; 128], String> {
+        Ok([7; 128])
+    }
+
+    /// Runs every rank of a job on its own thread (one PID for all, as in
+    /// a container): each rank's outcome, rank 0 first.
+    pub(crate) fn run_job(jobs: Vec<Job>) -> Vec<Result<(usize, usize), String>> {
+        let hs: Vec<_> = jobs
+            .into_iter()
+            .map(|j| {
+                std::thread::spawn(move || {
+                    let r = join(&j, &id, &mut |_| {});
+                    r.map(|x| {
+                        assert_eq!(x.id, [7; 128]);
+                        let out = (x.nranks, x.first_rank);
+                        x.finish(true, 0, "fine", Duration::from_secs(10));
+                        out
+                    })
+                    .map_err(|f| f.message)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    pub(crate) fn names(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+#[cfg(test)]
+mod join_tests {
+    use super::testutil::*;
+    use super::*;
+    #[test]
+    fn bad_jobs_are_refused_before_anything_is_made() {
+        let d = scratch("bad");
+        let init = Init::File {
+            path: d.join("rdv"),
+        };
+        let e = join(
+            &job(0, MAX_WORLD + 1, "t", init.clone(), 1),
+            &id,
+            &mut |_| {},
+        );
+        assert!(e.err().unwrap().message.contains("more than the 1048576"));
+        let e = join(&job(0, 2, "a\nb", init, 1), &id, &mut |_| {});
+        assert!(e.err().unwrap().message.contains("line break"));
+        assert_eq!(names(&d), Vec::<String>::new());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
