@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use nccl_smoke::rendezvous::{Exchange, LaunchEnv};
 use nccl_smoke::{self as smoke, rendezvous, Dtype, Event, Failure, Init, Job, Options};
 use serde_json::json;
 
@@ -97,25 +98,6 @@ pub struct Args {
     rendezvous_only: bool,
 }
 
-fn env(names: &[&str]) -> Option<(String, String)> {
-    names.iter().find_map(|n| {
-        std::env::var(n)
-            .ok()
-            .filter(|v| !v.is_empty())
-            .map(|v| (n.to_string(), v))
-    })
-}
-
-fn env_usize(names: &[&str]) -> Result<Option<usize>, String> {
-    match env(names) {
-        None => Ok(None),
-        Some((n, v)) => v
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("{n}={v} is not a number")),
-    }
-}
-
 fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let (num, mul) = match t.chars().last() {
@@ -132,8 +114,9 @@ fn parse_size(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{s:?} is not a size like 4096, 64K, 16M or 1G"))
 }
 
-/// Works out the options from flags and launcher variables.
-fn options(a: &Args, lib: PathBuf) -> Result<Options, String> {
+/// Works out the options from flags and launcher variables; also how the
+/// processes meet, for the report.
+fn options(a: &Args, lib: PathBuf, env: &LaunchEnv) -> Result<(Options, Option<Meeting>), String> {
     let sizes = match &a.sizes {
         Some(v) => v
             .iter()
@@ -143,30 +126,23 @@ fn options(a: &Args, lib: PathBuf) -> Result<Options, String> {
     };
     let dtypes = dtypes(&a.dtypes)?;
     check_timeout(a.timeout)?;
-    let (rank, world) = rank_and_world(a)?;
-    let local = env_usize(&[
-        "LOCAL_RANK",
-        "OMPI_COMM_WORLD_LOCAL_RANK",
-        "SLURM_LOCALID",
-        "MPI_LOCALRANKID",
-    ])?;
-    let job = job(a, rank, world)?;
-    let gpus = match (&a.gpus, &job, local) {
-        (Some(g), _, _) => Some(g.clone()),
-        (None, Some(_), Some(l)) => Some(vec![l]),
-        _ => None,
-    };
-    Ok(Options {
-        lib,
-        gpus,
-        sizes,
-        dtypes,
-        seed: a.seed,
-        timeout: Duration::from_secs_f64(a.timeout),
-        job,
-        iters: a.iters,
-        rendezvous_only: a.rendezvous_only,
-    })
+    let meeting = meeting(a, env)?;
+    let job = meeting.as_ref().map(|m| m.job.clone());
+    Ok((
+        Options {
+            lib,
+            gpus: a.gpus.clone(),
+            local_rank: meeting.as_ref().and_then(|m| m.local_rank),
+            sizes,
+            dtypes,
+            seed: a.seed,
+            timeout: Duration::from_secs_f64(a.timeout),
+            job,
+            iters: a.iters,
+            rendezvous_only: a.rendezvous_only,
+        },
+        meeting,
+    ))
 }
 
 /// `--dtypes`: names, or `all`.
@@ -199,21 +175,63 @@ fn check_timeout(timeout: f64) -> Result<(), String> {
     Ok(())
 }
 
-/// This process's rank and the world size: flags, else the launchers'
-/// variables.
-fn rank_and_world(a: &Args) -> Result<(Option<usize>, Option<usize>), String> {
-    let rank = match a.rank {
-        Some(r) => Some(r),
-        None => env_usize(&["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"])?,
+/// How this process meets the others, and where that came from.
+struct Meeting {
+    job: Job,
+    /// The exchange's row id, or `init` for `--init`.
+    backend: &'static str,
+    /// The launcher, in words.
+    launcher: &'static str,
+    /// The variables (and flags) it came from.
+    from: Vec<&'static str>,
+    /// Where the job token came from; `None`: there is none, and our TCP
+    /// rendezvous is open to whoever reaches its port.
+    token_from: Option<&'static str>,
+    /// This process's rank on its node.
+    local_rank: Option<usize>,
+}
+
+/// Ranks and world sizes by hand, for launchers with no row of their own.
+const RANK_VARS: [&str; 4] = ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"];
+const WORLD_VARS: [&str; 4] = [
+    "WORLD_SIZE",
+    "OMPI_COMM_WORLD_SIZE",
+    "SLURM_NTASKS",
+    "PMI_SIZE",
+];
+const LOCAL_VARS: [&str; 4] = [
+    "LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "SLURM_LOCALID",
+];
+
+/// This process's place in a job of several, from the flags and the
+/// launcher's environment; `None`: one process.
+fn meeting(a: &Args, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
+    // A launcher the table knows; a half-set one is an error, unless
+    // everything it would give is passed by flag.
+    let plan = match rendezvous::detect(env) {
+        Ok(p) => p,
+        Err(_) if a.init.is_some() && a.rank.is_some() && a.world_size.is_some() => None,
+        Err(e) => return Err(e),
     };
-    let world = match a.world_size {
-        Some(w) => Some(w),
-        None => env_usize(&[
-            "WORLD_SIZE",
-            "OMPI_COMM_WORLD_SIZE",
-            "SLURM_NTASKS",
-            "PMI_SIZE",
-        ])?,
+    let mut from: Vec<&'static str> = plan.as_ref().map(|p| p.from.clone()).unwrap_or_default();
+    let rank = match (a.rank, &plan) {
+        (Some(r), _) => Some(r),
+        (None, Some(p)) => Some(p.rank),
+        (None, None) => env.first_number(&RANK_VARS)?.map(|(v, n)| {
+            from.push(n);
+            v
+        }),
+    };
+    let world = match (a.world_size, &plan) {
+        (Some(w), _) => Some(w),
+        (None, Some(p)) => Some(p.world),
+        (None, None) => env.first_number(&WORLD_VARS)?.map(|(v, n)| {
+            from.push(n);
+            v
+        }),
     };
     if let Some(w) = world.filter(|w| *w > rendezvous::MAX_WORLD) {
         return Err(format!(
@@ -221,58 +239,98 @@ fn rank_and_world(a: &Args) -> Result<(Option<usize>, Option<usize>), String> {
             rendezvous::MAX_WORLD
         ));
     }
-    Ok((rank, world))
-}
-
-/// This process's place in a job of several; `None`: one process.
-fn job(a: &Args, rank: Option<usize>, world: Option<usize>) -> Result<Option<Job>, String> {
-    match (rank, world) {
-        (_, None) | (_, Some(1)) if a.init.is_none() => Ok(None),
-        (Some(rank), Some(world)) => {
-            let init = init(a)?;
-            if rank >= world {
-                return Err(format!("rank {rank} is outside a world of {world}"));
-            }
-            let token = a
-                .token
-                .clone()
-                .or_else(|| {
-                    env(&[
-                        "NCCL_FIND_TOKEN",
-                        "TORCHELASTIC_RUN_ID",
-                        "SLURM_JOB_ID",
-                        "PMIX_NAMESPACE",
-                    ])
-                    .map(|(_, v)| v)
-                })
-                .unwrap_or_else(|| "nccl-find".into());
-            rendezvous::check_token(&token).map_err(|e| format!("--token: {e}"))?;
-            Ok(Some(Job {
-                rank,
-                world,
-                ngpus: 1,
-                token,
-                init,
-                timeout: Duration::from_secs_f64(a.timeout),
-            }))
+    let (rank, world) = match (rank, world) {
+        (_, None) | (_, Some(1)) if a.init.is_none() => return Ok(None),
+        (Some(rank), Some(world)) => (rank, world),
+        (None, Some(_)) => {
+            return Err("a world size was given but no rank: pass --rank (or RANK)".into())
         }
-        (None, Some(_)) => Err("a world size was given but no rank: pass --rank (or RANK)".into()),
-        (_, None) => Err("--init needs --world-size (or WORLD_SIZE)".into()),
+        (_, None) => return Err("--init needs --world-size (or WORLD_SIZE)".into()),
+    };
+    if rank >= world {
+        return Err(format!("rank {rank} is outside a world of {world}"));
     }
+    let (exchange, backend, launcher) = match (&a.init, &plan) {
+        (Some(u), _) => (Exchange::Ours(Init::parse(u)?), "init", "--init"),
+        (None, Some(p)) => (p.exchange.clone(), p.backend, p.launcher),
+        (None, None) => {
+            return Err(format!(
+                "several processes need a rendezvous, and no launcher this command knows started this one ({} \
+                 of {world}, from {}): pass --init tcp://HOST:PORT or file:///shared/path, or set MASTER_ADDR \
+                 and MASTER_PORT",
+                rank,
+                from.join(", ")
+            ))
+        }
+    };
+    let (token, token_from) = match (
+        &a.token,
+        env.get("NCCL_FIND_TOKEN")?,
+        plan.as_ref().and_then(|p| p.token.clone()),
+    ) {
+        (Some(t), _, _) => (t.clone(), Some("--token")),
+        (None, Some(t), _) => (t.to_string(), Some("NCCL_FIND_TOKEN")),
+        (None, None, Some(t)) => (t, Some("the launcher's job identity")),
+        (None, None, None) => ("nccl-find".to_string(), None),
+    };
+    rendezvous::check_token(&token).map_err(|e| format!("--token: {e}"))?;
+    let local_rank = match &plan {
+        Some(p) => p.local_rank,
+        None => env.first_number(&LOCAL_VARS)?.map(|(v, n)| {
+            from.push(n);
+            v
+        }),
+    };
+    Ok(Some(Meeting {
+        job: Job {
+            rank,
+            world,
+            ngpus: 1,
+            token,
+            exchange,
+            timeout: Duration::from_secs_f64(a.timeout),
+        },
+        backend,
+        launcher,
+        from,
+        token_from,
+        local_rank,
+    }))
 }
 
-/// Where the processes meet: `--init`, else `MASTER_ADDR` and `MASTER_PORT`.
-fn init(a: &Args) -> Result<Init, String> {
-    match &a.init {
-        Some(u) => Init::parse(u),
-        None => match (env(&["MASTER_ADDR"]), env(&["MASTER_PORT"])) {
-            (Some((_, h)), Some((_, p))) => Init::parse(&format!("tcp://{h}:{p}")),
-            _ => Err(
-                "several processes need a rendezvous: pass --init tcp://HOST:PORT or \
-                 file:///shared/path, or set MASTER_ADDR and MASTER_PORT"
-                    .into(),
-            ),
-        },
+impl Meeting {
+    /// The report's line on how the processes meet.
+    fn line(&self) -> String {
+        let from = if self.from.is_empty() {
+            String::new()
+        } else {
+            format!(" (from {})", self.from.join(", "))
+        };
+        let open = match (&self.job.exchange, self.token_from) {
+            (Exchange::Ours(Init::Tcp { .. }), None) => {
+                "; no job token: the port is open to whoever can reach it (pass --token or set NCCL_FIND_TOKEN)"
+            }
+            _ => "",
+        };
+        format!(
+            "exchange: {} via {}, at {}{from}{open}",
+            self.backend,
+            self.launcher,
+            self.job.exchange.describe()
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "id": self.backend,
+            "launcher": self.launcher,
+            "at": self.job.exchange.describe(),
+            "from": self.from,
+            "token": self.token_from,
+            "rank": self.job.rank,
+            "world": self.job.world,
+            "local_rank": self.local_rank,
+        })
     }
 }
 
@@ -389,7 +447,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         Ok(l) => l,
         Err(code) => return code,
     };
-    let opts = match options(a, lib) {
+    let (opts, meeting) = match options(a, lib, &LaunchEnv::from_process()) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("nccl-find smoke: {e}");
@@ -405,6 +463,9 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         .unwrap_or_default();
     let mut events = Vec::new();
     let mut out = std::io::stdout();
+    if let (Some(m), false) = (&meeting, a.json) {
+        let _ = writeln!(out, "{who}note: {}", m.line());
+    }
     let mut header_done = false;
     let result = smoke::run(&opts, &mut |e: Event| {
         if !a.json {
@@ -435,7 +496,10 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         Vec::new()
     };
     if a.json {
-        let doc = json_report(code, &verdict, wall, &events, &warnings, judged.as_ref());
+        let mut doc = json_report(code, &verdict, wall, &events, &warnings, judged.as_ref());
+        if let Some(m) = &meeting {
+            doc["exchange"] = m.json();
+        }
         // A closed pipe (`| head`) ends the output quietly; the exit
         // status is still the test's.
         let text = serde_json::to_string_pretty(&doc).unwrap_or_default();

@@ -19,6 +19,7 @@
 //! let opts = Options {
 //!     lib: "/usr/lib/x86_64-linux-gnu/libnccl.so.2".into(),
 //!     gpus: None,
+//!     local_rank: None,
 //!     sizes: DEFAULT_SIZES.to_vec(),
 //!     dtypes: vec![Dtype::F32],
 //!     seed: None,
@@ -95,8 +96,12 @@ pub fn run_cleanups() {
 pub struct Options {
     /// The NCCL library file to load.
     pub lib: PathBuf,
-    /// The GPUs this process drives; `None`: every visible GPU.
+    /// The GPUs this process drives; `None`: by `local_rank`, else every
+    /// visible GPU.
     pub gpus: Option<Vec<usize>>,
+    /// Under a launcher, this process's rank on its node: it drives that
+    /// GPU (see [`gpus_for_local_rank`]).
+    pub local_rank: Option<usize>,
     /// Sizes in bytes, per rank.
     pub sizes: Vec<usize>,
     /// Datatypes.
@@ -306,7 +311,7 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
     let t_driver = Instant::now();
     let (cu, count) = start_driver()?;
     let driver_s = t_driver.elapsed().as_secs_f64();
-    let ordinals = chosen_gpus(opts, count)?;
+    let ordinals = chosen_gpus(opts, count, on)?;
     // Primary contexts take a while each: retained on one thread per GPU.
     let t_ctx = Instant::now();
     let (gpus, names) = gpu::open(&cu, &ordinals)?;
@@ -399,16 +404,28 @@ fn start_driver() -> Result<(Cuda, i32), Failure> {
 }
 
 /// The GPUs this process drives, of the `count` the driver sees: the ones
-/// asked for (each once, each there), or all.
-fn chosen_gpus(opts: &Options, count: i32) -> Result<Vec<usize>, Failure> {
-    let ordinals: Vec<usize> = opts
-        .gpus
-        .clone()
-        .unwrap_or_else(|| (0..count as usize).collect());
+/// asked for (each once, each there), else the local rank's, else all.
+fn chosen_gpus(
+    opts: &Options,
+    count: i32,
+    on: &mut dyn FnMut(Event),
+) -> Result<Vec<usize>, Failure> {
+    let count = count.max(0) as usize;
+    let ordinals: Vec<usize> = match (&opts.gpus, opts.local_rank, &opts.job) {
+        (Some(g), _, _) => g.clone(),
+        (None, Some(local), Some(_)) => {
+            let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+            let (g, why) =
+                gpus_for_local_rank(local, count, visible.as_deref()).map_err(Failure::Usage)?;
+            on(Event::Note(why));
+            g
+        }
+        _ => (0..count).collect(),
+    };
     if ordinals.is_empty() {
         return Err(Failure::Usage("no GPU was chosen".into()));
     }
-    if let Some(bad) = ordinals.iter().find(|o| **o >= count as usize) {
+    if let Some(bad) = ordinals.iter().find(|o| **o >= count) {
         return Err(Failure::Usage(format!(
             "GPU {bad} does not exist: this machine shows {count} GPU(s)"
         )));
@@ -422,6 +439,42 @@ fn chosen_gpus(opts: &Options, count: i32) -> Result<Vec<usize>, Failure> {
         )));
     }
     Ok(ordinals)
+}
+
+/// The GPU(s) a process of a launcher drives, from its rank on the node
+/// and the `count` GPUs it sees, and why, in words:
+///
+/// - the local rank's own GPU, when it sees that many (each process sees
+///   every GPU of the node, the usual case);
+/// - every GPU it sees, when it sees fewer and `CUDA_VISIBLE_DEVICES` is
+///   set (the launcher gave each process its own, as Slurm's
+///   `--gpus-per-task` does);
+/// - otherwise, an error: more processes on this node than GPUs.
+pub fn gpus_for_local_rank(
+    local: usize,
+    count: usize,
+    visible: Option<&str>,
+) -> Result<(Vec<usize>, String), String> {
+    if local < count {
+        return Ok((
+            vec![local],
+            format!("GPU {local} of {count}: this process's local rank is {local}"),
+        ));
+    }
+    match visible {
+        Some(v) if count > 0 => Ok((
+            (0..count).collect(),
+            format!(
+                "every GPU this process sees ({count}): CUDA_VISIBLE_DEVICES={} gives it its own, and its \
+                 local rank {local} is past them",
+                rendezvous::printable(v, 64)
+            ),
+        )),
+        _ => Err(format!(
+            "local rank {local}, but this node shows {count} GPU(s): more processes on this node than GPUs. \
+             Start at most {count} process(es) per node, or pass --gpus"
+        )),
+    }
 }
 
 /// Meets the other processes (or is alone): NCCL's unique id, the NCCL
@@ -529,6 +582,9 @@ fn rendezvous_only(
         .ok_or_else(|| Failure::Usage("--rendezvous-only needs --world-size and --init".into()))?;
     let mut job = job;
     job.ngpus = opts.gpus.as_ref().map_or(1, Vec::len);
+    if let Some(local) = opts.local_rank {
+        on(Event::Note(format!("local rank {local}")));
+    }
     let make = || nc.unique_id().map(|u| u.internal);
     let j =
         rendezvous::join(&job, &make, &mut |m| on(Event::Note(m))).map_err(Failure::Rendezvous)?;

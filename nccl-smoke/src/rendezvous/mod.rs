@@ -14,8 +14,13 @@ use std::time::{Duration, Instant};
 use crate::fsafe::{self, FileId};
 
 mod file;
+pub mod kv;
+pub mod launch;
 mod tcp;
+mod torchrun;
 mod wire;
+
+pub use launch::{detect, Backend, LaunchEnv, Plan, BACKENDS};
 
 use file::{file_peer, file_root};
 use tcp::{tcp_outcomes, tcp_peer, tcp_root};
@@ -72,6 +77,42 @@ impl Init {
     }
 }
 
+/// How the processes meet: our own rendezvous, or a launcher's channel.
+#[derive(Debug, Clone)]
+pub enum Exchange {
+    /// Our TCP or file rendezvous.
+    Ours(Init),
+    /// A launcher's key-value store and barrier (torchrun's agent store, a
+    /// PMI or PMIx server).
+    Launcher(Arc<dyn kv::Connect>),
+}
+
+impl PartialEq for Exchange {
+    fn eq(&self, other: &Exchange) -> bool {
+        match (self, other) {
+            (Exchange::Ours(a), Exchange::Ours(b)) => a == b,
+            (Exchange::Launcher(a), Exchange::Launcher(b)) => {
+                a.launcher() == b.launcher() && a.describe() == b.describe()
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Exchange {
+    /// Where the processes meet, in words (never a secret).
+    pub fn describe(&self) -> String {
+        match self {
+            Exchange::Ours(Init::Tcp { host, port }) if host.contains(':') => {
+                format!("tcp://[{host}]:{port}")
+            }
+            Exchange::Ours(Init::Tcp { host, port }) => format!("tcp://{host}:{port}"),
+            Exchange::Ours(Init::File { path }) => format!("file://{}", path.display()),
+            Exchange::Launcher(c) => c.describe(),
+        }
+    }
+}
+
 /// One process's place in the job.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -84,7 +125,7 @@ pub struct Job {
     /// Keeps jobs apart.
     pub token: String,
     /// How to meet.
-    pub init: Init,
+    pub exchange: Exchange,
     /// Deadline for each wait.
     pub timeout: Duration,
 }
@@ -206,6 +247,7 @@ enum Link {
     TcpRoot(Vec<(usize, std::net::TcpStream, tcp::DoneSlot)>),
     TcpPeer(std::net::TcpStream),
     File(file::FileLink),
+    Kv(kv::KvLink, usize),
 }
 
 /// Each process's first NCCL rank, and the NCCL ranks in all, from the
@@ -244,13 +286,23 @@ pub fn join(
     }
     check_token(&job.token).map_err(fail)?;
     let deadline = deadline_after(job.timeout);
-    match &job.init {
-        Init::Tcp { host, port } if job.rank == 0 => {
+    match &job.exchange {
+        Exchange::Ours(Init::Tcp { host, port }) if job.rank == 0 => {
             tcp_root(job, host, *port, deadline, make_id, log)
         }
-        Init::Tcp { host, port } => tcp_peer(job, host, *port, deadline),
-        Init::File { path } if job.rank == 0 => file_root(job, path, deadline, make_id, log),
-        Init::File { path } => file_peer(job, path, deadline),
+        Exchange::Ours(Init::Tcp { host, port }) => tcp_peer(job, host, *port, deadline),
+        Exchange::Ours(Init::File { path }) if job.rank == 0 => {
+            file_root(job, path, deadline, make_id, log)
+        }
+        Exchange::Ours(Init::File { path }) => file_peer(job, path, deadline),
+        Exchange::Launcher(via) => {
+            let id = if job.rank == 0 {
+                Some(make_id().map_err(fail)?)
+            } else {
+                None
+            };
+            kv::join(via.clone(), job.rank, job.world, job.ngpus, id, job.timeout)
+        }
     }
 }
 
@@ -307,8 +359,33 @@ impl Joined {
                 Vec::new()
             }
             Link::File(f) => f.outcomes(deadline),
+            Link::Kv(k, world) => k.finish(world, ok, wrong, message, deadline),
         }
     }
+}
+
+/// Text from outside (a peer, a launcher's variable) as it may be shown:
+/// control characters (C0, DEL, C1) and Unicode's bidirectional controls
+/// escaped, on one line, and at most `max` characters of it, quoted.
+pub fn printable(s: &str, max: usize) -> String {
+    let mut out = String::from("\"");
+    for (i, c) in s.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}');
+        if c.is_control() || bidi {
+            out.push_str(&c.escape_unicode().to_string());
+        } else if c == '"' || c == '\\' {
+            out.push('\\');
+            out.push(c);
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn list(v: &[usize]) -> String {
@@ -459,7 +536,7 @@ pub(crate) mod testutil {
             world,
             ngpus: 1,
             token: token.into(),
-            init,
+            exchange: Exchange::Ours(init),
             timeout: Duration::from_secs(secs),
         }
     }

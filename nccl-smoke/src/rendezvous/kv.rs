@@ -1,0 +1,500 @@
+//! Meeting through a launcher's own key-value store and barrier (torchrun's
+//! TCPStore, a PMI-1 or PMIx server): one algorithm for every such
+//! exchange. A backend only says how to put, fence and get ([`Kv`]).
+//!
+//! 1. Every rank puts `hello/<rank>` (its GPU count); fence.
+//! 2. Rank 0 reads every hello, puts `plan` (the unique id, the NCCL ranks
+//!    in all, and the GPU count when every process has the same one) and,
+//!    only when the counts differ, `place/<rank>` (each one's first NCCL
+//!    rank); fence. Every peer reads `plan` (and its `place`).
+//! 3. At the end every rank puts `done/<rank>` (its outcome); fence; rank 0
+//!    reads every outcome.
+//!
+//! Two fences to meet, whatever the world size: each rank does O(1) work,
+//! and rank 0 O(world). The store's calls may block (a PMI server that does
+//! not answer, a rank that never comes): they run on a thread of their own,
+//! and the process waits for them only until the deadline.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{deadline_after, fail, offsets, Abort, Failed, Joined, Link, PeerOutcome};
+
+/// A launcher's key-value store, as one rank sees it. Keys are short ASCII
+/// words (letters, digits, `/`, `-`); values are bytes (a backend that
+/// carries text encodes them).
+pub trait Kv: Send {
+    /// Publishes `value` under `key`, for every rank to read after the
+    /// next fence.
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String>;
+    /// Returns once every rank of the job has reached this fence, and what
+    /// each put before it can be read; by `deadline` where the backend can
+    /// tell (naming, in [`Failed::missing`], the ranks that never came).
+    fn fence(&mut self, deadline: Instant) -> Result<(), Failed>;
+    /// Reads `key` as rank `from` put it.
+    fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String>;
+    /// Leaves the store (best effort).
+    fn close(&mut self) {}
+}
+
+/// How to reach a launcher's store: what [`super::Exchange::Launcher`]
+/// holds. Made by the backend's row in [`super::BACKENDS`] from the
+/// environment.
+pub trait Connect: std::fmt::Debug + Send + Sync {
+    /// Connects rank `rank` of `world`, by `deadline`.
+    fn connect(&self, rank: usize, world: usize, deadline: Instant) -> Result<Box<dyn Kv>, String>;
+    /// Where the store is, in words (never a secret): for the report.
+    fn describe(&self) -> String;
+    /// What the processes that never came are called in a failure (the
+    /// launcher, and what to check).
+    fn launcher(&self) -> &'static str;
+}
+
+/// The most GPUs one process may say it drives.
+const MAX_GPUS: u32 = 1024;
+
+/// The longest outcome message a rank leaves.
+const MAX_MESSAGE: usize = 2000;
+
+/// A thread's answer: what the rank learned, or why it failed.
+type Reply<T> = Result<T, Failed>;
+
+enum Cmd {
+    Finish {
+        ok: bool,
+        wrong: u64,
+        message: String,
+        deadline: Instant,
+    },
+}
+
+/// The link to the store's thread, kept between the meeting and the end.
+pub(super) struct KvLink {
+    cmds: mpsc::Sender<Cmd>,
+    outcomes: mpsc::Receiver<Vec<PeerOutcome>>,
+}
+
+/// Extra time past the deadline for a backend to say itself what timed out,
+/// before the process stops waiting for it.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// Meets the other ranks through `via`. Rank 0 passes the unique id.
+pub(super) fn join(
+    via: Arc<dyn Connect>,
+    rank: usize,
+    world: usize,
+    ngpus: usize,
+    id: Option<[u8; 128]>,
+    timeout: Duration,
+) -> Result<Joined, Failed> {
+    let deadline = deadline_after(timeout);
+    let (met_tx, met_rx) = mpsc::channel::<Reply<([u8; 128], usize, usize)>>();
+    let (cmd_tx, cmd_rx) = mpsc::channel::<Cmd>();
+    let (out_tx, out_rx) = mpsc::channel::<Vec<PeerOutcome>>();
+    let launcher = via.launcher();
+    let where_ = via.describe();
+    let thread_via = via.clone();
+    std::thread::Builder::new()
+        .name("nccl-find-kv".into())
+        .spawn(move || {
+            let mut kv = match thread_via.connect(rank, world, deadline) {
+                Ok(kv) => kv,
+                Err(e) => {
+                    let _ = met_tx.send(Err(fail(e)));
+                    return;
+                }
+            };
+            let met = meet(kv.as_mut(), rank, world, ngpus, id, deadline);
+            let failed = met.is_err();
+            let _ = met_tx.send(met);
+            if failed {
+                kv.close();
+                return;
+            }
+            if let Ok(Cmd::Finish {
+                ok,
+                wrong,
+                message,
+                deadline,
+            }) = cmd_rx.recv()
+            {
+                let got = outcomes(kv.as_mut(), rank, world, ok, wrong, &message, deadline);
+                kv.close();
+                let _ = out_tx.send(got);
+            }
+        })
+        .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
+    let wait = deadline
+        .saturating_duration_since(Instant::now())
+        .saturating_add(GRACE);
+    match met_rx.recv_timeout(wait) {
+        Ok(Ok((id, nranks, first_rank))) => Ok(Joined {
+            id,
+            nranks,
+            first_rank,
+            abort: Arc::new(Abort::default()),
+            link: Link::Kv(
+                KvLink {
+                    cmds: cmd_tx,
+                    outcomes: out_rx,
+                },
+                world,
+            ),
+        }),
+        Ok(Err(mut f)) => {
+            f.message = format!("{launcher}: {}", f.message);
+            Err(f)
+        }
+        Err(_) => Err(fail(format!(
+            "{launcher}: the processes did not all meet through {where_} within {:.0} s: a rank never came \
+             (it failed to start, or was started outside this job), or the launcher's server stopped \
+             answering. Check every rank's output, or raise --timeout",
+            timeout.as_secs_f64()
+        ))),
+    }
+}
+
+impl KvLink {
+    /// Leaves this rank's outcome; rank 0 gets everyone's, by `deadline`
+    /// (a peer whose outcome never came is `None`).
+    pub(super) fn finish(
+        self,
+        world: usize,
+        ok: bool,
+        wrong: u64,
+        message: &str,
+        deadline: Instant,
+    ) -> Vec<PeerOutcome> {
+        let sent = self.cmds.send(Cmd::Finish {
+            ok,
+            wrong,
+            message: message.to_string(),
+            deadline,
+        });
+        let wait = deadline
+            .saturating_duration_since(Instant::now())
+            .saturating_add(GRACE);
+        match sent
+            .ok()
+            .and_then(|_| self.outcomes.recv_timeout(wait).ok())
+        {
+            Some(got) => got,
+            None => (1..world)
+                .map(|rank| PeerOutcome { rank, done: None })
+                .collect(),
+        }
+    }
+}
+
+fn key(what: &str, rank: usize) -> String {
+    format!("nccl-find/{what}/{rank}")
+}
+
+const PLAN: &str = "nccl-find/plan";
+
+/// Steps 1 and 2: the unique id, the NCCL ranks in all, this rank's first.
+fn meet(
+    kv: &mut dyn Kv,
+    rank: usize,
+    world: usize,
+    ngpus: usize,
+    id: Option<[u8; 128]>,
+    deadline: Instant,
+) -> Reply<([u8; 128], usize, usize)> {
+    let n = u32::try_from(ngpus)
+        .ok()
+        .filter(|n| (1..=MAX_GPUS).contains(n))
+        .ok_or_else(|| fail(format!("{ngpus} GPUs is not a GPU count")))?;
+    kv.put(&key("hello", rank), &n.to_le_bytes())
+        .map_err(fail)?;
+    kv.fence(deadline)?;
+    if rank == 0 {
+        let id = id.ok_or_else(|| fail("rank 0 has no unique id to hand out"))?;
+        let mut counts = Vec::with_capacity(world);
+        for r in 0..world {
+            let b = kv.get(r, &key("hello", r)).map_err(fail)?;
+            let c = le_u32(&b)
+                .filter(|c| (1..=MAX_GPUS).contains(c))
+                .ok_or_else(|| fail(format!("rank {r} left a hello that is not a GPU count")))?;
+            counts.push(c as usize);
+        }
+        let (first, nranks) = offsets(&counts);
+        let uniform = counts.iter().all(|c| *c == counts[0]);
+        let mut plan = id.to_vec();
+        plan.extend_from_slice(&(nranks as u64).to_le_bytes());
+        plan.push(u8::from(uniform));
+        plan.extend_from_slice(&(counts[0] as u32).to_le_bytes());
+        kv.put(PLAN, &plan).map_err(fail)?;
+        if !uniform {
+            for (r, f) in first.iter().enumerate().skip(1) {
+                kv.put(&key("place", r), &(*f as u64).to_le_bytes())
+                    .map_err(fail)?;
+            }
+        }
+        kv.fence(deadline)?;
+        return Ok((id, nranks, 0));
+    }
+    kv.fence(deadline)?;
+    let plan = kv.get(0, PLAN).map_err(fail)?;
+    read_plan(&plan, rank, world, |r| kv.get(0, &key("place", r)))
+}
+
+fn le_u32(b: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(b.try_into().ok()?))
+}
+
+fn le_u64(b: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(b.try_into().ok()?))
+}
+
+/// A peer's reading of rank 0's plan (and, where the GPU counts differ, of
+/// its place): anything malformed is a failure, never a panic.
+fn read_plan(
+    plan: &[u8],
+    rank: usize,
+    world: usize,
+    mut place: impl FnMut(usize) -> Result<Vec<u8>, String>,
+) -> Reply<([u8; 128], usize, usize)> {
+    let bad = || fail("rank 0's plan is malformed (another program wrote it?)");
+    if plan.len() != 128 + 8 + 1 + 4 {
+        return Err(bad());
+    }
+    let mut id = [0u8; 128];
+    id.copy_from_slice(&plan[..128]);
+    let nranks = le_u64(&plan[128..136]).ok_or_else(bad)?;
+    let each = le_u32(&plan[137..141]).ok_or_else(bad)? as u64;
+    let limit = world as u64 * u64::from(MAX_GPUS);
+    if nranks == 0 || nranks > limit {
+        return Err(bad());
+    }
+    let first = match plan[136] {
+        1 => rank as u64 * each,
+        0 => le_u64(&place(rank).map_err(fail)?).ok_or_else(bad)?,
+        _ => return Err(bad()),
+    };
+    if first >= nranks {
+        return Err(bad());
+    }
+    Ok((id, nranks as usize, first as usize))
+}
+
+/// Step 3: this rank's outcome for rank 0; rank 0 gets every peer's.
+fn outcomes(
+    kv: &mut dyn Kv,
+    rank: usize,
+    world: usize,
+    ok: bool,
+    wrong: u64,
+    message: &str,
+    deadline: Instant,
+) -> Vec<PeerOutcome> {
+    let mut v = vec![u8::from(ok)];
+    v.extend_from_slice(&wrong.to_le_bytes());
+    let mut cut = message.len().min(MAX_MESSAGE);
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    v.extend_from_slice(&message.as_bytes()[..cut]);
+    let put = kv.put(&key("done", rank), &v);
+    let fenced = put.is_ok() && kv.fence(deadline).is_ok();
+    if rank != 0 {
+        return Vec::new();
+    }
+    (1..world)
+        .map(|r| PeerOutcome {
+            rank: r,
+            done: if fenced {
+                kv.get(r, &key("done", r)).ok().and_then(|b| read_done(&b))
+            } else {
+                None
+            },
+        })
+        .collect()
+}
+
+fn read_done(b: &[u8]) -> Option<(bool, u64, String)> {
+    if b.len() < 9 || b.len() > 9 + MAX_MESSAGE {
+        return None;
+    }
+    let ok = match b[0] {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    let wrong = le_u64(&b[1..9])?;
+    Some((ok, wrong, String::from_utf8_lossy(&b[9..]).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Barrier, Mutex};
+
+    /// An in-memory store shared by threads: the algorithm's test double
+    /// (the real stores are tested against the real launchers).
+    #[derive(Debug)]
+    struct Shared {
+        map: Mutex<Vec<(usize, String, Vec<u8>)>>,
+        barrier: Barrier,
+        /// A rank that never reaches a fence.
+        absent: Option<usize>,
+    }
+
+    struct Mem(Arc<Shared>, usize);
+
+    impl Kv for Mem {
+        fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+            self.0
+                .map
+                .lock()
+                .unwrap()
+                .push((self.1, key.into(), value.into()));
+            Ok(())
+        }
+        fn fence(&mut self, _: Instant) -> Result<(), Failed> {
+            self.0.barrier.wait();
+            Ok(())
+        }
+        fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
+            let m = self.0.map.lock().unwrap();
+            m.iter()
+                .rev()
+                .find(|(r, k, _)| *r == from && k == key)
+                .map(|e| e.2.clone())
+                .ok_or_else(|| format!("no {key}"))
+        }
+    }
+
+    #[derive(Debug)]
+    struct MemConnect(Arc<Shared>);
+
+    impl Connect for MemConnect {
+        fn connect(&self, rank: usize, _: usize, _: Instant) -> Result<Box<dyn Kv>, String> {
+            if self.0.absent == Some(rank) {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+            Ok(Box::new(Mem(self.0.clone(), rank)))
+        }
+        fn describe(&self) -> String {
+            "memory".into()
+        }
+        fn launcher(&self) -> &'static str {
+            "test launcher"
+        }
+    }
+
+    /// Each rank's NCCL ranks in all, first rank and (rank 0) peers' outcomes.
+    type Got = Result<(usize, usize, Vec<PeerOutcome>), String>;
+
+    fn run(counts: &[usize], absent: Option<usize>, secs: u64) -> Vec<Got> {
+        let world = counts.len();
+        let shared = Arc::new(Shared {
+            map: Mutex::default(),
+            barrier: Barrier::new(world),
+            absent,
+        });
+        let via: Arc<dyn Connect> = Arc::new(MemConnect(shared));
+        let hs: Vec<_> = counts
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| Some(*r) != absent)
+            .map(|(r, &n)| {
+                let via = via.clone();
+                std::thread::spawn(move || {
+                    let id = (r == 0).then_some([5u8; 128]);
+                    let j = join(via, r, world, n, id, Duration::from_secs(secs))
+                        .map_err(|f| f.message)?;
+                    assert_eq!(j.id, [5u8; 128]);
+                    let (nranks, first) = (j.nranks, j.first_rank);
+                    let peers = j.finish(
+                        r != 2,
+                        r as u64,
+                        &format!("rank {r}"),
+                        Duration::from_secs(secs),
+                    );
+                    Ok((nranks, first, peers))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn equal_gpu_counts_meet_in_two_fences() {
+        let got = run(&[2, 2, 2], None, 30);
+        let places: Vec<(usize, usize)> = got
+            .iter()
+            .map(|g| (g.as_ref().unwrap().0, g.as_ref().unwrap().1))
+            .collect();
+        assert_eq!(places, [(6, 0), (6, 2), (6, 4)]);
+        let peers = &got[0].as_ref().unwrap().2;
+        assert_eq!(
+            peers,
+            &vec![
+                PeerOutcome {
+                    rank: 1,
+                    done: Some((true, 1, "rank 1".into()))
+                },
+                PeerOutcome {
+                    rank: 2,
+                    done: Some((false, 2, "rank 2".into()))
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn unequal_gpu_counts_get_their_places() {
+        let got = run(&[1, 3, 2, 1], None, 30);
+        let firsts: Vec<(usize, usize)> = got
+            .iter()
+            .map(|g| (g.as_ref().unwrap().0, g.as_ref().unwrap().1))
+            .collect();
+        assert_eq!(firsts, [(7, 0), (7, 1), (7, 4), (7, 6)]);
+    }
+
+    #[test]
+    fn a_rank_that_never_comes_ends_at_the_deadline() {
+        let t = Instant::now();
+        let got = run(&[1, 1], Some(1), 1);
+        let e = got[0].as_ref().unwrap_err();
+        assert_eq!(
+            e,
+            "test launcher: the processes did not all meet through memory within 1 s: a rank never came \
+             (it failed to start, or was started outside this job), or the launcher's server stopped \
+             answering. Check every rank's output, or raise --timeout"
+        );
+        assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn malformed_plans_are_refused() {
+        let mut plan = vec![1u8; 128];
+        plan.extend_from_slice(&4u64.to_le_bytes());
+        plan.push(1);
+        plan.extend_from_slice(&2u32.to_le_bytes());
+        let none = |_| Err("no place".to_string());
+        let (id, nranks, first) = read_plan(&plan, 1, 2, none).unwrap();
+        assert_eq!((id, nranks, first), ([1u8; 128], 4, 2));
+        for bad in [
+            plan[..100].to_vec(),
+            [&plan[..136], &[7], &plan[137..]].concat(),
+            [&plan[..128], &0u64.to_le_bytes()[..], &plan[136..]].concat(),
+            [&plan[..128], &u64::MAX.to_le_bytes()[..], &plan[136..]].concat(),
+        ] {
+            assert_eq!(
+                read_plan(&bad, 1, 2, none).unwrap_err().message,
+                "rank 0's plan is malformed (another program wrote it?)"
+            );
+        }
+        // A rank whose first NCCL rank would lie past the end.
+        assert!(read_plan(&plan, 2, 2, none).is_err());
+        assert_eq!(
+            read_done(&[1, 3, 0, 0, 0, 0, 0, 0, 0, b'h']),
+            Some((true, 3, "h".into()))
+        );
+        assert_eq!(read_done(&[2, 0, 0, 0, 0, 0, 0, 0, 0]), None);
+        assert_eq!(read_done(&[1]), None);
+    }
+}

@@ -1,0 +1,220 @@
+//! Which launcher started this process, read from its environment, and how
+//! its processes meet: the table of exchanges, [`BACKENDS`].
+//!
+//! Each row names a launcher, the variables that give it away, how NCCL's
+//! unique id and the "all here" barrier travel, and how ranks that never
+//! came are named. The first row that recognises the environment wins; an
+//! explicit `--init tcp://…` or `file://…` wins over every row. Adding a
+//! launcher is one module (its `detect` and, for a store of its own, a
+//! [`Connect`](super::kv::Connect)) and one row here.
+
+use super::Exchange;
+
+/// The environment, as an input: [`LaunchEnv::from_process`] in the
+/// command, a list of pairs in tests.
+#[derive(Debug, Clone, Default)]
+pub struct LaunchEnv {
+    /// Name and value; `None`: a value that is not UTF-8.
+    vars: Vec<(String, Option<String>)>,
+}
+
+impl LaunchEnv {
+    /// This process's environment (variables whose names are not UTF-8 are
+    /// no launcher's and are left out).
+    pub fn from_process() -> LaunchEnv {
+        let mut vars = Vec::new();
+        for (k, v) in std::env::vars_os() {
+            if let Ok(k) = k.into_string() {
+                vars.push((k, v.into_string().ok()));
+            }
+        }
+        LaunchEnv { vars }
+    }
+
+    /// An environment of these pairs (tests).
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> LaunchEnv {
+        LaunchEnv {
+            vars: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+                .collect(),
+        }
+    }
+
+    /// A variable's value; an empty one counts as unset. A value that is
+    /// not UTF-8 is an error naming the variable.
+    pub fn get(&self, name: &str) -> Result<Option<&str>, String> {
+        match self.vars.iter().rev().find(|(k, _)| k == name) {
+            None => Ok(None),
+            Some((_, Some(v))) if v.is_empty() => Ok(None),
+            Some((_, Some(v))) => Ok(Some(v)),
+            Some((_, None)) => Err(format!("{name} is not UTF-8 text")),
+        }
+    }
+
+    /// Whether the variable is set (to anything, even a bad value).
+    pub fn has(&self, name: &str) -> bool {
+        !matches!(self.get(name), Ok(None))
+    }
+
+    /// A variable holding a whole number.
+    pub fn number(&self, name: &str) -> Result<Option<usize>, String> {
+        match self.get(name)? {
+            None => Ok(None),
+            Some(v) if !v.is_empty() && v.len() <= 19 && v.bytes().all(|b| b.is_ascii_digit()) => {
+                Ok(Some(v.parse().map_err(|_| not_number(name, v))?))
+            }
+            Some(v) => Err(not_number(name, v)),
+        }
+    }
+
+    /// The first of `names` that holds a number, and which one it was.
+    pub fn first_number(
+        &self,
+        names: &[&'static str],
+    ) -> Result<Option<(usize, &'static str)>, String> {
+        for n in names {
+            if let Some(v) = self.number(n)? {
+                return Ok(Some((v, n)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn not_number(name: &str, v: &str) -> String {
+    format!("{name}={} is not a number", super::printable(v, 40))
+}
+
+/// One way the processes of a job meet: a row of [`BACKENDS`].
+#[derive(Debug)]
+pub struct Backend {
+    /// A short id, as the report and `--json` give it.
+    pub id: &'static str,
+    /// The launcher, in words.
+    pub launcher: &'static str,
+    /// The variables that give it away.
+    pub recognised_by: &'static str,
+    /// How the unique id and the barrier travel.
+    pub carries: &'static str,
+    /// How the ranks that never came are named.
+    pub never_came: &'static str,
+    /// `None`: not this launcher. `Some(Err)`: this launcher, but its
+    /// environment is half set (the message says what is missing and what
+    /// to pass instead).
+    pub detect: fn(&LaunchEnv) -> Option<Result<Plan, String>>,
+}
+
+/// What a row read from the environment: this process's place, and how to
+/// meet the others.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The row's id.
+    pub backend: &'static str,
+    /// The launcher, in words.
+    pub launcher: &'static str,
+    /// This process's rank.
+    pub rank: usize,
+    /// How many processes.
+    pub world: usize,
+    /// This process's rank on its node, for its GPU.
+    pub local_rank: Option<usize>,
+    /// How to meet.
+    pub exchange: Exchange,
+    /// The job's identity, to keep two jobs on one port apart (never
+    /// printed); `None`: the launcher gives none.
+    pub token: Option<String>,
+    /// The variables it came from.
+    pub from: Vec<&'static str>,
+}
+
+/// The exchanges, in the order they are tried.
+pub static BACKENDS: &[Backend] = &[super::torchrun::NO_AGENT_STORE];
+
+/// The first row that recognises `env`: `Ok(None)` when none does.
+pub fn detect(env: &LaunchEnv) -> Result<Option<Plan>, String> {
+    for b in BACKENDS {
+        if let Some(p) = (b.detect)(env) {
+            return p.map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// Reads a required number for a launcher's row: the value, or what is
+/// missing, in words, with what to pass instead.
+pub(super) fn need(
+    env: &LaunchEnv,
+    launcher: &str,
+    name: &'static str,
+    from: &mut Vec<&'static str>,
+) -> Result<usize, String> {
+    match env.number(name) {
+        Ok(Some(v)) => {
+            from.push(name);
+            Ok(v)
+        }
+        Ok(None) => Err(format!(
+            "{launcher}: {name} is not set, though {} are: the launcher's environment is half set. Start \
+             every process with the launcher, or pass --rank, --world-size and --init tcp://HOST:PORT",
+            from.join(", ")
+        )),
+        Err(e) => Err(format!(
+            "{launcher}: {e}. Pass --rank, --world-size and --init tcp://HOST:PORT instead"
+        )),
+    }
+}
+
+/// The first of `names` that is a number (for the local rank), noting which.
+pub(super) fn optional(
+    env: &LaunchEnv,
+    names: &[&'static str],
+    from: &mut Vec<&'static str>,
+) -> Result<Option<usize>, String> {
+    Ok(env.first_number(names)?.map(|(v, n)| {
+        from.push(n);
+        v
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_read_strictly() {
+        let env = LaunchEnv::from_pairs(&[
+            ("A", "12"),
+            ("B", ""),
+            ("C", "1x"),
+            ("D", "99999999999999999999"),
+            ("A", "3"),
+        ]);
+        assert_eq!(env.number("A"), Ok(Some(3)));
+        assert_eq!(env.number("B"), Ok(None));
+        assert!(!env.has("B"));
+        assert_eq!(env.number("C"), Err("C=\"1x\" is not a number".into()));
+        assert_eq!(
+            env.number("D"),
+            Err("D=\"99999999999999999999\" is not a number".into())
+        );
+        assert_eq!(env.number("E"), Ok(None));
+        let bad = LaunchEnv {
+            vars: vec![("R".into(), None)],
+        };
+        assert_eq!(bad.get("R"), Err("R is not UTF-8 text".into()));
+        assert!(bad.has("R"));
+    }
+
+    #[test]
+    fn every_row_has_its_words() {
+        let mut ids = Vec::new();
+        for b in BACKENDS {
+            assert!(!ids.contains(&b.id), "{} twice", b.id);
+            ids.push(b.id);
+            for w in [b.launcher, b.recognised_by, b.carries, b.never_came] {
+                assert!(!w.is_empty() && !w.contains('\n'), "{}", b.id);
+            }
+        }
+    }
+}
