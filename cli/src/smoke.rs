@@ -206,18 +206,15 @@ const LOCAL_VARS: [&str; 4] = [
     "SLURM_LOCALID",
 ];
 
-/// This process's place in a job of several, from the flags and the
-/// launcher's environment; `None`: one process.
-fn meeting(a: &Args, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
-    // A launcher the table knows; a half-set one is an error, unless
-    // everything it would give is passed by flag.
-    let plan = match rendezvous::detect(env) {
-        Ok(p) => p,
-        Err(_) if a.init.is_some() && a.rank.is_some() && a.world_size.is_some() => None,
-        Err(e) => return Err(e),
-    };
-    let mut from: Vec<&'static str> = plan.as_ref().map(|p| p.from.clone()).unwrap_or_default();
-    let rank = match (a.rank, &plan) {
+/// The rank and world size: flags, else the launcher's row, else the
+/// variables of launchers with no row; `None`: one process.
+fn rank_and_world(
+    a: &Args,
+    env: &LaunchEnv,
+    plan: Option<&rendezvous::Plan>,
+    from: &mut Vec<&'static str>,
+) -> Result<Option<(usize, usize)>, String> {
+    let rank = match (a.rank, plan) {
         (Some(r), _) => Some(r),
         (None, Some(p)) => Some(p.rank),
         (None, None) => env.first_number(&RANK_VARS)?.map(|(v, n)| {
@@ -225,7 +222,7 @@ fn meeting(a: &Args, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
             v
         }),
     };
-    let world = match (a.world_size, &plan) {
+    let world = match (a.world_size, plan) {
         (Some(w), _) => Some(w),
         (None, Some(p)) => Some(p.world),
         (None, None) => env.first_number(&WORLD_VARS)?.map(|(v, n)| {
@@ -239,13 +236,30 @@ fn meeting(a: &Args, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
             rendezvous::MAX_WORLD
         ));
     }
-    let (rank, world) = match (rank, world) {
-        (_, None) | (_, Some(1)) if a.init.is_none() => return Ok(None),
-        (Some(rank), Some(world)) => (rank, world),
+    Ok(match (rank, world) {
+        (_, None) | (_, Some(1)) if a.init.is_none() => None,
+        (Some(rank), Some(world)) => Some((rank, world)),
         (None, Some(_)) => {
             return Err("a world size was given but no rank: pass --rank (or RANK)".into())
         }
         (_, None) => return Err("--init needs --world-size (or WORLD_SIZE)".into()),
+    })
+}
+
+/// This process's place in a job of several, from the flags and the
+/// launcher's environment; `None`: one process.
+fn meeting(a: &Args, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
+    // A launcher the table knows; a half-set one is an error, unless
+    // everything it would give is passed by flag.
+    let plan = match rendezvous::detect(env) {
+        Ok(p) => p,
+        Err(_) if a.init.is_some() && a.rank.is_some() && a.world_size.is_some() => None,
+        Err(e) => return Err(e),
+    };
+    let mut from: Vec<&'static str> = plan.as_ref().map(|p| p.from.clone()).unwrap_or_default();
+    let (rank, world) = match rank_and_world(a, env, plan.as_ref(), &mut from)? {
+        Some(rw) => rw,
+        None => return Ok(None),
     };
     if rank >= world {
         return Err(format!("rank {rank} is outside a world of {world}"));
@@ -477,19 +491,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     let wall = started.elapsed().as_secs_f64();
     let code = exit_code(&result);
     let verdict = verdict_line(&result, wall);
-    let judged = match &result {
-        Ok(s) => s.rows.iter().max_by_key(|r| r.bytes).map(|r| {
-            smoke::verdict::judge(
-                &s.topology,
-                r.oop.busbw.max(r.ip.busbw),
-                r.bytes,
-                s.nranks,
-                &capture.transport_lines(),
-                &|n| std::env::var(n).ok(),
-            )
-        }),
-        Err(_) => None,
-    };
+    let judged = judge(&result, &capture);
     let warnings = if code == 1 {
         capture.last_warnings(10)
     } else {
@@ -521,6 +523,24 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         }
     }
     ExitCode::from(code)
+}
+
+/// The hardware verdict at the largest size, after a run that finished.
+fn judge(
+    result: &Result<smoke::Summary, Failure>,
+    capture: &Capture,
+) -> Option<smoke::verdict::Verdict> {
+    let s = result.as_ref().ok()?;
+    s.rows.iter().max_by_key(|r| r.bytes).map(|r| {
+        smoke::verdict::judge(
+            &s.topology,
+            r.oop.busbw.max(r.ip.busbw),
+            r.bytes,
+            s.nranks,
+            &capture.transport_lines(),
+            &|n| std::env::var(n).ok(),
+        )
+    })
 }
 
 /// The NCCL file to load: `--lib` (which must be a readable file), else the

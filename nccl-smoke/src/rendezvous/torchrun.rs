@@ -77,13 +77,14 @@ pub(super) fn job_identity(env: &LaunchEnv, from: &mut Vec<&'static str>) -> Opt
     if id == "none" {
         return None;
     }
-    let restart = env
-        .get("TORCHELASTIC_RESTART_COUNT")
-        .ok()
-        .flatten()
-        .unwrap_or("0");
     from.push("TORCHELASTIC_RUN_ID");
-    from.push("TORCHELASTIC_RESTART_COUNT");
+    let restart = match env.get("TORCHELASTIC_RESTART_COUNT").ok().flatten() {
+        Some(r) => {
+            from.push("TORCHELASTIC_RESTART_COUNT");
+            r
+        }
+        None => "0",
+    };
     Some(format!("torchrun/{id}/{restart}"))
 }
 
