@@ -167,7 +167,18 @@ fn file_rendezvous_and_torchrun_variables() {
         text(&k1.wait_with_output().unwrap()),
     );
     assert_eq!((o0.0, o1.0), (0, 0), "{o0:?} {o1:?}");
-    assert!(o1.1.starts_with("[rank 1] NCCL 2.21.5 from "), "{o1:?}");
+    // The exchange first, then the library.
+    assert!(
+        o1.1.starts_with("[rank 1] note: exchange: torchrun-tcp via MASTER_ADDR/MASTER_PORT"),
+        "{o1:?}"
+    );
+    assert!(
+        o1.1.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("[rank 1] NCCL 2.21.5 from "),
+        "{o1:?}"
+    );
 }
 
 #[test]
