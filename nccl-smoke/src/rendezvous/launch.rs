@@ -141,6 +141,22 @@ pub fn detect(env: &LaunchEnv) -> Result<Option<Plan>, String> {
     Ok(None)
 }
 
+/// [`BACKENDS`] as a Markdown table, in the order the rows are tried: what
+/// the README shows.
+pub fn table_markdown() -> String {
+    let mut t = String::from(
+        "| exchange | launcher | recognised by | how the id and the barrier travel | ranks that never came |\n\
+         |---|---|---|---|---|\n",
+    );
+    for b in BACKENDS {
+        t.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            b.id, b.launcher, b.recognised_by, b.carries, b.never_came
+        ));
+    }
+    t
+}
+
 /// Reads a required number for a launcher's row: the value, or what is
 /// missing, in words, with what to pass instead.
 pub(super) fn need(
