@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# nccl-find smoke under the launchers of a one-GPU machine (the device's
-# image: PyTorch's torchrun in /opt/torch/.venv, Open MPI's mpirun), with no
-# flags but the library: the real all-reduce with one process under each,
-# and two processes meeting (--rendezvous-only) under each. Prints a table
-# last; each run's output is kept under $OUT (or ./gpu-launchers-logs).
+# nccl-find smoke under the launchers of a GPU machine (the device's image:
+# PyTorch's torchrun in /opt/torch/.venv, Open MPI's mpirun), with no flags:
+# the real all-reduce with one process under each, and two processes meeting
+# (--rendezvous-only) under each. With several GPUs (N), also one process
+# per GPU under each launcher (the default sweep), and faults under each: a
+# rank killed mid-sweep, a rank stopped (SIGSTOP), each with --timeout 10.
+# Prints a table last; each run's output is kept under $OUT (or
+# ./gpu-launchers-logs).
 #   scripts/gpu-launchers.sh [path/to/nccl-find]
 set -u
 bin=$(readlink -f "${1:-target/release/nccl-find}")
@@ -33,6 +36,34 @@ run tr2 "torchrun --standalone --nproc-per-node=2 --rendezvous-only" "$torchrun"
 if [ -n "$mpirun" ]; then
   run mp1 "mpirun -np 1 (all-reduce)" "$mpirun" --allow-run-as-root -np 1 "$bin" smoke --timeout 60
   run mp2 "mpirun -np 2 --rendezvous-only" "$mpirun" --allow-run-as-root --oversubscribe -np 2 "$bin" smoke --rendezvous-only --timeout 60
+fi
+n=$(nvidia-smi -L | wc -l)
+if [ "$n" -gt 1 ]; then
+  run trN "torchrun --standalone --nproc-per-node=$n (sweep)" "$torchrun" --no-python --standalone --nproc-per-node="$n" "$bin" smoke --timeout 60
+  run trNs "torchrun static --master-port, $n processes (sweep)" "$torchrun" --no-python --nnodes=1 --node-rank=0 --master-addr=127.0.0.1 --master-port=29632 --nproc-per-node="$n" "$bin" smoke --timeout 60
+  [ -n "$mpirun" ] && run mpN "mpirun -np $n (sweep)" "$mpirun" --allow-run-as-root -np "$n" "$bin" smoke --timeout 60
+  # Faults: rank 1 (its process found by its LOCAL_RANK... by the GPU it
+  # drives: the second nccl-find process started) killed or stopped 8 s
+  # into a long sweep; every process must be gone by --timeout 10 + grace.
+  fault() { # file, name, signal, launcher...
+    local f=$1 name=$2 sig=$3; shift 3
+    local s; s=$(now)
+    timeout 120 "$@" "$bin" smoke --sizes 1G --iters 2000 --timeout 10 > "$dest/$f.txt" 2>&1 & local p=$!
+    sleep 8
+    local victim; victim=$(pgrep -f "$bin smoke --sizes 1G" | sort -n | sed -n 2p)
+    local t; t=$(now)
+    [ -n "$victim" ] && kill -"$sig" "$victim"
+    wait $p; local rc=$?; local e; e=$(now)
+    [ "$sig" = STOP ] && [ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null
+    local left; left=$(pgrep -fc "$bin smoke --sizes 1G" || true)
+    row "$name" "$rc" "$(secs "$t" "$e")" "after the $sig; left: ${left:-0}; $(grep -hE 'FAILED|interrupted' "$dest/$f.txt" | head -1 | cut -c1-90)"
+  }
+  fault trkill "torchrun x$n, a rank SIGKILLed mid-sweep" KILL "$torchrun" --no-python --standalone --nproc-per-node="$n"
+  fault trstop "torchrun x$n, a rank SIGSTOPped mid-sweep" STOP "$torchrun" --no-python --standalone --nproc-per-node="$n"
+  if [ -n "$mpirun" ]; then
+    fault mpkill "mpirun -np $n, a rank SIGKILLed mid-sweep" KILL "$mpirun" --allow-run-as-root -np "$n"
+    fault mpstop "mpirun -np $n, a rank SIGSTOPped mid-sweep" STOP "$mpirun" --allow-run-as-root -np "$n"
+  fi
 fi
 echo
 cat "$dest/versions.txt"
