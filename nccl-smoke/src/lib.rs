@@ -47,6 +47,7 @@ mod nccl;
 pub mod net;
 mod ptx;
 pub mod rendezvous;
+pub mod untrusted;
 pub mod verdict;
 mod watchdog;
 
