@@ -247,11 +247,13 @@ fn a_malformed_peer_is_refused_without_a_crash() {
     let port = free_port();
     let init = format!("tcp://127.0.0.1:{port}");
     let k0 = spawn(&rank_args(&lib, 0, 2, &init, &["--timeout", "20"]), &[]);
-    // Garbage first: an HTTP request, then a frame that claims 1 GB.
+    // Garbage first: an HTTP request, a frame that claims 1 GB, then a
+    // hello of the protocol before this one (it sent the token in clear).
     let deadline = Instant::now() + Duration::from_secs(10);
     for garbage in [
         &b"GET / HTTP/1.1\r\n\r\n"[..],
-        &b"NCFS\x01\x01\xff\xff\xff\x7f"[..],
+        &b"NCFS\x02\x01\xff\xff\xff\x7f"[..],
+        &b"NCFS\x01\x01\x13\x00\x00\x00\x05\x00job-7\x03\x00\x00\x00\x04\x00\x00\x00\x02\x00\x00\x00"[..],
     ] {
         let mut s = loop {
             match std::net::TcpStream::connect(("127.0.0.1", port)) {
@@ -277,6 +279,10 @@ fn a_malformed_peer_is_refused_without_a_crash() {
     );
     assert!(
         o0.1.contains("a 2147483647-byte message is too long"),
+        "{o0:?}"
+    );
+    assert!(
+        o0.1.contains("protocol version 1 (this nccl-find speaks 2)"),
         "{o0:?}"
     );
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::fsafe::{self, FileId};
 
 mod file;
+mod proof;
 mod tcp;
 mod wire;
 
@@ -325,16 +326,19 @@ mod tests {
     #[test]
     fn messages_round_trip() {
         for m in [
+            Msg::Challenge { nonce: [3; 16] },
             Msg::Hello {
-                token: "job-7".into(),
                 rank: 3,
                 world: 4,
                 ngpus: 2,
+                nonce: [1; 16],
+                proof: [2; 32],
             },
             Msg::Welcome {
                 id: vec![9; 128],
                 nranks: 8,
                 first_rank: 6,
+                proof: [4; 32],
             },
             Msg::Refused {
                 reason: "token mismatch".into(),
@@ -373,14 +377,30 @@ mod tests {
     #[test]
     fn fuzz_seeds_are_real_frames() {
         let hello = Msg::Hello {
-            token: "job-7".into(),
             rank: 3,
             world: 4,
             ngpus: 2,
+            nonce: [1; 16],
+            proof: [2; 32],
         };
         assert_eq!(
             &encode(&hello)[..],
             include_bytes!("../../../fuzz/seeds/rendezvous/hello")
+        );
+        let challenge = Msg::Challenge { nonce: [3; 16] };
+        assert_eq!(
+            &encode(&challenge)[..],
+            include_bytes!("../../../fuzz/seeds/rendezvous/challenge")
+        );
+        let welcome = Msg::Welcome {
+            id: vec![9; 128],
+            nranks: 8,
+            first_rank: 6,
+            proof: [4; 32],
+        };
+        assert_eq!(
+            &encode(&welcome)[..],
+            include_bytes!("../../../fuzz/seeds/rendezvous/welcome")
         );
         let refused = Msg::Refused {
             reason: "token mismatch".into(),
