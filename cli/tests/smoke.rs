@@ -641,3 +641,46 @@ fn nccl_debug_with_json_keeps_stdout_json_and_the_log_on_stderr() {
     assert_eq!(o.0, 0, "{o:?}");
     assert!(o.1.contains("NCCL INFO Bootstrap"), "{o:?}");
 }
+
+#[test]
+fn text_from_a_fake_rank_0_is_escaped_and_kept_on_one_line() {
+    use nccl_smoke::rendezvous::{decode_header, encode, Msg};
+    use std::io::Read;
+    let Some(lib) = wheel_lib() else { return };
+    // A fake rank 0 speaking our frames: it refuses with a reason that
+    // would set the terminal's title and print a forged verdict line.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let init = format!("tcp://127.0.0.1:{port}");
+    let k1 = spawn(&rank_args(&lib, 1, 2, &init, &["--timeout", "20"]), &[]);
+    let (mut s, _) = l.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(&encode(&Msg::Challenge { nonce: [1; 16] }))
+        .unwrap();
+    let mut h = [0u8; 10];
+    s.read_exact(&mut h).unwrap();
+    let (_, len) = decode_header(&h).unwrap();
+    s.read_exact(&mut vec![0u8; len]).unwrap();
+    s.write_all(&encode(&Msg::Refused {
+        reason: "\x1b]0;pwned\x07\nOK: fake".into(),
+    }))
+    .unwrap();
+    let o1 = text(&k1.wait_with_output().unwrap());
+    assert_eq!(o1.0, 1, "{o1:?}");
+    let want = "rank 0 refused rank 1: \\u{1b}]0;pwned\\u{7}\\u{a}OK: fake (";
+    let out: Vec<&str> = o1.1.lines().collect();
+    let err: Vec<&str> = o1.2.lines().collect();
+    assert_eq!(out.len(), 2, "{o1:?}");
+    assert!(
+        out[1].starts_with(&format!("[rank 1] FAILED: {want}")),
+        "{o1:?}"
+    );
+    assert_eq!(err.len(), 1, "{o1:?}");
+    assert!(
+        err[0].starts_with(&format!("nccl-find smoke: FAILED: {want}")),
+        "{o1:?}"
+    );
+    for o in [&o1.1, &o1.2] {
+        assert!(!o.contains(['\x1b', '\x07']), "{o:?}");
+    }
+}

@@ -10,6 +10,7 @@ use super::{
     Made, PeerOutcome,
 };
 use crate::fsafe::{self, FileId};
+use crate::untrusted::peer_text;
 
 pub(super) struct FileLink {
     path: PathBuf,
@@ -543,7 +544,7 @@ impl FileLink {
                         return Some((
                             o == Some("ok"),
                             w.and_then(|w| w.parse().ok()).unwrap_or(0),
-                            m.unwrap_or("").trim().to_string(),
+                            peer_text(m.unwrap_or("").trim()),
                         ));
                     }
                 }

@@ -965,6 +965,30 @@ mod tests {
     }
 
     #[test]
+    fn a_peers_done_message_is_escaped() {
+        let port = free_port();
+        let r0 = std::thread::spawn(move || {
+            let j = join(&job(0, 2, "t", tcp(port), 20), &id, &mut |_| {}).unwrap();
+            j.finish(true, 0, "", Duration::from_secs(20))
+        });
+        let (mut s, _, _) = raw_hello(port, "t", 1, 2);
+        assert!(matches!(read_msg(&mut s, wait()), Ok(Msg::Welcome { .. })));
+        let done = Msg::Done {
+            ok: true,
+            wrong: 0,
+            message: "\x1b[2Jfine\nrank 9: OK\u{202e}".into(),
+        };
+        s.write_all(&encode(&done)).unwrap();
+        assert_eq!(
+            r0.join().unwrap(),
+            vec![PeerOutcome {
+                rank: 1,
+                done: Some((true, 0, "\\u{1b}[2Jfine\\u{a}rank 9: OK\\u{202e}".into()))
+            }]
+        );
+    }
+
+    #[test]
     fn a_slow_drip_peer_cannot_hold_rank_0_past_its_deadline() {
         let port = free_port();
         let t = Instant::now();
