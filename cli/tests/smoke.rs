@@ -437,7 +437,7 @@ fn sigint_cleans_up() {
         );
         assert_eq!(o.0, 130, "{o:?}");
         assert!(
-            o.2.contains("interrupted; the files this run wrote were removed"),
+            o.2.contains("interrupted (SIGINT); the files this run wrote were removed"),
             "{o:?}"
         );
         let left: Vec<_> = std::fs::read_dir(&dir)
@@ -683,4 +683,75 @@ fn text_from_a_fake_rank_0_is_escaped_and_kept_on_one_line() {
     for o in [&o1.1, &o1.2] {
         assert!(!o.contains(['\x1b', '\x07']), "{o:?}");
     }
+}
+
+/// Rank 0 of a file rendezvous, waiting for its peer, with its NCCL log
+/// directory under `dir/tmp`: its pid once the rendezvous file is there.
+fn waiting_rank0(lib: &Path, dir: &Path) -> Child {
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let init = format!("file://{}", dir.join("rdv").display());
+    let child = spawn(
+        &rank_args(lib, 0, 2, &init, &["--timeout", "120"]),
+        &[("TMPDIR", tmp.to_str().unwrap())],
+    );
+    let start = Instant::now();
+    while !dir.join("rdv").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no rendezvous file"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+/// What is left in `dir` and `dir/tmp`, but `tmp` itself.
+fn left_in(dir: &Path) -> Vec<String> {
+    let mut left: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .chain(std::fs::read_dir(dir.join("tmp")).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "tmp")
+        .collect();
+    left.sort();
+    left
+}
+
+#[test]
+fn sigterm_then_sigkill_50_ms_later_leaves_nothing_and_sighup_cleans_up() {
+    let Some(lib) = wheel_lib() else { return };
+    let dir = std::env::temp_dir().join(format!("nccl-find-smoke-term-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // As mpirun does on Ctrl-C: SIGTERM, and SIGKILL soon after.
+    for round in 0..10 {
+        let child = waiting_rank0(&lib, &dir);
+        let pid = child.id() as libc::pid_t;
+        // SAFETY: signals our own child, which has not been waited for.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        std::thread::sleep(Duration::from_millis(50));
+        // SAFETY: as above (it may have exited: then this is a zombie's pid,
+        // still ours, and the signal does nothing).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(left_in(&dir), Vec::<String>::new(), "round {round}: {o:?}");
+    }
+    // SIGHUP (the terminal went away): cleaned up, exit 129.
+    let child = waiting_rank0(&lib, &dir);
+    // SAFETY: signals our own child, which has not been waited for.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) },
+        0
+    );
+    let o = text(&child.wait_with_output().unwrap());
+    assert_eq!(o.0, 129, "{o:?}");
+    assert!(
+        o.2.ends_with(
+            "nccl-find smoke: interrupted (SIGHUP); the files this run wrote were removed\n"
+        ),
+        "{o:?}"
+    );
+    assert_eq!(left_in(&dir), Vec::<String>::new());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
