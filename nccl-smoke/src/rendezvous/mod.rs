@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::fsafe::{self, FileId};
 
 mod file;
+mod owner;
 mod proof;
 mod tcp;
 mod wire;
