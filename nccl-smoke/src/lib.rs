@@ -295,14 +295,15 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         path: nc.path.clone(),
         version: nc.version(),
     });
-    if opts.rendezvous_only {
-        return rendezvous_only(opts, &nc, on);
-    }
+    // Said in rendezvous-only mode too: a wrong interface is as wrong there.
     if let Some(p) = ifname_problem(
         std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
         &net::interface_names(),
     ) {
         on(Event::Note(p));
+    }
+    if opts.rendezvous_only {
+        return rendezvous_only(opts, &nc, on);
     }
     let t_driver = Instant::now();
     let (cu, count) = start_driver()?;
