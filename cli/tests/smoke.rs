@@ -258,11 +258,13 @@ fn a_malformed_peer_is_refused_without_a_crash() {
     let port = free_port();
     let init = format!("tcp://127.0.0.1:{port}");
     let k0 = spawn(&rank_args(&lib, 0, 2, &init, &["--timeout", "20"]), &[]);
-    // Garbage first: an HTTP request, then a frame that claims 1 GB.
+    // Garbage first: an HTTP request, a frame that claims 1 GB, then a
+    // hello of the protocol before this one (it sent the token in clear).
     let deadline = Instant::now() + Duration::from_secs(10);
     for garbage in [
         &b"GET / HTTP/1.1\r\n\r\n"[..],
-        &b"NCFS\x01\x01\xff\xff\xff\x7f"[..],
+        &b"NCFS\x02\x01\xff\xff\xff\x7f"[..],
+        &b"NCFS\x01\x01\x13\x00\x00\x00\x05\x00job-7\x03\x00\x00\x00\x04\x00\x00\x00\x02\x00\x00\x00"[..],
     ] {
         let mut s = loop {
             match std::net::TcpStream::connect(("127.0.0.1", port)) {
@@ -288,6 +290,10 @@ fn a_malformed_peer_is_refused_without_a_crash() {
     );
     assert!(
         o0.1.contains("a 2147483647-byte message is too long"),
+        "{o0:?}"
+    );
+    assert!(
+        o0.1.contains("protocol version 1 (this nccl-find speaks 2)"),
         "{o0:?}"
     );
 }
@@ -442,7 +448,7 @@ fn sigint_cleans_up() {
         );
         assert_eq!(o.0, 130, "{o:?}");
         assert!(
-            o.2.contains("interrupted; the files this run wrote were removed"),
+            o.2.contains("interrupted (SIGINT); the files this run wrote were removed"),
             "{o:?}"
         );
         let left: Vec<_> = std::fs::read_dir(&dir)
@@ -645,4 +651,122 @@ fn nccl_debug_with_json_keeps_stdout_json_and_the_log_on_stderr() {
     );
     assert_eq!(o.0, 0, "{o:?}");
     assert!(o.1.contains("NCCL INFO Bootstrap"), "{o:?}");
+}
+
+#[test]
+fn text_from_a_fake_rank_0_is_escaped_and_kept_on_one_line() {
+    use nccl_smoke::rendezvous::{decode_header, encode, Msg};
+    use std::io::Read;
+    let Some(lib) = wheel_lib() else { return };
+    // A fake rank 0 speaking our frames: it refuses with a reason that
+    // would set the terminal's title and print a forged verdict line.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let init = format!("tcp://127.0.0.1:{port}");
+    let k1 = spawn(&rank_args(&lib, 1, 2, &init, &["--timeout", "20"]), &[]);
+    let (mut s, _) = l.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(&encode(&Msg::Challenge { nonce: [1; 16] }))
+        .unwrap();
+    let mut h = [0u8; 10];
+    s.read_exact(&mut h).unwrap();
+    let (_, len) = decode_header(&h).unwrap();
+    s.read_exact(&mut vec![0u8; len]).unwrap();
+    s.write_all(&encode(&Msg::Refused {
+        reason: "\x1b]0;pwned\x07\nOK: fake".into(),
+    }))
+    .unwrap();
+    let o1 = text(&k1.wait_with_output().unwrap());
+    assert_eq!(o1.0, 1, "{o1:?}");
+    let want = "rank 0 refused rank 1: \\u{1b}]0;pwned\\u{7}\\u{a}OK: fake (";
+    let out: Vec<&str> = o1.1.lines().collect();
+    let err: Vec<&str> = o1.2.lines().collect();
+    assert_eq!(out.len(), 3, "{o1:?}");
+    assert!(
+        out[0].starts_with("[rank 1] note: exchange: init via --init"),
+        "{o1:?}"
+    );
+    assert!(
+        out[2].starts_with(&format!("[rank 1] FAILED: {want}")),
+        "{o1:?}"
+    );
+    assert_eq!(err.len(), 1, "{o1:?}");
+    assert!(
+        err[0].starts_with(&format!("nccl-find smoke: FAILED: {want}")),
+        "{o1:?}"
+    );
+    for o in [&o1.1, &o1.2] {
+        assert!(!o.contains(['\x1b', '\x07']), "{o:?}");
+    }
+}
+
+/// Rank 0 of a file rendezvous, waiting for its peer, with its NCCL log
+/// directory under `dir/tmp`: its pid once the rendezvous file is there.
+fn waiting_rank0(lib: &Path, dir: &Path) -> Child {
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let init = format!("file://{}", dir.join("rdv").display());
+    let child = spawn(
+        &rank_args(lib, 0, 2, &init, &["--timeout", "120"]),
+        &[("TMPDIR", tmp.to_str().unwrap())],
+    );
+    let start = Instant::now();
+    while !dir.join("rdv").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no rendezvous file"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+/// What is left in `dir` and `dir/tmp`, but `tmp` itself.
+fn left_in(dir: &Path) -> Vec<String> {
+    let mut left: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .chain(std::fs::read_dir(dir.join("tmp")).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "tmp")
+        .collect();
+    left.sort();
+    left
+}
+
+#[test]
+fn sigterm_then_sigkill_50_ms_later_leaves_nothing_and_sighup_cleans_up() {
+    let Some(lib) = wheel_lib() else { return };
+    let dir = std::env::temp_dir().join(format!("nccl-find-smoke-term-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // As mpirun does on Ctrl-C: SIGTERM, and SIGKILL soon after.
+    for round in 0..10 {
+        let child = waiting_rank0(&lib, &dir);
+        let pid = child.id() as libc::pid_t;
+        // SAFETY: signals our own child, which has not been waited for.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        std::thread::sleep(Duration::from_millis(50));
+        // SAFETY: as above (it may have exited: then this is a zombie's pid,
+        // still ours, and the signal does nothing).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(left_in(&dir), Vec::<String>::new(), "round {round}: {o:?}");
+    }
+    // SIGHUP (the terminal went away): cleaned up, exit 129.
+    let child = waiting_rank0(&lib, &dir);
+    // SAFETY: signals our own child, which has not been waited for.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) },
+        0
+    );
+    let o = text(&child.wait_with_output().unwrap());
+    assert_eq!(o.0, 129, "{o:?}");
+    assert!(
+        o.2.ends_with(
+            "nccl-find smoke: interrupted (SIGHUP); the files this run wrote were removed\n"
+        ),
+        "{o:?}"
+    );
+    assert_eq!(left_in(&dir), Vec::<String>::new());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -48,6 +48,7 @@ mod nccl;
 pub mod net;
 mod ptx;
 pub mod rendezvous;
+pub mod untrusted;
 pub mod verdict;
 mod watchdog;
 
@@ -299,14 +300,15 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         path: nc.path.clone(),
         version: nc.version(),
     });
-    if opts.rendezvous_only {
-        return rendezvous_only(opts, &nc, on);
-    }
+    // Said in rendezvous-only mode too: a wrong interface is as wrong there.
     if let Some(p) = ifname_problem(
         std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
         &net::interface_names(),
     ) {
         on(Event::Note(p));
+    }
+    if opts.rendezvous_only {
+        return rendezvous_only(opts, &nc, on);
     }
     let t_driver = Instant::now();
     let (cu, count) = start_driver()?;
@@ -465,9 +467,9 @@ pub fn gpus_for_local_rank(
         Some(v) if count > 0 => Ok((
             (0..count).collect(),
             format!(
-                "every GPU this process sees ({count}): CUDA_VISIBLE_DEVICES={} gives it its own, and its \
+                "every GPU this process sees ({count}): CUDA_VISIBLE_DEVICES=\"{}\" gives it its own, and its \
                  local rank {local} is past them",
-                rendezvous::printable(v, 64)
+                untrusted::shown(v, 64)
             ),
         )),
         _ => Err(format!(

@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::owner::{self, Writer};
 use super::{
     fail, hex, list, offsets, remove_made, same_token, unhex, Abort, Failed, Job, Joined, Link,
     Made, PeerOutcome,
 };
 use crate::fsafe::{self, FileId};
+use crate::untrusted::peer_text;
 
 pub(super) struct FileLink {
     path: PathBuf,
@@ -21,8 +23,9 @@ pub(super) struct FileLink {
     cleanup_key: u64,
 }
 
-/// The first line of a rendezvous file (format 2: named for a run).
-pub(super) const FILE_MAGIC: &str = "nccl-find-smoke 2";
+/// The first line of a rendezvous file (format 3: named for a run, with
+/// its writer on the fourth line).
+pub(super) const FILE_MAGIC: &str = "nccl-find-smoke 3";
 
 /// A hello or done file's size bound.
 pub(super) const SMALL_FILE: u64 = 8192;
@@ -44,32 +47,116 @@ pub(super) fn is_nonce(s: &str) -> bool {
     s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Whether `path` holds a rendezvous file an earlier run of this user left
-/// (a regular file, ours, that starts like one): it may be replaced.
-pub(super) fn stale_rendezvous(path: &Path, world: usize) -> bool {
-    let Ok(Some((bytes, _))) = fsafe::read_small(path, rendezvous_max(world)) else {
-        return false;
+/// What is at the rendezvous path before rank 0 publishes.
+pub(super) enum Previous {
+    /// Not a rendezvous file of this user's.
+    Foreign,
+    /// One of this user's, whose rank 0 is provably gone: its run's nonce,
+    /// its file, and its writer in words.
+    Dead(Option<String>, FileId, String),
+    /// One whose rank 0 runs, or may: the error to give.
+    Busy(String),
+}
+
+/// Whether `path` holds a rendezvous file of this user's (a regular file,
+/// ours, that starts like one), and whether its writer is provably gone.
+pub(super) fn previous(path: &Path, world: usize) -> Previous {
+    let Ok(Some((bytes, id))) = fsafe::read_small(path, rendezvous_max(world)) else {
+        return Previous::Foreign;
     };
     let mine = std::fs::symlink_metadata(path)
         .ok()
         .zip(std::fs::metadata("/proc/self").ok())
-        .map_or(true, |(f, me)| {
+        .is_some_and(|(f, me)| {
             use std::os::unix::fs::MetadataExt;
             f.uid() == me.uid()
         });
-    mine && bytes.starts_with(b"nccl-find-smoke ")
+    if !mine || !bytes.starts_with(b"nccl-find-smoke ") {
+        return Previous::Foreign;
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    let writer = match lines[..] {
+        [FILE_MAGIC, _, _, w, ..] => owner::writer(w),
+        _ => Writer::Unknown("it was written by another version of nccl-find".into()),
+    };
+    let run = lines
+        .get(2)
+        .filter(|r| lines[0] == FILE_MAGIC && is_nonce(r))
+        .map(|r| r.to_string());
+    match writer {
+        Writer::Gone(who) => Previous::Dead(run, id, who),
+        Writer::Alive(who) => Previous::Busy(format!(
+            "{} is in use by a live job: its rank 0 is {who}. Choose another path (or stop that job)",
+            path.display()
+        )),
+        Writer::Unknown(why) => Previous::Busy(format!(
+            "{} is a rendezvous file whose rank 0 may still run ({why}): it is left alone. If that job is \
+             over, remove the file; or choose another path",
+            path.display()
+        )),
+    }
+}
+
+/// Removes what a dead run left beside `path`: its side files
+/// `<path>.<run>.<what>.<rank>` that are this user's regular files. `run`
+/// is that run's nonce (checked: hex digits only).
+pub(super) fn remove_dead_run(path: &Path, run: &str) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return 0;
+    };
+    let Some(me) = std::fs::metadata("/proc/self").ok().map(|m| m.uid()) else {
+        return 0;
+    };
+    if !is_nonce(run) {
+        return 0;
+    }
+    let prefix = format!("{}.{run}.", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    // A directory of any size is looked at once, up to a bound.
+    for e in entries.take(1 << 16).flatten() {
+        let n = e.file_name();
+        let Some(rest) = n.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some((what, rank)) = rest.rsplit_once('.') else {
+            continue;
+        };
+        let ours =
+            matches!(what, "hello" | "done") || what.strip_prefix("new-").is_some_and(is_nonce);
+        if !ours || rank.is_empty() || !rank.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let p = dir.join(&n);
+        if let Ok(m) = std::fs::symlink_metadata(&p) {
+            if m.file_type().is_file() && m.uid() == me && fsafe::remove_if_ours(&p, FileId::of(&m))
+            {
+                removed += 1;
+            }
+        }
+    }
+    removed
 }
 
 /// Rank 0 puts `text` at `path`: a new file with an unguessable name,
-/// renamed over `path` (a rename replaces a link, never writes through it).
-/// `prev`: the file this run put there before, which must still be there;
-/// `None`: only nothing, or an earlier run's rendezvous file, may be there.
+/// renamed over `path` (a rename replaces a link, never writes through it),
+/// or the first time linked there (which fails where anything is, so two
+/// rank 0s starting at once cannot both take the path). `prev`: the file
+/// this run put there before, which must still be there; `None`: only
+/// nothing, or the file of a run whose rank 0 is provably gone, may be
+/// there (its side files are removed too). The new file goes into `made`
+/// before it appears at `path`, so an interrupt never misses it.
 pub(super) fn publish(
     path: &Path,
     run: &str,
     text: &str,
     prev: Option<FileId>,
     world: usize,
+    made: &Made,
     log: &mut dyn FnMut(String),
 ) -> Result<FileId, String> {
     let cannot = |e: &dyn std::fmt::Display| {
@@ -81,18 +168,31 @@ pub(super) fn publish(
     match (std::fs::symlink_metadata(path), prev) {
         (Err(e), None) if e.kind() == std::io::ErrorKind::NotFound => {}
         (Ok(m), Some(id)) if m.file_type().is_file() && FileId::of(&m) == id => {}
-        (Ok(_), None) if stale_rendezvous(path, world) => log(format!(
-            "replaced {}: a rendezvous file an earlier run left",
-            path.display()
-        )),
-        (Ok(m), None) => {
-            return Err(format!(
-                "{} already exists and is not a rendezvous file of yours ({}): it is left alone. Remove it, \
-                 or choose another path",
-                path.display(),
-                fsafe::kind(&m)
-            ))
-        }
+        (Ok(m), None) => match previous(path, world) {
+            Previous::Dead(old_run, old_id, who) => {
+                let gone = old_run.map_or(0, |r| remove_dead_run(path, &r));
+                if !fsafe::remove_if_ours(path, old_id) {
+                    return Err(format!(
+                        "{} was replaced by someone else while it was being taken over",
+                        path.display()
+                    ));
+                }
+                log(format!(
+                    "replaced {}: a rendezvous file an earlier run left (its rank 0, {who}, is gone); \
+                     {gone} file(s) of that run beside it removed",
+                    path.display()
+                ));
+            }
+            Previous::Busy(e) => return Err(e),
+            Previous::Foreign => {
+                return Err(format!(
+                    "{} already exists and is not a rendezvous file of yours ({}): it is left alone. Remove \
+                     it, or choose another path",
+                    path.display(),
+                    fsafe::kind(&m)
+                ))
+            }
+        },
         (_, Some(_)) => {
             return Err(format!(
                 "{} was removed or replaced by someone else during the rendezvous",
@@ -103,7 +203,31 @@ pub(super) fn publish(
     }
     let tmp = side(path, run, &format!("new-{}", fsafe::nonce()), 0);
     let id = fsafe::create_new(&tmp, text.as_bytes()).map_err(|e| cannot(&e))?;
-    if let Err(e) = std::fs::rename(&tmp, path) {
+    {
+        let mut m = made.lock().unwrap_or_else(|e| e.into_inner());
+        m.push((tmp.clone(), id));
+        m.push((path.to_path_buf(), id));
+    }
+    let placed = match prev {
+        Some(_) => std::fs::rename(&tmp, path),
+        None => match std::fs::hard_link(&tmp, path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                fsafe::remove_if_ours(&tmp, id);
+                return Err(format!(
+                    "{} was just made by another process (another job's rank 0?): it is left alone. Choose \
+                     another path",
+                    path.display()
+                ));
+            }
+            // A file system without hard links: the check above stands.
+            Err(_) => std::fs::rename(&tmp, path),
+            Ok(()) => {
+                fsafe::remove_if_ours(&tmp, id);
+                Ok(())
+            }
+        },
+    };
+    if let Err(e) = placed {
         fsafe::remove_if_ours(&tmp, id);
         return Err(cannot(&e));
     }
@@ -130,19 +254,17 @@ pub(super) fn file_root(
         crate::forget_cleanup(key);
         f
     };
-    let head = format!("{FILE_MAGIC}\n{}\n{run}\n", job.token);
-    let mut at = publish(
+    let head = format!("{FILE_MAGIC}\n{}\n{run}\n{}\n", job.token, owner::line());
+    let prev = publish(
         path,
         &run,
         &format!("{head}waiting\n"),
         None,
         job.world,
+        &made,
         log,
     )
     .map_err(|e| give_up(fail(e)))?;
-    made.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((path.to_path_buf(), at));
     let mut arrived: Vec<Option<(usize, String)>> = vec![None; job.world];
     let mut warned = std::collections::HashSet::new();
     let mut left = job.world - 1;
@@ -158,13 +280,11 @@ pub(super) fn file_root(
     }
     let id = make_id().map_err(|e| give_up(fail(e)))?;
     let (answer, nranks) = answer(&head, job.ngpus, &arrived, &id);
-    let prev = at;
-    at = publish(path, &run, &answer, Some(prev), job.world, log).map_err(|e| give_up(fail(e)))?;
-    for m in made.lock().unwrap_or_else(|e| e.into_inner()).iter_mut() {
-        if m.1 == prev {
-            m.1 = at;
-        }
-    }
+    publish(path, &run, &answer, Some(prev), job.world, &made, log)
+        .map_err(|e| give_up(fail(e)))?;
+    made.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|m| m.1 != prev);
     let nonces = arrived
         .into_iter()
         .map(|a| a.map(|x| x.1).unwrap_or_default())
@@ -349,13 +469,13 @@ pub(super) fn file_peer_wait(
         if let Some((bytes, _)) = got {
             let text = String::from_utf8_lossy(&bytes);
             let lines: Vec<&str> = text.lines().collect();
-            if lines.len() < 4 || lines[0] != FILE_MAGIC {
+            if lines.len() < 5 || lines[0] != FILE_MAGIC {
                 other = Some("it is not a rendezvous file of this nccl-find version");
             } else if !same_token(lines[1], &job.token) {
                 other = Some("it holds another job's token");
             } else if !is_nonce(lines[2]) {
                 other = Some("it is not a rendezvous file of this nccl-find version");
-            } else if lines[3] == "waiting" {
+            } else if lines[4] == "waiting" {
                 other = None;
                 let run = lines[2];
                 if greeted.as_ref().map(|g| g.0.as_str()) != Some(run) {
@@ -434,10 +554,10 @@ pub(super) fn greet(
 /// the unique id, the NCCL ranks in all and this rank's first one; `None`
 /// while the answer does not name this rank with this rank's nonce.
 pub(super) fn my_place(job: &Job, lines: &[&str], me: &str) -> Option<([u8; 128], usize, usize)> {
-    let (Ok(nranks), Some(id), Some(line)) = (
-        lines[3].parse::<usize>(),
-        lines.get(4).and_then(|l| unhex(l)),
-        lines.get(5..),
+    let (Some(Ok(nranks)), Some(id), Some(line)) = (
+        lines.get(4).map(|l| l.parse::<usize>()),
+        lines.get(5).and_then(|l| unhex(l)),
+        lines.get(6..),
     ) else {
         return None;
     };
@@ -543,7 +663,7 @@ impl FileLink {
                         return Some((
                             o == Some("ok"),
                             w.and_then(|w| w.parse().ok()).unwrap_or(0),
-                            m.unwrap_or("").trim().to_string(),
+                            peer_text(m.unwrap_or("").trim()),
                         ));
                     }
                 }
@@ -673,9 +793,21 @@ mod tests {
         let d = scratch("stale");
         let rdv = d.join("rdv");
         let old = "0123456789abcdef0123456789abcdef";
-        std::fs::write(&rdv, format!("{FILE_MAGIC}\nt\n{old}\nwaiting\n")).unwrap();
+        // Its rank 0 was a process that has exited.
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let dead = c.id();
+        c.wait().unwrap();
+        let line = owner::line_for(dead, Some(1));
+        std::fs::write(&rdv, format!("{FILE_MAGIC}\nt\n{old}\n{line}\nwaiting\n")).unwrap();
         let stale_hello = side(&rdv, old, "hello", 1);
         std::fs::write(&stale_hello, format!("t\n1\n{old}\nend\n")).unwrap();
+        let stale_new = side(&rdv, old, &format!("new-{old}"), 0);
+        std::fs::write(&stale_new, "x").unwrap();
+        // Not that run's: another run's, an odd name, a link.
+        let other = side(&rdv, "fedcba9876543210fedcba9876543210", "hello", 1);
+        std::fs::write(&other, "x").unwrap();
+        std::fs::write(d.join(format!("rdv.{old}.hello.1.x")), "x").unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", side(&rdv, old, "done", 1)).unwrap();
         std::fs::write(d.join("rdv.hello.1"), "t\n1\n42\n").unwrap();
         let init = Init::File { path: rdv.clone() };
         // The peer first: it finds the dead run's file and waits.
@@ -694,14 +826,64 @@ mod tests {
             Some(true)
         );
         assert_eq!(peer.join().unwrap(), vec![Ok((2, 1))]);
-        assert!(
-            notes
-                .iter()
-                .any(|n| n.contains("a rendezvous file an earlier run left")),
-            "{notes:?}"
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(
+            notes,
+            [format!(
+                "replaced {}: a rendezvous file an earlier run left (its rank 0, pid {dead} on {}, is \
+                 gone); 2 file(s) of that run beside it removed",
+                rdv.display(),
+                host.trim()
+            )]
         );
-        // What the dead run left is not this run's to remove.
-        assert!(stale_hello.exists() && d.join("rdv.hello.1").exists());
+        // The dead run's own files went; nothing else did.
+        let mut want = vec![
+            format!("rdv.{old}.done.1"),
+            format!("rdv.{old}.hello.1.x"),
+            "rdv.fedcba9876543210fedcba9876543210.hello.1".to_string(),
+            "rdv.hello.1".to_string(),
+        ];
+        want.sort();
+        assert_eq!(names(&d), want);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_second_job_on_a_live_path_fails_at_once_naming_the_first() {
+        let d = scratch("live");
+        let init = Init::File {
+            path: d.join("rdv"),
+        };
+        let first = {
+            let j = job(0, 2, "a", init.clone(), 30);
+            std::thread::spawn(move || run_job(vec![j]))
+        };
+        let t = Instant::now();
+        while !d.join("rdv").exists() {
+            assert!(t.elapsed() < Duration::from_secs(20));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let t = Instant::now();
+        let e = join(&job(0, 2, "b", init.clone(), 30), &id, &mut |_| {})
+            .err()
+            .unwrap()
+            .message;
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(
+            e,
+            format!(
+                "{} is in use by a live job: its rank 0 is pid {} on {}. Choose another path (or stop \
+                 that job)",
+                d.join("rdv").display(),
+                std::process::id(),
+                host.trim()
+            )
+        );
+        // The first job goes on as if nothing happened.
+        assert_eq!(run_job(vec![job(1, 2, "a", init, 30)]), vec![Ok((2, 1))]);
+        assert_eq!(first.join().unwrap(), vec![Ok((2, 0))]);
+        assert_eq!(names(&d), Vec::<String>::new());
         std::fs::remove_dir_all(&d).unwrap();
     }
 

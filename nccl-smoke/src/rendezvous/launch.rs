@@ -83,7 +83,10 @@ impl LaunchEnv {
 }
 
 fn not_number(name: &str, v: &str) -> String {
-    format!("{name}={} is not a number", super::printable(v, 40))
+    format!(
+        "{name}=\"{}\" is not a number",
+        crate::untrusted::shown(v, 40)
+    )
 }
 
 /// One way the processes of a job meet: a row of [`BACKENDS`].

@@ -16,6 +16,8 @@ use crate::fsafe::{self, FileId};
 mod file;
 pub mod kv;
 pub mod launch;
+mod owner;
+mod proof;
 mod tcp;
 mod torchrun;
 mod wire;
@@ -364,30 +366,6 @@ impl Joined {
     }
 }
 
-/// Text from outside (a peer, a launcher's variable) as it may be shown:
-/// control characters (C0, DEL, C1) and Unicode's bidirectional controls
-/// escaped, on one line, and at most `max` characters of it, quoted.
-pub fn printable(s: &str, max: usize) -> String {
-    let mut out = String::from("\"");
-    for (i, c) in s.chars().enumerate() {
-        if i == max {
-            out.push('…');
-            break;
-        }
-        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}');
-        if c.is_control() || bidi {
-            out.push_str(&c.escape_unicode().to_string());
-        } else if c == '"' || c == '\\' {
-            out.push('\\');
-            out.push(c);
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('"');
-    out
-}
-
 fn list(v: &[usize]) -> String {
     v.iter()
         .map(|r| r.to_string())
@@ -402,16 +380,19 @@ mod tests {
     #[test]
     fn messages_round_trip() {
         for m in [
+            Msg::Challenge { nonce: [3; 16] },
             Msg::Hello {
-                token: "job-7".into(),
                 rank: 3,
                 world: 4,
                 ngpus: 2,
+                nonce: [1; 16],
+                proof: [2; 32],
             },
             Msg::Welcome {
                 id: vec![9; 128],
                 nranks: 8,
                 first_rank: 6,
+                proof: [4; 32],
             },
             Msg::Refused {
                 reason: "token mismatch".into(),
@@ -450,14 +431,30 @@ mod tests {
     #[test]
     fn fuzz_seeds_are_real_frames() {
         let hello = Msg::Hello {
-            token: "job-7".into(),
             rank: 3,
             world: 4,
             ngpus: 2,
+            nonce: [1; 16],
+            proof: [2; 32],
         };
         assert_eq!(
             &encode(&hello)[..],
             include_bytes!("../../../fuzz/seeds/rendezvous/hello")
+        );
+        let challenge = Msg::Challenge { nonce: [3; 16] };
+        assert_eq!(
+            &encode(&challenge)[..],
+            include_bytes!("../../../fuzz/seeds/rendezvous/challenge")
+        );
+        let welcome = Msg::Welcome {
+            id: vec![9; 128],
+            nranks: 8,
+            first_rank: 6,
+            proof: [4; 32],
+        };
+        assert_eq!(
+            &encode(&welcome)[..],
+            include_bytes!("../../../fuzz/seeds/rendezvous/welcome")
         );
         let refused = Msg::Refused {
             reason: "token mismatch".into(),

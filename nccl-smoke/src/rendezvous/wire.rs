@@ -5,19 +5,30 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Instant;
 
+use super::proof::{NONCE_LEN, PROOF_LEN};
+
 /// A message between ranks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Msg {
-    /// A peer introduces itself to rank 0.
+    /// Rank 0's first word to a new connection: a fresh nonce that the
+    /// peer's hello must prove the token over.
+    Challenge {
+        /// Rank 0's nonce for this connection.
+        nonce: [u8; NONCE_LEN],
+    },
+    /// A peer introduces itself to rank 0, proving that it knows the job
+    /// token without sending it.
     Hello {
-        /// The job token.
-        token: String,
         /// The peer's process rank.
         rank: u32,
         /// The world size it believes in.
         world: u32,
         /// GPUs it drives.
         ngpus: u32,
+        /// The peer's nonce, that rank 0's welcome must prove the token over.
+        nonce: [u8; NONCE_LEN],
+        /// The keyed hash of the token over both nonces and the fields above.
+        proof: [u8; PROOF_LEN],
     },
     /// Rank 0's answer: the unique id, and the peer's first NCCL rank.
     Welcome {
@@ -27,6 +38,9 @@ pub enum Msg {
         nranks: u32,
         /// The peer's first NCCL rank.
         first_rank: u32,
+        /// The keyed hash of the token over both nonces and the fields above:
+        /// a rank 0 of another job cannot make it.
+        proof: [u8; PROOF_LEN],
     },
     /// Rank 0 turns a peer away.
     Refused {
@@ -50,7 +64,8 @@ pub enum Msg {
 }
 
 pub(super) const MAGIC: &[u8; 4] = b"NCFS";
-pub(super) const VERSION: u8 = 1;
+/// Version 2: the token is proven by keyed hashes, never sent.
+pub(super) const VERSION: u8 = 2;
 pub(super) const MAX_PAYLOAD: usize = 64 * 1024;
 
 pub(super) fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -64,26 +79,30 @@ pub fn encode(m: &Msg) -> Vec<u8> {
     let mut p = Vec::new();
     let kind = match m {
         Msg::Hello {
-            token,
             rank,
             world,
             ngpus,
+            nonce,
+            proof,
         } => {
-            put_str(&mut p, token);
             for v in [rank, world, ngpus] {
                 p.extend_from_slice(&v.to_le_bytes());
             }
+            p.extend_from_slice(nonce);
+            p.extend_from_slice(proof);
             1
         }
         Msg::Welcome {
             id,
             nranks,
             first_rank,
+            proof,
         } => {
             p.extend_from_slice(&(id.len() as u16).to_le_bytes());
             p.extend_from_slice(id);
             p.extend_from_slice(&nranks.to_le_bytes());
             p.extend_from_slice(&first_rank.to_le_bytes());
+            p.extend_from_slice(proof);
             2
         }
         Msg::Refused { reason } => {
@@ -99,6 +118,10 @@ pub fn encode(m: &Msg) -> Vec<u8> {
         Msg::Abort { reason } => {
             put_str(&mut p, reason);
             5
+        }
+        Msg::Challenge { nonce } => {
+            p.extend_from_slice(nonce);
+            6
         }
     };
     let mut out = Vec::with_capacity(10 + p.len());
@@ -147,6 +170,11 @@ impl Cursor<'_> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
     fn string(&mut self) -> Result<String, String> {
         let n = self.u16()? as usize;
         String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a string is not UTF-8".to_string())
@@ -158,10 +186,11 @@ pub fn decode(kind: u8, payload: &[u8]) -> Result<Msg, String> {
     let mut c = Cursor(payload);
     let m = match kind {
         1 => Msg::Hello {
-            token: c.string()?,
             rank: c.u32()?,
             world: c.u32()?,
             ngpus: c.u32()?,
+            nonce: c.array()?,
+            proof: c.array()?,
         },
         2 => {
             let n = c.u16()? as usize;
@@ -172,6 +201,7 @@ pub fn decode(kind: u8, payload: &[u8]) -> Result<Msg, String> {
                 id: c.take(n)?.to_vec(),
                 nranks: c.u32()?,
                 first_rank: c.u32()?,
+                proof: c.array()?,
             }
         }
         3 => Msg::Refused {
@@ -193,6 +223,7 @@ pub fn decode(kind: u8, payload: &[u8]) -> Result<Msg, String> {
         5 => Msg::Abort {
             reason: c.string()?,
         },
+        6 => Msg::Challenge { nonce: c.array()? },
         k => return Err(format!("unknown message kind {k}")),
     };
     if !c.0.is_empty() {
@@ -257,6 +288,7 @@ pub(super) fn send(s: &mut TcpStream, m: &Msg) -> Result<(), String> {
 /// wrong time (never its contents, which may hold a token or the id).
 pub(super) fn kind_name(m: &Msg) -> &'static str {
     match m {
+        Msg::Challenge { .. } => "a challenge",
         Msg::Hello { .. } => "a hello",
         Msg::Welcome { .. } => "a welcome",
         Msg::Refused { .. } => "a refusal",
