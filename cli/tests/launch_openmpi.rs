@@ -71,7 +71,13 @@ const WRAP: &str = "\"$0\" \"$@\" >\"$NCCL_FIND_TEST_OUT/out.$OMPI_COMM_WORLD_RA
 
 /// `sh -c WRAP nccl-find smoke --lib LIB --rendezvous-only --timeout SECS`.
 fn ours(lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
+    ours_with(&[], lib, secs)
+}
+
+/// [`ours`], with `pre` (`env NAME=VALUE`) before the command.
+fn ours_with(pre: &[&str], lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
     let mut v: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), WRAP.into()];
+    v.extend(pre.iter().map(Into::into));
     v.push(env!("CARGO_BIN_EXE_nccl-find").into());
     v.extend(["smoke".into(), "--lib".into(), lib.as_os_str().to_owned()]);
     v.extend(["--rendezvous-only".into(), "--timeout".into(), secs.into()]);
@@ -325,5 +331,56 @@ fn open_mpi_5_a_rank_that_never_comes_ends_at_the_deadline() {
 fn open_mpi_4_a_rank_that_never_comes_ends_at_the_deadline() {
     if let Some(mpirun) = launcher("NCCL_FIND_OMPI4_MPIRUN") {
         a_rank_that_never_comes(&mpirun, "4");
+    }
+}
+
+/// One process, whose OMPI_COMM_WORLD_SIZE says 2: the PMIx server's
+/// `pmix.job.size` (read from the real server, PMIx 4 and 5) says 1, and
+/// the process fails at once, saying both.
+fn a_world_size_the_server_denies(mpirun: &Path, major: &str) {
+    let Some(lib) = wheel_lib() else { return };
+    version(mpirun, major);
+    let d = scratch(&format!("{major}-size"));
+    let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "1".into()];
+    args.extend(ours_with(&["env", "OMPI_COMM_WORLD_SIZE=2"], &lib, "60"));
+    let (status, launcher_said) = mpirun_in(mpirun, &d, &args);
+    assert!(matches!(status, Some(s) if s != 0), "{launcher_said}");
+    assert_eq!(names(&d), ["err.0", "out.0", "status.0"], "{launcher_said}");
+    assert_eq!(read(&d, "status", 0), "1\n");
+    let failed =
+        "FAILED: mpirun (Open MPI): the PMIx server says the job has 1 process(es), but the \
+                  launcher's variables say 2 (";
+    let stdout = read(&d, "out", 0);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(
+        lines[0].starts_with(
+            "[rank 0] note: exchange: pmix via mpirun (Open MPI), at PMIx namespace \""
+        ),
+        "{stdout}"
+    );
+    assert!(
+        lines[3].starts_with(&format!("[rank 0] {failed}")),
+        "{stdout}"
+    );
+    let stderr = read(&d, "err", 0);
+    assert!(
+        stderr.starts_with(&format!("nccl-find smoke: {failed}")) && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn open_mpi_5_a_world_size_the_server_denies_is_refused() {
+    if let Some(mpirun) = launcher("NCCL_FIND_OMPI5_MPIRUN") {
+        a_world_size_the_server_denies(&mpirun, "5");
+    }
+}
+
+#[test]
+fn open_mpi_4_a_world_size_the_server_denies_is_refused() {
+    if let Some(mpirun) = launcher("NCCL_FIND_OMPI4_MPIRUN") {
+        a_world_size_the_server_denies(&mpirun, "4");
     }
 }

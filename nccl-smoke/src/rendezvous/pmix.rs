@@ -405,7 +405,7 @@ impl Connect for PmixConnect {
         }
         if let Some(n) = kv.job_size().filter(|n| *n as usize != world) {
             return Err(format!(
-                "the PMIx server says the job has {n} processes, but the launcher's variables say {world}"
+                "the PMIx server says the job has {n} process(es), but the launcher's variables say {world}"
             ));
         }
         Ok(Box::new(kv))
