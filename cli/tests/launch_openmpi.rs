@@ -148,8 +148,8 @@ fn between<'a>(s: &'a str, start: &str, end: &str) -> &'a str {
 
 /// Runs 4 processes under `mpirun` with no flags of ours but the library,
 /// each writing to its own files (mpirun's forwarding would mix them), and
-/// checks every one: the exchange line (`pmix`, through `expect_lib` or
-/// one of `expect_any`), one unique id, first ranks 0..3, every verdict.
+/// checks every one: the exchange line (`pmix`, through one of
+/// `expect_lib`), one unique id, first ranks 0..3, every verdict.
 fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
     let Some(lib) = wheel_lib() else { return };
     version(mpirun, major);
