@@ -18,6 +18,7 @@ pub mod kv;
 pub mod launch;
 mod owner;
 mod proof;
+mod pmix;
 mod tcp;
 mod torchrun;
 mod wire;

