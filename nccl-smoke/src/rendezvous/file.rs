@@ -142,6 +142,53 @@ pub(super) fn remove_dead_run(path: &Path, run: &str) -> usize {
     removed
 }
 
+/// Whether rank 0 may put its file at `path` (see [`publish`]): `Err(Ok)`
+/// a refusal in words, `Err(Err)` an error of the file system.
+fn may_publish(
+    path: &Path,
+    prev: Option<FileId>,
+    world: usize,
+    log: &mut dyn FnMut(String),
+) -> Result<(), Result<String, std::io::Error>> {
+    match (std::fs::symlink_metadata(path), prev) {
+        (Err(e), None) if e.kind() == std::io::ErrorKind::NotFound => {}
+        (Ok(m), Some(id)) if m.file_type().is_file() && FileId::of(&m) == id => {}
+        (Ok(m), None) => match previous(path, world) {
+            Previous::Dead(old_run, old_id, who) => {
+                let gone = old_run.map_or(0, |r| remove_dead_run(path, &r));
+                if !fsafe::remove_if_ours(path, old_id) {
+                    return Err(Ok(format!(
+                        "{} was replaced by someone else while it was being taken over",
+                        path.display()
+                    )));
+                }
+                log(format!(
+                    "replaced {}: a rendezvous file an earlier run left (its rank 0, {who}, is gone); \
+                     {gone} file(s) of that run beside it removed",
+                    path.display()
+                ));
+            }
+            Previous::Busy(e) => return Err(Ok(e)),
+            Previous::Foreign => {
+                return Err(Ok(format!(
+                    "{} already exists and is not a rendezvous file of yours ({}): it is left alone. Remove \
+                     it, or choose another path",
+                    path.display(),
+                    fsafe::kind(&m)
+                )))
+            }
+        },
+        (_, Some(_)) => {
+            return Err(Ok(format!(
+                "{} was removed or replaced by someone else during the rendezvous",
+                path.display()
+            )))
+        }
+        (Err(e), None) => return Err(Err(e)),
+    }
+    Ok(())
+}
+
 /// Rank 0 puts `text` at `path`: a new file with an unguessable name,
 /// renamed over `path` (a rename replaces a link, never writes through it),
 /// or the first time linked there (which fails where anything is, so two
@@ -165,42 +212,7 @@ pub(super) fn publish(
             path.display()
         )
     };
-    match (std::fs::symlink_metadata(path), prev) {
-        (Err(e), None) if e.kind() == std::io::ErrorKind::NotFound => {}
-        (Ok(m), Some(id)) if m.file_type().is_file() && FileId::of(&m) == id => {}
-        (Ok(m), None) => match previous(path, world) {
-            Previous::Dead(old_run, old_id, who) => {
-                let gone = old_run.map_or(0, |r| remove_dead_run(path, &r));
-                if !fsafe::remove_if_ours(path, old_id) {
-                    return Err(format!(
-                        "{} was replaced by someone else while it was being taken over",
-                        path.display()
-                    ));
-                }
-                log(format!(
-                    "replaced {}: a rendezvous file an earlier run left (its rank 0, {who}, is gone); \
-                     {gone} file(s) of that run beside it removed",
-                    path.display()
-                ));
-            }
-            Previous::Busy(e) => return Err(e),
-            Previous::Foreign => {
-                return Err(format!(
-                    "{} already exists and is not a rendezvous file of yours ({}): it is left alone. Remove \
-                     it, or choose another path",
-                    path.display(),
-                    fsafe::kind(&m)
-                ))
-            }
-        },
-        (_, Some(_)) => {
-            return Err(format!(
-                "{} was removed or replaced by someone else during the rendezvous",
-                path.display()
-            ))
-        }
-        (Err(e), None) => return Err(cannot(&e)),
-    }
+    may_publish(path, prev, world, log).map_err(|e| e.unwrap_or_else(|e| cannot(&e)))?;
     let tmp = side(path, run, &format!("new-{}", fsafe::nonce()), 0);
     let id = fsafe::create_new(&tmp, text.as_bytes()).map_err(|e| cannot(&e))?;
     {

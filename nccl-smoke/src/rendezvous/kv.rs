@@ -8,7 +8,8 @@
 //!    only when the counts differ, `place/<rank>` (each one's first NCCL
 //!    rank); fence. Every peer reads `plan` (and its `place`).
 //! 3. At the end every rank puts `done/<rank>` (its outcome); fence; rank 0
-//!    reads every outcome.
+//!    reads every outcome; fence (so that no rank leaves the store, and a
+//!    launcher drops what it put, before rank 0 has read it).
 //!
 //! Two fences to meet, whatever the world size: each rank does O(1) work,
 //! and rank 0 O(world). The store's calls may block (a PMI server that does
@@ -298,19 +299,26 @@ fn outcomes(
     v.extend_from_slice(&message.as_bytes()[..cut]);
     let put = kv.put(&key("done", rank), &v);
     let fenced = put.is_ok() && kv.fence(deadline).is_ok();
-    if rank != 0 {
-        return Vec::new();
+    let got = if rank == 0 {
+        (1..world)
+            .map(|r| PeerOutcome {
+                rank: r,
+                done: if fenced {
+                    kv.get(r, &key("done", r)).ok().and_then(|b| read_done(&b))
+                } else {
+                    None
+                },
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // Nobody leaves the store before rank 0 has read every outcome: a
+    // launcher may drop what a process put once that process is gone.
+    if fenced {
+        let _ = kv.fence(deadline);
     }
-    (1..world)
-        .map(|r| PeerOutcome {
-            rank: r,
-            done: if fenced {
-                kv.get(r, &key("done", r)).ok().and_then(|b| read_done(&b))
-            } else {
-                None
-            },
-        })
-        .collect()
+    got
 }
 
 fn read_done(b: &[u8]) -> Option<(bool, u64, String)> {

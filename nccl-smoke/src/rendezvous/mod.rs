@@ -17,8 +17,8 @@ mod file;
 pub mod kv;
 pub mod launch;
 mod owner;
-mod proof;
 mod pmix;
+mod proof;
 mod tcp;
 mod torchrun;
 mod wire;
@@ -365,6 +365,13 @@ impl Joined {
             Link::Kv(k, world) => k.finish(world, ok, wrong, message, deadline),
         }
     }
+}
+
+/// Text from outside (a launcher's variable, a server's answer) as it may
+/// be shown: escaped by [`crate::untrusted::shown`], at most `max`
+/// characters, in quotes.
+pub fn printable(s: &str, max: usize) -> String {
+    format!("\"{}\"", crate::untrusted::shown(s, max))
 }
 
 fn list(v: &[usize]) -> String {

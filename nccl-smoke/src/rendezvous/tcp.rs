@@ -590,28 +590,14 @@ pub(super) fn tcp_peer(
             std::thread::sleep(Duration::from_millis(100));
             continue;
         };
-        // Rank 0's challenge comes at once; a while for it, within the deadline.
-        let challenge = match read_msg(&mut s, Some(deadline.min(Instant::now() + HELLO_WAIT))) {
-            Ok(Msg::Challenge { nonce }) => nonce,
-            Ok(Msg::Refused { reason }) => {
-                return Err(fail(format!(
-                    "rank 0 refused rank {}: {}",
-                    job.rank,
-                    peer_text(&reason)
-                )))
-            }
-            Ok(m) => {
-                return Err(fail(format!(
-                    "{at} answered {} instead of rank 0's challenge: is it an nccl-find rank 0 of this version?",
-                    kind_name(&m)
-                )))
-            }
-            Err(e) if e.ends_with("the connection closed") || e.contains("reset") => {
-                last = format!("rank 0 closed the connection before answering ({e})");
+        let challenge = match challenge(job, &mut s, at, deadline) {
+            Step::Go(c) => c,
+            Step::Retry(why) => {
+                last = why;
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
-            Err(e) => return Err(fail(format!("waiting for rank 0's challenge at {at}: {e}"))),
+            Step::End(f) => return Err(f),
         };
         let (rank, world, ngpus) = (job.rank as u32, job.world as u32, job.ngpus as u32);
         let nonce = proof::nonce();
@@ -629,39 +615,91 @@ pub(super) fn tcp_peer(
             continue;
         }
         let _ = s.set_write_timeout(None);
-        return match read_msg(&mut s, Some(deadline)) {
-            Ok(Msg::Welcome {
-                id,
-                nranks,
-                first_rank,
-                proof: their_proof,
-            }) => {
-                let want = welcome_proof(&job.token, &challenge, &nonce, &id, nranks, first_rank);
-                if !proof::same_proof(&their_proof, &want) {
-                    return Err(fail(format!(
-                        "the rank 0 at tcp://{host}:{port} ({at}) does not know this job's token: it is \
-                         another job's rank 0 (or not nccl-find), and its unique id was not used. Give every \
-                         rank the same --token (or NCCL_FIND_TOKEN), or choose another port"
-                    )));
-                }
-                Ok(welcomed(s, &id, nranks as usize, first_rank as usize))
-            }
-            Ok(Msg::Refused { reason }) => Err(fail(format!(
-                "rank 0 refused rank {}: {}",
-                job.rank,
-                peer_text(&reason)
-            ))),
-            Ok(m) => Err(fail(format!(
-                "rank 0 answered {} instead of the unique id",
-                kind_name(&m)
-            ))),
-            Err(e) if e.ends_with("the connection closed") || e.contains("reset") => {
-                last = format!("rank 0 closed the connection before answering ({e})");
+        match welcome_answer(job, s, host, port, at, &challenge, &nonce, deadline) {
+            Step::Go(j) => return Ok(j),
+            Step::Retry(why) => {
+                last = why;
                 std::thread::sleep(Duration::from_millis(100));
-                continue;
             }
-            Err(e) => Err(fail(format!("waiting for rank 0's unique id: {e}"))),
-        };
+            Step::End(f) => return Err(f),
+        }
+    }
+}
+
+/// What a peer does after one exchange with rank 0.
+enum Step<T> {
+    /// Go on, with this.
+    Go(T),
+    /// Connect again (rank 0 dropped the connection): why.
+    Retry(String),
+    /// Stop: the failure.
+    End(Failed),
+}
+
+/// Rank 0's challenge, the first thing it sends; a while for it, within the
+/// deadline.
+fn challenge(job: &Job, s: &mut TcpStream, at: SocketAddr, deadline: Instant) -> Step<[u8; 16]> {
+    match read_msg(s, Some(deadline.min(Instant::now() + HELLO_WAIT))) {
+        Ok(Msg::Challenge { nonce }) => Step::Go(nonce),
+        Ok(Msg::Refused { reason }) => Step::End(fail(format!(
+            "rank 0 refused rank {}: {}",
+            job.rank,
+            peer_text(&reason)
+        ))),
+        Ok(m) => Step::End(fail(format!(
+            "{at} answered {} instead of rank 0's challenge: is it an nccl-find rank 0 of this version?",
+            kind_name(&m)
+        ))),
+        Err(e) if e.ends_with("the connection closed") || e.contains("reset") => {
+            Step::Retry(format!("rank 0 closed the connection before answering ({e})"))
+        }
+        Err(e) => Step::End(fail(format!("waiting for rank 0's challenge at {at}: {e}"))),
+    }
+}
+
+/// Rank 0's answer to this peer's hello: the unique id, proven to come from
+/// a rank 0 that knows the token.
+#[allow(clippy::too_many_arguments)]
+fn welcome_answer(
+    job: &Job,
+    mut s: TcpStream,
+    host: &str,
+    port: u16,
+    at: SocketAddr,
+    challenge: &[u8; 16],
+    nonce: &[u8; 16],
+    deadline: Instant,
+) -> Step<Joined> {
+    match read_msg(&mut s, Some(deadline)) {
+        Ok(Msg::Welcome {
+            id,
+            nranks,
+            first_rank,
+            proof: their_proof,
+        }) => {
+            let want = welcome_proof(&job.token, challenge, nonce, &id, nranks, first_rank);
+            if !proof::same_proof(&their_proof, &want) {
+                return Step::End(fail(format!(
+                    "the rank 0 at tcp://{host}:{port} ({at}) does not know this job's token: it is \
+                     another job's rank 0 (or not nccl-find), and its unique id was not used. Give every \
+                     rank the same --token (or NCCL_FIND_TOKEN), or choose another port"
+                )));
+            }
+            Step::Go(welcomed(s, &id, nranks as usize, first_rank as usize))
+        }
+        Ok(Msg::Refused { reason }) => Step::End(fail(format!(
+            "rank 0 refused rank {}: {}",
+            job.rank,
+            peer_text(&reason)
+        ))),
+        Ok(m) => Step::End(fail(format!(
+            "rank 0 answered {} instead of the unique id",
+            kind_name(&m)
+        ))),
+        Err(e) if e.ends_with("the connection closed") || e.contains("reset") => Step::Retry(
+            format!("rank 0 closed the connection before answering ({e})"),
+        ),
+        Err(e) => Step::End(fail(format!("waiting for rank 0's unique id: {e}"))),
     }
 }
 
