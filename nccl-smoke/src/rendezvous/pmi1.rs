@@ -153,6 +153,10 @@ impl Connect for Pmi1 {
             ));
         }
         let sock = take(self.fd)?;
+        // Reads and writes wait (each with its own timeout), whatever the
+        // launcher left set.
+        sock.set_nonblocking(false)
+            .map_err(|e| format!("PMI_FD={} cannot be used: {e}", self.fd))?;
         Ok(Box::new(Session::start(
             sock, self.fd, rank, world, deadline,
         )?))
