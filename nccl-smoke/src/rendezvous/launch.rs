@@ -132,7 +132,11 @@ pub struct Plan {
 }
 
 /// The exchanges, in the order they are tried.
-pub static BACKENDS: &[Backend] = &[super::torchrun::NO_AGENT_STORE, super::pmix::PMIX];
+pub static BACKENDS: &[Backend] = &[
+    super::torchrun::NO_AGENT_STORE,
+    super::pmix::PMIX,
+    super::pmi1::PMI1,
+];
 
 /// The first row that recognises `env`: `Ok(None)` when none does.
 pub fn detect(env: &LaunchEnv) -> Result<Option<Plan>, String> {

@@ -17,6 +17,7 @@ mod file;
 pub mod kv;
 pub mod launch;
 mod owner;
+mod pmi1;
 mod pmix;
 mod proof;
 mod tcp;

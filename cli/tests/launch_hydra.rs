@@ -1,0 +1,238 @@
+//! `nccl-find smoke` under Hydra's real `mpiexec`, with no flags but the
+//! library: MPICH's and Intel MPI's, from PyPI (scripts/launchers installs
+//! them and says where, in NCCL_FIND_MPICH_MPIEXEC and
+//! NCCL_FIND_IMPI_MPIEXEC). The processes meet through the launcher's own
+//! PMI-1 server, over the socket in PMI_FD. No GPU is needed
+//! (`--rendezvous-only`; the unique id comes from a real libnccl.so.2 from
+//! a wheel).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn wheel_lib() -> Option<PathBuf> {
+    match std::env::var_os("NCCL_FIND_WHEELS") {
+        Some(w) => {
+            Some(PathBuf::from(w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
+        }
+        None => {
+            assert!(
+                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
+                "NCCL_FIND_WHEELS is unset; run scripts/test"
+            );
+            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
+            None
+        }
+    }
+}
+
+/// The launcher scripts/launchers installed, with its version; `None` (the
+/// test skips) when it is not there, unless launchers are required.
+fn mpiexec(var: &str) -> Option<(PathBuf, String)> {
+    let required = std::env::var_os("NCCL_FIND_REQUIRE_LAUNCHERS").is_some();
+    let path = match std::env::var_os(var) {
+        Some(p) if Path::new(&p).is_file() => PathBuf::from(p),
+        got => {
+            let why = match got {
+                Some(p) => format!("{var}={} is not a file", Path::new(&p).display()),
+                None => format!("{var} is unset"),
+            };
+            assert!(
+                !required,
+                "{why}, and NCCL_FIND_REQUIRE_LAUNCHERS is set: run eval \"$(scripts/launchers)\""
+            );
+            eprintln!("skipped: {why} (eval \"$(scripts/launchers)\" installs it)");
+            return None;
+        }
+    };
+    let out = Command::new(&path).arg("--version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let version = text
+        .lines()
+        .find(|l| l.contains("Version"))
+        .unwrap_or_else(|| panic!("{} --version: {text:?}", path.display()))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!("{var}: {} ({version})", path.display());
+    Some((path, version))
+}
+
+/// A fresh, empty directory for the job to run in.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nccl-find-hydra-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `mpiexec ARGS` in `dir` with none of the other launchers'
+/// variables around, killed (and the test failed) after two minutes.
+fn run(mpiexec: &Path, dir: &Path, args: &[&str]) -> (i32, String, String, Duration) {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-k", "10", "120"]).arg(mpiexec).args(args);
+    for v in [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCHELASTIC_USE_AGENT_STORE",
+        "NCCL_FIND_TOKEN",
+        "PMI_FD",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "PMIX_RANK",
+        "PMIX_NAMESPACE",
+        "OMPI_COMM_WORLD_RANK",
+        "SLURM_PROCID",
+        "SLURM_LOCALID",
+        "SLURM_STEP_ID",
+    ] {
+        cmd.env_remove(v);
+    }
+    let start = Instant::now();
+    let o: Output = cmd.current_dir(dir).stdin(Stdio::null()).output().unwrap();
+    let took = start.elapsed();
+    let code = o.status.code().unwrap_or(-1);
+    assert_ne!(code, 124, "mpiexec ran for two minutes: {o:?}");
+    (
+        code,
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        took,
+    )
+}
+
+/// The one line of `stdout` starting with `prefix`.
+fn line<'a>(stdout: &'a str, prefix: &str) -> &'a str {
+    let found: Vec<&str> = stdout.lines().filter(|l| l.starts_with(prefix)).collect();
+    assert_eq!(found.len(), 1, "{prefix:?} in {stdout}");
+    found[0]
+}
+
+/// Four processes meet through the launcher's PMI-1 server, with no flags.
+fn four_ranks_meet(var: &str) {
+    let Some(lib) = wheel_lib() else { return };
+    let Some((mpiexec, _)) = mpiexec(var) else {
+        return;
+    };
+    let dir = scratch(&format!("meet-{var}"));
+    let bin = env!("CARGO_BIN_EXE_nccl-find");
+    let lib = lib.to_str().unwrap();
+    let (code, out, err, _) = run(
+        &mpiexec,
+        &dir,
+        &[
+            "-n",
+            "4",
+            bin,
+            "smoke",
+            "--lib",
+            lib,
+            "--rendezvous-only",
+            "--timeout",
+            "60",
+        ],
+    );
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    let mut ids = Vec::new();
+    for r in 0..4 {
+        let ex = line(&out, &format!("[rank {r}] note: exchange: "));
+        let at = ex
+            .strip_prefix(&format!(
+                "[rank {r}] note: exchange: pmi1 via mpiexec (Hydra), at PMI-1 on fd "
+            ))
+            .and_then(|s| s.strip_suffix(" (from PMI_FD, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID)"))
+            .unwrap_or_else(|| panic!("{ex}"));
+        assert!(at.parse::<u32>().is_ok_and(|fd| fd > 2), "{ex}");
+        assert_eq!(
+            line(&out, &format!("[rank {r}] NCCL ")),
+            format!("[rank {r}] NCCL 2.21.5 from {lib}")
+        );
+        assert_eq!(
+            line(&out, &format!("[rank {r}] note: local rank")),
+            format!("[rank {r}] note: local rank {r}")
+        );
+        let met = line(&out, &format!("[rank {r}] note: rendezvous: "));
+        let id = met
+            .strip_prefix(&format!(
+                "[rank {r}] note: rendezvous: nranks 4 first_rank {r} id "
+            ))
+            .unwrap_or_else(|| panic!("{met}"));
+        assert_eq!(id.len(), 16, "{met}");
+        ids.push(id.to_string());
+        let ok = line(&out, &format!("[rank {r}] OK: "));
+        let want = if r == 0 {
+            "[rank 0] OK: every element of 0 all-reduce(s) right on 4 rank(s), 3 other process(es) agree ("
+                .to_string()
+        } else {
+            format!("[rank {r}] OK: every element of 0 all-reduce(s) right on 4 rank(s) (")
+        };
+        assert!(ok.starts_with(&want) && ok.ends_with(" s)"), "{ok}");
+    }
+    assert!(ids.iter().all(|i| *i == ids[0]), "one unique id: {ids:?}");
+    assert_eq!(out.lines().count(), 20, "{out}");
+    // The launcher's exchange leaves nothing behind.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// One rank exits early without taking part (here: 0, after a second, as a
+/// script that skips the smoke test on one rank would): rank 0 gives up at
+/// its --timeout, naming the launcher and what to check; the job ends.
+fn a_rank_that_exits_early_ends_at_the_deadline(var: &str) {
+    let Some(lib) = wheel_lib() else { return };
+    let Some((mpiexec, _)) = mpiexec(var) else {
+        return;
+    };
+    let dir = scratch(&format!("early-{var}"));
+    let bin = env!("CARGO_BIN_EXE_nccl-find");
+    let script = r#"if [ "$PMI_RANK" = 1 ]; then sleep 1; exit 0; fi
+exec "$0" smoke --lib "$1" --rendezvous-only --timeout 5"#;
+    let (code, out, err, took) = run(
+        &mpiexec,
+        &dir,
+        &["-n", "2", "sh", "-c", script, bin, lib.to_str().unwrap()],
+    );
+    let why = "mpiexec (Hydra): the PMI barrier did not complete by the deadline: not all 2 processes \
+               reached it. A rank that exited early, failed to start, or runs another program never does \
+               (PMI-1 cannot say which). Check every rank's output, or raise --timeout";
+    assert_eq!(code, 1, "{out}{err}");
+    let failed = line(&out, "[rank 0] FAILED: ");
+    assert!(
+        failed.starts_with(&format!("[rank 0] FAILED: {why} (")) && failed.ends_with(" s)"),
+        "{failed}"
+    );
+    assert_eq!(
+        err,
+        format!("nccl-find smoke: {}\n", &failed["[rank 0] ".len()..])
+    );
+    assert!(!out.contains("[rank 1]"), "{out}");
+    assert!(!out.contains(" OK: "), "{out}");
+    // Five seconds, and a little grace; never the two-minute guard.
+    assert!(took >= Duration::from_secs(5), "{took:?}");
+    assert!(took < Duration::from_secs(40), "{took:?}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn mpich_four_ranks_meet_through_pmi1() {
+    four_ranks_meet("NCCL_FIND_MPICH_MPIEXEC");
+}
+
+#[test]
+fn intel_mpi_four_ranks_meet_through_pmi1() {
+    four_ranks_meet("NCCL_FIND_IMPI_MPIEXEC");
+}
+
+#[test]
+fn mpich_a_rank_that_exits_early_ends_at_the_deadline() {
+    a_rank_that_exits_early_ends_at_the_deadline("NCCL_FIND_MPICH_MPIEXEC");
+}
+
+#[test]
+fn intel_mpi_a_rank_that_exits_early_ends_at_the_deadline() {
+    a_rank_that_exits_early_ends_at_the_deadline("NCCL_FIND_IMPI_MPIEXEC");
+}
