@@ -17,6 +17,7 @@ mod file;
 pub mod kv;
 pub mod launch;
 mod tcp;
+mod tcpstore;
 mod torchrun;
 mod wire;
 
