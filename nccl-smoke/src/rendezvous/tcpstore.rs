@@ -426,7 +426,7 @@ impl StoreKv {
 
     /// The failure of fence `n` at its deadline: who never came, asked on
     /// a fresh connection.
-    fn never_came(&self, n: u64, base: &str, why: &StoreError) -> Failed {
+    fn never_came(&self, n: u64, base: &str) -> Failed {
         let waited = Instant::now().saturating_duration_since(self.since);
         let until = Instant::now() + ASK_WAIT;
         let keys: Vec<String> = (0..self.world).map(|r| format!("{base}{r}")).collect();
@@ -435,35 +435,31 @@ impl StoreKv {
             c.close();
             got
         });
-        let head = format!(
-            "the ranks did not all reach barrier {n} in the store at {} within {:.0} s ({why})",
-            self.at,
-            waited.as_secs_f64()
-        );
+        let (at, world, secs) = (&self.at, self.world, waited.as_secs_f64());
         match asked {
             Ok(here) => {
-                let missing: Vec<usize> = (0..self.world).filter(|r| !here[*r]).collect();
+                let missing: Vec<usize> = (0..world).filter(|r| !here[*r]).collect();
                 let message = if missing.is_empty() {
                     format!(
-                        "{head}, though all {} reached it: the last to arrive never opened it (it died?). \
-                         Check every rank's output",
-                        self.world
+                        "all {world} ranks reached barrier {n} in the store at {at}, but it did not open \
+                         within {secs:.0} s: the last to arrive never opened it (it died?). Check every \
+                         rank's output"
                     )
                 } else {
                     format!(
-                        "{head}: rank(s) {} never came ({} of {} processes did). Check that torchrun \
-                         started them all (--nnodes, --nproc-per-node) and every rank's output, or raise \
-                         --timeout",
+                        "rank(s) {} never reached barrier {n} in the store at {at} within {secs:.0} s ({} \
+                         of {world} processes did). Check that torchrun started them all (--nnodes, \
+                         --nproc-per-node) and every rank's output, or raise --timeout",
                         list(&missing),
-                        self.world - missing.len(),
-                        self.world
+                        world - missing.len(),
                     )
                 };
                 Failed { message, missing }
             }
             Err(e) => fail(format!(
-                "{head}; the store could not be asked who never came ({e}). Check every rank's output, \
-                 or raise --timeout"
+                "the ranks did not all reach barrier {n} in the store at {at} within {secs:.0} s, and the \
+                 store could not be asked who never came ({e}). Check every rank's output, or raise \
+                 --timeout"
             )),
         }
     }
@@ -505,7 +501,7 @@ impl Kv for StoreKv {
         }
         match self.conn.wait(std::slice::from_ref(&open), deadline) {
             Ok(()) => Ok(()),
-            Err(e @ StoreError::Silent) => Err(self.never_came(n, &base, &e)),
+            Err(StoreError::Silent) => Err(self.never_came(n, &base)),
             Err(e) => Err(broke(e)),
         }
     }
