@@ -37,9 +37,14 @@ fn wheel_lib() -> Option<PathBuf> {
     }
 }
 
-/// A program scripts/launchers installed, named by `var`.
+/// A program scripts/launchers installed, named by `var` (set empty: left
+/// out on purpose, as torch 2.1.2 is for a python it has no wheel for).
 fn installed(var: &str) -> Option<PathBuf> {
     match std::env::var_os(var) {
+        Some(p) if p.is_empty() => {
+            eprintln!("skipped: {var} is empty: scripts/launchers left it out (it said why)");
+            None
+        }
         Some(p) => {
             let p = PathBuf::from(p);
             assert!(p.is_file(), "{var}={} does not exist", p.display());
