@@ -7,7 +7,7 @@
 #
 # Each is a venv in the cache, made once (a .complete marker), with torch's
 # nvidia-* dependencies: the newest is about 5.3 GB, torch 2.1.2 about
-# 4.7 GB; each took about a minute to download and install (2025-11, torch
+# 4.7 GB; each took about a minute to download and install (torch
 # 2.15.0). torch 2.1.2 has wheels for python 3.8 to 3.11 only: with another
 # python it is left out, and its tests say so.
 #
