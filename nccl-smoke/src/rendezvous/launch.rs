@@ -133,6 +133,7 @@ pub struct Plan {
 
 /// The exchanges, in the order they are tried.
 pub static BACKENDS: &[Backend] = &[
+    super::torchrun::AGENT_STORE,
     super::torchrun::NO_AGENT_STORE,
     super::pmix::PMIX,
     super::pmi1::PMI1,

@@ -21,6 +21,7 @@ mod pmi1;
 mod pmix;
 mod proof;
 mod tcp;
+mod tcpstore;
 mod torchrun;
 mod wire;
 

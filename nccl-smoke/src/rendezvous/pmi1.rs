@@ -833,7 +833,11 @@ mod tests {
             "the PMI server sent a line that is not text: \"cmd=put_result \u{fffd}\""
         );
         let long = vec![b'x'; 10_000];
-        assert!(e(&long).ends_with("... (9800 more bytes)\""), "bounded in print: {}", e(&long));
+        assert!(
+            e(&long).ends_with("... (9800 more bytes)\""),
+            "bounded in print: {}",
+            e(&long)
+        );
         let check =
             |line: &[u8], req, exp| check_reply(&parse_reply(line).unwrap(), req, exp).unwrap_err();
         assert_eq!(

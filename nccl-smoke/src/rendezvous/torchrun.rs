@@ -3,12 +3,223 @@
 //! `TORCHELASTIC_RUN_ID`, `TORCHELASTIC_RESTART_COUNT` and
 //! `TORCHELASTIC_USE_AGENT_STORE`.
 //!
+//! With the agent's store (`TORCHELASTIC_USE_AGENT_STORE=True`: the static
+//! rendezvous, the default, in every torch 2.x; c10d and `--standalone`
+//! from torch 2.5), the agent already serves a TCPStore at
+//! `MASTER_ADDR:MASTER_PORT`, and every worker, rank 0 too, is its client
+//! ([`super::tcpstore`]). Our keys are kept apart from torch's, and from an
+//! earlier restart's, under `/nccl-find/RUN/RESTART/`.
+//!
 //! Without the agent's store (`TORCHELASTIC_USE_AGENT_STORE=False`, or
 //! `MASTER_ADDR` set by hand), rank 0 serves our own TCP rendezvous at
 //! `MASTER_ADDR:MASTER_PORT`.
 
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Instant;
+
+use super::kv::{Connect, Kv};
 use super::launch::{need, optional, Backend, LaunchEnv, Plan};
+use super::tcpstore::{open_probed, Dialect, StoreKv};
 use super::{Exchange, Init};
+
+/// torchrun with its agent's store: every worker is a client of the
+/// TCPStore the agent serves.
+pub(super) const AGENT_STORE: Backend = Backend {
+    id: "torchrun-store",
+    launcher: "torchrun (agent store)",
+    recognised_by: "TORCHELASTIC_USE_AGENT_STORE=True, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE",
+    carries: "the TCPStore torchrun's agent serves at MASTER_ADDR:MASTER_PORT (keys under \
+              /nccl-find/RUN/RESTART/); a barrier is a counter and a key the last rank to arrive sets",
+    never_came: "each rank's arrival key at the barrier, checked at the deadline",
+    detect: detect_store,
+};
+
+fn detect_store(env: &LaunchEnv) -> Option<Result<Plan, String>> {
+    let launcher = AGENT_STORE.launcher;
+    match env.get("TORCHELASTIC_USE_AGENT_STORE") {
+        Ok(Some("True")) => Some(plan_store(env)),
+        Ok(Some("False")) | Ok(None) => None,
+        Ok(Some(v)) => Some(Err(format!(
+            "{launcher}: TORCHELASTIC_USE_AGENT_STORE={} is neither True nor False. Start every process \
+             with torchrun, or pass --rank, --world-size and --init tcp://HOST:PORT",
+            super::printable(v, 40)
+        ))),
+        Err(e) => Some(Err(format!("{launcher}: {e}"))),
+    }
+}
+
+/// The longest run id taken (torch's are uuids, or what `--rdzv-id` says).
+const MAX_RUN_ID: usize = 256;
+
+fn plan_store(env: &LaunchEnv) -> Result<Plan, String> {
+    let launcher = AGENT_STORE.launcher;
+    let mut from = vec!["TORCHELASTIC_USE_AGENT_STORE"];
+    let host = match env.get("MASTER_ADDR") {
+        Ok(Some(h)) => h,
+        Ok(None) => {
+            return Err(format!(
+                "{launcher}: MASTER_ADDR is not set, though TORCHELASTIC_USE_AGENT_STORE is: the launcher's \
+                 environment is half set. Start every process with torchrun, or pass --rank, --world-size \
+                 and --init tcp://HOST:PORT"
+            ))
+        }
+        Err(e) => return Err(format!("{launcher}: {e}")),
+    };
+    from.push("MASTER_ADDR");
+    let host = host_name(host).ok_or_else(|| {
+        format!(
+            "{launcher}: MASTER_ADDR={} is not a host name",
+            super::printable(host, 60)
+        )
+    })?;
+    let port = need(env, launcher, "MASTER_PORT", &mut from)?;
+    let port = u16::try_from(port)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("{launcher}: MASTER_PORT={port} is not a port number"))?;
+    let rank = need(env, launcher, "RANK", &mut from)?;
+    let world = need(env, launcher, "WORLD_SIZE", &mut from)?;
+    let local_rank = optional(env, &["LOCAL_RANK"], &mut from)?;
+    let run = match env
+        .get("TORCHELASTIC_RUN_ID")
+        .map_err(|e| format!("{launcher}: {e}"))?
+    {
+        Some(r) if r.len() > MAX_RUN_ID => {
+            return Err(format!(
+                "{launcher}: TORCHELASTIC_RUN_ID is {} bytes long; at most {MAX_RUN_ID} are taken",
+                r.len()
+            ))
+        }
+        Some(r) => {
+            from.push("TORCHELASTIC_RUN_ID");
+            r
+        }
+        None => "none",
+    };
+    let restart = optional(env, &["TORCHELASTIC_RESTART_COUNT"], &mut from)
+        .map_err(|e| format!("{launcher}: {e}"))?
+        .unwrap_or(0);
+    // torch 2.2 renamed NCCL_ASYNC_ERROR_HANDLING, which torchrun sets for
+    // its workers, when it changed the store's protocol.
+    let dialect = if env.has("TORCH_NCCL_ASYNC_ERROR_HANDLING") {
+        from.push("TORCH_NCCL_ASYNC_ERROR_HANDLING");
+        Dialect::New
+    } else if env.has("NCCL_ASYNC_ERROR_HANDLING") {
+        from.push("NCCL_ASYNC_ERROR_HANDLING");
+        Dialect::Old
+    } else {
+        Dialect::New
+    };
+    let run = escape(run);
+    Ok(Plan {
+        backend: AGENT_STORE.id,
+        launcher: "torchrun",
+        rank,
+        world,
+        local_rank,
+        exchange: Exchange::Launcher(std::sync::Arc::new(AgentStore {
+            host,
+            port,
+            prefix: format!("/nccl-find/{run}/{restart}/"),
+            dialect,
+        })),
+        token: Some(format!("torchrun/{run}/{restart}")),
+        from,
+    })
+}
+
+/// A host name or address as given (brackets around an IPv6 address
+/// dropped), when it is one: letters, digits, `.`, `-`, `_`, `:`, `%`.
+fn host_name(h: &str) -> Option<String> {
+    let h = h
+        .strip_prefix('[')
+        .and_then(|x| x.strip_suffix(']'))
+        .unwrap_or(h);
+    let ok = !h.is_empty()
+        && h.len() <= 255
+        && h.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-_:%".contains(&b));
+    ok.then(|| h.to_string())
+}
+
+/// Text as a part of a key: letters, digits, `.`, `_` and `-` as they are,
+/// every other byte as `%XX`.
+fn escape(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The agent's store: where it is, and where our keys go in it.
+#[derive(Debug)]
+pub(super) struct AgentStore {
+    host: String,
+    port: u16,
+    /// `/nccl-find/RUN/RESTART/`.
+    prefix: String,
+    /// The dialect the worker's environment suggests (the other is tried
+    /// when the server does not answer in it).
+    dialect: Dialect,
+}
+
+impl AgentStore {
+    fn url(&self) -> String {
+        if self.host.contains(':') {
+            format!("tcp://[{}]:{}", self.host, self.port)
+        } else {
+            format!("tcp://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl Connect for AgentStore {
+    fn connect(&self, rank: usize, world: usize, deadline: Instant) -> Result<Box<dyn Kv>, String> {
+        let at = self.url();
+        let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve MASTER_ADDR {}: {e}", self.host))?
+            .collect();
+        if addrs.is_empty() {
+            return Err(format!("MASTER_ADDR {} has no address", self.host));
+        }
+        let conn = open_probed(&addrs, self.dialect, &format!("{}probe", self.prefix), deadline)
+            .map_err(|e| {
+                format!(
+                    "cannot reach the agent's TCPStore at {at}: {e}. Is this process started by torchrun, \
+                     and is its agent still running?"
+                )
+            })?;
+        Ok(Box::new(StoreKv {
+            conn,
+            addrs,
+            at,
+            prefix: self.prefix.clone(),
+            rank,
+            world,
+            fences: 0,
+            since: Instant::now(),
+            until: deadline,
+        }))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} (the agent's TCPStore; keys under {})",
+            self.url(),
+            self.prefix
+        )
+    }
+
+    fn launcher(&self) -> &'static str {
+        "torchrun (agent store)"
+    }
+}
 
 /// torchrun without an agent store, or `MASTER_ADDR`/`MASTER_PORT` set by
 /// hand: our TCP rendezvous there.
@@ -172,6 +383,154 @@ mod tests {
             detect(&env).unwrap_err(),
             "torchrun (no agent store), or MASTER_ADDR and MASTER_PORT set by hand: MASTER_PORT=70000 is not a \
              port number"
+        );
+    }
+
+    fn store_env(extra: &[(&'static str, &'static str)]) -> LaunchEnv {
+        let mut v = vec![
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+            ("MASTER_ADDR", "node7"),
+            ("MASTER_PORT", "29500"),
+            ("RANK", "3"),
+            ("WORLD_SIZE", "4"),
+            ("LOCAL_RANK", "1"),
+            ("GROUP_RANK", "1"),
+            ("TORCHELASTIC_RUN_ID", "c0ffee"),
+            ("TORCHELASTIC_RESTART_COUNT", "2"),
+        ];
+        v.extend_from_slice(extra);
+        LaunchEnv::from_pairs(&v)
+    }
+
+    /// The store a plan meets through, as its Debug form says it.
+    fn store_of(p: &Plan) -> String {
+        match &p.exchange {
+            Exchange::Launcher(c) => format!("{c:?}"),
+            e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn with_the_agent_store_every_rank_is_a_client() {
+        let env = store_env(&[("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")]);
+        let p = detect(&env).unwrap().unwrap();
+        assert_eq!(
+            (p.backend, p.launcher, p.rank, p.world, p.local_rank),
+            ("torchrun-store", "torchrun", 3, 4, Some(1))
+        );
+        assert_eq!(
+            store_of(&p),
+            "AgentStore { host: \"node7\", port: 29500, prefix: \"/nccl-find/c0ffee/2/\", dialect: New }"
+        );
+        assert_eq!(
+            p.exchange.describe(),
+            "tcp://node7:29500 (the agent's TCPStore; keys under /nccl-find/c0ffee/2/)"
+        );
+        assert_eq!(p.token.as_deref(), Some("torchrun/c0ffee/2"));
+        assert_eq!(
+            p.from,
+            [
+                "TORCHELASTIC_USE_AGENT_STORE",
+                "MASTER_ADDR",
+                "MASTER_PORT",
+                "RANK",
+                "WORLD_SIZE",
+                "LOCAL_RANK",
+                "TORCHELASTIC_RUN_ID",
+                "TORCHELASTIC_RESTART_COUNT",
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+            ]
+        );
+        // The agent store's row comes before the one without it.
+        assert_eq!(super::super::launch::BACKENDS[0].id, "torchrun-store");
+    }
+
+    #[test]
+    fn the_dialect_follows_torchs_renamed_variable() {
+        let old = store_env(&[("NCCL_ASYNC_ERROR_HANDLING", "1")]);
+        assert!(store_of(&detect(&old).unwrap().unwrap()).ends_with("dialect: Old }"));
+        let both = store_env(&[
+            ("NCCL_ASYNC_ERROR_HANDLING", "1"),
+            ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+        ]);
+        assert!(store_of(&detect(&both).unwrap().unwrap()).ends_with("dialect: New }"));
+        let neither = store_env(&[]);
+        assert!(store_of(&detect(&neither).unwrap().unwrap()).ends_with("dialect: New }"));
+    }
+
+    #[test]
+    fn run_ids_and_hosts_from_outside_are_kept_in_bounds() {
+        let env = store_env(&[
+            ("TORCHELASTIC_RUN_ID", "a b/../\u{202e}"),
+            ("MASTER_ADDR", "[::1]"),
+        ]);
+        let p = detect(&env).unwrap().unwrap();
+        assert_eq!(
+            p.exchange.describe(),
+            "tcp://[::1]:29500 (the agent's TCPStore; keys under /nccl-find/a%20b%2F..%2F%E2%80%AE/2/)"
+        );
+        // No run id (torch's placeholder, or none at all): "none".
+        let env = LaunchEnv::from_pairs(&[
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+        ]);
+        let p = detect(&env).unwrap().unwrap();
+        assert!(store_of(&p).contains("prefix: \"/nccl-find/none/0/\""));
+        assert_eq!(p.from.len(), 5);
+        let long = "x".repeat(MAX_RUN_ID + 1);
+        let env = LaunchEnv::from_pairs(&[
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+            ("MASTER_ADDR", "h"),
+            ("MASTER_PORT", "1"),
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("TORCHELASTIC_RUN_ID", &long),
+        ]);
+        assert_eq!(
+            detect(&env).unwrap_err(),
+            "torchrun (agent store): TORCHELASTIC_RUN_ID is 257 bytes long; at most 256 are taken"
+        );
+        let env = store_env(&[("MASTER_ADDR", "evil\nhost")]);
+        assert_eq!(
+            detect(&env).unwrap_err(),
+            "torchrun (agent store): MASTER_ADDR=\"evil\\u{a}host\" is not a host name"
+        );
+    }
+
+    #[test]
+    fn a_half_set_agent_store_says_what_is_missing() {
+        let env = LaunchEnv::from_pairs(&[
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+        ]);
+        assert_eq!(
+            detect(&env).unwrap_err(),
+            "torchrun (agent store): MASTER_PORT is not set, though TORCHELASTIC_USE_AGENT_STORE, MASTER_ADDR \
+             are: the launcher's environment is half set. Start every process with the launcher, or pass \
+             --rank, --world-size and --init tcp://HOST:PORT"
+        );
+        let env = LaunchEnv::from_pairs(&[("TORCHELASTIC_USE_AGENT_STORE", "True"), ("RANK", "0")]);
+        assert_eq!(
+            detect(&env).unwrap_err(),
+            "torchrun (agent store): MASTER_ADDR is not set, though TORCHELASTIC_USE_AGENT_STORE is: the \
+             launcher's environment is half set. Start every process with torchrun, or pass --rank, \
+             --world-size and --init tcp://HOST:PORT"
+        );
+        let env = LaunchEnv::from_pairs(&[("TORCHELASTIC_USE_AGENT_STORE", "yes")]);
+        assert_eq!(
+            detect(&env).unwrap_err(),
+            "torchrun (agent store): TORCHELASTIC_USE_AGENT_STORE=\"yes\" is neither True nor False. Start \
+             every process with torchrun, or pass --rank, --world-size and --init tcp://HOST:PORT"
+        );
+        let env = store_env(&[("TORCHELASTIC_RESTART_COUNT", "2x")]);
+        assert_eq!(
+            detect(&env).unwrap_err(),
+            "torchrun (agent store): TORCHELASTIC_RESTART_COUNT=\"2x\" is not a number"
         );
     }
 }
