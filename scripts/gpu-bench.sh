@@ -6,6 +6,8 @@
 # address (with the right and a wrong NCCL_SOCKET_IFNAME), and the
 # deadlines (a killed rank, a stopped rank). Prints tables last.
 #   scripts/gpu-bench.sh [path/to/nccl-find] [path/to/gpu-ref] [quick]
+#   GPU_BENCH_REPS=8 GPU_BENCH_SIZES="8 65536 ..."   runs and sizes of the timing
+#   GPU_BENCH_ONLY=timing                            the timing tables alone
 set -u
 bin=${1:-target/release/nccl-find}
 ref=${2:-target/gpu14/gpu-ref}
@@ -25,6 +27,7 @@ rows=()
 row() { rows+=("$(printf '| %-50s | %-9s | %8s | %s |' "$1" "$2" "$3" "$4")"); }
 
 if [ -n "$quick" ]; then sizes="8 1048576 268435456"; reps=1; else sizes="8 1024 65536 1048576 16777216 268435456 1073741824"; reps=2; fi
+sizes=${GPU_BENCH_SIZES:-$sizes}; reps=${GPU_BENCH_REPS:-$reps}
 csv=$(echo $sizes | tr ' ' ,)
 gpus=$(seq -s, 0 $((n - 1)))
 
@@ -40,6 +43,7 @@ for rep in $(seq $reps); do
   "$bin" smoke --lib $lib --rank 0 --world-size $n --init tcp://127.0.0.1:2970$rep --gpus 0 --sizes $csv --iters 20 --timeout 60 --json > "$out/oursn.$rep.json" 2> "$out/oursn.$rep.err"; wait "${pids[@]}"
 done
 
+if [ "${GPU_BENCH_ONLY:-}" != timing ]; then
 # Every datatype, checked on the GPU.
 s=$(now); "$bin" smoke --lib $lib --dtypes all --sizes 8,4K,1M,64M --timeout 60 > "$out/dtypes.txt" 2>&1; rc=$?; e=$(now)
 row "1 process, $n GPUs, all datatypes 8 B-64 MiB" "$rc" "$(secs $s $e)" "$(tail -1 "$out/dtypes.txt" | cut -c1-90)"
@@ -96,6 +100,7 @@ dl() { # tag signal
 }
 dl killed KILL 1
 dl stopped STOP 2
+fi
 
 tar czf "$dest/logs.tgz" -C "$out" . 2>/dev/null
 echo
@@ -116,14 +121,16 @@ def ok(p):
     try: d = json.load(open(os.path.join(o, p))); return d["verdict"][:40]
     except Exception as e: return str(e)[:40]
 for mode, rf, of in (("1 process", "ref1", "ours1"), ("1 process per GPU", "refn", "oursn")):
-    print(f"\n{mode}: time per all-reduce, us (float32, out of place, 20 iterations; runs {', '.join(str(i+1) for i in range(reps))})")
-    print("| size | reference | nccl-find | ratio (best/best) |")
-    print("|---|---|---|---|")
+    print(f"\n{mode}: time per all-reduce, us (float32, out of place, 20 iterations; {reps} runs of each, alternating; median [min-max])")
+    print("| size | reference | nccl-find | time ratio (median) | busbw ratio (median) |")
+    print("|---|---|---|---|---|")
     R = [ref(f"{rf}.{i+1}.txt") for i in range(reps)]; O = [ours(f"{of}.{i+1}.json") for i in range(reps)]
+    med = lambda v: sorted(v)[len(v) // 2] if len(v) % 2 else (sorted(v)[len(v) // 2 - 1] + sorted(v)[len(v) // 2]) / 2
     for b in sorted(R[0]):
         r = [x[b] for x in R if b in x]; u = [x[b] for x in O if b in x]
-        rs = " / ".join(f"{x:.1f}" for x in r); us = " / ".join(f"{x:.1f}" for x in u)
-        ratio = f"{min(u) / min(r):.2f}" if r and u else "-"
-        print(f"| {b} | {rs} | {us} | {ratio} |")
+        if not (r and u):
+            print(f"| {b} | - | - | - | - |"); continue
+        rs = f"{med(r):.1f} [{min(r):.1f}-{max(r):.1f}]"; us = f"{med(u):.1f} [{min(u):.1f}-{max(u):.1f}]"
+        print(f"| {b} | {rs} | {us} | {med(u) / med(r):.2f} | {med(r) / med(u):.3f} |")
     print("  " + "; ".join(ok(f"{of}.{i+1}.json") for i in range(reps)))
 PY
