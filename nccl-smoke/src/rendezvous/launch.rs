@@ -129,7 +129,7 @@ pub struct Plan {
 }
 
 /// The exchanges, in the order they are tried.
-pub static BACKENDS: &[Backend] = &[super::torchrun::NO_AGENT_STORE];
+pub static BACKENDS: &[Backend] = &[super::torchrun::NO_AGENT_STORE, super::slurm::SLURM];
 
 /// The first row that recognises `env`: `Ok(None)` when none does.
 pub fn detect(env: &LaunchEnv) -> Result<Option<Plan>, String> {

@@ -16,6 +16,7 @@ use crate::fsafe::{self, FileId};
 mod file;
 pub mod kv;
 pub mod launch;
+mod slurm;
 mod tcp;
 mod torchrun;
 mod wire;
