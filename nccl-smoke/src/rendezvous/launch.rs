@@ -137,6 +137,7 @@ pub static BACKENDS: &[Backend] = &[
     super::torchrun::NO_AGENT_STORE,
     super::pmix::PMIX,
     super::pmi1::PMI1,
+    super::slurm::SLURM,
 ];
 
 /// The first row that recognises `env`: `Ok(None)` when none does.

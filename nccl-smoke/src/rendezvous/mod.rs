@@ -20,6 +20,7 @@ mod owner;
 mod pmi1;
 mod pmix;
 mod proof;
+mod slurm;
 mod tcp;
 mod tcpstore;
 mod torchrun;

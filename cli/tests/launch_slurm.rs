@@ -1,0 +1,693 @@
+//! `nccl-find smoke` under Slurm's real `srun`, with no flags: each task
+//! finds its rank, the world and the exchange in srun's environment.
+//!
+//! The test starts its own Slurm, as root: a controller (`slurmctld -D`) and
+//! two node daemons on this one host (`slurmd -D -N node01`, `-N node02`),
+//! from a slurm.conf in a temp dir with no authentication (`auth/none`),
+//! on ports free at the time, every state, spool, log and pid file in that
+//! dir. They are child processes of the test, and a guard stops them (and
+//! any step daemon or task they left) when the last test is done with
+//! them, failed or not.
+//!
+//! The node names: a step on both nodes has `SLURM_STEP_NODELIST=node[01-02]`,
+//! and the slurm row looks for task 0 at `node01`. On a real cluster a
+//! node's name is its host name, which DNS knows; here the names are made
+//! up, so the guard adds `127.0.0.1 node01 node02` to /etc/hosts when
+//! neither name resolves, and takes out just that line afterwards (a line
+//! that was there before is left alone).
+//!
+//! Runs: `srun -N 2 -n 4` (no PMI: the `slurm` row, our TCP rendezvous at
+//! node01, on the port the job id gives; again with `NCCL_FIND_SLURM_PORT`
+//! choosing the port), and `srun --mpi=pmix -n 4` and
+//! `srun --mpi=pmi2 -n 4` on one node, which belong to the `pmix` and `pmi1`
+//! rows. Until those rows are in [`BACKENDS`], the same runs are checked
+//! against the `slurm` row (which srun's variables also give) and say so.
+//!
+//! Skips with a reason when not root, or srun, slurmd or slurmctld is
+//! missing; fails instead when `NCCL_FIND_REQUIRE_LAUNCHERS=1`.
+
+use std::io::Read;
+use std::net::ToSocketAddrs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use nccl_smoke::rendezvous::BACKENDS;
+
+/// The longest wait for the daemons to come up, and for one srun.
+const START: Duration = Duration::from_secs(180);
+const RUN: Duration = Duration::from_secs(300);
+
+/// The rendezvous timeout each task gets.
+const RENDEZVOUS_S: &str = "90";
+
+/// The line this test adds to /etc/hosts (and only this one it removes).
+const HOSTS_LINE: &str = "127.0.0.1 node01 node02 # added by nccl-find's launch_slurm test";
+
+fn wheel_lib() -> Option<PathBuf> {
+    match std::env::var_os("NCCL_FIND_WHEELS") {
+        Some(w) => {
+            Some(PathBuf::from(w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
+        }
+        None => {
+            assert!(
+                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
+                "NCCL_FIND_WHEELS is unset; run scripts/test"
+            );
+            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
+            None
+        }
+    }
+}
+
+/// Skips with `why`, or fails where the launchers are required.
+fn skip(why: &str) {
+    assert!(
+        std::env::var_os("NCCL_FIND_REQUIRE_LAUNCHERS").as_deref() != Some("1".as_ref()),
+        "NCCL_FIND_REQUIRE_LAUNCHERS=1 but {why} (run scripts/launchers)"
+    );
+    eprintln!("skipped: {why}");
+}
+
+/// A program on PATH, or in the sbin folders root's PATH may lack.
+fn find(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+struct Tools {
+    srun: PathBuf,
+    sinfo: PathBuf,
+    scancel: PathBuf,
+    slurmd: PathBuf,
+    slurmctld: PathBuf,
+}
+
+fn tools() -> Option<Tools> {
+    if !root() {
+        skip("Slurm's daemons are started as root, and this is not root");
+        return None;
+    }
+    let srun = match std::env::var_os("NCCL_FIND_SRUN") {
+        Some(s) if !s.is_empty() => Some(PathBuf::from(s)),
+        _ => find("srun"),
+    };
+    let Some(srun) = srun.filter(|s| s.is_file()) else {
+        skip("srun is missing (scripts/launchers installs Slurm)");
+        return None;
+    };
+    let beside = |n: &str| {
+        srun.parent()
+            .map(|d| d.join(n))
+            .filter(|p| p.is_file())
+            .or_else(|| find(n))
+    };
+    let (Some(sinfo), Some(scancel)) = (beside("sinfo"), beside("scancel")) else {
+        skip("sinfo or scancel is missing beside srun");
+        return None;
+    };
+    let (Some(slurmd), Some(slurmctld)) = (find("slurmd"), find("slurmctld")) else {
+        skip("slurmd or slurmctld is missing (scripts/launchers installs Slurm)");
+        return None;
+    };
+    Some(Tools {
+        srun,
+        sinfo,
+        scancel,
+        slurmd,
+        slurmctld,
+    })
+}
+
+/// Whether this process's effective user is root (/proc/self/status's
+/// `Uid:` line: real, effective, saved, filesystem).
+fn root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            == Some("0")
+    })
+}
+
+/// Two consecutive free ports (the node daemons take a range), and one
+/// more for the controller.
+fn free_ports() -> (u16, u16) {
+    let bind = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p));
+    for _ in 0..200 {
+        let a = bind(0).unwrap();
+        let p = a.local_addr().unwrap().port();
+        if p >= u16::MAX - 1 {
+            continue;
+        }
+        let Ok(b) = bind(p + 1) else { continue };
+        let c = bind(0).unwrap();
+        let ctl = c.local_addr().unwrap().port();
+        if ctl != p && ctl != p + 1 {
+            drop((a, b, c));
+            return (ctl, p);
+        }
+    }
+    panic!("no two consecutive free ports on 127.0.0.1");
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// A command with no launcher's or job's variables from the test's own
+/// environment, and this cluster's slurm.conf.
+fn clean(program: &Path, conf: &Path) -> Command {
+    let mut c = Command::new(program);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("SLURM")
+            || k.starts_with("PMI")
+            || k.starts_with("OMPI_")
+            || k.starts_with("TORCHELASTIC")
+            || [
+                "RANK",
+                "WORLD_SIZE",
+                "LOCAL_RANK",
+                "MASTER_ADDR",
+                "MASTER_PORT",
+            ]
+            .contains(&&*k)
+            || k.starts_with("NCCL_FIND_TOKEN")
+            || k.starts_with("NCCL_FIND_SLURM")
+        {
+            c.env_remove(&*k);
+        }
+    }
+    c.env("SLURM_CONF", conf);
+    c
+}
+
+/// Runs `c` to its end or `limit`, killing it then. Exit code, stdout,
+/// stderr.
+fn run_for(mut c: Command, limit: Duration) -> (Option<i32>, String, String) {
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let o = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let e = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let end = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    (status, o.join().unwrap(), e.join().unwrap())
+}
+
+fn tail(path: &Path) -> String {
+    let s = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+/// Our Slurm: a controller and two node daemons, and the /etc/hosts line.
+struct Cluster {
+    dir: PathBuf,
+    conf: PathBuf,
+    daemons: Vec<Child>,
+    scancel: PathBuf,
+    hosts_line_added: bool,
+}
+
+impl Cluster {
+    fn start(t: &Tools) -> Cluster {
+        let dir = std::env::temp_dir().join(format!("nccl-find-slurm-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for d in ["state", "spool-node01", "spool-node02", "runs"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        let conf = dir.join("slurm.conf");
+        let mut cluster = Cluster {
+            dir: dir.clone(),
+            conf: conf.clone(),
+            daemons: Vec::new(),
+            scancel: t.scancel.clone(),
+            hosts_line_added: false,
+        };
+        cluster.hosts_line_added = add_hosts_line();
+        let (ctl_port, node_port) = free_ports();
+        let host = hostname();
+        let d = dir.display();
+        let text = format!(
+            "# nccl-find's launch_slurm test: one host, two emulated nodes, no authentication.\n\
+             ClusterName=nccl-find\n\
+             SlurmctldHost={host}(127.0.0.1)\n\
+             SlurmctldPort={ctl_port}\n\
+             SlurmdPort={node_port}\n\
+             AuthType=auth/none\n\
+             CredType=cred/none\n\
+             SlurmUser=root\n\
+             SlurmdUser=root\n\
+             ProctrackType=proctrack/linuxproc\n\
+             TaskPlugin=task/none\n\
+             JobAcctGatherType=jobacct_gather/none\n\
+             AccountingStorageType=accounting_storage/none\n\
+             SelectType=select/cons_tres\n\
+             MpiDefault=none\n\
+             SlurmdParameters=config_overrides\n\
+             ReturnToService=2\n\
+             KillWait=5\n\
+             StateSaveLocation={d}/state\n\
+             SlurmdSpoolDir={d}/spool-%n\n\
+             SlurmctldPidFile={d}/slurmctld.pid\n\
+             SlurmdPidFile={d}/slurmd-%n.pid\n\
+             SlurmctldLogFile={d}/slurmctld.log\n\
+             SlurmdLogFile={d}/slurmd-%n.log\n\
+             PlugStackConfig={d}/plugstack.conf\n\
+             NodeName=node[01-02] NodeHostname={host} NodeAddr=127.0.0.1 Port={node_port}-{} CPUs=4 State=UNKNOWN\n\
+             PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n",
+            node_port + 1
+        );
+        std::fs::write(&conf, text).unwrap();
+        std::fs::write(dir.join("plugstack.conf"), "").unwrap();
+        let daemon = |program: &Path, args: &[&str], log: &str| {
+            let log = std::fs::File::create(dir.join(log)).unwrap();
+            clean(program, &conf)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| panic!("{}: {e}", program.display()))
+        };
+        cluster
+            .daemons
+            .push(daemon(&t.slurmctld, &["-D", "-i"], "slurmctld.out"));
+        for n in ["node01", "node02"] {
+            cluster.daemons.push(daemon(
+                &t.slurmd,
+                &["-D", "-N", n],
+                &format!("slurmd-{n}.out"),
+            ));
+        }
+        // Both nodes idle, or a daemon that ended, or the deadline.
+        let end = Instant::now() + START;
+        loop {
+            for (i, c) in cluster.daemons.iter_mut().enumerate() {
+                if let Ok(Some(s)) = c.try_wait() {
+                    panic!(
+                        "Slurm daemon {i} ended at start ({s}):\n{}\n{}\n{}",
+                        tail(&dir.join("slurmctld.log")),
+                        tail(&dir.join("slurmd-node01.log")),
+                        tail(&dir.join("slurmd-node02.log"))
+                    );
+                }
+            }
+            let (code, out, err) = run_for(
+                {
+                    let mut c = clean(&t.sinfo, &conf);
+                    c.args(["-h", "-N", "-o", "%N %t"]);
+                    c
+                },
+                Duration::from_secs(30),
+            );
+            let last = format!("{code:?} {out}{err}");
+            if code == Some(0) && out.lines().filter(|l| l.ends_with(" idle")).count() == 2 {
+                break;
+            }
+            assert!(
+                Instant::now() < end,
+                "the nodes never came up idle in {START:?}: sinfo said {last}\n{}\n{}",
+                tail(&dir.join("slurmctld.log")),
+                tail(&dir.join("slurmd-node01.log"))
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        cluster
+    }
+}
+
+/// Adds [`HOSTS_LINE`] when neither node name resolves; whether this run
+/// owns the line (it also takes over one that a killed run left).
+fn add_hosts_line() -> bool {
+    let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    if hosts.lines().any(|l| l == HOSTS_LINE) {
+        return true;
+    }
+    let resolves = |n: &str| {
+        (n, 0)
+            .to_socket_addrs()
+            .is_ok_and(|mut a| a.next().is_some())
+    };
+    if resolves("node01") && resolves("node02") {
+        return false;
+    }
+    assert!(
+        !hosts.contains("node01") && !hosts.contains("node02"),
+        "/etc/hosts names node01 or node02, but not both resolve: fix it by hand"
+    );
+    let mut new = hosts.clone();
+    if !new.is_empty() && !new.ends_with('\n') {
+        new.push('\n');
+    }
+    new.push_str(HOSTS_LINE);
+    new.push('\n');
+    // In place (it may be a mount of its own, where a rename cannot land).
+    std::fs::write("/etc/hosts", new).unwrap();
+    true
+}
+
+fn remove_hosts_line() {
+    let Ok(hosts) = std::fs::read_to_string("/etc/hosts") else {
+        return;
+    };
+    let kept: String = hosts
+        .split_inclusive('\n')
+        .filter(|l| l.trim_end() != HOSTS_LINE)
+        .collect();
+    if kept != hosts {
+        let _ = std::fs::write("/etc/hosts", kept);
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Cancel what runs, then stop the daemons: SIGTERM, then SIGKILL.
+        let mut c = clean(&self.scancel, &self.conf);
+        c.args(["--user", "root", "--full"]);
+        let _ = run_for(c, Duration::from_secs(20));
+        for d in &self.daemons {
+            let _ = Command::new("kill")
+                .args(["-TERM", &d.id().to_string()])
+                .status();
+        }
+        let end = Instant::now() + Duration::from_secs(20);
+        for d in &mut self.daemons {
+            while d.try_wait().ok().flatten().is_none() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+        // Step daemons and tasks are not our children, but carry our
+        // SLURM_CONF: kill those, each by its id.
+        let mark = format!("SLURM_CONF={}", self.conf.display());
+        for pid in left_behind(&mark) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+        if self.hosts_line_added {
+            remove_hosts_line();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Processes whose environment holds `mark` (a whole variable).
+fn left_behind(mark: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let mut env = Vec::new();
+        let Ok(f) = std::fs::File::open(p.path().join("environ")) else {
+            continue;
+        };
+        if f.take(1 << 20).read_to_end(&mut env).is_err() {
+            continue;
+        }
+        if env.split(|b| *b == 0).any(|v| v == mark.as_bytes()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// The one cluster the tests of this file share: started by the first,
+/// stopped when the last lets go.
+static CLUSTER: Mutex<Weak<Cluster>> = Mutex::new(Weak::new());
+
+fn cluster(t: &Tools) -> Arc<Cluster> {
+    let mut held = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = held.upgrade() {
+        return c;
+    }
+    let c = Arc::new(Cluster::start(t));
+    *held = Arc::downgrade(&c);
+    c
+}
+
+/// What each task printed, the job's id, and where each task ran.
+struct Ran {
+    job: u64,
+    /// Per task: stdout, stderr.
+    tasks: Vec<(String, String)>,
+    /// Per task: its node's index in the step (srun's `%n`).
+    nodes: Vec<String>,
+}
+
+/// Runs `srun ARGS nccl-find smoke --rendezvous-only` with 4 tasks (and
+/// `vars` in srun's environment, which the tasks get); asserts
+/// srun's exit 0 (every task's exit 0) and one output file per task.
+fn srun(
+    t: &Tools,
+    c: &Cluster,
+    name: &str,
+    args: &[&str],
+    vars: &[(&str, &str)],
+    lib: &Path,
+) -> Ran {
+    let out = c.dir.join("runs").join(name);
+    std::fs::create_dir_all(&out).unwrap();
+    let mut cmd = clean(&t.srun, &c.conf);
+    cmd.envs(vars.iter().copied())
+        .args(args)
+        .args(["-n", "4", "--job-name", name, "--kill-on-bad-exit=1"])
+        .arg(format!("--output={}/%j.%t.%n.out", out.display()))
+        .arg(format!("--error={}/%j.%t.%n.err", out.display()))
+        .arg(env!("CARGO_BIN_EXE_nccl-find"))
+        .args([
+            "smoke",
+            "--rendezvous-only",
+            "--timeout",
+            RENDEZVOUS_S,
+            "--lib",
+        ])
+        .arg(lib);
+    let (code, so, se) = run_for(cmd, RUN);
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let read = |n: &str| std::fs::read_to_string(out.join(n)).unwrap_or_default();
+    let all: Vec<String> = names
+        .iter()
+        .map(|n| format!("--- {n}\n{}", read(n)))
+        .collect();
+    assert_eq!(
+        code,
+        Some(0),
+        "srun {args:?} ended {code:?}\nstdout {so}\nstderr {se}\n{}\n{}\n{}",
+        all.join("\n"),
+        tail(&c.dir.join("slurmd-node01.log")),
+        tail(&c.dir.join("slurmctld.log"))
+    );
+    let job: u64 = names
+        .first()
+        .and_then(|n| n.split('.').next())
+        .and_then(|j| j.parse().ok())
+        .unwrap_or_else(|| panic!("no output files: {names:?}"));
+    // JOB.TASK.NODE.out and .err, for each task.
+    let mut nodes = Vec::new();
+    let mut tasks = Vec::new();
+    for r in 0..4 {
+        let at = format!("{job}.{r}.");
+        let mine: Vec<&String> = names.iter().filter(|n| n.starts_with(&at)).collect();
+        assert_eq!(
+            mine.len(),
+            2,
+            "one stdout and one stderr for task {r}: {names:?}"
+        );
+        let node = mine[0][at.len()..].trim_end_matches(".err").to_string();
+        assert_eq!(*mine[1], format!("{at}{node}.out"), "{names:?}");
+        tasks.push((
+            read(&format!("{at}{node}.out")),
+            read(&format!("{at}{node}.err")),
+        ));
+        nodes.push(node);
+    }
+    assert_eq!(names.len(), 8, "{names:?}");
+    Ran { job, tasks, nodes }
+}
+
+/// Asserts each task's first line is the exchange line (`exchange` checks
+/// it), that all four had one unique id, and every verdict.
+fn assert_met(ran: &Ran, exchange: &dyn Fn(usize, &str)) {
+    let mut ids = Vec::new();
+    for (r, (out, err)) in ran.tasks.iter().enumerate() {
+        assert!(err.is_empty(), "task {r} wrote to stderr: {out}{err}");
+        let lines: Vec<&str> = out.lines().collect();
+        exchange(r, lines.first().copied().unwrap_or_default());
+        let hand = lines
+            .iter()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "[rank {r}] note: rendezvous: nranks 4 first_rank {r} id "
+                ))
+            })
+            .unwrap_or_else(|| panic!("task {r}: {out}{err}"));
+        ids.push(hand.rsplit(' ').next().unwrap_or_default().to_string());
+        let last = lines.last().copied().unwrap_or_default();
+        let verdict = if r == 0 {
+            "[rank 0] OK: every element of 0 all-reduce(s) right on 4 rank(s), 3 other process(es) agree ("
+                .to_string()
+        } else {
+            format!("[rank {r}] OK: every element of 0 all-reduce(s) right on 4 rank(s) (")
+        };
+        assert!(last.starts_with(&verdict), "task {r}: {out}{err}");
+    }
+    assert!(
+        ids[0].len() >= 8 && ids.iter().all(|i| *i == ids[0]),
+        "one unique id for all: {ids:?}"
+    );
+}
+
+/// Asserts the slurm row's exchange line, for step 0 of `job`: node01,
+/// and the port the job id gives.
+fn slurm_line(job: u64) -> impl Fn(usize, &str) {
+    let port = 20000 + (job * 7891) % 12768;
+    move |rank, line| {
+        assert_eq!(
+            line,
+            format!(
+                "[rank {rank}] note: exchange: slurm via srun, at tcp://node01:{port} (from SLURM_PROCID, \
+                 SLURM_NTASKS, SLURM_STEP_NODELIST, SLURM_JOB_ID, SLURM_STEP_ID, SLURM_LOCALID, \
+                 SLURM_SRUN_COMM_PORT)"
+            )
+        )
+    }
+}
+
+#[test]
+fn srun_with_no_pmi_meets_at_the_first_node() {
+    let Some(lib) = wheel_lib() else { return };
+    let Some(t) = tools() else { return };
+    let c = cluster(&t);
+    let ran = srun(&t, &c, "none", &["-N", "2"], &[], &lib);
+    // Task 0 on the step's first node, some on its second: the node list
+    // was node[01-02] (and task 0 checks that it runs on node01, the first).
+    assert_eq!(ran.nodes[0], "0", "{:?}", ran.nodes);
+    assert!(ran.nodes.iter().any(|n| n == "1"), "{:?}", ran.nodes);
+    assert!(
+        ran.nodes.iter().all(|n| n == "0" || n == "1"),
+        "{:?}",
+        ran.nodes
+    );
+    assert_met(&ran, &slurm_line(ran.job));
+}
+
+#[test]
+fn nccl_find_slurm_port_chooses_the_port() {
+    let Some(lib) = wheel_lib() else { return };
+    let Some(t) = tools() else { return };
+    let c = cluster(&t);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let ran = srun(
+        &t,
+        &c,
+        "port",
+        &["-N", "2"],
+        &[("NCCL_FIND_SLURM_PORT", &port)],
+        &lib,
+    );
+    assert_met(&ran, &|r, line| {
+        assert_eq!(
+            line,
+            format!(
+                "[rank {r}] note: exchange: slurm via srun, at tcp://node01:{port} (from SLURM_PROCID, \
+                 SLURM_NTASKS, SLURM_STEP_NODELIST, SLURM_JOB_ID, SLURM_STEP_ID, SLURM_LOCALID, \
+                 NCCL_FIND_SLURM_PORT, SLURM_SRUN_COMM_PORT)"
+            )
+        )
+    });
+}
+
+/// `srun --mpi=X` on one node: the row `id`, once it is in the table;
+/// until then the slurm row, which srun's variables give as well.
+fn srun_with_pmi(mpi: &str, id: &str) {
+    let Some(lib) = wheel_lib() else { return };
+    let Some(t) = tools() else { return };
+    let c = cluster(&t);
+    let mpi_arg = format!("--mpi={mpi}");
+    let ran = srun(
+        &t,
+        &c,
+        mpi,
+        &["-N", "1", "-w", "node01", &mpi_arg],
+        &[],
+        &lib,
+    );
+    assert!(ran.nodes.iter().all(|n| n == "0"), "{:?}", ran.nodes);
+    if BACKENDS.iter().any(|b| b.id == id) {
+        assert_met(&ran, &|r, line| {
+            let want = format!("[rank {r}] note: exchange: {id} via ");
+            assert!(
+                line.starts_with(&want),
+                "task {r}: {line:?} is not {want:?}…"
+            );
+        });
+    } else {
+        eprintln!(
+            "note: the {id} row is not in BACKENDS yet: srun --mpi={mpi} checked against the slurm row instead"
+        );
+        assert_met(&ran, &slurm_line(ran.job));
+    }
+}
+
+#[test]
+fn srun_with_pmix_uses_the_pmix_row() {
+    srun_with_pmi("pmix", "pmix");
+}
+
+#[test]
+fn srun_with_pmi2_uses_the_pmi1_row() {
+    srun_with_pmi("pmi2", "pmi1");
+}
