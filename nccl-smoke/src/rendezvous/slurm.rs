@@ -126,14 +126,17 @@ fn plan(env: &LaunchEnv) -> Result<Plan, String> {
     let job = need(env, launcher, "SLURM_JOB_ID", &mut from)?;
     let step = need(env, launcher, "SLURM_STEP_ID", &mut from)?;
     let local_rank = optional(env, &["SLURM_LOCALID"], &mut from)?;
-    if matches!(env.get("SLURM_DISTRIBUTION"), Ok(Some(d)) if d.starts_with("arbitrary")) {
+    // Where rank 0 will be, unless the script chose (MASTER_ADDR).
+    let chosen = env.has("MASTER_ADDR") && env.has("MASTER_PORT");
+    if !chosen && matches!(env.get("SLURM_DISTRIBUTION"), Ok(Some(d)) if d.starts_with("arbitrary"))
+    {
         return Err(
             "Slurm: with --distribution=arbitrary, task 0 need not run on the first node of \
              SLURM_STEP_NODELIST: pass --init tcp://HOST:PORT naming the node of task 0"
                 .into(),
         );
     }
-    if rank == 0 {
+    if rank == 0 && !chosen {
         if let Ok(Some(node)) = env.get("SLURMD_NODENAME") {
             if node != host {
                 return Err(format!(
@@ -145,24 +148,8 @@ fn plan(env: &LaunchEnv) -> Result<Plan, String> {
             }
         }
     }
-    let port = match env.number(PORT_VAR) {
-        Ok(Some(p)) => {
-            from.push(PORT_VAR);
-            u16::try_from(p)
-                .ok()
-                .filter(|p| *p > 0)
-                .ok_or_else(|| format!("Slurm: {PORT_VAR}={p} is not a port number"))?
-        }
-        Ok(None) => step_port(job as u64, step as u64),
-        Err(e) => return Err(format!("Slurm: {e}")),
-    };
-    let srun = match env.get("SLURM_SRUN_COMM_PORT") {
-        Ok(Some(p)) if p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
-            from.push("SLURM_SRUN_COMM_PORT");
-            p
-        }
-        _ => "-",
-    };
+    let (host, port) = place(env, host, job, step, &mut from)?;
+    let srun = srun_port(env, &mut from);
     Ok(Plan {
         backend: SLURM.id,
         launcher: "srun",
@@ -173,6 +160,53 @@ fn plan(env: &LaunchEnv) -> Result<Plan, String> {
         token: Some(format!("slurm/{job}.{step}/{srun}")),
         from,
     })
+}
+
+/// Where rank 0 listens: `MASTER_ADDR` and `MASTER_PORT` where a batch
+/// script exported them (as many do for torch), else the step's first host
+/// and the port of the formula (or `NCCL_FIND_SLURM_PORT`).
+fn place(
+    env: &LaunchEnv,
+    first: String,
+    job: usize,
+    step: usize,
+    from: &mut Vec<&'static str>,
+) -> Result<(String, u16), String> {
+    let port_of = |name: &str, p: usize| {
+        u16::try_from(p)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("Slurm: {name}={p} is not a port number"))
+    };
+    if let (Ok(Some(addr)), Ok(Some(port))) = (env.get("MASTER_ADDR"), env.number("MASTER_PORT")) {
+        from.push("MASTER_ADDR");
+        from.push("MASTER_PORT");
+        let host = addr
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        return Ok((host, port_of("MASTER_PORT", port)?));
+    }
+    match env.number(PORT_VAR) {
+        Ok(Some(p)) => {
+            from.push(PORT_VAR);
+            Ok((first, port_of(PORT_VAR, p)?))
+        }
+        Ok(None) => Ok((first, step_port(job as u64, step as u64))),
+        Err(e) => Err(format!("Slurm: {e}")),
+    }
+}
+
+/// The port of the `srun` that started the step, for the token; `-` when
+/// it is not there.
+fn srun_port<'a>(env: &'a LaunchEnv, from: &mut Vec<&'static str>) -> &'a str {
+    match env.get("SLURM_SRUN_COMM_PORT") {
+        Ok(Some(p)) if p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
+            from.push("SLURM_SRUN_COMM_PORT");
+            p
+        }
+        _ => "-",
+    }
 }
 
 /// The first host of a Slurm hostlist (`node[01-04,07],gpu-a[1-2]` gives
@@ -502,6 +536,32 @@ mod tests {
             .unwrap();
         assert_eq!(p8.exchange.describe(), "tcp://node01:27331");
         assert_eq!(p8.token.as_deref(), Some("slurm/12345.8/37405"));
+    }
+
+    #[test]
+    fn a_batch_script_that_exports_master_addr_chose_the_meeting_place() {
+        let env = with(
+            with(task("1", "1"), "MASTER_ADDR", "node02"),
+            "MASTER_PORT",
+            "29400",
+        );
+        // The whole table: torchrun's row leaves a task with no RANK to this one.
+        let p = super::super::launch::detect(&env_of(&env))
+            .unwrap()
+            .unwrap();
+        assert_eq!((p.backend, p.rank, p.world), ("slurm", 1, 4));
+        assert_eq!(p.exchange.describe(), "tcp://node02:29400");
+        assert_eq!(p.token.as_deref(), Some("slurm/12345.7/37405"));
+        assert_eq!(
+            &p.from[p.from.len() - 3..],
+            ["MASTER_ADDR", "MASTER_PORT", "SLURM_SRUN_COMM_PORT"]
+        );
+        // With RANK too, it is torchrun's (or a script's own) choice.
+        let p =
+            super::super::launch::detect(&env_of(&with(with(env, "RANK", "1"), "WORLD_SIZE", "4")))
+                .unwrap()
+                .unwrap();
+        assert_eq!(p.backend, "torchrun-tcp");
     }
 
     #[test]

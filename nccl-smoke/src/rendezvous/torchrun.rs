@@ -238,6 +238,11 @@ fn detect_tcp(env: &LaunchEnv) -> Option<Result<Plan, String>> {
     if matches!(agent, Ok(Some(v)) if v != "False") || !env.has("MASTER_ADDR") {
         return None;
     }
+    // A Slurm batch script that exports MASTER_ADDR and MASTER_PORT for its
+    // tasks, and no RANK: the Slurm row reads it (and that meeting place).
+    if !env.has("RANK") && env.has("SLURM_PROCID") {
+        return None;
+    }
     Some(plan_tcp(env, agent.is_ok_and(|a| a.is_some())))
 }
 
