@@ -120,7 +120,7 @@ def ours(p):
 def ok(p):
     try: d = json.load(open(os.path.join(o, p))); return d["verdict"][:40]
     except Exception as e: return str(e)[:40]
-for mode, rf, of in (("1 process", "ref1", "ours1"), ("1 process per GPU", "refn", "oursn")):
+for mode, rf, of in () if reps == 0 else (("1 process", "ref1", "ours1"), ("1 process per GPU", "refn", "oursn")):
     print(f"\n{mode}: time per all-reduce, us (float32, out of place, 20 iterations; {reps} runs of each, alternating; median [min-max])")
     print("| size | reference | nccl-find | time ratio (median) | busbw ratio (median) |")
     print("|---|---|---|---|---|")
