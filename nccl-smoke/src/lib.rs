@@ -617,6 +617,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_launchers_process_drives_its_local_ranks_gpu() {
+        assert_eq!(
+            gpus_for_local_rank(3, 8, None),
+            Ok((
+                vec![3],
+                "GPU 3 of 8: this process's local rank is 3".to_string()
+            ))
+        );
+        // Each process given its own GPU(s) by CUDA_VISIBLE_DEVICES.
+        assert_eq!(
+            gpus_for_local_rank(5, 1, Some("5")),
+            Ok((
+                vec![0],
+                "every GPU this process sees (1): CUDA_VISIBLE_DEVICES=\"5\" gives it its own, and its local rank 5 \
+                 is past them"
+                    .to_string()
+            ))
+        );
+        assert_eq!(gpus_for_local_rank(2, 2, Some("4,5")).unwrap().0, [0, 1]);
+        // More processes than GPUs, and nothing to say they were divided.
+        assert_eq!(
+            gpus_for_local_rank(4, 4, None),
+            Err("local rank 4, but this node shows 4 GPU(s): more processes on this node than GPUs. Start at \
+                 most 4 process(es) per node, or pass --gpus"
+                .to_string())
+        );
+        // A hostile value is shown escaped.
+        assert!(gpus_for_local_rank(1, 1, Some("\x1b[2J"))
+            .unwrap()
+            .1
+            .contains("CUDA_VISIBLE_DEVICES=\"\\u{1b}[2J\""));
+    }
+
+    #[test]
     fn timing_math() {
         let t = Timing::of(1 << 30, 0.003, 4, 0);
         assert!((t.time_us - 3000.0).abs() < 1e-9);

@@ -183,6 +183,10 @@ impl Conn {
                     }
                     return Ok(c);
                 }
+                // Not reachable yet, or too busy to take the connection (a
+                // thousand workers connecting at once): like a refusal, a
+                // reason to try again, never a sign of the other protocol.
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => last = StoreError::Refused(e),
                 Err(e) => last = io_error(e),
             }
         }
@@ -331,9 +335,8 @@ fn ready(b: u8) -> Result<bool, StoreError> {
     }
 }
 
-/// How long a server has to answer the first request before the other
-/// dialect is tried (a server that does not speak ours stays silent, or
-/// drops the connection at once).
+/// How long a server has to answer the first request in the old protocol
+/// before the newer one is tried (a newer server stays silent to it).
 const PROBE_WAIT: Duration = Duration::from_secs(5);
 
 /// The least time a put or get has, even past the meeting's deadline (the
@@ -354,8 +357,15 @@ pub(super) fn open_probed(
     let mut tried: Vec<String> = Vec::new();
     let mut d = hint;
     loop {
-        let step = Instant::now() + PROBE_WAIT;
-        let by = step.min(until);
+        // A server of torch <= 2.1 drops a connection that speaks torch
+        // >= 2.2's protocol at once: silence in it is a busy server (a
+        // thousand workers connecting on two cores), never the wrong
+        // protocol, and is waited out. Only silence in the old protocol (a
+        // newer server ignores it) is a sign to try the other.
+        let by = match d {
+            Dialect::New => until,
+            Dialect::Old => (Instant::now() + PROBE_WAIT).min(until),
+        };
         let got = Conn::open(addrs, d, until).and_then(|mut c| {
             c.check(&[probe.to_string()], by)?;
             Ok(c)
