@@ -251,3 +251,17 @@ fn a_half_set_launcher_environment_says_what_is_missing_and_what_to_pass() {
         )
     );
 }
+
+/// The README's table of exchanges is the table the code tries, row for row.
+#[test]
+fn the_readme_lists_every_exchange_in_order() {
+    let table = nccl_smoke::rendezvous::launch::table_markdown();
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+    )
+    .unwrap();
+    assert!(
+        readme.contains(&table),
+        "README.md's table of exchanges must be this one, from nccl-smoke/src/rendezvous/launch.rs:\n{table}"
+    );
+}

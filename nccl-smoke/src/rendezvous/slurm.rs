@@ -51,7 +51,8 @@ pub(super) const SLURM: Backend = Backend {
         "SLURM_PROCID with SLURM_NTASKS, SLURM_STEP_NODELIST, SLURM_JOB_ID and SLURM_STEP_ID",
     carries:
         "our TCP rendezvous: rank 0 listens on the first host of SLURM_STEP_NODELIST, port 20000 + \
-              (SLURM_JOB_ID * 7891 + SLURM_STEP_ID) mod 12768, or NCCL_FIND_SLURM_PORT",
+              (SLURM_JOB_ID * 7891 + SLURM_STEP_ID) mod 12768, or NCCL_FIND_SLURM_PORT; or \
+              MASTER_ADDR:MASTER_PORT where a batch script exported them",
     never_came: "rank 0 names every rank that never said hello",
     detect,
 };
