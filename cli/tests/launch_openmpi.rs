@@ -7,21 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn wheel_lib() -> Option<PathBuf> {
-    match std::env::var_os("NCCL_FIND_WHEELS") {
-        Some(w) => {
-            Some(PathBuf::from(w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
-        }
-        None => {
-            assert!(
-                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-                "NCCL_FIND_WHEELS is unset; run scripts/test"
-            );
-            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
-            None
-        }
-    }
-}
+mod common;
+use common::wheel_lib;
 
 /// The launcher named by `var` (scripts/launchers sets it); `None`, and
 /// why, where it is missing and not required.

@@ -35,6 +35,9 @@ use std::time::{Duration, Instant};
 
 use nccl_smoke::rendezvous::BACKENDS;
 
+mod common;
+use common::wheel_lib;
+
 /// The longest wait for the daemons to come up, and for one srun.
 const START: Duration = Duration::from_secs(180);
 const RUN: Duration = Duration::from_secs(300);
@@ -44,22 +47,6 @@ const RENDEZVOUS_S: &str = "90";
 
 /// The line this test adds to /etc/hosts (and only this one it removes).
 const HOSTS_LINE: &str = "127.0.0.1 node01 node02 # added by nccl-find's launch_slurm test";
-
-fn wheel_lib() -> Option<PathBuf> {
-    match std::env::var_os("NCCL_FIND_WHEELS") {
-        Some(w) => {
-            Some(PathBuf::from(w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
-        }
-        None => {
-            assert!(
-                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-                "NCCL_FIND_WHEELS is unset; run scripts/test"
-            );
-            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
-            None
-        }
-    }
-}
 
 /// Skips with `why`, or fails where the launchers are required.
 fn skip(why: &str) {

@@ -15,27 +15,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{free_port, text, wheel_lib};
+
 const BIN: &str = env!("CARGO_BIN_EXE_nccl-find");
 
 /// How long any one launch may take before the test gives up on it: far
 /// more than the few seconds it needs, for a loaded 2-core machine.
 const LAUNCH_LIMIT: Duration = Duration::from_secs(300);
-
-fn wheel_lib() -> Option<PathBuf> {
-    match std::env::var_os("NCCL_FIND_WHEELS") {
-        Some(w) => {
-            Some(PathBuf::from(w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
-        }
-        None => {
-            assert!(
-                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-                "NCCL_FIND_WHEELS is unset; run scripts/test"
-            );
-            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
-            None
-        }
-    }
-}
 
 /// A program scripts/launchers installed, named by `var` (set empty: left
 /// out on purpose, as torch 2.1.2 is for a python it has no wheel for).
@@ -270,14 +257,6 @@ fn static_from(protocol: &str) -> String {
     )
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn standalone_torchrun_meets_through_its_agent_store() {
     let (Some(lib), Some(tr)) = (wheel_lib(), installed("NCCL_FIND_TORCHRUN")) else {
@@ -448,14 +427,6 @@ fn rank_of(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn text(o: &Output) -> (i32, String, String) {
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 #[test]

@@ -2,24 +2,10 @@
 //! it names, where that came from, and what it says of a half-set
 //! environment. (The real launchers are run in `launch_*.rs`.)
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 
-fn wheel_lib() -> Option<PathBuf> {
-    let site = std::env::var_os("NCCL_FIND_WHEELS").map(PathBuf::from)?;
-    let lib = site.join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2");
-    if lib.is_file() {
-        Some(lib)
-    } else {
-        assert!(
-            std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-            "NCCL_FIND_REQUIRE_WHEELS is set but {} is missing",
-            lib.display()
-        );
-        eprintln!("skipped: no wheel at {}", lib.display());
-        None
-    }
-}
+mod common;
+use common::{free_port, text, wheel_lib};
 
 /// The variables of every launcher, removed so that the test's own
 /// environment (a CI runner under Slurm, say) cannot leak in.
@@ -69,22 +55,6 @@ fn spawn(lib: &std::path::Path, extra: &[&str], vars: &[(&str, &str)]) -> Child 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn text(o: &Output) -> (i32, String, String) {
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

@@ -5,24 +5,10 @@
 //! Needs root and `ip` (iproute2): skipped otherwise, unless
 //! `NCCL_FIND_REQUIRE_NETNS=1` (scripts/test sets it) makes that a failure.
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn wheel_lib() -> Option<PathBuf> {
-    match std::env::var_os("NCCL_FIND_WHEELS") {
-        Some(w) => {
-            Some(PathBuf::from(w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
-        }
-        None => {
-            assert!(
-                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-                "NCCL_FIND_WHEELS is unset; run scripts/test"
-            );
-            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
-            None
-        }
-    }
-}
+mod common;
+use common::{text, wheel_lib};
 
 /// Says why the test cannot run here: a failure under
 /// `NCCL_FIND_REQUIRE_NETNS=1`, else a skip.
@@ -126,14 +112,6 @@ fn rank_in(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn text(o: &Output) -> (i32, String, String) {
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 /// Both ranks' outcomes, rank 0 first.

@@ -4,33 +4,12 @@
 //! are in scripts/gpu-smoke.sh.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn wheel_lib() -> Option<PathBuf> {
-    match std::env::var_os("NCCL_FIND_WHEELS") {
-        Some(w) => {
-            Some(PathBuf::from(w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
-        }
-        None => {
-            assert!(
-                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-                "NCCL_FIND_WHEELS is unset; run scripts/test"
-            );
-            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
-            None
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+mod common;
+use common::{free_port, text, wheel_lib};
 
 fn spawn(args: &[String], vars: &[(&str, &str)]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_nccl-find"))
@@ -46,14 +25,6 @@ fn spawn(args: &[String], vars: &[(&str, &str)]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn text(o: &Output) -> (i32, String, String) {
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 fn rank_args(lib: &Path, rank: usize, world: usize, init: &str, extra: &[&str]) -> Vec<String> {
