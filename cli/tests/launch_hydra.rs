@@ -165,17 +165,19 @@ fn four_ranks_meet(var: &str) {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// One rank exits early without taking part (here: 0, after a second, as a
-/// script that skips the smoke test on one rank would): rank 0 gives up at
-/// its --timeout, naming the launcher and what to check; the job ends.
-fn a_rank_that_exits_early_ends_at_the_deadline(var: &str) {
+/// One rank never takes part (it runs another program: here a sleep past
+/// rank 0's deadline, then exit 0): rank 0 gives up at its --timeout, naming
+/// the launcher and what to check. (A rank that exits before the deadline is
+/// not asserted: Intel MPI's Hydra sometimes ends the whole job at that exit,
+/// and sometimes not. Hydra waits for every rank, so the sleep ends.)
+fn a_rank_that_never_takes_part_ends_at_the_deadline(var: &str) {
     let Some(lib) = wheel_lib() else { return };
     let Some((mpiexec, _)) = mpiexec(var) else {
         return;
     };
     let dir = scratch(&format!("early-{var}"));
     let bin = env!("CARGO_BIN_EXE_nccl-find");
-    let script = r#"if [ "$PMI_RANK" = 1 ]; then sleep 1; exit 0; fi
+    let script = r#"if [ "$PMI_RANK" = 1 ]; then sleep 12; exit 0; fi
 exec "$0" smoke --lib "$1" --rendezvous-only --timeout 5"#;
     let (code, out, err, took) = run(
         &mpiexec,
@@ -185,7 +187,7 @@ exec "$0" smoke --lib "$1" --rendezvous-only --timeout 5"#;
     let why = "mpiexec (Hydra): the PMI barrier did not complete by the deadline: not all 2 processes \
                reached it. A rank that exited early, failed to start, or runs another program never does \
                (PMI-1 cannot say which). Check every rank's output, or raise --timeout";
-    assert_eq!(code, 1, "{out}{err}");
+    assert_ne!(code, 0, "{out}{err}");
     let failed = line(&out, "[rank 0] FAILED: ");
     assert!(
         failed.starts_with(&format!("[rank 0] FAILED: {why} (")) && failed.ends_with(" s)"),
@@ -197,8 +199,8 @@ exec "$0" smoke --lib "$1" --rendezvous-only --timeout 5"#;
     );
     assert!(!out.contains("[rank 1]"), "{out}");
     assert!(!out.contains(" OK: "), "{out}");
-    // Five seconds, and a little grace; never the two-minute guard.
-    assert!(took >= Duration::from_secs(5), "{took:?}");
+    // Rank 1's twelve seconds, and a little grace; never the two-minute guard.
+    assert!(took >= Duration::from_secs(12), "{took:?}");
     assert!(took < Duration::from_secs(40), "{took:?}");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -215,11 +217,11 @@ fn intel_mpi_four_ranks_meet_through_pmi1() {
 }
 
 #[test]
-fn mpich_a_rank_that_exits_early_ends_at_the_deadline() {
-    a_rank_that_exits_early_ends_at_the_deadline("NCCL_FIND_MPICH_MPIEXEC");
+fn mpich_a_rank_that_never_takes_part_ends_at_the_deadline() {
+    a_rank_that_never_takes_part_ends_at_the_deadline("NCCL_FIND_MPICH_MPIEXEC");
 }
 
 #[test]
-fn intel_mpi_a_rank_that_exits_early_ends_at_the_deadline() {
-    a_rank_that_exits_early_ends_at_the_deadline("NCCL_FIND_IMPI_MPIEXEC");
+fn intel_mpi_a_rank_that_never_takes_part_ends_at_the_deadline() {
+    a_rank_that_never_takes_part_ends_at_the_deadline("NCCL_FIND_IMPI_MPIEXEC");
 }
