@@ -169,7 +169,7 @@ fn four_ranks_meet(var: &str) {
 /// rank 0's deadline, then exit 0): rank 0 gives up at its --timeout, naming
 /// the launcher and what to check. (A rank that exits before the deadline is
 /// not asserted: Intel MPI's Hydra sometimes ends the whole job at that exit,
-/// and sometimes not. Hydra waits for every rank, so the sleep ends.)
+/// and sometimes not; the sleep ends, so the job ends either way.)
 fn a_rank_that_never_takes_part_ends_at_the_deadline(var: &str) {
     let Some(lib) = wheel_lib() else { return };
     let Some((mpiexec, _)) = mpiexec(var) else {
@@ -199,8 +199,10 @@ exec "$0" smoke --lib "$1" --rendezvous-only --timeout 5"#;
     );
     assert!(!out.contains("[rank 1]"), "{out}");
     assert!(!out.contains(" OK: "), "{out}");
-    // Rank 1's twelve seconds, and a little grace; never the two-minute guard.
-    assert!(took >= Duration::from_secs(12), "{took:?}");
+    // At least rank 0's five seconds (MPICH's Hydra then waits for rank 1's
+    // twelve, Intel's at times ends the job at rank 0's exit); never the
+    // two-minute guard.
+    assert!(took >= Duration::from_secs(5), "{took:?}");
     assert!(took < Duration::from_secs(40), "{took:?}");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     std::fs::remove_dir_all(&dir).unwrap();
