@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::wheel_lib;
+use common::{wheel_lib, without_launchers};
 
 /// The launcher scripts/launchers installed, with its version; `None` (the
 /// test skips) when it is not there, unless launchers are required.
@@ -58,26 +58,7 @@ fn scratch(name: &str) -> PathBuf {
 fn run(mpiexec: &Path, dir: &Path, args: &[&str]) -> (i32, String, String, Duration) {
     let mut cmd = Command::new("timeout");
     cmd.args(["-k", "10", "120"]).arg(mpiexec).args(args);
-    for v in [
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "TORCHELASTIC_USE_AGENT_STORE",
-        "NCCL_FIND_TOKEN",
-        "PMI_FD",
-        "PMI_RANK",
-        "PMI_SIZE",
-        "PMIX_RANK",
-        "PMIX_NAMESPACE",
-        "OMPI_COMM_WORLD_RANK",
-        "SLURM_PROCID",
-        "SLURM_LOCALID",
-        "SLURM_STEP_ID",
-    ] {
-        cmd.env_remove(v);
-    }
+    without_launchers(&mut cmd);
     let start = Instant::now();
     let o: Output = cmd.current_dir(dir).stdin(Stdio::null()).output().unwrap();
     let took = start.elapsed();

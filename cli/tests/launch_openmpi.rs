@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 mod common;
-use common::wheel_lib;
+use common::{wheel_lib, without_launchers};
 
 /// The launcher named by `var` (scripts/launchers sets it); `None`, and
 /// why, where it is missing and not required.
@@ -74,16 +74,10 @@ fn ours_with(pre: &[&str], lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
 /// Runs `mpirun` (as root too, more ranks than cores) with `args`, the
 /// ranks' files going to `d`: its exit status, and what it said itself.
 fn mpirun_in(mpirun: &Path, d: &Path, args: &[std::ffi::OsString]) -> (Option<i32>, String) {
-    let out = Command::new(mpirun)
+    let out = without_launchers(&mut Command::new(mpirun))
         .args(["--allow-run-as-root", "--oversubscribe"])
         .args(args)
         .env("NCCL_FIND_TEST_OUT", d)
-        .env_remove("RANK")
-        .env_remove("WORLD_SIZE")
-        .env_remove("LOCAL_RANK")
-        .env_remove("MASTER_ADDR")
-        .env_remove("MASTER_PORT")
-        .env_remove("NCCL_FIND_TOKEN")
         .stdin(Stdio::null())
         .output()
         .unwrap();

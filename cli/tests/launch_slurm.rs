@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use nccl_smoke::rendezvous::BACKENDS;
 
 mod common;
-use common::wheel_lib;
+use common::{wheel_lib, without_launchers};
 
 /// The longest wait for the daemons to come up, and for one srun.
 const START: Duration = Duration::from_secs(180);
@@ -154,27 +154,7 @@ fn hostname() -> String {
 /// environment, and this cluster's slurm.conf.
 fn clean(program: &Path, conf: &Path) -> Command {
     let mut c = Command::new(program);
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        if k.starts_with("SLURM")
-            || k.starts_with("PMI")
-            || k.starts_with("OMPI_")
-            || k.starts_with("TORCHELASTIC")
-            || [
-                "RANK",
-                "WORLD_SIZE",
-                "LOCAL_RANK",
-                "MASTER_ADDR",
-                "MASTER_PORT",
-            ]
-            .contains(&&*k)
-            || k.starts_with("NCCL_FIND_TOKEN")
-            || k.starts_with("NCCL_FIND_SLURM")
-        {
-            c.env_remove(&*k);
-        }
-    }
-    c.env("SLURM_CONF", conf);
+    without_launchers(&mut c).env("SLURM_CONF", conf);
     c
 }
 

@@ -16,7 +16,7 @@ use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, text, wheel_lib};
+use common::{free_port, text, wheel_lib, without_launchers};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nccl-find");
 
@@ -127,21 +127,7 @@ fn wait_bounded(mut child: Child, what: &str) -> Output {
 /// environment.
 fn bare(program: &Path) -> Command {
     let mut c = Command::new(program);
-    for v in [
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "TORCHELASTIC_USE_AGENT_STORE",
-        "TORCHELASTIC_RUN_ID",
-        "TORCHELASTIC_RESTART_COUNT",
-        "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-        "NCCL_ASYNC_ERROR_HANDLING",
-        "NCCL_FIND_TOKEN",
-    ] {
-        c.env_remove(v);
-    }
+    without_launchers(&mut c);
     // torch warns on stderr that numpy is missing.
     c.env("PYTHONWARNINGS", "ignore");
     c

@@ -5,36 +5,7 @@
 use std::process::{Child, Command, Stdio};
 
 mod common;
-use common::{free_port, text, wheel_lib};
-
-/// The variables of every launcher, removed so that the test's own
-/// environment (a CI runner under Slurm, say) cannot leak in.
-const LAUNCHER_VARS: &[&str] = &[
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_USE_AGENT_STORE",
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_RESTART_COUNT",
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "PMIX_NAMESPACE",
-    "PMIX_RANK",
-    "PMI_FD",
-    "PMI_RANK",
-    "PMI_SIZE",
-    "MPI_LOCALRANKID",
-    "SLURM_PROCID",
-    "SLURM_NTASKS",
-    "SLURM_LOCALID",
-    "SLURM_STEP_NODELIST",
-    "SLURM_JOB_ID",
-    "SLURM_STEP_ID",
-    "NCCL_FIND_TOKEN",
-];
+use common::{free_port, text, wheel_lib, without_launchers};
 
 fn spawn(lib: &std::path::Path, extra: &[&str], vars: &[(&str, &str)]) -> Child {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
@@ -47,9 +18,7 @@ fn spawn(lib: &std::path::Path, extra: &[&str], vars: &[(&str, &str)]) -> Child 
         "60",
     ])
     .args(extra);
-    for v in LAUNCHER_VARS {
-        c.env_remove(v);
-    }
+    without_launchers(&mut c);
     c.envs(vars.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -9,17 +9,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, text, wheel_lib};
+use common::{free_port, text, wheel_lib, without_launchers};
 
 fn spawn(args: &[String], vars: &[(&str, &str)]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+    without_launchers(&mut Command::new(env!("CARGO_BIN_EXE_nccl-find")))
         .arg("smoke")
         .args(args)
-        .env_remove("RANK")
-        .env_remove("WORLD_SIZE")
-        .env_remove("LOCAL_RANK")
-        .env_remove("MASTER_ADDR")
-        .env_remove("MASTER_PORT")
         .envs(vars.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
