@@ -80,6 +80,13 @@ pub(super) struct KvLink {
 /// before the process stops waiting for it.
 const GRACE: Duration = Duration::from_secs(2);
 
+/// How long to wait for the store's thread: until `deadline`, and [`GRACE`].
+fn until_past(deadline: Instant) -> Duration {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .saturating_add(GRACE)
+}
+
 /// Meets the other ranks through `via`. Rank 0 passes the unique id.
 pub(super) fn join(
     via: Arc<dyn Connect>,
@@ -126,9 +133,7 @@ pub(super) fn join(
             }
         })
         .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
-    let wait = deadline
-        .saturating_duration_since(Instant::now())
-        .saturating_add(GRACE);
+    let wait = until_past(deadline);
     match met_rx.recv_timeout(wait) {
         Ok(Ok((id, nranks, first_rank))) => Ok(Joined {
             id,
@@ -173,9 +178,7 @@ impl KvLink {
             message: message.to_string(),
             deadline,
         });
-        let wait = deadline
-            .saturating_duration_since(Instant::now())
-            .saturating_add(GRACE);
+        let wait = until_past(deadline);
         match sent
             .ok()
             .and_then(|_| self.outcomes.recv_timeout(wait).ok())
