@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use nccl_smoke::rendezvous::{Exchange, LaunchEnv};
+use nccl_smoke::rendezvous::{launch, Exchange, LaunchEnv};
 use nccl_smoke::{self as smoke, rendezvous, Dtype, Event, Failure, Init, Job, Options};
 use serde_json::json;
 
@@ -264,18 +264,12 @@ fn rank_and_world(
     let rank = match (a.rank, plan) {
         (Some(r), _) => Some(r),
         (None, Some(p)) => Some(p.rank),
-        (None, None) => env.first_number(&RANK_VARS)?.map(|(v, n)| {
-            from.push(n);
-            v
-        }),
+        (None, None) => launch::optional(env, &RANK_VARS, from)?,
     };
     let world = match (a.world_size, plan) {
         (Some(w), _) => Some(w),
         (None, Some(p)) => Some(p.world),
-        (None, None) => env.first_number(&WORLD_VARS)?.map(|(v, n)| {
-            from.push(n);
-            v
-        }),
+        (None, None) => launch::optional(env, &WORLD_VARS, from)?,
     };
     if let Some(w) = world.filter(|w| *w > rendezvous::MAX_WORLD) {
         return Err(format!(
@@ -337,10 +331,7 @@ fn meeting(a: &Args, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
     rendezvous::check_token(&token).map_err(|e| format!("--token: {e}"))?;
     let local_rank = match &plan {
         Some(p) => p.local_rank,
-        None => env.first_number(&LOCAL_VARS)?.map(|(v, n)| {
-            from.push(n);
-            v
-        }),
+        None => launch::optional(env, &LOCAL_VARS, &mut from)?,
     };
     Ok(Some(Meeting {
         job: Job {

@@ -190,8 +190,9 @@ pub(super) fn need(
     }
 }
 
-/// The first of `names` that is a number (for the local rank), noting which.
-pub(super) fn optional(
+/// The first of `names` that holds a number, its name noted in `from` (the
+/// variables a plan came from).
+pub fn optional(
     env: &LaunchEnv,
     names: &[&'static str],
     from: &mut Vec<&'static str>,
