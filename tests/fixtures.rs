@@ -892,3 +892,50 @@ fn dpkg_lists_in_the_multiarch_form_say_where_the_files_are() {
     );
     assert_eq!(n.library_version.to_string(), "2.28.3");
 }
+
+#[test]
+fn a_header_older_than_its_library_is_used_with_a_warning_naming_both() {
+    // The explicit pair from two trees: EasyBuild's 2.18.3 header, dpkg's
+    // 2.28.3 library. NCCL runs programs built against older headers.
+    let inc = "/easybuild/apps/software/NCCL/2.18.3-GCCcore-12.3.0-CUDA-12.1.1/include";
+    let n = found(
+        "",
+        &[
+            ("NCCL_INCLUDE_DIR", inc),
+            ("NCCL_LIB_DIR", "/dpkg/usr/lib/x86_64-linux-gnu"),
+        ],
+    );
+    assert_eq!(n.version.to_string(), "2.18.3");
+    assert_eq!(n.library_version.to_string(), "2.28.3");
+    let warning = format!(
+        "the header {inc}/nccl.h is NCCL 2.18.3, older than the library \
+         /dpkg/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3 (NCCL 2.28.3): programs built against \
+         it run, but what NCCL added after 2.18.3 is not declared. Use the header that came with \
+         the library (NCCL_INCLUDE_DIR), if that is not what you meant."
+    );
+    let shown: Vec<String> = n
+        .report
+        .warnings
+        .iter()
+        .map(|w| w.replace(&tree("x").parent().unwrap().display().to_string(), ""))
+        .filter(|w| w.starts_with("the header"))
+        .collect();
+    // (The other warning is the run-time loader's: no libnccl.so.2 here.)
+    assert_eq!(shown, [warning.clone()]);
+    let directives = nccl_find::emit::cargo::directives(&n);
+    let printed = format!("cargo:warning=nccl-find: {}", n.report.warnings[0]);
+    assert!(directives.contains(&printed), "{directives:#?}");
+    // The selected line names the library's version, and the header's beside it.
+    let text = nccl_find::emit::text::report(&n.report, None, &[]);
+    assert!(
+        text.contains("Selected: NCCL 2.28.3 (CUDA 13.0) with header 2.18.3 at /dpkg/usr/lib/x86_64-linux-gnu"),
+        "{text}"
+    );
+    // The same versions from one install: no warning.
+    let same = found("dpkg", &[]);
+    assert!(
+        same.report.warnings.is_empty(),
+        "{:?}",
+        same.report.warnings
+    );
+}

@@ -324,17 +324,41 @@ fn loader_verdict(f: &mut Findings, n: &Nccl) {
                 n.lib_dir.display()
             )),
         ),
-        Verdict::OtherVersion(p) => f.add(
+        Verdict::OtherOlder(p) => f.add(
             Area::Nccl,
             Level::Problem,
             format!(
-                "the run-time loader picks {} (NCCL {}), not the selected NCCL {}: expect `undefined symbol` errors",
+                "the run-time loader picks {} (NCCL {}), not the selected NCCL {}: {}",
                 report.logical(&p.path).display(),
                 p.version.as_ref().map_or("?".into(), |v| v.to_string()),
-                n.library_version
+                n.library_version,
+                match &p.version {
+                    Some(_) => "an older minor version, so expect `undefined symbol` errors for what it lacks",
+                    None => "its version cannot be read, so expect `undefined symbol` errors if it is older",
+                }
             ),
             fix(),
         ),
+        Verdict::OtherCompatible(p) => {
+            let theirs = p.version.as_ref().map_or("?".into(), |v| v.to_string());
+            let mine = &n.library_version;
+            let why = match &p.version {
+                Some(v) if (v.major, v.minor) == (mine.major, mine.minor) => format!(
+                    "the same minor version ({}.{}) has the same API, so programs run, with {theirs}'s fixes",
+                    mine.major, mine.minor
+                ),
+                _ => format!("{theirs} is newer, and NCCL runs programs built against older versions"),
+            };
+            f.add(
+                Area::Nccl,
+                Level::Note,
+                format!(
+                    "the run-time loader picks {} (NCCL {theirs}), not the selected NCCL {mine}: {why}",
+                    report.logical(&p.path).display(),
+                ),
+                fix(),
+            )
+        }
         Verdict::OtherSameVersion(p) => f.add(
             Area::Nccl,
             Level::Note,

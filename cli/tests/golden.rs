@@ -309,16 +309,26 @@ fn doctor_judges_the_loaders_pick_as_the_library_does() {
         .display()
         .to_string();
     let home = "/opt/nccl_2.21.5-1+cuda12.4_x86_64";
-    for (copy, expect) in [
+    for (copy, expect, status) in [
         (
             fixtures().join(format!("tarball{home}/lib/libnccl.so.2.21.5")),
             "  note     the run-time loader picks /other/lib/libnccl.so.2, another copy of NCCL 2.21.5: \
              it works, but it is not the file nccl-find inspected\n           fix: put ",
+            0,
         ),
+        // A newer minor runs programs built against older headers: a note.
         (
             fixtures().join("dpkg/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3"),
-            "  problem  the run-time loader picks /other/lib/libnccl.so.2 (NCCL 2.28.3), not the selected \
-             NCCL 2.21.5: expect `undefined symbol` errors\n           fix: put ",
+            "  note     the run-time loader picks /other/lib/libnccl.so.2 (NCCL 2.28.3), not the selected \
+             NCCL 2.21.5: 2.28.3 is newer, and NCCL runs programs built against older versions\n           fix: put ",
+            0,
+        ),
+        // An older minor lacks what the program may call: a problem.
+        (
+            fixtures().join("cuda/usr/local/cuda-12.4/targets/x86_64-linux/lib/libnccl.so.2.18.5"),
+            "  problem  the run-time loader picks /other/lib/libnccl.so.2 (NCCL 2.18.5), not the selected \
+             NCCL 2.21.5: an older minor version, so expect `undefined symbol` errors for what it lacks\n           fix: put ",
+            1,
         ),
     ] {
         let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
@@ -348,6 +358,32 @@ fn doctor_judges_the_loaders_pick_as_the_library_does() {
         let real = std::fs::canonicalize(&root).unwrap();
         let fix = format!("{}{home}/lib first on LD_LIBRARY_PATH, or use an rpath\n", real.display());
         assert!(text.contains(&format!("{expect}{fix}")), "{text}");
+        assert_eq!(out.status.code(), Some(status), "{text}");
         std::fs::remove_dir_all(&root).unwrap();
     }
+}
+
+/// NVIDIA's CUDA image (dpkg NCCL 2.28.3) with PyTorch's venv (the 2.28.9
+/// wheel) is a healthy machine: the loader's pick has the same API.
+#[test]
+fn doctor_passes_a_stock_cuda_image_with_a_torch_venv() {
+    let healthy = golden_dir()
+        .join("facts-healthy.json")
+        .display()
+        .to_string();
+    let (code, out, err) = run(
+        "gpu-image",
+        &["doctor", "--host-facts", &healthy],
+        &[VENV, ("NCCL_DEBUG", "WARN")],
+    );
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    assert!(
+        out.contains(
+            "  note     the run-time loader picks /usr/lib/x86_64-linux-gnu/libnccl.so.2 (NCCL 2.28.3), \
+             not the selected NCCL 2.28.9: the same minor version (2.28) has the same API, so programs \
+             run, with 2.28.3's fixes\n"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("problem "), "{out}");
 }

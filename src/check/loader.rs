@@ -102,9 +102,14 @@ pub enum Verdict<'a> {
     /// The loader loads another file of the same version: it works, but it
     /// is not the file that was inspected.
     OtherSameVersion(&'a Visible),
-    /// The loader loads another file, of another or unknown version: expect
-    /// `undefined symbol` errors for anything newer than it.
-    OtherVersion(&'a Visible),
+    /// The loader loads another file of the same major and minor version
+    /// (the same API), or of a newer minor (NCCL runs programs built against
+    /// older headers): it works, with that file's fixes.
+    OtherCompatible(&'a Visible),
+    /// The loader loads another file, older in minor version than the
+    /// linked one, or of unknown version: expect `undefined symbol` errors
+    /// for anything newer than it.
+    OtherOlder(&'a Visible),
 }
 
 impl Loader {
@@ -114,8 +119,13 @@ impl Loader {
         match &self.pick {
             None => Verdict::NoneFound,
             Some(p) if p.real == real => Verdict::Same,
-            Some(p) if p.version.as_ref() == Some(version) => Verdict::OtherSameVersion(p),
-            Some(p) => Verdict::OtherVersion(p),
+            Some(p) => match &p.version {
+                Some(v) if v == version => Verdict::OtherSameVersion(p),
+                Some(v) if (v.major, v.minor) >= (version.major, version.minor) => {
+                    Verdict::OtherCompatible(p)
+                }
+                _ => Verdict::OtherOlder(p),
+            },
         }
     }
 }
@@ -152,7 +162,16 @@ pub(crate) fn warning(
             library.display()
         )),
         Verdict::OtherSameVersion(p) => Some(other(p, "")),
-        Verdict::OtherVersion(p) => Some(other(
+        Verdict::OtherCompatible(p) => Some(other(
+            p,
+            match &p.version {
+                Some(v) if v.minor == version.minor => {
+                    ": the same minor version has the same API, so the program runs, with that file's fixes"
+                }
+                _ => ": a newer minor version runs programs built against older ones",
+            },
+        )),
+        Verdict::OtherOlder(p) => Some(other(
             p,
             ": expect `undefined symbol` errors for anything newer than that library",
         )),
@@ -192,10 +211,37 @@ mod tests {
         assert_eq!(copy.verdict(mine, &v), Verdict::OtherSameVersion(&twin));
         let older = seen("/usr/lib/libnccl.so.2", Some(Version::new(2, 18, 1, "")));
         let old = loader(Some(older.clone()));
-        assert_eq!(old.verdict(mine, &v), Verdict::OtherVersion(&older));
+        assert_eq!(old.verdict(mine, &v), Verdict::OtherOlder(&older));
         let unknown = seen("/usr/lib/libnccl.so.2", None);
         let unread = loader(Some(unknown.clone()));
-        assert_eq!(unread.verdict(mine, &v), Verdict::OtherVersion(&unknown));
+        assert_eq!(unread.verdict(mine, &v), Verdict::OtherOlder(&unknown));
+        // The same minor, older or newer in patch, and any newer minor: the
+        // same API or a newer one.
+        for (minor, patch) in [(21, 0), (21, 9), (22, 0), (28, 9)] {
+            let twin = seen(
+                "/usr/lib/libnccl.so.2",
+                Some(Version::new(2, minor, patch, "")),
+            );
+            let l = loader(Some(twin.clone()));
+            assert_eq!(
+                l.verdict(mine, &v),
+                Verdict::OtherCompatible(&twin),
+                "2.{minor}.{patch}"
+            );
+        }
+        // An older minor, whatever its patch.
+        for (minor, patch) in [(20, 9), (18, 1), (3, 7)] {
+            let old = seen(
+                "/usr/lib/libnccl.so.2",
+                Some(Version::new(2, minor, patch, "")),
+            );
+            let l = loader(Some(old.clone()));
+            assert_eq!(
+                l.verdict(mine, &v),
+                Verdict::OtherOlder(&old),
+                "2.{minor}.{patch}"
+            );
+        }
         // The build-script warning follows the verdict.
         let lib = Path::new("/opt/nccl/lib/libnccl.so.2");
         let dir = Path::new("/opt/nccl/lib");
@@ -204,6 +250,9 @@ mod tests {
         assert!(w.starts_with("at run time the loader picks /usr/lib/libnccl.so.2 (NCCL 2.21.5, via loader cache), not the linked /opt/nccl/lib/libnccl.so.2 (NCCL 2.21.5). Put /opt/nccl/lib first"), "{w}");
         let w = warning(&old, lib, mine, &v, dir).unwrap();
         assert!(w.contains("(NCCL 2.18.1, via loader cache), not the linked /opt/nccl/lib/libnccl.so.2 (NCCL 2.21.5): expect `undefined symbol` errors"), "{w}");
+        let newer = seen("/usr/lib/libnccl.so.2", Some(Version::new(2, 21, 7, "")));
+        let w = warning(&loader(Some(newer)), lib, mine, &v, dir).unwrap();
+        assert!(w.contains("(NCCL 2.21.7, via loader cache), not the linked /opt/nccl/lib/libnccl.so.2 (NCCL 2.21.5): the same minor version has the same API, so the program runs, with that file's fixes. Put /opt/nccl/lib first"), "{w}");
         assert!(warning(&loader(None), lib, mine, &v, dir)
             .unwrap()
             .starts_with("at run time the loader will find no libnccl.so.2"));

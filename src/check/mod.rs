@@ -42,6 +42,26 @@ pub(crate) fn missing_symbols(
     Ok(missing)
 }
 
+/// A header older than the library it goes with: NCCL runs programs built
+/// against older headers, so the install is used, but what came after the
+/// header's version is not declared.
+fn older_header(c: &Candidate) -> Option<String> {
+    let (hv, lv) = (c.header_version.as_ref()?, c.library_version.as_ref()?);
+    if (hv.major, hv.minor, hv.patch) >= (lv.major, lv.minor, lv.patch) {
+        return None;
+    }
+    Some(format!(
+        "the header {} is NCCL {hv}, older than the library {} (NCCL {lv}): programs built \
+         against it run, but what NCCL added after {hv} is not declared. Use the header that \
+         came with the library (NCCL_INCLUDE_DIR), if that is not what you meant.",
+        c.header.as_deref().unwrap_or(Path::new("?")).display(),
+        c.library_real
+            .as_deref()
+            .unwrap_or(Path::new("?"))
+            .display(),
+    ))
+}
+
 /// What the checks after selection add to the result.
 pub(crate) struct Post {
     pub linking: Linking,
@@ -103,6 +123,9 @@ pub(crate) fn after_selection(
             version,
             missing,
         });
+    }
+    if let Some(w) = older_header(c) {
+        ctx.warn(w);
     }
     if !matches!(linking, Linking::Static { .. }) {
         let library = c.library.clone().unwrap_or_default();

@@ -10,11 +10,19 @@ use crate::problem::Problem;
 use crate::report::Report;
 
 fn describe(r: &Report, c: &Candidate) -> String {
-    let version = match (c.version(), &c.cuda_version) {
+    // The library's version is what runs; a header of another version is
+    // named beside it, never mixed into it.
+    let runs = c.library_version.as_ref().or(c.version());
+    let mut version = match (runs, &c.cuda_version) {
         (Some(v), Some(cu)) => format!("NCCL {v} (CUDA {cu})"),
         (Some(v), None) => format!("NCCL {v}"),
         (None, _) => "NCCL ?".to_string(),
     };
+    if let (Some(hv), Some(lv)) = (&c.header_version, &c.library_version) {
+        if hv != lv {
+            let _ = write!(version, " with header {hv}");
+        }
+    }
     format!(
         "{version} at {} — {}",
         r.logical(&c.place).display(),
