@@ -151,4 +151,8 @@ pub struct MisleadingPc {
     pub prefix: String,
     /// The `-I`/`-L` flags it gives, which point at no NCCL.
     pub flags: String,
+    /// The tree the file sits in (`<tree>/lib/pkgconfig/nccl.pc`), where
+    /// that tree holds an NCCL, as `pkg-config --define-prefix` finds it: a
+    /// source build's `build/`. `NCCL_HOME=<tree>` uses it.
+    pub tree: Option<PathBuf>,
 }

@@ -939,3 +939,39 @@ fn a_header_older_than_its_library_is_used_with_a_warning_naming_both() {
         same.report.warnings
     );
 }
+
+#[test]
+fn a_source_builds_nccl_pc_names_the_tree_that_holds_nccl() {
+    // `make src.build` writes build/lib/pkgconfig/nccl.pc with
+    // prefix=/usr/local, where there is no NCCL.
+    let pc_dir = "/src/nccl/build/lib/pkgconfig";
+    let e = probe("source-build", &[("PKG_CONFIG_PATH", pc_dir)]).unwrap_err();
+    assert_eq!(*e.kind(), ErrorKind::NotFound);
+    let r = e.report();
+    assert_eq!(r.misleading_pc.len(), 1);
+    let pc = &r.misleading_pc[0];
+    assert_eq!(logical(r, &pc.file), format!("{pc_dir}/nccl.pc"));
+    assert_eq!(pc.prefix, "/usr/local");
+    assert_eq!(
+        pc.tree.as_deref().map(|t| logical(r, t)).as_deref(),
+        Some("/src/nccl/build")
+    );
+    assert_eq!(
+        r.warnings,
+        [format!(
+            "{pc_dir}/nccl.pc says prefix=/usr/local (-I/usr/local/include -L/usr/local/lib), but \
+             there is no nccl.h and no libnccl there: the file describes the machine NCCL was built \
+             on, or where `make install` would put it. `pkg-config --cflags --libs nccl` gives C \
+             and CMake builds wrong flags here; nccl-find ignores the file. Fix its prefix= line, or \
+             use `nccl-find --cflags --libs`. The tree it sits in, /src/nccl/build, holds an NCCL \
+             (as `pkg-config --define-prefix` finds it): use it with NCCL_HOME=/src/nccl/build."
+        )]
+    );
+    // Following the advice works.
+    let n = found("source-build", &[("NCCL_HOME", "/src/nccl/build")]);
+    assert_eq!(n.version.to_string(), "2.23.4");
+    // A distro's misleading nccl.pc sits in no such tree: no advice.
+    let n = found("dpkg-wrong-pc", &[]);
+    assert_eq!(n.report.misleading_pc[0].tree, None);
+    assert!(!n.report.warnings[0].contains("NCCL_HOME"));
+}

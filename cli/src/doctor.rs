@@ -241,11 +241,17 @@ fn check_pkg_config_files(f: &mut Findings, report: &Report, nccl: Option<&Nccl>
                 pc.prefix,
                 pc.flags
             ),
-            Some(
-                "fix the prefix= line of that file, or build with `nccl-find --cflags --libs` \
-                 (or `eval \"$(nccl-find --env)\"`) instead of pkg-config"
+            Some(match &pc.tree {
+                Some(tree) => format!(
+                    "the tree it sits in, {}, holds an NCCL (`pkg-config --define-prefix` finds it): \
+                     NCCL_HOME={} uses it; or fix the prefix= line of that file",
+                    report.logical(tree).display(),
+                    report.logical(tree).display()
+                ),
+                None => "fix the prefix= line of that file, or build with `nccl-find --cflags --libs` \
+                     (or `eval \"$(nccl-find --env)\"`) instead of pkg-config"
                     .into(),
-            ),
+            }),
         );
     }
 }

@@ -387,3 +387,39 @@ fn doctor_passes_a_stock_cuda_image_with_a_torch_venv() {
     );
     assert!(!out.contains("problem "), "{out}");
 }
+
+/// A source build's nccl.pc (prefix=/usr/local): doctor names the tree
+/// that holds the NCCL and the variable that uses it.
+#[test]
+fn doctor_points_a_source_builds_nccl_pc_at_its_tree() {
+    let healthy = golden_dir()
+        .join("facts-healthy.json")
+        .display()
+        .to_string();
+    let (code, out, err) = run(
+        "source-build",
+        &["doctor", "--host-facts", &healthy],
+        &[
+            ("PKG_CONFIG_PATH", "/src/nccl/build/lib/pkgconfig"),
+            ("NCCL_HOME", "/src/nccl/build"),
+            ("NCCL_DEBUG", "WARN"),
+        ],
+    );
+    assert_eq!((code, err.as_str()), (1, ""), "{out}");
+    assert!(
+        out.contains(
+            "  problem  /src/nccl/build/lib/pkgconfig/nccl.pc says prefix=/usr/local \
+             (-I/usr/local/include -L/usr/local/lib), where there is no NCCL: C and CMake builds \
+             that ask `pkg-config --cflags --libs nccl` get wrong flags and fail."
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "           fix: the tree it sits in, /src/nccl/build, holds an NCCL \
+             (`pkg-config --define-prefix` finds it): NCCL_HOME=/src/nccl/build uses it; or fix the \
+             prefix= line of that file\n"
+        ),
+        "{out}"
+    );
+}

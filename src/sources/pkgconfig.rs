@@ -306,11 +306,21 @@ fn misleading(ctx: &Ctx, file: &Path, pc: &PcFile, incs: &[PathBuf], libs: &[Pat
         flags.push(format!("-L{}", ctx.show(d)));
     }
     let flags = flags.join(" ");
+    let tree = defined_prefix(file);
+    let use_tree = match &tree {
+        Some(t) => format!(
+            " The tree it sits in, {}, holds an NCCL (as `pkg-config --define-prefix` finds it): \
+             use it with NCCL_HOME={}.",
+            ctx.show(t),
+            ctx.show(t)
+        ),
+        None => String::new(),
+    };
     ctx.warn(format!(
         "{} says prefix={prefix} ({flags}), but there is no nccl.h and no libnccl there: the file \
-         describes the machine NCCL was built on. `pkg-config --cflags --libs nccl` gives C and CMake \
-         builds wrong flags here; nccl-find ignores the file. Fix its prefix= line, or use \
-         `nccl-find --cflags --libs`.",
+         describes the machine NCCL was built on, or where `make install` would put it. \
+         `pkg-config --cflags --libs nccl` gives C and CMake builds wrong flags here; nccl-find \
+         ignores the file. Fix its prefix= line, or use `nccl-find --cflags --libs`.{use_tree}",
         ctx.show(file)
     ));
     ctx.misleading_pc
@@ -319,7 +329,24 @@ fn misleading(ctx: &Ctx, file: &Path, pc: &PcFile, incs: &[PathBuf], libs: &[Pat
             file: file.to_path_buf(),
             prefix,
             flags,
+            tree,
         });
+}
+
+/// The prefix `pkg-config --define-prefix` gives a `.pc` file in
+/// `<prefix>/lib*/pkgconfig/` or `<prefix>/share/pkgconfig/`, when that
+/// tree holds an NCCL (`include/nccl.h` with `lib/` or `lib64/`).
+fn defined_prefix(file: &Path) -> Option<PathBuf> {
+    let pkgconfig = file.parent()?;
+    if super::file_name_str(pkgconfig) != Some("pkgconfig") {
+        return None;
+    }
+    let tree = pkgconfig.parent()?.parent()?;
+    let incs = [tree.join("include")];
+    let libs = [tree.join("lib"), tree.join("lib64")];
+    let regular = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
+    let has_header = regular(&incs[0].join("nccl.h"));
+    (has_header && holds_nccl(&[], &libs)).then(|| tree.to_path_buf())
 }
 
 #[cfg(test)]
