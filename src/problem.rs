@@ -40,6 +40,16 @@ pub enum Problem {
         /// The directories looked in.
         dirs: Vec<PathBuf>,
     },
+    /// A directory named explicitly that holds no install itself, but a
+    /// pip wheel's NCCL below it (`site-packages`, or a virtualenv).
+    WheelBelow {
+        /// The variable.
+        var: String,
+        /// What it names.
+        path: PathBuf,
+        /// The wheel's `nvidia/nccl` directory below it.
+        wheel: PathBuf,
+    },
     /// An NCCL source checkout that was never built.
     UnbuiltSource {
         /// The `nccl.h.in` template found.
@@ -193,6 +203,13 @@ impl fmt::Display for Problem {
                 f,
                 "no nccl.h and no libnccl in {}. Point the variable at an NCCL install.",
                 list(dirs)
+            ),
+            Problem::WheelBelow { var, path, wheel } => write!(
+                f,
+                "{} is not an NCCL install, but a pip wheel's NCCL is below it: did you mean \
+                 {var}={}?",
+                path.display(),
+                wheel.display()
             ),
             Problem::UnbuiltSource { template } => write!(
                 f,

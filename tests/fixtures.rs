@@ -975,3 +975,45 @@ fn a_source_builds_nccl_pc_names_the_tree_that_holds_nccl() {
     assert_eq!(n.report.misleading_pc[0].tree, None);
     assert!(!n.report.warnings[0].contains("NCCL_HOME"));
 }
+
+#[test]
+fn nccl_home_at_a_site_packages_or_a_venv_asks_for_the_wheels_dir() {
+    let sp = "/venv/lib/python3.11/site-packages";
+    for home in [sp, "/venv"] {
+        let e = probe("wheel-venv", &[("NCCL_HOME", home)]).unwrap_err();
+        let ErrorKind::Explicit { variable, problem } = e.kind() else {
+            panic!("{home}: {:?}", e.kind());
+        };
+        assert_eq!(variable, &format!("NCCL_HOME={home}"));
+        let Problem::WheelBelow { var, path, wheel } = problem else {
+            panic!("{home}: {problem:?}");
+        };
+        assert_eq!(var, "NCCL_HOME");
+        assert_eq!(logical(e.report(), path), home);
+        assert_eq!(logical(e.report(), wheel), format!("{sp}/nvidia/nccl"));
+        let real = tree("wheel-venv").display().to_string();
+        assert_eq!(
+            problem.to_string(),
+            format!(
+                "{real}{home} is not an NCCL install, but a pip wheel's NCCL is below it: did you \
+                 mean NCCL_HOME={real}{sp}/nvidia/nccl?"
+            )
+        );
+    }
+    // The directory it suggests is the install.
+    let n = found("wheel-venv", &[("NCCL_HOME", &format!("{sp}/nvidia/nccl"))]);
+    assert_eq!(n.version.to_string(), "2.21.5");
+    // A directory with no wheel below it keeps the plain message.
+    let e = probe("wheel-venv", &[("NCCL_HOME", "/venv/lib")]).unwrap_err();
+    assert!(
+        matches!(
+            e.kind(),
+            ErrorKind::Explicit {
+                problem: Problem::NoNccl { .. },
+                ..
+            }
+        ),
+        "{:?}",
+        e.kind()
+    );
+}

@@ -29,7 +29,7 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         site.explicit = true;
         site.fault = match check_dir(ctx.root, &var.name, &root) {
             Some(problem) => Some(problem),
-            None => unbuilt_checkout(&root),
+            None => unbuilt_checkout(&root).or_else(|| wheel_below(&var.name, &root, &site)),
         };
         ctx.looked(SourceKind::Home, &root, format!("named by {}", var.name));
         out.push(site);
@@ -90,6 +90,32 @@ pub(crate) fn check_dir(root: &Path, var: &str, dir: &Path) -> Option<Problem> {
             path: dir.to_path_buf(),
         }),
     }
+}
+
+/// A root with no NCCL of its own but a pip wheel's below it: the
+/// `site-packages` directory (`nvidia/nccl`), or a virtualenv or conda
+/// prefix (`lib/python3.*/site-packages/nvidia/nccl`).
+fn wheel_below(var: &str, root: &Path, site: &Site) -> Option<Problem> {
+    let own = site.include_dirs.iter().any(|d| d.join("nccl.h").exists())
+        || site
+            .lib_dirs
+            .iter()
+            .any(|d| d.join("libnccl.so.2").exists());
+    if own {
+        return None;
+    }
+    let mut places = vec![root.join("nvidia/nccl")];
+    for py in super::versioned_entries(&root.join("lib"), "python3") {
+        places.push(py.join("site-packages/nvidia/nccl"));
+    }
+    let wheel = places
+        .into_iter()
+        .find(|w| w.join("lib/libnccl.so.2").exists())?;
+    Some(Problem::WheelBelow {
+        var: var.to_string(),
+        path: root.to_path_buf(),
+        wheel,
+    })
 }
 
 /// `<root>/src/nccl.h.in` with no built header anywhere: a checkout of
