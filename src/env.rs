@@ -16,6 +16,8 @@ pub struct Env {
     /// A fixed set of variables; where a name is given twice, the last wins.
     fixed: Option<Vec<(OsString, OsString)>>,
     reads: RefCell<Vec<EnvRead>>,
+    /// Set while reads only inform (the run-time loader check).
+    informing: std::cell::Cell<bool>,
 }
 
 /// One variable the probe looked at, and what it held.
@@ -26,12 +28,22 @@ pub struct EnvRead {
     pub name: String,
     /// Its value, or `None` when it was unset.
     pub value: Option<OsString>,
+    /// Whether it can change the answer (a rerun trigger for a build
+    /// script). Variables read only for the run-time loader check do not.
+    decides: bool,
 }
 
 impl EnvRead {
     /// True when the variable was set to a non-empty value.
     pub fn is_set(&self) -> bool {
         self.value.as_ref().is_some_and(|v| !v.is_empty())
+    }
+
+    /// Whether the variable can change the probe's answer, so that a build
+    /// script reruns when it changes. Variables read only to say what the
+    /// run-time loader will do (`LD_LIBRARY_PATH`) cannot.
+    pub fn decides(&self) -> bool {
+        self.decides
     }
 }
 
@@ -65,6 +77,7 @@ impl Env {
         Env {
             fixed: None,
             reads: RefCell::default(),
+            informing: Default::default(),
         }
     }
 
@@ -88,6 +101,7 @@ impl Env {
         Env {
             fixed: Some(vars),
             reads: RefCell::default(),
+            informing: Default::default(),
         }
     }
 
@@ -116,14 +130,27 @@ impl Env {
     /// Reads one variable exactly as named, and records the read.
     pub(crate) fn raw(&self, name: &str) -> Option<OsString> {
         let value = self.peek(name);
+        let decides = !self.informing.get();
         let mut reads = self.reads.borrow_mut();
-        if !reads.iter().any(|r| r.name == name) {
-            reads.push(EnvRead {
+        match reads.iter_mut().find(|r| r.name == name) {
+            // A read that decides makes the variable decide.
+            Some(r) => r.decides |= decides,
+            None => reads.push(EnvRead {
                 name: name.to_string(),
                 value: value.clone(),
-            });
+                decides,
+            }),
         }
         value
+    }
+
+    /// Runs `f` with its reads marked as informing only: they are reported,
+    /// but are no rerun trigger (unless something else reads them too).
+    pub(crate) fn informing<T>(&self, f: impl FnOnce() -> T) -> T {
+        let before = self.informing.replace(true);
+        let out = f();
+        self.informing.set(before);
+        out
     }
 
     /// Reads `<TARGET>_<NAME>` first, then `<NAME>`, as openssl-sys does.

@@ -40,6 +40,7 @@ pub struct Config {
     statik: Option<bool>,
     symbols: Vec<String>,
     runpath: Vec<PathBuf>,
+    no_loader_check: bool,
     compile_check: bool,
 }
 
@@ -143,6 +144,17 @@ impl Config {
     /// directory in its `RUNPATH` (as `emit_rpath_from_dep` gives it).
     pub fn runpath(&mut self, dir: impl Into<PathBuf>) -> &mut Config {
         self.runpath.push(dir.into());
+        self
+    }
+
+    /// Whether to work out which `libnccl.so.2` the run-time loader will
+    /// load, and warn when it is not the linked one (on by default). Off,
+    /// the probe reads none of the loader's variables (`LD_LIBRARY_PATH`)
+    /// and gives no such warning: for a crate whose final binary sets its
+    /// own rpath or loads NCCL by path. Its variables are never rerun
+    /// triggers either way: they change what runs, not what is built.
+    pub fn loader_check(&mut self, on: bool) -> &mut Config {
+        self.no_loader_check = !on;
         self
     }
 
@@ -250,11 +262,15 @@ impl Config {
         ctx.build_script = self.build_script(&env);
         let found = self.find(&ctx, sysroot.as_ref(), &mut report);
         // What the run-time loader would pick is said in every outcome.
-        report.loader = check::loader::resolve(&ctx, &self.runpath, report.cross);
+        if !self.no_loader_check {
+            report.loader =
+                env.informing(|| check::loader::resolve(&ctx, &self.runpath, report.cross));
+        }
         let outcome = match found {
             Ok(c) => {
                 warn_if_found_through_path(&ctx, &c);
                 let opts = check::Options {
+                    loader: !self.no_loader_check,
                     statik: self.statik,
                     symbols: &self.symbols,
                     compile_check: self.compile_check,

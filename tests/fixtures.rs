@@ -1017,3 +1017,75 @@ fn nccl_home_at_a_site_packages_or_a_venv_asks_for_the_wheels_dir() {
         e.kind()
     );
 }
+
+/// In a build script, an explicit install ends the search: only what can
+/// change the answer is a rerun trigger.
+#[test]
+fn a_build_script_with_nccl_home_reruns_only_on_what_decides() {
+    let home = "/opt/nccl_2.21.5-1+cuda12.4_x86_64";
+    let vars = [
+        ("NCCL_HOME", home),
+        ("LD_LIBRARY_PATH", "/nowhere"),
+        ("VIRTUAL_ENV", "/venv"),
+        ("CONDA_PREFIX", "/conda"),
+        ("HOME", "/home/u"),
+        ("PATH", "/usr/bin"),
+    ];
+    let mut c = config("tarball", &vars);
+    c.cargo_metadata(true);
+    let n = c.probe().unwrap();
+    let reruns: Vec<String> = nccl_find::emit::cargo::rerun_env(&n.report.env)
+        .into_iter()
+        .map(|l| l.replace("cargo:rerun-if-env-changed=", ""))
+        .collect();
+    let p = "X86_64_UNKNOWN_LINUX_GNU_";
+    let mut expect = vec!["DOCS_RS".to_string()];
+    for v in [
+        "NCCL_SYSROOT",
+        "NCCL_INCLUDE_DIR",
+        "NCCL_LIB_DIR",
+        "NCCL_HOME",
+        "NCCL_ROOT",
+        "NCCL_DIR",
+        // What decides after selection: static or shared, and the CUDA
+        // headers that nccl.h includes.
+        "NCCL_STATIC",
+        "NCCL_DYNAMIC",
+    ] {
+        expect.push(format!("{p}{v}"));
+        expect.push(v.to_string());
+    }
+    expect.push("PKG_CONFIG_ALL_STATIC".into());
+    for v in [
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CUDA_ROOT",
+        "CUDA_TOOLKIT_ROOT_DIR",
+    ] {
+        expect.push(format!("{p}{v}"));
+        expect.push(v.to_string());
+    }
+    assert_eq!(reruns, expect);
+    // The loader check still ran, and its variable is in the report.
+    let ld = n.report.env.iter().find(|r| r.name == "LD_LIBRARY_PATH");
+    assert!(ld.is_some_and(|r| !r.decides()), "{:#?}", n.report.env);
+    // The command reads every source, to show every install.
+    let mut all = config("tarball", &vars);
+    all.cargo_metadata(false);
+    let (report, _) = all.report();
+    assert!(report
+        .env
+        .iter()
+        .any(|r| r.name == "VIRTUAL_ENV" && r.decides()));
+    // With the loader check off, its variables are not even read, and its
+    // warning is gone.
+    c.loader_check(false);
+    let n = c.probe().unwrap();
+    assert!(!n
+        .report
+        .env
+        .iter()
+        .any(|r| r.name.ends_with("LD_LIBRARY_PATH")));
+    assert!(n.report.warnings.is_empty(), "{:?}", n.report.warnings);
+    assert_eq!(n.report.loader, nccl_find::Loader::default());
+}

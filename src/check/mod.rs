@@ -82,6 +82,8 @@ pub struct CompileCheck {
 
 /// What the checks after selection are asked to do (from `Config`).
 pub(crate) struct Options<'a> {
+    /// `Config::loader_check`.
+    pub loader: bool,
     /// `Config::statik`, when set.
     pub statik: Option<bool>,
     /// `Config::require_symbols`.
@@ -127,7 +129,7 @@ pub(crate) fn after_selection(
     if let Some(w) = older_header(c) {
         ctx.warn(w);
     }
-    if !matches!(linking, Linking::Static { .. }) {
+    if opts.loader && !matches!(linking, Linking::Static { .. }) {
         let library = c.library.clone().unwrap_or_default();
         if let Some(w) = loader::warning(loader, &library, &library_real, &version, &lib_dir) {
             ctx.warn(w);

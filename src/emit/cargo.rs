@@ -31,7 +31,7 @@ pub fn print(lines: &[String]) {
 pub fn rerun_env(env: &[EnvRead]) -> Vec<String> {
     let mut out = Vec::new();
     for r in env {
-        if r.name != "TARGET" && r.name != "HOST" && !has_line_break(&r.name) {
+        if r.decides() && r.name != "TARGET" && r.name != "HOST" && !has_line_break(&r.name) {
             out.push(format!("cargo:rerun-if-env-changed={}", r.name));
         }
     }

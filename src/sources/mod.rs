@@ -201,12 +201,20 @@ impl fmt::Display for SourceKind {
     }
 }
 
-/// Runs every source in order and returns their sites.
+/// Runs every source in order and returns their sites. In a build script,
+/// a source that names an install explicitly ends the search: what it names
+/// wins outright, so later sources cannot change the answer, and their
+/// variables are not read (each read would be one more rerun trigger). The
+/// command (`--print`, `doctor`) runs them all, to show every install.
 pub(crate) fn collect(ctx: &Ctx) -> Result<Vec<Site>, ErrorKind> {
     let mut sites = Vec::new();
     for s in SOURCES {
         let mut found = (s.search)(ctx)?;
+        let explicit = found.iter().any(|site| site.explicit);
         sites.append(&mut found);
+        if explicit && ctx.build_script {
+            break;
+        }
     }
     Ok(sites)
 }
