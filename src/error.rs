@@ -28,6 +28,21 @@ impl Error {
         }
     }
 
+    /// True under docs.rs (`DOCS_RS` set), where nothing is probed and
+    /// nothing is needed: a build script that uses [`crate::Config::probe`]
+    /// with `?` or `unwrap` treats this as success.
+    ///
+    /// ```no_run
+    /// match nccl_find::Config::new().probe() {
+    ///     Ok(nccl) => { /* use nccl.include_paths, nccl.version, … */ }
+    ///     Err(e) if e.is_docs_rs() => {}
+    ///     Err(e) => panic!("{e}"),
+    /// }
+    /// ```
+    pub fn is_docs_rs(&self) -> bool {
+        matches!(self.kind(), ErrorKind::DocsRs)
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> &ErrorKind {
         &self.inner.0

@@ -4,18 +4,20 @@
 //! why. Use it from a build script:
 //!
 //! ```no_run
-//! // build.rs
-//! // `None` on docs.rs (DOCS_RS set), where nothing is probed; on failure
-//! // the whole message goes to stderr and the build script exits 1.
+//! // build.rs of an `nccl-sys` crate (with `links = "nccl"` in Cargo.toml).
+//! // The probe prints the link flags, the rerun triggers and the metadata
+//! // (`DEP_NCCL_INCLUDE`, `DEP_NCCL_LIB_DIR`, …) itself. `None` on docs.rs
+//! // (DOCS_RS set), where nothing is probed; on failure the whole message
+//! // goes to stderr and the script exits 1.
 //! if let Some(nccl) = nccl_find::Config::new().atleast_version("2.18").probe_or_exit() {
-//!     for dir in &nccl.include_paths {
-//!         println!("cargo:include={}", dir.display());
-//!     }
+//!     // Use what was found, e.g. for bindgen: nccl.include_paths,
+//!     // nccl.cuda_include_dirs, nccl.version.
+//!     let _ = nccl.include_paths;
 //! }
 //! ```
 //!
-//! [`Config::probe`] returns `Err` with [`ErrorKind::DocsRs`] on docs.rs, so
-//! a build script that uses it with `?` must treat that kind as success
+//! [`Config::probe`] returns `Err` on docs.rs ([`Error::is_docs_rs`]), so a
+//! build script that uses it with `?` or `unwrap` must treat that as success
 //! (as [`Config::probe_or_exit`] does).
 //!
 //! The probe is a pipeline, one module each:
@@ -55,6 +57,7 @@
 //! it (another major, or a library minor older than the header's).
 
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Errors here are built at most a few times per probe, never in a loop that
 // matters; keeping `Problem` unboxed keeps it easy to match on.
 #![allow(clippy::result_large_err)]

@@ -21,12 +21,12 @@ use crate::target::Target;
 /// The probe's settings, in the style of the `pkg-config` crate:
 ///
 /// ```no_run
-/// use nccl_find::{Config, ErrorKind};
+/// use nccl_find::Config;
 ///
 /// match Config::new().atleast_version("2.18").probe() {
 ///     Ok(nccl) => println!("NCCL {} in {}", nccl.version, nccl.lib_dir.display()),
 ///     // docs.rs: nothing is probed, nothing is needed.
-///     Err(e) if *e.kind() == ErrorKind::DocsRs => {}
+///     Err(e) if e.is_docs_rs() => {}
 ///     Err(e) => panic!("{e}"),
 /// }
 /// ```
@@ -56,7 +56,8 @@ impl Config {
         self
     }
 
-    /// Requires exactly this version (patch included), e.g. `"2.21.5"`.
+    /// Requires exactly this version, in Cargo's meaning of `=`: `"2.21.5"`
+    /// is that release; `"2.21"` is any 2.21.x, as `version_req("=2.21")`.
     pub fn exactly_version(&mut self, version: &str) -> &mut Config {
         self.requirement = Some(Requirement::Exactly(version.to_string()));
         self
@@ -162,6 +163,7 @@ impl Config {
     /// library, which must report the version the files said (feature
     /// `cc`; only where host == target, skipped with a warning otherwise).
     #[cfg(feature = "cc")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cc")))]
     pub fn compile_check(&mut self, on: bool) -> &mut Config {
         self.compile_check = on;
         self

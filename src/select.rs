@@ -44,7 +44,12 @@ impl Requirement {
     pub(crate) fn parse(&self) -> Result<Option<(VersionReq, String)>, ErrorKind> {
         let text = match self {
             Requirement::AtLeast(v) => format!(">={}", dotted(v)?),
-            Requirement::Exactly(v) => format!("={}", dotted(v)?),
+            // Cargo's `=`: the parts given must match, the rest are free
+            // (`=2.21` is any 2.21.x), as `version_req("=2.21")` reads it.
+            Requirement::Exactly(v) => {
+                dotted(v)?;
+                format!("={}", v.trim())
+            }
             Requirement::Range(lo, hi) => {
                 let mut parts = Vec::new();
                 for (b, inc, exc) in [(lo, ">=", ">"), (hi, "<=", "<")] {

@@ -921,7 +921,7 @@ fn a_header_older_than_its_library_is_used_with_a_warning_naming_both() {
         .filter(|w| w.starts_with("the header"))
         .collect();
     // (The other warning is the run-time loader's: no libnccl.so.2 here.)
-    assert_eq!(shown, [warning.clone()]);
+    assert_eq!(shown, [warning.as_str()]);
     let directives = nccl_find::emit::cargo::directives(&n);
     let printed = format!("cargo:warning=nccl-find: {}", n.report.warnings[0]);
     assert!(directives.contains(&printed), "{directives:#?}");
@@ -1088,4 +1088,37 @@ fn a_build_script_with_nccl_home_reruns_only_on_what_decides() {
         .any(|r| r.name.ends_with("LD_LIBRARY_PATH")));
     assert!(n.report.warnings.is_empty(), "{:?}", n.report.warnings);
     assert_eq!(n.report.loader, nccl_find::Loader::default());
+}
+
+#[test]
+fn exactly_version_means_what_cargos_equals_means() {
+    // dpkg has 2.28.3: `=2.28` and `=2.28.3` accept it, `=2.28.4` and `=2.2`
+    // do not, the same through both calls.
+    for (given, ok) in [
+        ("2.28", true),
+        ("2.28.3", true),
+        ("2", true),
+        ("2.28.4", false),
+        ("2.2", false),
+    ] {
+        let exactly = config("dpkg", &[]).exactly_version(given).probe();
+        let req = config("dpkg", &[])
+            .version_req(&format!("={given}"))
+            .probe();
+        assert_eq!(exactly.is_ok(), ok, "exactly_version({given})");
+        assert_eq!(req.is_ok(), ok, "version_req(={given})");
+        assert_eq!(
+            exactly.err().and_then(|e| e.report().requirement.clone()),
+            req.err().and_then(|e| e.report().requirement.clone()),
+        );
+    }
+    // Not a version: refused, naming it.
+    let e = config("dpkg", &[])
+        .exactly_version("two")
+        .probe()
+        .unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::InvalidRequirement { .. }),
+        "{e}"
+    );
 }

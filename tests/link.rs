@@ -281,7 +281,11 @@ fn required_symbols_are_checked_in_the_library_file() {
 fn docs_rs_probes_nothing() {
     let e = probe("dpkg", &[("DOCS_RS", "1"), ("NCCL_HOME", "/nope")]).unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::DocsRs);
+    assert!(e.is_docs_rs());
     assert!(e.report().candidates.is_empty() && e.report().looked.is_empty());
+    // Any other error is not.
+    let other = probe("empty", &[("NCCL_HOME", "/nope")]).unwrap_err();
+    assert!(!other.is_docs_rs(), "{other}");
     let read: Vec<&str> = e.report().env.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(read, ["DOCS_RS"]);
     assert!(config(&tree("dpkg"), &[("DOCS_RS", "1")])
@@ -380,7 +384,8 @@ fn the_run_time_loader_check() {
     assert_eq!(pick.via, "default dir");
     assert!(n.report.warnings.is_empty(), "{:?}", n.report.warnings);
 
-    // The GPU image: the venv's wheel is linked, dpkg's older one is loaded.
+    // The GPU image: the venv's wheel is linked, dpkg's older patch of the
+    // same minor is loaded (the same API).
     let n = probe("gpu-image", &[("VIRTUAL_ENV", "/opt/torch/.venv")]).unwrap();
     let pick = n.report.loader.pick.as_ref().unwrap();
     assert_eq!(pick.version.as_ref().unwrap().to_string(), "2.28.3");
@@ -395,7 +400,10 @@ fn the_run_time_loader_check() {
         "{w}"
     );
     assert!(
-        w.contains("(NCCL 2.28.9): expect `undefined symbol` errors"),
+        w.contains(
+            "(NCCL 2.28.9): the same minor version has the same API, so the program runs, with \
+             that file's fixes. Put "
+        ),
         "{w}"
     );
 

@@ -55,3 +55,49 @@ fn an_error_debugs_as_its_message() {
         "{e:?}"
     );
 }
+
+/// Every item behind a feature carries docs.rs's badge for it, and the
+/// crate's examples print no directive that the probe prints itself.
+#[test]
+fn feature_items_have_badges_and_examples_print_no_probe_directives() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = vec![src.clone()];
+    let mut missing = Vec::new();
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            for e in std::fs::read_dir(&p).unwrap() {
+                files.push(e.unwrap().path());
+            }
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            let Some(feature) = l.trim().strip_prefix("#[cfg(feature = ") else {
+                continue;
+            };
+            let next = lines.get(i + 1).map(|n| n.trim()).unwrap_or("");
+            let public = lines[i + 1..]
+                .iter()
+                .find(|n| !n.trim().starts_with("#["))
+                .is_some_and(|n| n.trim().starts_with("pub fn") || n.trim().starts_with("pub mod"));
+            let badge = format!(
+                "#[cfg_attr(docsrs, doc(cfg(feature = {}))]",
+                feature.trim_end_matches(']')
+            );
+            if public && next != badge {
+                missing.push(format!("{}:{}", p.display(), i + 1));
+            }
+        }
+        if p.ends_with("lib.rs") || p.ends_with("probe.rs") {
+            for probe_prints in ["cargo:include=", "cargo:rustc-link", "cargo:rerun-if-env"] {
+                assert!(
+                    !text.contains(&format!("println!(\"{probe_prints}")),
+                    "{}: an example prints {probe_prints}, which the probe prints",
+                    p.display()
+                );
+            }
+        }
+    }
+    assert!(missing.is_empty(), "no doc(cfg) badge: {missing:?}");
+}
