@@ -20,11 +20,10 @@
 //! build script that uses it with `?` or `unwrap` must treat that as success
 //! (as [`Config::probe_or_exit`] does).
 //!
-//! The probe is a pipeline, one module each:
-//! [`sources`] (where to look) → [`inspect`] (what is there) →
-//! `select` (one winner, every loser with its reason) → [`check`] (how to
-//! link, what the loader will load) → [`Report`] → [`emit`] (directives,
-//! words). `ARCHITECTURE.md` in the repository has the layers.
+//! The probe is a pipeline: sources (where to look) → inspect (what is
+//! there) → select (one winner, every loser with its reason) → check (how to
+//! link, what the loader will load) → [`Report`] → emit (directives, words).
+//! Everything public is at the crate's root.
 //!
 //! ## Search order
 //!
@@ -48,6 +47,13 @@
 //! openssl-sys does: `X86_64_UNKNOWN_LINUX_GNU_NCCL_HOME` before
 //! `NCCL_HOME`. A bare `NCCL_VERSION` is never read: NVIDIA's CUDA images
 //! set it in apt's format for their own use.
+//!
+//! ## API levels
+//!
+//! In a build script the probe also declares and sets one cfg per NCCL API
+//! level at or below the header's version, so that a crate can gate calls to
+//! newer functions (`#[cfg(nccl_2_18)]` around `ncclCommSplit`). The levels:
+//! `nccl_2_0`, `nccl_2_2`, `nccl_2_3_4`, `nccl_2_4`, `nccl_2_7`, `nccl_2_10`, `nccl_2_11`, `nccl_2_13`, `nccl_2_14`, `nccl_2_18`, `nccl_2_19`, `nccl_2_23`, `nccl_2_24`, `nccl_2_27`, `nccl_2_28_3`.
 //!
 //! ## Refusals
 //!
@@ -88,13 +94,14 @@ mod probe;
 mod report;
 mod select;
 
-pub mod api;
-pub mod check;
-pub mod emit;
-pub mod inspect;
-pub mod sources;
+mod api;
+mod check;
+mod emit;
+mod inspect;
+mod sources;
 
-pub use check::{loader::Loader, CompileCheck, LinkArg, Linking, MissingSymbol};
+pub use check::loader::{Loader, Verdict, Visible};
+pub use check::{CompileCheck, LinkArg, Linking, MissingSymbol};
 pub use emit::cargo::emit_rpath_from_dep;
 pub use emit::loader_dir::{emit_loader_dir_from_dep, make_loader_dir, LoaderDir, LoaderDirError};
 pub use env::EnvRead;
@@ -105,3 +112,25 @@ pub use probe::Config;
 pub use problem::{ErrorKind, Problem};
 pub use report::{Nccl, Report};
 pub use version::{CudaVersion, Version};
+
+/// Not part of the API, and not covered by semver: what this repository's
+/// command (`nccl-find`), tests and fuzz targets use of the pipeline's
+/// insides (the parsers, the report's words, the directives' pieces). Any
+/// release may change it.
+#[doc(hidden)]
+pub mod internal {
+    pub use crate::api::{cfgs_for, introduced_in, LEVELS};
+    pub use crate::check::STATIC_SYSTEM_LIBS;
+    pub use crate::emit::cargo::{directives, escape, has_line_break, rerun_env, rpath_directives};
+    pub use crate::emit::loader_dir::{check_loader_path, LOADER_NAMES};
+    pub use crate::emit::text::report;
+    pub use crate::inspect::elf::{
+        dynamic_symbols, dynamic_symbols_bytes, parse_version_text, read_elf, read_elf_bytes,
+        ElfInfo,
+    };
+    pub use crate::inspect::header::{parse_header, Header};
+    pub use crate::ldcache::parse_ld_cache;
+    pub use crate::sources::pkgconfig::parse_pc;
+    pub use crate::sources::search_order_markdown;
+    pub use crate::sources::system::parse_dpkg_status;
+}

@@ -450,7 +450,7 @@ fn the_length_check_counts_what_it_should() {
 
 #[test]
 fn search_order_is_documented() {
-    let table = nccl_find::sources::search_order_markdown();
+    let table = nccl_find::internal::search_order_markdown();
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let lib: String = std::fs::read_to_string(repo().join("src/lib.rs"))
         .unwrap()

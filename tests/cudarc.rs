@@ -240,7 +240,7 @@ fn every_wheel_through_nccl_home_and_virtual_env() {
         assert_loads(&run(&bin, &[]), w, "through NCCL_HOME");
         // The loader directory: every name links to the wheel's library.
         let dir = loader_dir(&target);
-        for n in nccl_find::emit::loader_dir::LOADER_NAMES {
+        for n in nccl_find::internal::LOADER_NAMES {
             assert_eq!(
                 std::fs::canonicalize(dir.join(n)).unwrap(),
                 w.library,

@@ -922,11 +922,11 @@ fn a_header_older_than_its_library_is_used_with_a_warning_naming_both() {
         .collect();
     // (The other warning is the run-time loader's: no libnccl.so.2 here.)
     assert_eq!(shown, [warning.as_str()]);
-    let directives = nccl_find::emit::cargo::directives(&n);
+    let directives = nccl_find::internal::directives(&n);
     let printed = format!("cargo:warning=nccl-find: {}", n.report.warnings[0]);
     assert!(directives.contains(&printed), "{directives:#?}");
     // The selected line names the library's version, and the header's beside it.
-    let text = nccl_find::emit::text::report(&n.report, None, &[]);
+    let text = nccl_find::internal::report(&n.report, None, &[]);
     assert!(
         text.contains("Selected: NCCL 2.28.3 (CUDA 13.0) with header 2.18.3 at /dpkg/usr/lib/x86_64-linux-gnu"),
         "{text}"
@@ -1034,7 +1034,7 @@ fn a_build_script_with_nccl_home_reruns_only_on_what_decides() {
     let mut c = config("tarball", &vars);
     c.cargo_metadata(true);
     let n = c.probe().unwrap();
-    let reruns: Vec<String> = nccl_find::emit::cargo::rerun_env(&n.report.env)
+    let reruns: Vec<String> = nccl_find::internal::rerun_env(&n.report.env)
         .into_iter()
         .map(|l| l.replace("cargo:rerun-if-env-changed=", ""))
         .collect();

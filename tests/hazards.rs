@@ -205,7 +205,7 @@ fn paths_with_spaces_and_non_utf8_bytes() {
     assert_eq!(n.version.to_string(), "2.21.5");
     assert_eq!(n.lib_dir, odd.join("lib"));
     // The report prints it (lossily) without trouble.
-    let text = nccl_find::emit::text::report(&n.report, None, &n.cargo_directives());
+    let text = nccl_find::internal::report(&n.report, None, &n.cargo_directives());
     assert!(
         text.contains("NCCL_HOME = /opt/with space \u{fffd}"),
         "{text}"

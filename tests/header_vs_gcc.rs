@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use nccl_find::inspect::header::{parse_header, Header};
+use nccl_find::internal::{parse_header, Header};
 
 /// A small deterministic generator (xorshift), so a failure repeats.
 struct Rng(u64);

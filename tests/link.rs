@@ -448,7 +448,7 @@ fn the_run_time_loader_check() {
 #[test]
 fn rpath_directive() {
     assert_eq!(
-        nccl_find::emit::cargo::rpath_directives(Path::new("/opt/nccl,x/lib")).unwrap(),
+        nccl_find::internal::rpath_directives(Path::new("/opt/nccl,x/lib")).unwrap(),
         [
             "cargo:rustc-link-arg=-Xlinker",
             "cargo:rustc-link-arg=-rpath",
@@ -457,7 +457,7 @@ fn rpath_directive() {
         ]
     );
     assert_eq!(
-        nccl_find::emit::cargo::rpath_directives(Path::new("/opt/a\ncargo:rustc-cfg=evil"))
+        nccl_find::internal::rpath_directives(Path::new("/opt/a\ncargo:rustc-cfg=evil"))
             .unwrap_err(),
         "/opt/a\\ncargo:rustc-cfg=evil holds a line break, which a cargo directive cannot carry"
     );

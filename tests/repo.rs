@@ -101,3 +101,57 @@ fn feature_items_have_badges_and_examples_print_no_probe_directives() {
     }
     assert!(missing.is_empty(), "no doc(cfg) badge: {missing:?}");
 }
+
+/// The crate documentation lists every API level cfg, in order.
+#[test]
+fn the_crate_docs_list_every_api_level() {
+    let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
+    let docs: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! "))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let list: Vec<String> = nccl_find::internal::LEVELS
+        .iter()
+        .map(|(name, ..)| format!("`{name}`"))
+        .collect();
+    assert!(
+        docs.contains(&format!("The levels: {}.", list.join(", "))),
+        "{docs}"
+    );
+}
+
+/// The public surface is the crate root: no public module but the hidden
+/// `internal` one (for this repository's command, tests and fuzz targets),
+/// so every public type has one path.
+#[test]
+fn the_public_surface_is_the_crate_root() {
+    let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
+    let lines: Vec<&str> = lib.lines().collect();
+    let public_mods: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("pub mod "))
+        .copied()
+        .collect();
+    assert_eq!(public_mods, ["pub mod internal {"]);
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("pub mod internal"))
+        .unwrap();
+    assert_eq!(lines[at - 1], "#[doc(hidden)]");
+    // What the root exports, by name: each once.
+    let mut names: Vec<String> = Vec::new();
+    for l in lines[..at].iter().filter(|l| l.starts_with("pub use ")) {
+        let items = match (l.find('{'), l.rfind("::")) {
+            (Some(open), _) => l[open + 1..l.find('}').unwrap()].to_string(),
+            (None, Some(sep)) => l[sep + 2..].trim_end_matches(';').to_string(),
+            _ => panic!("{l}"),
+        };
+        names.extend(items.split(',').map(|n| n.trim().to_string()));
+    }
+    let count = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), count, "an item exported twice: {names:?}");
+    assert_eq!(count, 28, "{names:?}");
+}

@@ -227,7 +227,7 @@ fn a_stand_in_is_really_a_shared_library() {
         &[],
         true,
     );
-    let info = nccl_find::inspect::elf::read_elf(Path::new(&lib(&t, "libnccl.so.2"))).unwrap();
+    let info = nccl_find::internal::read_elf(Path::new(&lib(&t, "libnccl.so.2"))).unwrap();
     assert_eq!(info.soname.as_deref(), Some("libnccl.so.2"));
     assert_eq!(info.version_text, None);
 }

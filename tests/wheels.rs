@@ -339,7 +339,7 @@ fn required_symbols_against_real_libraries() {
         .probe()
         .unwrap();
     assert_eq!(n.version.to_string(), "2.21.5");
-    let syms = nccl_find::inspect::elf::dynamic_symbols(&n.library_real).unwrap();
+    let syms = nccl_find::internal::dynamic_symbols(&n.library_real).unwrap();
     assert!(
         syms.contains(&"ncclAllReduce".to_string()) && syms.contains(&"pncclAllReduce".to_string())
     );

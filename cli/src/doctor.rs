@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use nccl_find::check::loader::Verdict;
+use nccl_find::Verdict;
 use nccl_find::{Config, Nccl, Report};
 use serde_json::{json, Value};
 

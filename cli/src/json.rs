@@ -86,7 +86,7 @@ pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String
             "cargo_directives": n.cargo_directives(),
         }),
     };
-    let visible = |v: &nccl_find::check::loader::Visible| {
+    let visible = |v: &nccl_find::Visible| {
         json!({
             "path": path(&v.path),
             "real": path(&v.real),

@@ -332,7 +332,7 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
         return print_value(cli, asked, nccl, error);
     } else {
         let directives = nccl.map(|n| n.cargo_directives()).unwrap_or_default();
-        let text = nccl_find::emit::text::report(report, error, &directives);
+        let text = nccl_find::internal::report(report, error, &directives);
         print!("{}", style::paint(&text, cli.color.enabled()));
         if let Some(kind) = error {
             eprintln!("nccl-find: {}", kind.headline());

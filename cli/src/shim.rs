@@ -137,7 +137,7 @@ pub fn make(n: &Nccl) -> Result<PathBuf, String> {
     // SAFETY: geteuid takes nothing, cannot fail, and touches no memory of ours.
     let uid = unsafe { libc::geteuid() };
     let cache = cache_home()?;
-    nccl_find::emit::loader_dir::check_loader_path(&cache, "the cache directory")
+    nccl_find::internal::check_loader_path(&cache, "the cache directory")
         .map_err(|e| e.to_string())?;
     if !cache.is_dir() {
         std::fs::DirBuilder::new()

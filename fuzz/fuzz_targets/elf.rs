@@ -2,7 +2,7 @@
 //! The ELF reader (soname, NEEDED, RUNPATH, version text, dynamic symbols)
 //! and the version-text parser: garbage gives an error, never a panic.
 use libfuzzer_sys::fuzz_target;
-use nccl_find::inspect::elf;
+use nccl_find::internal as elf;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(info) = elf::read_elf_bytes(data) {

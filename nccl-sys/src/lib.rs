@@ -6,7 +6,7 @@
 //! nccl-find located instead.
 //!
 //! The build script emits a cfg per API level (`nccl_2_18`, `nccl_2_19`, …,
-//! see `nccl_find::api::LEVELS`), so code can gate calls to newer functions:
+//! listed in nccl-find's crate documentation), so code can gate calls to newer functions:
 //! `#[cfg(nccl_2_18)]` around `ncclCommSplit`.
 //!
 //! Dependents that declare this crate as a dependency see `DEP_NCCL_INCLUDE`,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
-use nccl_find::inspect::elf::read_elf;
+use nccl_find::internal::read_elf;
 
 /// One nested cargo at a time: they share target/nested.
 static CARGO: Mutex<()> = Mutex::new(());

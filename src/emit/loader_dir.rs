@@ -173,7 +173,7 @@ fn io_error(what: &Path, doing: &str, e: io::Error) -> LoaderDirError {
 ///
 /// It is careful with what it finds: `dir` must be a real directory (not a
 /// link), owned by the owner of its parent, writable by no one else, and
-/// hold [`MARKER`] unless this call created it. Each name is made as a new
+/// hold its marker file (`.nccl-find-loader-dir`) unless this call created it. Each name is made as a new
 /// link and renamed into place, so an existing link is replaced and never
 /// followed; a name that is anything but a link is refused. `library` is
 /// resolved, must be a regular file, and must not be NCCL 1.

@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub(crate) use crate::context::{file_name_str, sorted_entries, versioned_entries, Ctx};
-pub use crate::origin::{Looked, MisleadingPc, Origin, Package, SourceKind};
+pub(crate) use crate::origin::{Origin, Package, SourceKind};
 use crate::problem::{ErrorKind, Problem};
 
 pub(crate) mod conda;

@@ -6,8 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-pub use crate::ldcache::parse_ld_cache;
-
 use super::{file_name_str, Ctx, Origin, Site, SourceKind};
 
 /// The sites of this source.
@@ -96,7 +94,7 @@ fn includes_beside(dir: &Path) -> Vec<PathBuf> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use crate::ldcache::parse_ld_cache;
 
     /// Writes a loader cache in glibc's new format, for tests.
     pub(crate) fn write_ld_cache(entries: &[(&str, &str)]) -> Vec<u8> {
