@@ -1,0 +1,225 @@
+//! The README's first screen, followed as a new user would: a `-sys` crate
+//! made of its `[build-dependencies]` line and its build.rs, and a final
+//! binary made of its other build.rs, built with cargo and run with no
+//! `LD_LIBRARY_PATH`, against the newest real wheel laid out three ways:
+//! as pip installs it (`NCCL_HOME`), as dpkg installs it (`/usr/include` and
+//! `/usr/lib/<multiarch>` with a dpkg database, under `NCCL_SYSROOT`), and
+//! as a source build leaves it (`build/include`, `build/lib`). The binary
+//! must print the version `ncclGetVersion` of the loaded library reports.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The newest wheel's `nvidia/nccl`, and its version.
+fn newest_wheel() -> Option<(PathBuf, String)> {
+    let Some(dir) = std::env::var_os("NCCL_FIND_WHEELS") else {
+        if std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_some() {
+            panic!("NCCL_FIND_WHEELS is unset; run scripts/test");
+        }
+        eprintln!(
+            "skipped: NCCL_FIND_WHEELS is unset (scripts/test downloads the wheels and sets it)"
+        );
+        return None;
+    };
+    let mut best: Option<(Vec<u64>, PathBuf, String)> = None;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        let Some((dist, version)) = name.split_once('-') else {
+            continue;
+        };
+        if !dist.starts_with("nvidia_nccl_cu") {
+            continue;
+        }
+        let version = version.split(".post").next().unwrap().to_string();
+        let key: Vec<u64> = version.split('.').map(|p| p.parse().unwrap_or(0)).collect();
+        if best.as_ref().is_none_or(|(k, ..)| key > *k) {
+            best = Some((
+                key,
+                Path::new(&dir).join(&name).join("nvidia/nccl"),
+                version,
+            ));
+        }
+    }
+    let (_, home, version) = best.expect("a wheel in NCCL_FIND_WHEELS");
+    Some((home, version))
+}
+
+/// The first fenced block of `lang` in the README that contains `needle`.
+fn block(readme: &str, lang: &str, needle: &str) -> String {
+    let mut lines = readme.lines();
+    while let Some(l) = lines.next() {
+        if l.trim() != format!("```{lang}") {
+            continue;
+        }
+        let body: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
+        let body = body.join("\n");
+        if body.contains(needle) {
+            return body + "\n";
+        }
+    }
+    panic!("README.md has no ```{lang} block with {needle}")
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// The two crates, from the README's words.
+fn scratch(ws: &Path, readme: &str) {
+    let deps = block(readme, "toml", "nccl-find = ");
+    assert!(deps.contains("[build-dependencies]"), "{deps}");
+    let sys_build = block(readme, "rust", "probe_or_exit");
+    let bin_build = block(readme, "rust", "emit_rpath_from_dep");
+    write(
+        &ws.join("Cargo.toml"),
+        &format!(
+            "[workspace]\nmembers = [\"my-nccl-sys\", \"app\"]\nresolver = \"2\"\n\n\
+             [patch.crates-io]\nnccl-find = {{ path = \"{}\" }}\n",
+            repo().display()
+        ),
+    );
+    write(
+        &ws.join("my-nccl-sys/Cargo.toml"),
+        &format!(
+            "[package]\nname = \"my-nccl-sys\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+             links = \"nccl\"\n\n{deps}"
+        ),
+    );
+    write(&ws.join("my-nccl-sys/build.rs"), &sys_build);
+    write(
+        &ws.join("my-nccl-sys/src/lib.rs"),
+        "extern \"C\" {\n    pub fn ncclGetVersion(version: *mut i32) -> i32;\n}\n",
+    );
+    write(
+        &ws.join("app/Cargo.toml"),
+        &format!(
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\nmy-nccl-sys = {{ path = \"../my-nccl-sys\" }}\n\n{deps}"
+        ),
+    );
+    write(&ws.join("app/build.rs"), &bin_build);
+    write(
+        &ws.join("app/src/main.rs"),
+        "fn main() {\n    let mut v = 0;\n    // SAFETY: ncclGetVersion writes one int.\n    \
+         let rc = unsafe { my_nccl_sys::ncclGetVersion(&mut v) };\n    \
+         println!(\"NCCL {}.{}.{} rc {rc}\", v / 10000, v / 100 % 100, v % 100);\n}\n",
+    );
+}
+
+/// Builds the app with `vars` and runs it with no loader variables.
+fn build_and_run(ws: &Path, vars: &[(&str, &Path)]) -> String {
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(ws)
+        .args(["build", "-q", "-p", "app", "--offline"])
+        .env("CARGO_TARGET_DIR", ws.join("target"));
+    for v in [
+        "NCCL_HOME",
+        "NCCL_SYSROOT",
+        "LD_LIBRARY_PATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+    ] {
+        cmd.env_remove(v);
+    }
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{vars:?}:\n{err}");
+    let run = Command::new(ws.join("target/debug/app"))
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{vars:?}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::copy(from, to).unwrap();
+}
+
+fn link(target: &str, at: &Path) {
+    std::os::unix::fs::symlink(target, at).unwrap();
+}
+
+/// The wheel's files as dpkg's libnccl2 and libnccl-dev lay them out.
+fn dpkg_tree(root: &Path, wheel: &Path, version: &str) {
+    let lib = root.join("usr/lib/x86_64-linux-gnu");
+    copy(
+        &wheel.join("include/nccl.h"),
+        &root.join("usr/include/nccl.h"),
+    );
+    let file = format!("libnccl.so.{version}");
+    copy(&wheel.join("lib/libnccl.so.2"), &lib.join(&file));
+    link(&file, &lib.join("libnccl.so.2"));
+    link("libnccl.so.2", &lib.join("libnccl.so"));
+    let mut status = String::new();
+    for pkg in ["libnccl2", "libnccl-dev"] {
+        status.push_str(&format!(
+            "Package: {pkg}\nStatus: install ok installed\nArchitecture: amd64\n\
+             Version: {version}-1+cuda12.9\n\n"
+        ));
+    }
+    write(&root.join("var/lib/dpkg/status"), &status);
+}
+
+/// The wheel's files where `make src.build` leaves them.
+fn source_tree(checkout: &Path, wheel: &Path, version: &str) {
+    let build = checkout.join("build");
+    copy(&wheel.join("include/nccl.h"), &build.join("include/nccl.h"));
+    let file = format!("libnccl.so.{version}");
+    copy(
+        &wheel.join("lib/libnccl.so.2"),
+        &build.join("lib").join(&file),
+    );
+    link(&file, &build.join("lib/libnccl.so.2"));
+    link("libnccl.so.2", &build.join("lib/libnccl.so"));
+    write(&checkout.join("src/nccl.h.in"), "/* template */\n");
+}
+
+#[test]
+fn a_sys_crate_from_the_readme_builds_links_and_runs() {
+    let Some((wheel, version)) = newest_wheel() else {
+        return;
+    };
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let ws = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quickstart");
+    let _ = std::fs::remove_dir_all(&ws);
+    scratch(&ws, &readme);
+    let _ = std::fs::copy(repo().join("Cargo.lock"), ws.join("Cargo.lock"));
+    let expect = format!("NCCL {version} rc 0\n");
+    // As pip installs it.
+    assert_eq!(
+        build_and_run(&ws, &[("NCCL_HOME", &wheel)]),
+        expect,
+        "wheel"
+    );
+    // As dpkg installs it (under a sysroot, as nothing here may touch /usr).
+    let sysroot = ws.join("dpkg-root");
+    dpkg_tree(&sysroot, &wheel, &version);
+    assert_eq!(
+        build_and_run(&ws, &[("NCCL_SYSROOT", &sysroot)]),
+        expect,
+        "dpkg"
+    );
+    // As a source build leaves it.
+    let checkout = ws.join("src/nccl");
+    source_tree(&checkout, &wheel, &version);
+    assert_eq!(
+        build_and_run(&ws, &[("NCCL_HOME", &checkout)]),
+        expect,
+        "source build"
+    );
+    std::fs::remove_dir_all(&ws).unwrap();
+}
