@@ -36,7 +36,7 @@ fn newest_wheel() -> Option<(PathBuf, String)> {
         }
         let version = version.split(".post").next().unwrap().to_string();
         let key: Vec<u64> = version.split('.').map(|p| p.parse().unwrap_or(0)).collect();
-        if best.as_ref().is_none_or(|(k, ..)| key > *k) {
+        if best.as_ref().map_or(true, |(k, ..)| key > *k) {
             best = Some((
                 key,
                 Path::new(&dir).join(&name).join("nvidia/nccl"),
