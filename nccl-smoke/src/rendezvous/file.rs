@@ -30,6 +30,32 @@ pub(super) const FILE_MAGIC: &str = "nccl-find-smoke 3";
 /// A hello or done file's size bound.
 pub(super) const SMALL_FILE: u64 = 8192;
 
+/// The wait between two looks at a file that is not there yet: short at
+/// first, then longer, up to `cap`. A thousand processes that each look
+/// every 20 ms keep two cores busy with nothing but opens; growing waits
+/// leave the cores to the processes still starting, and add at most `cap`
+/// once the file is there.
+pub(super) struct Backoff {
+    wait: Duration,
+    cap: Duration,
+}
+
+impl Backoff {
+    pub(super) fn new(cap: Duration) -> Backoff {
+        Backoff {
+            wait: Duration::from_millis(2),
+            cap,
+        }
+    }
+
+    /// Sleeps, never past `deadline`, and lengthens the next wait.
+    pub(super) fn sleep(&mut self, deadline: Instant) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        std::thread::sleep(self.wait.min(left));
+        self.wait = (self.wait * 2).min(self.cap);
+    }
+}
+
 /// The rendezvous file's size bound for a world of `world`.
 pub(super) fn rendezvous_max(world: usize) -> u64 {
     4096 + 80 * world as u64
@@ -280,6 +306,7 @@ pub(super) fn file_root(
     let mut arrived: Vec<Option<(usize, String)>> = vec![None; job.world];
     let mut warned = std::collections::HashSet::new();
     let mut left = job.world - 1;
+    let mut pause = Backoff::new(Duration::from_millis(50));
     while left > 0 {
         left -= take_hellos(job, path, &run, &mut arrived, &made, &mut warned, log);
         if left == 0 {
@@ -288,7 +315,7 @@ pub(super) fn file_root(
         if Instant::now() >= deadline {
             return Err(give_up(file_timed_out(job, path, &arrived)));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        pause.sleep(deadline);
     }
     let id = make_id().map_err(|e| give_up(fail(e)))?;
     let (answer, nranks) = answer(&head, job.ngpus, &arrived, &id);
@@ -475,6 +502,7 @@ pub(super) fn file_peer_wait(
     let mut taken: Option<PathBuf> = None;
     // The run this rank said hello to, and its hello file.
     let mut greeted: Option<(String, PathBuf, FileId)> = None;
+    let mut pause = Backoff::new(Duration::from_millis(100));
     loop {
         let got = fsafe::read_small(path, rendezvous_max(job.world))
             .map_err(|e| fail(format!("rank {}: {e}", job.rank)))?;
@@ -515,7 +543,7 @@ pub(super) fn file_peer_wait(
         if Instant::now() >= deadline {
             return Err(peer_timed_out(job, path, taken, other));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        pause.sleep(deadline);
     }
 }
 
@@ -657,6 +685,7 @@ impl FileLink {
         deadline: Instant,
     ) -> Option<(bool, u64, String)> {
         let p = side(&self.path, &self.run, "done", rank);
+        let mut pause = Backoff::new(Duration::from_millis(20));
         loop {
             match fsafe::read_small(&p, SMALL_FILE) {
                 Ok(Some((bytes, id))) => {
@@ -685,7 +714,7 @@ impl FileLink {
             if Instant::now() >= deadline {
                 return None;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            pause.sleep(deadline);
         }
     }
 }
