@@ -121,7 +121,9 @@ pub use version::{CudaVersion, Version};
 pub mod internal {
     pub use crate::api::{cfgs_for, introduced_in, LEVELS};
     pub use crate::check::STATIC_SYSTEM_LIBS;
-    pub use crate::emit::cargo::{directives, escape, has_line_break, rerun_env, rpath_directives};
+    pub use crate::emit::cargo::{
+        directives, escape, has_line_break, rerun_env, rpath_directives, rpath_from_vars,
+    };
     pub use crate::emit::loader_dir::{check_loader_path, LOADER_NAMES};
     pub use crate::emit::text::report;
     pub use crate::inspect::elf::{

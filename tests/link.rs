@@ -70,10 +70,6 @@ fn dynamic_directives_are_exact() {
             "cargo:rustc-cfg=nccl_2_14",
             "cargo:rustc-cfg=nccl_2_18",
             "cargo:rustc-cfg=nccl_2_19",
-            "cargo:warning=nccl-find: at run time the loader will find no libnccl.so.2 (it looks in LD_LIBRARY_PATH, \
-             the loader cache and the default dirs), so a program linked against {home}/lib/libnccl.so will not start. \
-             Put {home}/lib first on LD_LIBRARY_PATH, or give the final binary an rpath \
-             (nccl_find::emit_rpath_from_dep in its build script).",
         ]
         .map(d)
     );
@@ -460,6 +456,94 @@ fn rpath_directive() {
         nccl_find::internal::rpath_directives(Path::new("/opt/a\ncargo:rustc-cfg=evil"))
             .unwrap_err(),
         "/opt/a\\ncargo:rustc-cfg=evil holds a line break, which a cargo directive cannot carry"
+    );
+    // What the loader would split or expand never reaches RUNPATH.
+    for (dir, c, why) in [
+        ("/opt/nccl:v2/lib", ':', "the loader splits RUNPATH at `:`"),
+        ("/opt/:/lib", ':', "the loader splits RUNPATH at `:`"),
+        ("/opt/$ORIGIN/lib", '$', "the loader expands `$` in RUNPATH"),
+        ("/opt/nccl$$/lib", '$', "the loader expands `$` in RUNPATH"),
+    ] {
+        assert_eq!(
+            nccl_find::internal::rpath_directives(Path::new(dir)).unwrap_err(),
+            format!(
+                "{dir} holds `{c}`, and {why}: move NCCL to a directory without it, or set \
+                 LD_LIBRARY_PATH"
+            )
+        );
+    }
+}
+
+#[test]
+fn emit_rpath_from_dep_reads_the_sys_crates_or_a_wrappers_metadata_and_is_never_silent() {
+    use std::ffi::OsString;
+    let rpath = |d: &str| {
+        vec![
+            "cargo:rustc-link-arg=-Xlinker".to_string(),
+            "cargo:rustc-link-arg=-rpath".to_string(),
+            "cargo:rustc-link-arg=-Xlinker".to_string(),
+            format!("cargo:rustc-link-arg={d}"),
+        ]
+    };
+    let run = |vars: &[(&str, &str)]| {
+        let vars: Vec<(String, OsString)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        nccl_find::internal::rpath_from_vars(&vars)
+    };
+    let rerun = "cargo:rerun-if-env-changed=DEP_NCCL_LIB_DIR".to_string();
+    // A direct dependent of the -sys crate.
+    let (lines, dir) = run(&[("DEP_NCCL_LIB_DIR", "/opt/nccl/lib"), ("PATH", "/bin")]);
+    assert_eq!(dir.as_deref(), Some(Path::new("/opt/nccl/lib")));
+    assert_eq!(
+        lines,
+        [vec![rerun.clone()], rpath("/opt/nccl/lib")].concat()
+    );
+    // Through a wrapper that re-emits it under its own links key.
+    let (lines, dir) = run(&[("DEP_MYWRAP_NCCL_LIB_DIR", "/w/lib")]);
+    assert_eq!(dir.as_deref(), Some(Path::new("/w/lib")));
+    let wrap = "cargo:rerun-if-env-changed=DEP_MYWRAP_NCCL_LIB_DIR".to_string();
+    assert_eq!(
+        lines,
+        [vec![rerun.clone(), wrap.clone()], rpath("/w/lib")].concat()
+    );
+    // Two wrappers that agree, and two that do not.
+    let (_, dir) = run(&[
+        ("DEP_A_NCCL_LIB_DIR", "/w/lib"),
+        ("DEP_B_NCCL_LIB_DIR", "/w/lib"),
+    ]);
+    assert_eq!(dir.as_deref(), Some(Path::new("/w/lib")));
+    let (lines, dir) = run(&[("DEP_A_NCCL_LIB_DIR", "/a"), ("DEP_B_NCCL_LIB_DIR", "/b")]);
+    assert_eq!(dir, None);
+    assert_eq!(
+        lines.last().unwrap(),
+        "cargo:warning=nccl-find: no rpath was given: DEP_A_NCCL_LIB_DIR, DEP_B_NCCL_LIB_DIR \
+         disagree: keep one NCCL in the build"
+    );
+    // Nothing reaches it: a warning that says why and what to do.
+    let (lines, dir) = run(&[("PATH", "/bin")]);
+    assert_eq!(dir, None);
+    assert_eq!(
+        lines,
+        [
+            rerun.clone(),
+            "cargo:warning=nccl-find: no rpath was given: DEP_NCCL_LIB_DIR is not set: cargo passes \
+             it only to packages that depend directly on the `links = \"nccl\"` -sys crate, so the \
+             binary will need LD_LIBRARY_PATH to start. Add that -sys crate to this package's \
+             [dependencies], or have the crate in between re-emit it (a `links` key of its own, and \
+             `cargo:nccl_lib_dir=<its DEP_NCCL_LIB_DIR>` in its build script)."
+                .to_string()
+        ]
+    );
+    // A directory the loader would split.
+    let (lines, dir) = run(&[("DEP_NCCL_LIB_DIR", "/x/nccl:v2/lib")]);
+    assert_eq!(dir, None);
+    assert_eq!(
+        lines.last().unwrap(),
+        "cargo:warning=nccl-find: no rpath was given: DEP_NCCL_LIB_DIR: /x/nccl:v2/lib holds `:`, \
+         and the loader splits RUNPATH at `:`: move NCCL to a directory without it, or set \
+         LD_LIBRARY_PATH"
     );
 }
 

@@ -113,9 +113,21 @@ fn scratch(ws: &Path, readme: &str) {
 
 /// Builds the app with `vars` and runs it with no loader variables.
 fn build_and_run(ws: &Path, vars: &[(&str, &Path)]) -> String {
+    let (_, run) = build_then_run(ws, vars);
+    assert!(
+        run.status.success(),
+        "{vars:?}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
+/// Builds the app (which must succeed), and runs it: the build's stderr,
+/// and how the run went.
+fn build_then_run(ws: &Path, vars: &[(&str, &Path)]) -> (String, std::process::Output) {
     let mut cmd = Command::new(env!("CARGO"));
     cmd.current_dir(ws)
-        .args(["build", "-q", "-p", "app", "--offline"])
+        .args(["build", "-p", "app", "--offline"])
         .env("CARGO_TARGET_DIR", ws.join("target"));
     for v in [
         "NCCL_HOME",
@@ -130,18 +142,13 @@ fn build_and_run(ws: &Path, vars: &[(&str, &Path)]) -> String {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{vars:?}:\n{err}");
     let run = Command::new(ws.join("target/debug/app"))
         .env_remove("LD_LIBRARY_PATH")
         .output()
         .unwrap();
-    assert!(
-        run.status.success(),
-        "{vars:?}: {}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    String::from_utf8_lossy(&run.stdout).into_owned()
+    (err, run)
 }
 
 fn copy(from: &Path, to: &Path) {
@@ -220,6 +227,76 @@ fn a_sys_crate_from_the_readme_builds_links_and_runs() {
         build_and_run(&ws, &[("NCCL_HOME", &checkout)]),
         expect,
         "source build"
+    );
+    std::fs::remove_dir_all(&ws).unwrap();
+}
+
+/// app → wrapper → -sys: cargo passes `DEP_NCCL_LIB_DIR` to the wrapper
+/// only. A wrapper that re-emits it, as `emit_rpath_from_dep`'s docs show,
+/// gives the app its rpath; one that does not gets the app a warning that
+/// says what to do, and a binary that cannot start without
+/// `LD_LIBRARY_PATH`, as the warning says.
+#[test]
+fn a_wrapper_crate_between_the_app_and_the_sys_crate() {
+    let Some((wheel, version)) = newest_wheel() else {
+        return;
+    };
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let ws = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quickstart-wrapper");
+    let _ = std::fs::remove_dir_all(&ws);
+    scratch(&ws, &readme);
+    let _ = std::fs::copy(repo().join("Cargo.lock"), ws.join("Cargo.lock"));
+    let root = std::fs::read_to_string(ws.join("Cargo.toml")).unwrap();
+    write(
+        &ws.join("Cargo.toml"),
+        &root.replace("\"app\"]", "\"app\", \"wrapper\"]"),
+    );
+    write(
+        &ws.join("wrapper/Cargo.toml"),
+        "[package]\nname = \"wrapper\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+         links = \"mywrapper\"\n\n[dependencies]\nmy-nccl-sys = { path = \"../my-nccl-sys\" }\n",
+    );
+    write(
+        &ws.join("wrapper/src/lib.rs"),
+        "pub fn version() -> i32 {\n    let mut v = 0;\n    // SAFETY: ncclGetVersion writes one int.\n    \
+         unsafe { my_nccl_sys::ncclGetVersion(&mut v) };\n    v\n}\n",
+    );
+    let app = std::fs::read_to_string(ws.join("app/Cargo.toml")).unwrap();
+    write(
+        &ws.join("app/Cargo.toml"),
+        &app.replace(
+            "my-nccl-sys = { path = \"../my-nccl-sys\" }",
+            "wrapper = { path = \"../wrapper\" }",
+        ),
+    );
+    write(
+        &ws.join("app/src/main.rs"),
+        "fn main() {\n    let v = wrapper::version();\n    \
+         println!(\"NCCL {}.{}.{} rc 0\", v / 10000, v / 100 % 100, v % 100);\n}\n",
+    );
+    // A wrapper that passes nothing on: the app's build warns, and the
+    // binary cannot find libnccl.so.2.
+    write(&ws.join("wrapper/build.rs"), "fn main() {}\n");
+    let (err, run) = build_then_run(&ws, &[("NCCL_HOME", &wheel)]);
+    assert!(
+        err.contains(
+            "warning: app@0.1.0: nccl-find: no rpath was given: DEP_NCCL_LIB_DIR is not set"
+        ),
+        "{err}"
+    );
+    assert_eq!(run.status.code(), Some(127), "{run:?}");
+    assert!(String::from_utf8_lossy(&run.stderr).contains("libnccl.so.2"));
+    // The documented re-emit.
+    write(
+        &ws.join("wrapper/build.rs"),
+        "fn main() {\n    if let Some(dir) = std::env::var_os(\"DEP_NCCL_LIB_DIR\") {\n        \
+         println!(\"cargo:nccl_lib_dir={}\", dir.to_string_lossy());\n    }\n}\n",
+    );
+    let (err, run) = build_then_run(&ws, &[("NCCL_HOME", &wheel)]);
+    assert!(!err.contains("no rpath was given"), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout),
+        format!("NCCL {version} rc 0\n")
     );
     std::fs::remove_dir_all(&ws).unwrap();
 }

@@ -94,32 +94,97 @@ pub fn directives(n: &Nccl) -> Vec<String> {
     out
 }
 
-/// For the **final binary's** build script: reads `DEP_NCCL_LIB_DIR` (set
-/// by a `links = "nccl"` -sys crate that this package depends on directly)
-/// and gives the binary an rpath to it, so that it loads the NCCL it was
-/// linked against without `LD_LIBRARY_PATH`.
+/// For the **final binary's** build script: gives the binary an rpath to
+/// the library directory of the NCCL its -sys crate linked, so that it
+/// loads that NCCL without `LD_LIBRARY_PATH`. Returns the directory.
 ///
-/// It must live there: a -sys crate's `rustc-link-arg` does not reach the
-/// binaries of the crates that depend on it. Returns the directory, or
-/// `None` (printing nothing but the rerun line) when the variable is unset.
+/// It reads `DEP_NCCL_LIB_DIR`, which cargo passes only to packages that
+/// depend *directly* on the `links = "nccl"` crate. A wrapper crate between
+/// them (app → wrapper → -sys) passes it on with its own `links` key and
+/// one line in its build script:
 ///
-/// A directory holding a line break is refused with a warning (no directive
-/// can carry it). The directory is passed to the linker with `-Xlinker`,
-/// verbatim, so a comma in it is not split as `-Wl,` would split it.
+/// ```no_run
+/// // build.rs of a wrapper crate with `links = "mywrapper"` in Cargo.toml,
+/// // which depends on the `links = "nccl"` -sys crate.
+/// if let Some(dir) = std::env::var_os("DEP_NCCL_LIB_DIR") {
+///     println!("cargo:nccl_lib_dir={}", dir.to_string_lossy());
+/// }
+/// ```
+///
+/// The app's build script then sees `DEP_MYWRAPPER_NCCL_LIB_DIR`, which
+/// this function reads when `DEP_NCCL_LIB_DIR` is not there (any
+/// `DEP_<LINKS>_NCCL_LIB_DIR`; several that disagree are refused). Or the
+/// app depends on the -sys crate itself.
+///
+/// When neither reaches it, it prints a `cargo:warning` that says so and
+/// what to do, and returns `None`: the binary would need `LD_LIBRARY_PATH`.
+///
+/// It must live in the final binary's build script: a -sys crate's
+/// `rustc-link-arg` does not reach the binaries of the crates that depend
+/// on it. A directory the loader or a directive cannot take exactly (a line
+/// break, `:` or `$`, not UTF-8) is refused with a warning. The directory is
+/// passed to the linker with `-Xlinker`, verbatim, so a comma in it is not
+/// split as `-Wl,` would split it.
 pub fn emit_rpath_from_dep() -> Option<PathBuf> {
-    println!("cargo:rerun-if-env-changed=DEP_NCCL_LIB_DIR");
-    let dir = PathBuf::from(std::env::var_os("DEP_NCCL_LIB_DIR")?);
+    let vars: Vec<(String, std::ffi::OsString)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
+        .collect();
+    let (lines, dir) = rpath_from_vars(&vars);
+    print(&lines);
+    dir
+}
+
+/// What [`emit_rpath_from_dep`] prints, for these variables, and the
+/// directory it gives.
+pub fn rpath_from_vars(vars: &[(String, std::ffi::OsString)]) -> (Vec<String>, Option<PathBuf>) {
+    let mut out = vec!["cargo:rerun-if-env-changed=DEP_NCCL_LIB_DIR".to_string()];
+    let direct = vars.iter().rev().find(|(k, _)| k == "DEP_NCCL_LIB_DIR");
+    let mut passed: Vec<&(String, std::ffi::OsString)> = Vec::new();
+    for v in vars {
+        let k = &v.0;
+        if k.starts_with("DEP_") && k.ends_with("_NCCL_LIB_DIR") && k != "DEP_NCCL_LIB_DIR" {
+            out.push(format!("cargo:rerun-if-env-changed={k}"));
+            passed.push(v);
+        }
+    }
+    let warn = |out: &mut Vec<String>, why: String| {
+        out.push(format!(
+            "cargo:warning=nccl-find: no rpath was given: {}",
+            escape(&why)
+        ));
+    };
+    let (name, value) = match (direct, passed.first()) {
+        (Some((k, v)), _) => (k, v),
+        (None, Some((k, v))) if passed.iter().all(|p| p.1 == *v) => (k, v),
+        (None, Some(_)) => {
+            let names: Vec<&str> = passed.iter().map(|p| p.0.as_str()).collect();
+            warn(
+                &mut out,
+                format!("{} disagree: keep one NCCL in the build", names.join(", ")),
+            );
+            return (out, None);
+        }
+        (None, None) => {
+            warn(
+                &mut out,
+                "DEP_NCCL_LIB_DIR is not set: cargo passes it only to packages that depend directly on \
+                 the `links = \"nccl\"` -sys crate, so the binary will need LD_LIBRARY_PATH to start. Add that \
+                 -sys crate to this package's [dependencies], or have the crate in between re-emit it (a \
+                 `links` key of its own, and `cargo:nccl_lib_dir=<its DEP_NCCL_LIB_DIR>` in its build script)."
+                    .to_string(),
+            );
+            return (out, None);
+        }
+    };
+    let dir = PathBuf::from(value);
     match rpath_directives(&dir) {
-        Ok(lines) => {
-            print(&lines);
-            Some(dir)
+        Ok(mut lines) => {
+            out.append(&mut lines);
+            (out, Some(dir))
         }
         Err(why) => {
-            println!(
-                "cargo:warning=nccl-find: no rpath was given: {}",
-                escape(&why)
-            );
-            None
+            warn(&mut out, format!("{name}: {why}"));
+            (out, None)
         }
     }
 }
@@ -127,7 +192,10 @@ pub fn emit_rpath_from_dep() -> Option<PathBuf> {
 /// The directives that give a binary an rpath to `dir`: `-Xlinker -rpath
 /// -Xlinker <dir>`, so that no character of the directory is interpreted
 /// (`-Wl,-rpath,<dir>` would split it at commas). Refused when `dir` is not
-/// UTF-8 or holds a line break, which a directive cannot carry.
+/// UTF-8 or holds a line break, which a directive cannot carry, or a `:`
+/// (the loader splits RUNPATH there, and a relative half would be searched
+/// from wherever the program starts) or a `$` (the loader expands
+/// `$ORIGIN`, `$LIB`, `$PLATFORM` in it).
 pub fn rpath_directives(dir: &Path) -> Result<Vec<String>, String> {
     let Some(text) = dir.to_str() else {
         return Err(format!(
@@ -140,6 +208,17 @@ pub fn rpath_directives(dir: &Path) -> Result<Vec<String>, String> {
             "{} holds a line break, which a cargo directive cannot carry",
             escape(text)
         ));
+    }
+    for (c, why) in [
+        (':', "the loader splits RUNPATH at `:`"),
+        ('$', "the loader expands `$` in RUNPATH"),
+    ] {
+        if text.contains(c) {
+            return Err(format!(
+                "{} holds `{c}`, and {why}: move NCCL to a directory without it, or set LD_LIBRARY_PATH",
+                escape(text)
+            ));
+        }
     }
     Ok(vec![
         "cargo:rustc-link-arg=-Xlinker".into(),
