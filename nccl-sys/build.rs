@@ -11,9 +11,14 @@ fn main() {
     // This crate's own examples and tests run straight from target/: give
     // them an rpath, so that they load the NCCL they were linked against.
     // (Dependents' binaries use nccl_find::emit_rpath_from_dep instead.)
+    // `-Xlinker` passes the directory verbatim (`-Wl,` would split it at a
+    // comma); one the loader cannot take in RUNPATH (`:`, `$`) gets none.
     if !matches!(nccl.linking, nccl_find::Linking::Static { .. }) {
-        let dir = nccl.lib_dir.display();
-        println!("cargo:rustc-link-arg-examples=-Wl,-rpath,{dir}");
+        if let Some(dir) = nccl.lib_dir.to_str().filter(|d| !d.contains([':', '$', '\n', '\r'])) {
+            for arg in ["-Xlinker", "-rpath", "-Xlinker", dir] {
+                println!("cargo:rustc-link-arg-examples={arg}");
+            }
+        }
     }
     #[cfg(feature = "bindgen")]
     generate(&nccl);

@@ -118,7 +118,8 @@ fn build_and_run(i: &Inputs, dir: &Path) -> Result<CompileCheck, String> {
             LinkArg::Static { file, .. } => cmd.arg(file),
         };
     }
-    cmd.arg(format!("-Wl,-rpath,{}", i.lib_dir.display()));
+    // Verbatim: `-Wl,` would split a comma in the directory.
+    cmd.args(["-Xlinker", "-rpath", "-Xlinker"]).arg(i.lib_dir);
     let out = cmd
         .output()
         .map_err(|e| format!("running the C compiler: {e}"))?;
