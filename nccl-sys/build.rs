@@ -14,7 +14,11 @@ fn main() {
     // `-Xlinker` passes the directory verbatim (`-Wl,` would split it at a
     // comma); one the loader cannot take in RUNPATH (`:`, `$`) gets none.
     if !matches!(nccl.linking, nccl_find::Linking::Static { .. }) {
-        if let Some(dir) = nccl.lib_dir.to_str().filter(|d| !d.contains([':', '$', '\n', '\r'])) {
+        if let Some(dir) = nccl
+            .lib_dir
+            .to_str()
+            .filter(|d| !d.contains([':', '$', '\n', '\r']))
+        {
             for arg in ["-Xlinker", "-rpath", "-Xlinker", dir] {
                 println!("cargo:rustc-link-arg-examples={arg}");
             }

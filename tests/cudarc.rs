@@ -135,10 +135,36 @@ fn build(target: &Path, features: &[&str], vars: &[(&str, &Path)]) -> PathBuf {
     target.join("debug/cudarc-nccl")
 }
 
+/// The user cache every build here uses (the loader directories' kept
+/// copies go there), not the real one.
+fn cache() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudarc-cache");
+    std::fs::create_dir_all(&d).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    d
+}
+
+/// The kept copy of the loader directory for `library`, in [`cache`].
+fn kept_dir(library: &Path) -> PathBuf {
+    let dirs = cache().join("nccl-find/loader-dirs");
+    std::fs::read_dir(&dirs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|d| {
+            std::fs::canonicalize(d.join("libnccl.so.2"))
+                .ok()
+                .as_deref()
+                == Some(library)
+        })
+        .unwrap_or_else(|| panic!("no kept loader directory for {}", library.display()))
+}
+
 fn try_build(target: &Path, features: &[&str], vars: &[(&str, &Path)]) -> Output {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     clean(&mut cmd)
+        .env("XDG_CACHE_HOME", cache())
         .current_dir(example_dir())
         .args(["build", "--quiet", "--no-default-features"])
         .arg("--features")
@@ -276,13 +302,24 @@ fn nccl1_first_on_ld_library_path_never_wins() {
         w,
         "with NCCL 1 first on LD_LIBRARY_PATH",
     );
-    // Without its loader directory cudarc falls through to libnccl.so on
-    // LD_LIBRARY_PATH, NCCL 1: the program refuses, with a message.
+    // Without its loader directory in target/, the kept copy in the user's
+    // cache serves.
     let dir = loader_dir(&target);
     let away = dir.with_extension("away");
     std::fs::rename(&dir, &away).unwrap();
+    assert_loads(
+        &run(&bin, &[("LD_LIBRARY_PATH", &hostile)]),
+        w,
+        "from the kept copy, with NCCL 1 first on LD_LIBRARY_PATH",
+    );
+    // Without both, cudarc falls through to libnccl.so on LD_LIBRARY_PATH,
+    // NCCL 1: the program refuses, with a message.
+    let kept = kept_dir(&w.library);
+    let kept_away = kept.with_extension("away");
+    std::fs::rename(&kept, &kept_away).unwrap();
     let out = run(&bin, &[("LD_LIBRARY_PATH", &hostile)]);
     std::fs::rename(&away, &dir).unwrap();
+    std::fs::rename(&kept_away, &kept).unwrap();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(text(&out.stdout), "");
@@ -357,4 +394,39 @@ fn a_comma_in_the_target_dir_and_no_nccl_at_all() {
     assert!(err.contains(&missing.display().to_string()), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     let _ = std::fs::remove_dir_all(target.parent().unwrap());
+}
+
+/// `cargo install` builds in a target dir it then deletes: the installed
+/// binary still loads the selected NCCL, from the loader directory's kept
+/// copy in the user's cache.
+#[test]
+fn an_installed_binary_keeps_its_nccl_after_its_target_dir_is_gone() {
+    let Some(all) = wheels() else { return };
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let w = &all[all.len() - 1];
+    let root = scratch("install-root");
+    let target = scratch("install-target");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    clean(&mut cmd)
+        .env("XDG_CACHE_HOME", cache())
+        .env("NCCL_HOME", &w.home)
+        .args(["install", "--quiet", "--locked", "--offline", "--debug"])
+        .args(["--no-default-features", "--features", "dynamic-loading"])
+        .arg("--path")
+        .arg(example_dir())
+        .arg("--root")
+        .arg(&root)
+        .arg("--target-dir")
+        .arg(&target);
+    let out = cmd.output().expect("running cargo install");
+    assert!(
+        out.status.success(),
+        "cargo install:\n{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_dir_all(&target).unwrap();
+    let bin = root.join("bin/cudarc-nccl");
+    assert_loads(&run(&bin, &[]), w, "installed, its target dir gone");
+    let _ = std::fs::remove_dir_all(&root);
 }

@@ -76,6 +76,10 @@ pub struct LoaderDir {
     pub library: PathBuf,
     /// Why the loader might still pick another library, if anything says so.
     pub warnings: Vec<String>,
+    /// The copy in the user's cache that the binary falls back to once
+    /// `dir` is gone (an installed binary, a cleaned `target/`), when one
+    /// could be made.
+    pub kept: Option<PathBuf>,
 }
 
 /// Why a loader directory could not be made or used. The message names the
@@ -209,6 +213,7 @@ pub fn make_loader_dir(dir: &Path, library: &Path, mode: u32) -> Result<LoaderDi
         dir: dir.to_path_buf(),
         library: real,
         warnings: Vec::new(),
+        kept: None,
     })
 }
 
@@ -397,6 +402,26 @@ fn emit_for(library: &Path, rerun: Vec<String>) -> Result<LoaderDir, LoaderDirEr
         println!("cargo:rerun-if-env-changed={k}");
     }
     print_all(&loader_dir_directives(&dir)?);
+    // A second rpath entry, searched when the first directory is gone.
+    match super::kept::kept_dir(&made.library) {
+        Ok(kept) => {
+            for arg in ["-Xlinker", "-rpath", "-Xlinker"] {
+                println!("cargo:rustc-link-arg={arg}");
+            }
+            println!("cargo:rustc-link-arg={}", kept.display());
+            println!("cargo:rerun-if-changed={}", kept.join("libnccl.so.2").display());
+            made.kept = Some(kept);
+        }
+        Err(why) => println!(
+            "cargo:warning=nccl-find: {}",
+            crate::lines::escape(&format!(
+                "no copy of the loader directory in your cache ({why}): the binary finds its NCCL only \
+                 while {} exists, so an installed one (cargo install) will not. Set XDG_CACHE_HOME to a \
+                 directory of yours, or use `nccl-find --loader-env` where it runs",
+                dir.display()
+            ))
+        ),
+    }
     made.warnings = build_warnings(&dir);
     for w in &made.warnings {
         println!("cargo:warning=nccl-find: {w}");

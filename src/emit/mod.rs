@@ -2,5 +2,6 @@
 //! (Cargo directives for build scripts come with the linking work.)
 
 pub mod cargo;
+pub(crate) mod kept;
 pub mod loader_dir;
 pub mod text;
