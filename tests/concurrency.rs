@@ -1,6 +1,8 @@
 //! Sixteen build scripts probing at once, as cargo runs them in parallel:
 //! the same answer from each, and no temp files anywhere.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -40,7 +42,7 @@ fn sixteen_build_scripts_at_once() {
     }
     let tmp = ws.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let home = repo.join("fixtures/trees/tarball/opt/nccl_2.21.5-1+cuda12.4_x86_64");
+    let home = common::trees().join("tarball/opt/nccl_2.21.5-1+cuda12.4_x86_64");
     let out = Command::new(env!("CARGO"))
         .current_dir(&ws)
         .args(["build", "-q", "-j", "16"])

@@ -7,6 +7,8 @@
 //! The probe runs in a child process (this test binary, re-run with
 //! `NCCL_FIND_CHILD` set), so what is checked is the real stdout.
 
+mod common;
+
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
@@ -118,8 +120,7 @@ fn root_with_install(tag: usize, name: &[u8]) -> Root {
     let _ = std::fs::remove_dir_all(&root);
     let opt = root.join("opt");
     std::fs::create_dir_all(&opt).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/trees/tarball/opt/nccl_2.21.5-1+cuda12.4_x86_64");
+    let src = common::trees().join("tarball/opt/nccl_2.21.5-1+cuda12.4_x86_64");
     let dst = opt.join(OsString::from_vec(name.to_vec()));
     let ok = Command::new("cp")
         .arg("-a")

@@ -1,14 +1,14 @@
 //! The whole probe against the fixture trees in `fixtures/trees`, each with
 //! a fixed environment: nothing here depends on what this machine has.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use nccl_find::{Config, Error, ErrorKind, Nccl, Package, Problem, Report, SourceKind, Status};
 
 fn tree(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/trees")
-        .join(name)
+    common::trees().join(name)
 }
 
 fn config(name: &str, vars: &[(&str, &str)]) -> Config {
@@ -1121,4 +1121,33 @@ fn exactly_version_means_what_cargos_equals_means() {
         matches!(e.kind(), ErrorKind::InvalidRequirement { .. }),
         "{e}"
     );
+}
+
+/// `fixtures/links.txt` lists exactly the links of the trees, so that a
+/// packaged crate gets every one back.
+#[test]
+fn the_links_list_is_the_trees_links() {
+    if common::packaged() {
+        eprintln!("skipped: a packaged crate's links are made from the list itself");
+        return;
+    }
+    let trees = common::trees();
+    let mut found = Vec::new();
+    let mut dirs = vec![trees.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.file_type().is_symlink() {
+                let rel = p.strip_prefix(&trees).unwrap().to_path_buf();
+                found.push((rel, std::fs::read_link(&p).unwrap()));
+            } else if m.is_dir() {
+                dirs.push(p);
+            }
+        }
+    }
+    found.sort();
+    let mut listed = common::listed_links();
+    listed.sort();
+    assert_eq!(found, listed);
 }

@@ -2,6 +2,8 @@
 //! a clear message that names the thing, within a bounded time, never a
 //! panic or a hang.
 
+mod common;
+
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::symlink;
@@ -11,9 +13,7 @@ use std::time::{Duration, Instant};
 use nccl_find::{Config, Error, ErrorKind, Nccl, Problem, Status};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/trees")
-        .join(name)
+    common::trees().join(name)
 }
 
 const TARBALL: &str = "opt/nccl_2.21.5-1+cuda12.4_x86_64";

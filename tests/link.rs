@@ -2,14 +2,14 @@
 //! the run-time loader check, docs.rs, cross-compiling. Fixture trees and a
 //! fixed environment only; the real wheels are in tests/wheels.rs.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use nccl_find::{Config, Error, ErrorKind, Linking, Nccl, Problem};
 
 fn tree(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/trees")
-        .join(name)
+    common::trees().join(name)
 }
 
 fn config(root: &Path, vars: &[(&str, &str)]) -> Config {

@@ -3,14 +3,14 @@
 //! `HOST_`/`TARGET_PKG_CONFIG_PATH`, `NCCL_NO_PKG_CONFIG`,
 //! `PKG_CONFIG_ALL_STATIC`, `NCCL_STATIC` and `NCCL_DYNAMIC`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 
 use nccl_find::{Config, Linking, SourceKind};
 
 fn tree(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/trees")
-        .join(name)
+    common::trees().join(name)
 }
 
 const PC_DIR: &str = "/opt/nccl_2.21.5-1+cuda12.4_x86_64/lib/pkgconfig";

@@ -2,6 +2,8 @@
 //! answer does not depend on the order directories are listed in; and the
 //! probe on a random tree with a random environment never panics.
 
+mod common;
+
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
@@ -31,9 +33,7 @@ proptest! {
 }
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/trees")
-        .join(rel)
+    common::trees().join(rel)
 }
 
 /// Installs that compete: CUDA toolkits, pyenv versions and wheels, conda.

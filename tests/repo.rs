@@ -1,5 +1,7 @@
 //! The repository stands alone: no file cites documents it does not hold.
 
+mod common;
+
 use std::path::Path;
 
 #[test]
@@ -43,7 +45,7 @@ fn no_file_cites_documents_outside_the_repository() {
 #[test]
 fn an_error_debugs_as_its_message() {
     let e = nccl_find::Config::new()
-        .root(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/trees/empty"))
+        .root(common::trees().join("empty"))
         .target("x86_64-unknown-linux-gnu")
         .cargo_metadata(false)
         .env_vars([("NCCL_HOME", "/nowhere")])

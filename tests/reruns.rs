@@ -2,6 +2,8 @@
 //! otherwise. An IDE and a terminal that differ only in `PATH` must not
 //! rerun it (and rebuild everything above the -sys crate) on each switch.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -53,7 +55,7 @@ fn only_what_decides_the_answer_reruns_the_build_script() {
     std::fs::write(ws.join("src/lib.rs"), "").unwrap();
     let _ = std::fs::copy(repo.join("Cargo.lock"), ws.join("Cargo.lock"));
     // A copy of an install, so that its library file can change.
-    let fixtures = repo.join("fixtures/trees");
+    let fixtures = common::trees();
     let tarball = ws.join("nccl");
     let ok = Command::new("cp")
         .arg("-a")

@@ -1,0 +1,78 @@
+//! What several test files share: the fixture trees, with their links.
+//!
+//! `cargo package` stores each link of `fixtures/trees` as a copy of what it
+//! points at, and drops a dangling one. `fixtures/links.txt` lists them
+//! (`fixtures/generate.sh` writes it), and [`trees`] makes them again in a
+//! packaged copy of the crate before any test reads a tree. In the
+//! repository a missing or changed link is an error, never mended.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+fn crate_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `fixtures/trees`, every link in place.
+pub fn trees() -> PathBuf {
+    static LINKS: Once = Once::new();
+    LINKS.call_once(restore_links);
+    crate_dir().join("fixtures/trees")
+}
+
+/// One fixture tree.
+pub fn tree(name: &str) -> PathBuf {
+    trees().join(name)
+}
+
+/// Whether this is an unpacked `.crate` (cargo writes `Cargo.toml.orig`).
+pub fn packaged() -> bool {
+    crate_dir().join("Cargo.toml.orig").is_file()
+}
+
+/// The links `fixtures/links.txt` lists: (path under `trees`, target).
+pub fn listed_links() -> Vec<(PathBuf, PathBuf)> {
+    let list = std::fs::read_to_string(crate_dir().join("fixtures/links.txt"))
+        .expect("fixtures/links.txt (written by fixtures/generate.sh)");
+    list.lines()
+        .map(|l| {
+            let (at, to) = l
+                .split_once('\t')
+                .expect("a line of fixtures/links.txt: path, tab, target");
+            (PathBuf::from(at), PathBuf::from(to))
+        })
+        .collect()
+}
+
+fn restore_links() {
+    let trees = crate_dir().join("fixtures/trees");
+    for (at, to) in listed_links() {
+        let at = trees.join(at);
+        let ok = std::fs::read_link(&at).is_ok_and(|t| t == to);
+        if ok {
+            continue;
+        }
+        assert!(
+            packaged(),
+            "{} should be a link to {} (fixtures/links.txt); run fixtures/generate.sh",
+            at.display(),
+            to.display()
+        );
+        // The copy cargo made (a file, or a whole directory), or nothing
+        // for a dangling link: the link goes in its place. Idempotent, so
+        // that test binaries running at once agree.
+        let tmp = at.with_file_name(format!(".link-{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&to, &tmp).unwrap();
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {
+                let _ = std::fs::remove_dir_all(&at);
+            }
+            _ => {}
+        }
+        std::fs::rename(&tmp, &at)
+            .unwrap_or_else(|e| panic!("making the link {}: {e}", at.display()));
+    }
+}
