@@ -157,3 +157,47 @@ fn the_public_surface_is_the_crate_root() {
     assert_eq!(names.len(), count, "an item exported twice: {names:?}");
     assert_eq!(count, 28, "{names:?}");
 }
+
+/// The README's first screen is for someone who meets the crate on
+/// crates.io: what it is, the dependency line, the two build scripts, the
+/// command's install line, and this repository's two commands. The long
+/// parts live in docs/.
+#[test]
+fn the_readme_first_screen_has_what_a_new_user_needs() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let first: String = readme.lines().take(60).collect::<Vec<_>>().join("\n");
+    for want in [
+        "[build-dependencies]\nnccl-find = \"",
+        ".probe_or_exit()",
+        "nccl_find::emit_rpath_from_dep()",
+        "cargo install nccl-find-cli",
+        "scripts/test",
+        "cargo run --release --bin nccl-find",
+    ] {
+        assert!(
+            first.contains(want),
+            "the README's first 60 lines lack {want:?}"
+        );
+    }
+    assert!(
+        readme.lines().count() <= 500,
+        "the README grew past 500 lines: move detail to docs/"
+    );
+    for page in [
+        "releases",
+        "cudarc",
+        "smoke",
+        "reliability",
+        "benchmarks",
+        "testing",
+    ] {
+        let link = format!("(docs/{page}.md)");
+        assert!(readme.contains(&link), "the README does not link {link}");
+        if !std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/docs")).is_dir() {
+            continue; // a packaged crate carries the README, not docs/
+        }
+        let path = format!("{}/docs/{page}.md", env!("CARGO_MANIFEST_DIR"));
+        assert!(std::path::Path::new(&path).is_file(), "{path}");
+    }
+}
