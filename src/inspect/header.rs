@@ -9,6 +9,7 @@
 //! The code is then checked against MAJOR/MINOR/PATCH under the formula
 //! that applies: `X*1000+Y*100+Z` up to 2.8, `X*10000+Y*100+Z` from 2.9.
 
+use std::cell::Cell;
 use std::iter::Peekable;
 use std::path::Path;
 use std::str::Chars;
@@ -53,15 +54,17 @@ fn without(text: &str, pat: &str) -> (String, Vec<usize>) {
     (out, joined)
 }
 
-/// The line before the splices `joined` were taken out, of line `line` after.
-fn before_splices(line: usize, joined: &[usize]) -> usize {
-    let mut physical = line;
-    for &j in joined {
-        if j < line {
-            physical += 1;
+/// The physical lines, before the splices `joined` were taken out, of the
+/// ascending lines `lines` after: one walk over both (a line moves down by
+/// the splices joined onto lines before it).
+fn before_splices(lines: &mut [(usize, String)], joined: &[usize]) {
+    let mut k = 0;
+    for (line, _) in lines.iter_mut() {
+        while k < joined.len() && joined[k] < *line {
+            k += 1;
         }
+        *line += k;
     }
-    physical
 }
 
 /// Phases 2 and 3 of translation: lines spliced at a backslash-newline,
@@ -136,9 +139,8 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
         }
     }
     out.push((start, cur));
-    for (line, _) in &mut out {
-        *line = before_splices(before_splices(*line, &joined_lf), &joined_crlf);
-    }
+    before_splices(&mut out, &joined_lf);
+    before_splices(&mut out, &joined_crlf);
     out
 }
 
@@ -328,7 +330,27 @@ struct Eval<'a> {
     at: usize,
     macros: &'a Macros,
     depth: u32,
+    /// How deep the expression nests (parentheses, unary operators, `?:`,
+    /// macro bodies): bounded, so that no header can exhaust the stack.
+    nest: u32,
+    /// Tokens evaluated for the whole header so far: bounded, so that
+    /// macros that expand to copies of each other cannot take forever.
+    steps: &'a Cell<u64>,
 }
+
+/// The most a header's expressions may nest.
+const MAX_NESTING: u32 = 64;
+
+/// The most tokens all of a header's expressions may evaluate, macro
+/// expansions included. A real `nccl.h` evaluates a few hundred.
+pub(crate) const MAX_STEPS: u64 = 1_000_000;
+
+/// The most object-like macros a header may define (a real `nccl.h`
+/// defines about 35; each lookup is a search of the list).
+pub(crate) const MAX_MACROS: usize = 256;
+
+/// The most `#if` groups that may be open at once.
+const MAX_GROUPS: usize = 256;
 
 impl Eval<'_> {
     fn peek(&self) -> Option<&Tok> {
@@ -349,16 +371,31 @@ impl Eval<'_> {
             Some(t) => Err(format!("unexpected {t:?}")),
         }
     }
+    /// Goes one level deeper, or says the expression nests too deeply.
+    fn enter(&mut self) -> Result<(), String> {
+        self.nest += 1;
+        if self.nest > MAX_NESTING {
+            return Err(format!("the expression nests more than {MAX_NESTING} deep"));
+        }
+        Ok(())
+    }
+    /// A branch of `?:`, one level deeper.
+    fn branch(&mut self) -> Result<i64, String> {
+        self.enter()?;
+        let v = self.cond();
+        self.nest -= 1;
+        v
+    }
     fn cond(&mut self) -> Result<i64, String> {
         let c = self.binary(0)?;
         if matches!(self.peek(), Some(Tok::Other('?'))) {
             self.at += 1;
-            let a = self.cond()?;
+            let a = self.branch()?;
             if !matches!(self.peek(), Some(Tok::Other(':'))) {
                 return Err("`?` without `:`".into());
             }
             self.at += 1;
-            let b = self.cond()?;
+            let b = self.branch()?;
             return Ok(if c != 0 { a } else { b });
         }
         Ok(c)
@@ -425,6 +462,18 @@ impl Eval<'_> {
         }
     }
     fn unary(&mut self) -> Result<i64, String> {
+        self.steps.set(self.steps.get() + 1);
+        if self.steps.get() > MAX_STEPS {
+            return Err(format!(
+                "its macros take more than {MAX_STEPS} steps to evaluate (a real nccl.h takes a few hundred)"
+            ));
+        }
+        self.enter()?;
+        let v = self.unary_inner();
+        self.nest -= 1;
+        v
+    }
+    fn unary_inner(&mut self) -> Result<i64, String> {
         if self.eat("!") {
             return Ok(i64::from(self.unary()? == 0));
         }
@@ -472,6 +521,8 @@ impl Eval<'_> {
                     at: 0,
                     macros: self.macros,
                     depth: self.depth + 1,
+                    nest: self.nest,
+                    steps: self.steps,
                 }
                 .full(),
                 Some(_) => Err(format!("{name} expands too deeply")),
@@ -483,12 +534,14 @@ impl Eval<'_> {
     }
 }
 
-fn eval(toks: &[Tok], macros: &Macros) -> Result<i64, String> {
+fn eval(toks: &[Tok], macros: &Macros, steps: &Cell<u64>) -> Result<i64, String> {
     Eval {
         toks,
         at: 0,
         macros,
         depth: 0,
+        nest: 0,
+        steps,
     }
     .full()
 }
@@ -591,6 +644,8 @@ fn defines(text: &str) -> Result<Macros, String> {
 struct Preprocessor {
     macros: Macros,
     stack: Vec<Group>,
+    /// Tokens evaluated so far (see [`MAX_STEPS`]).
+    steps: Cell<u64>,
 }
 
 /// Whether every group is in its active branch.
@@ -609,6 +664,11 @@ impl Preprocessor {
         let live = all_active(&self.stack);
         match word {
             "if" | "ifdef" | "ifndef" => {
+                if self.stack.len() >= MAX_GROUPS {
+                    return Err(format!(
+                        "line {line}: more than {MAX_GROUPS} #if groups are open at once"
+                    ));
+                }
                 let on = live && self.test(line, word, rest)?;
                 self.stack.push(Group {
                     taken: on,
@@ -637,7 +697,7 @@ impl Preprocessor {
                     return Err(format!("line {line}: #endif without #if"));
                 };
             }
-            "define" if live => self.define(line, rest),
+            "define" if live => self.define(line, rest)?,
             "undef" if live => self.undef(rest.split_whitespace().next().unwrap_or("")),
             _ => {}
         }
@@ -648,7 +708,7 @@ impl Preprocessor {
     /// `#elifdef`/`#elifndef` (a macro defined or not).
     fn test(&self, line: usize, word: &str, rest: &str) -> Result<bool, String> {
         match word {
-            "if" | "elif" => match eval(&tokens(rest), &self.macros) {
+            "if" | "elif" => match eval(&tokens(rest), &self.macros, &self.steps) {
                 Ok(v) => Ok(v != 0),
                 Err(e) => Err(format!("line {line}: cannot evaluate `#{word}{rest}`: {e}")),
             },
@@ -662,7 +722,7 @@ impl Preprocessor {
 
     /// `#define NAME body`; a function-like macro is not needed here, and
     /// undefines any earlier object-like one of that name.
-    fn define(&mut self, line: usize, rest: &str) {
+    fn define(&mut self, line: usize, rest: &str) -> Result<(), String> {
         let rest = rest.trim_start();
         let mut name_end = rest.len();
         for (i, c) in rest.char_indices() {
@@ -673,13 +733,19 @@ impl Preprocessor {
         }
         let (name, body) = rest.split_at(name_end);
         if name.is_empty() {
-            return;
+            return Ok(());
         }
         if body.starts_with('(') {
             self.undef(name);
-            return;
+            return Ok(());
+        }
+        if self.macros.list.len() >= MAX_MACROS && !self.macros.contains(name) {
+            return Err(format!(
+                "line {line}: more than {MAX_MACROS} macros are defined (a real nccl.h defines about 35)"
+            ));
         }
         self.macros.insert(name, line, tokens(body));
+        Ok(())
     }
 
     fn undef(&mut self, name: &str) {
@@ -761,7 +827,7 @@ fn number(macros: &Macros, name: &str) -> Result<u32, String> {
         return Err(format!("{full} is not defined"));
     };
     let shown = body_text(body);
-    let v = match eval(body, macros) {
+    let v = match eval(body, macros, &Cell::new(0)) {
         Ok(v) => v,
         Err(e) => {
             return Err(format!(
