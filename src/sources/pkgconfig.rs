@@ -35,22 +35,37 @@ impl PcFile {
         None
     }
 
-    fn set(&mut self, name: String, value: String) {
+    fn set(&mut self, name: String, value: String) -> Result<(), String> {
         for (k, v) in &mut self.vars {
             if *k == name {
                 *v = value;
-                return;
+                return Ok(());
             }
         }
+        if self.vars.len() >= MAX_VARS {
+            return Err(format!(
+                "more than {MAX_VARS} variables are defined (a real nccl.pc defines about 5)"
+            ));
+        }
         self.vars.push((name, value));
+        Ok(())
     }
 }
+
+/// The most variables a `.pc` file may define: each reference is a search
+/// of the list.
+const MAX_VARS: usize = 256;
+
+/// The longest a value may grow by expansion. Variables are expanded as
+/// they are defined, so ones that each repeat the one before double at
+/// every line: a few hundred bytes of them would take gigabytes.
+const MAX_VALUE: usize = 65536;
 
 /// Parses the text of a `.pc` file. `pcfiledir` is the directory holding
 /// it. Errors name the line.
 pub fn parse_pc(text: &str, pcfiledir: &str) -> Result<PcFile, String> {
     let mut pc = PcFile::default();
-    pc.set("pcfiledir".into(), pcfiledir.into());
+    pc.set("pcfiledir".into(), pcfiledir.into())?;
     for (n, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -80,7 +95,8 @@ pub fn parse_pc(text: &str, pcfiledir: &str) -> Result<PcFile, String> {
                     return Err(format!("line {}: bad variable name {key:?}", n + 1));
                 }
                 let value = expand(line[a + 1..].trim(), &pc, n + 1)?;
-                pc.set(key, value);
+                pc.set(key, value)
+                    .map_err(|why| format!("line {}: {why}", n + 1))?;
             }
             _ => {
                 return Err(format!(
@@ -115,6 +131,12 @@ fn expand(value: &str, pc: &PcFile, line: usize) -> Result<String, String> {
         let Some(v) = pc.var(name) else {
             return Err(format!("line {line}: undefined variable ${{{name}}}"));
         };
+        if out.len() + v.len() > MAX_VALUE {
+            return Err(format!(
+                "line {line}: a value grows past {MAX_VALUE} bytes as its variables expand (a real \
+                 nccl.pc's are a few dozen)"
+            ));
+        }
         out.push_str(v);
         rest = &after[end + 1..];
     }
