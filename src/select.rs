@@ -86,6 +86,10 @@ fn invalid(requirement: &str, why: String) -> ErrorKind {
 /// warned about.
 pub(crate) fn candidates(ctx: &Ctx, sites: Vec<Site>) -> Vec<Candidate> {
     let mut cands: Vec<Candidate> = Vec::new();
+    // Each kept candidate's header and library, links resolved once: a
+    // thousand Spack installs are compared pairwise, by bytes, not by
+    // resolving both paths again for each pair.
+    let mut keys: Vec<Files> = Vec::new();
     for site in sites {
         let Some(mut c) = inspect::inspect_site(ctx, site) else {
             continue;
@@ -97,14 +101,18 @@ pub(crate) fn candidates(ctx: &Ctx, sites: Vec<Site>) -> Vec<Candidate> {
             }
             c.status = Status::Rejected(problem);
         }
-        if !c.explicit && c.lib_dir.is_none() && header_seen(&cands, &c) {
+        let key = Files::of(&c);
+        if !c.explicit && c.lib_dir.is_none() && header_seen(&keys, &key) {
             // A shared include dir (/usr/include) seen again beside a
             // library dir with no NCCL: nothing new.
             continue;
         }
-        match same_install_in(&mut cands, &c) {
-            Some(same) => same.also_found_by.push(c.origin),
-            None => cands.push(c),
+        match same_install_in(&keys, &key) {
+            Some(i) => cands[i].also_found_by.push(c.origin),
+            None => {
+                cands.push(c);
+                keys.push(key);
+            }
         }
     }
     for c in cands.iter().skip(1) {
@@ -122,10 +130,26 @@ pub(crate) fn candidates(ctx: &Ctx, sites: Vec<Site>) -> Vec<Candidate> {
     cands
 }
 
+/// A candidate's header and library, links resolved (a path that cannot
+/// be resolved stands for itself).
+struct Files {
+    header: Option<std::ffi::OsString>,
+    library: Option<std::ffi::OsString>,
+}
+
+impl Files {
+    fn of(c: &Candidate) -> Files {
+        Files {
+            header: canonical(&c.header),
+            library: canonical(&c.library_real),
+        }
+    }
+}
+
 /// Whether an earlier candidate has the same header file.
-fn header_seen(cands: &[Candidate], c: &Candidate) -> bool {
-    for o in cands {
-        if same_file(&o.header, &c.header) {
+fn header_seen(keys: &[Files], c: &Files) -> bool {
+    for o in keys {
+        if o.header == c.header {
             return true;
         }
     }
@@ -134,27 +158,23 @@ fn header_seen(cands: &[Candidate], c: &Candidate) -> bool {
 
 /// The earlier candidate that is the same install: the same header and
 /// library files once resolved.
-fn same_install_in<'a>(cands: &'a mut [Candidate], b: &Candidate) -> Option<&'a mut Candidate> {
-    for a in cands {
-        if (a.header.is_some() || a.library_real.is_some())
-            && same_file(&a.header, &b.header)
-            && same_file(&a.library_real, &b.library_real)
+fn same_install_in(keys: &[Files], b: &Files) -> Option<usize> {
+    for (i, a) in keys.iter().enumerate() {
+        if (a.header.is_some() || a.library.is_some())
+            && a.header == b.header
+            && a.library == b.library
         {
-            return Some(a);
+            return Some(i);
         }
     }
     None
 }
 
-fn same_file(a: &Option<PathBuf>, b: &Option<PathBuf>) -> bool {
-    canonical(a) == canonical(b)
-}
-
-fn canonical(p: &Option<PathBuf>) -> Option<PathBuf> {
+fn canonical(p: &Option<PathBuf>) -> Option<std::ffi::OsString> {
     let p = p.as_ref()?;
     match std::fs::canonicalize(p) {
-        Ok(real) => Some(real),
-        Err(_) => Some(p.clone()),
+        Ok(real) => Some(real.into_os_string()),
+        Err(_) => Some(p.clone().into_os_string()),
     }
 }
 

@@ -16,20 +16,18 @@ use super::{file_name_str, versioned_entries, Ctx, Origin, Package, Site, Source
 /// Every site-packages that holds an NCCL wheel, in the order above; each
 /// place looked at is recorded.
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
-    let mut seen: Vec<PathBuf> = Vec::new();
+    let mut places = places(ctx);
+    places.retain(|(sp, _)| sp.is_dir());
+    let mut keys = Vec::with_capacity(places.len());
+    for (sp, _) in &places {
+        keys.push(std::fs::canonicalize(sp).unwrap_or_else(|_| sp.clone()));
+    }
+    let first = crate::context::first_occurrences(&keys);
     let mut out = Vec::new();
-    for (sp, why) in places(ctx) {
-        if !sp.is_dir() {
+    for ((sp, why), first) in places.into_iter().zip(first) {
+        if !first {
             continue;
         }
-        let key = match std::fs::canonicalize(&sp) {
-            Ok(real) => real,
-            Err(_) => sp.clone(),
-        };
-        if seen.contains(&key) {
-            continue;
-        }
-        seen.push(key);
         if let Some(site) = wheel_site(ctx, &sp, &why) {
             out.push(site);
         }

@@ -40,17 +40,16 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
             }
         }
     }
-    let mut seen: Vec<PathBuf> = Vec::new();
+    let mut keys = Vec::with_capacity(dirs.len());
+    for (dir, _) in &dirs {
+        keys.push(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()));
+    }
+    let first = crate::context::first_occurrences(&keys);
     let mut out = Vec::new();
-    for (dir, why) in dirs {
-        let key = match std::fs::canonicalize(&dir) {
-            Ok(real) => real,
-            Err(_) => dir.clone(),
-        };
-        if seen.contains(&key) {
+    for ((dir, why), first) in dirs.into_iter().zip(first) {
+        if !first {
             continue;
         }
-        seen.push(key);
         if !dir.is_dir() {
             ctx.looked(
                 SourceKind::SearchPath,
