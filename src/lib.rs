@@ -134,5 +134,6 @@ pub mod internal {
     pub use crate::ldcache::parse_ld_cache;
     pub use crate::sources::pkgconfig::parse_pc;
     pub use crate::sources::search_order_markdown;
+    pub use crate::sources::spack::spack_spec_json;
     pub use crate::sources::system::parse_dpkg_status;
 }

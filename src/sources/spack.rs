@@ -248,6 +248,12 @@ fn from_spec_json(bytes: &[u8]) -> Option<Spec> {
     Some(Spec { version, hash })
 }
 
+/// [`from_spec_json`] for the fuzz target: the version and hash read, if
+/// any.
+pub fn spack_spec_json(bytes: &[u8]) -> Option<(String, String)> {
+    from_spec_json(bytes).map(|s| (s.version, s.hash))
+}
+
 /// The first member named `key`, when its value is UTF-8.
 fn member<'a>(members: &[(&[u8], &'a [u8])], key: &str) -> Option<&'a str> {
     for (k, v) in members {
