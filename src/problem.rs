@@ -143,6 +143,15 @@ pub enum Problem {
         /// The path, as found.
         path: PathBuf,
     },
+    /// A path that a cargo directive cannot carry exactly (a build script
+    /// would name another path): not UTF-8, or beginning or ending with a
+    /// blank.
+    NotCarried {
+        /// The path, as found.
+        path: PathBuf,
+        /// Why, in words.
+        why: &'static str,
+    },
     /// A version that does not meet the requirement.
     Unsatisfied {
         /// The version found.
@@ -302,6 +311,13 @@ impl fmt::Display for Problem {
                 "{} holds a line break, which no cargo directive can carry: printing it would inject \
                  other directives into the build. Rename it, or use an install whose path has none.",
                 crate::lines::escape(&path.display().to_string())
+            ),
+            Problem::NotCarried { path, why } => write!(
+                f,
+                "{} {why}, which a cargo directive cannot carry exactly: a build script would name \
+                 another path, and the link would fail. Rename it, or use an install whose path is plain \
+                 text.",
+                crate::lines::escape(&path.to_string_lossy())
             ),
             Problem::Unsatisfied {
                 version,

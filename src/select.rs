@@ -100,6 +100,17 @@ pub(crate) fn candidates(ctx: &Ctx, sites: Vec<Site>) -> Vec<Candidate> {
                 ctx.warn(format!("an install was skipped: {problem}"));
             }
             c.status = Status::Rejected(problem);
+        } else if let Some((p, why)) = c.not_carried().filter(|_| ctx.build_script) {
+            // Only a build script prints paths as directives; the command
+            // shows such an install, and its `--env` keeps the bytes.
+            let problem = Problem::NotCarried {
+                path: p.to_path_buf(),
+                why,
+            };
+            if !c.explicit {
+                ctx.warn(format!("an install was skipped: {problem}"));
+            }
+            c.status = Status::Rejected(problem);
         }
         let key = Files::of(&c);
         if !c.explicit && c.lib_dir.is_none() && header_seen(&keys, &key) {

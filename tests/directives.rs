@@ -10,7 +10,7 @@
 mod common;
 
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -102,6 +102,28 @@ fn assert_directives(lines: &[Vec<u8>], ctx: &str) {
         );
         if key == "warning" {
             assert!(!value.chars().any(char::is_control), "{ctx}: {text:?}");
+        }
+        // Every path a directive names is the real one: the bytes are the
+        // path's (no lossy conversion), and it is there.
+        let path = match key {
+            "rerun-if-changed" | "include" | "lib_dir" => Some(value),
+            "rustc-link-search" => value.strip_prefix("native="),
+            _ => None,
+        };
+        if let Some(p) = path {
+            assert!(
+                std::str::from_utf8(l).is_ok(),
+                "{ctx}: a path that is not UTF-8: {text:?}"
+            );
+            assert!(
+                std::path::Path::new(p).exists(),
+                "{ctx}: {key} names {p:?}, which is not there"
+            );
+            assert_eq!(
+                p.trim(),
+                p,
+                "{ctx}: {key} names {p:?}, which cargo would trim"
+            );
         }
     }
 }
@@ -239,4 +261,68 @@ fn a_selected_install_under_a_line_break_is_refused_with_a_message() {
         !text.iter().any(|l| l.starts_with("cargo:rustc-cfg=pwned")),
         "{text:?}"
     );
+}
+
+/// Paths a directive cannot carry exactly (not UTF-8; a name that begins or
+/// ends with a blank, which cargo trims) are refused in a build script: an
+/// error naming the path when a variable names the install, a skipped
+/// install with a warning otherwise. The command still shows them.
+#[test]
+fn paths_a_directive_cannot_carry_are_refused_in_a_build_script() {
+    for (tag, name, why) in [
+        (10, &b"nccl-\xff-2.21"[..], "is not UTF-8"),
+        (11, b"nccl ", "has a name that begins or ends with a blank"),
+        (12, b" nccl", "has a name that begins or ends with a blank"),
+        (13, b"nccl\t", "has a name that begins or ends with a blank"),
+    ] {
+        let root = root_with_install(tag, name);
+        let mut home = b"/opt/".to_vec();
+        home.extend_from_slice(name);
+        let home = OsString::from_vec(home);
+        let probe = |build_script: bool, vars: Vec<(&str, OsString)>| {
+            nccl_find::Config::new()
+                .root(&root.0)
+                .target("x86_64-unknown-linux-gnu")
+                .cargo_metadata(build_script)
+                .env_vars(vars)
+                .probe()
+        };
+        let e = probe(true, vec![("NCCL_HOME", home.clone())]).unwrap_err();
+        let real = std::fs::canonicalize(&root.0)
+            .unwrap()
+            .join("opt")
+            .join(std::ffi::OsStr::from_bytes(name));
+        match e.kind() {
+            nccl_find::ErrorKind::Explicit {
+                problem: nccl_find::Problem::NotCarried { path, why: w },
+                ..
+            } => {
+                assert!(path.starts_with(&real), "{path:?}");
+                assert_eq!(*w, why);
+            }
+            other => panic!("{name:?}: {other:?}"),
+        }
+        assert!(
+            e.to_string().contains(&format!(
+                "{why}, which a cargo directive cannot carry exactly"
+            )),
+            "{e}"
+        );
+        // Found through LIBRARY_PATH: skipped, with a warning.
+        let mut lib = home.clone();
+        lib.push("/lib");
+        let e = probe(true, vec![("LIBRARY_PATH", lib.clone())]).unwrap_err();
+        assert_eq!(*e.kind(), nccl_find::ErrorKind::NotFound, "{e}");
+        assert!(
+            e.report()
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("an install was skipped: ") && w.contains(why)),
+            "{:?}",
+            e.report().warnings
+        );
+        // The command shows it.
+        let n = probe(false, vec![("NCCL_HOME", home)]).unwrap();
+        assert_eq!(n.version.to_string(), "2.21.5");
+    }
 }

@@ -300,3 +300,72 @@ fn a_wrapper_crate_between_the_app_and_the_sys_crate() {
     );
     std::fs::remove_dir_all(&ws).unwrap();
 }
+
+/// A `DEP_NCCL_LIB_DIR` whose name holds a byte that is not UTF-8 and then
+/// a line break and a directive: nothing of it reaches cargo as a
+/// directive, from either function a final binary calls.
+#[test]
+fn a_hostile_dep_lib_dir_injects_no_directive() {
+    use std::os::unix::ffi::OsStrExt;
+    let ws = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quickstart-hostile");
+    let _ = std::fs::remove_dir_all(&ws);
+    // The directory exists and holds a libnccl.so.2, so that only its name
+    // is in the way.
+    let mut name = b"nccl-\xff\ncargo:rustc-env=PWN=x".to_vec();
+    let mut dirs = Vec::new();
+    for tail in [&b""[..], b"\ncargo:rustc-cfg=pwned"] {
+        name.extend_from_slice(tail);
+        let dir = ws.join(std::ffi::OsStr::from_bytes(&name));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(
+            common_tree().join("tarball/opt/nccl_2.21.5-1+cuda12.4_x86_64/lib/libnccl.so.2.21.5"),
+            dir.join("libnccl.so.2"),
+        )
+        .unwrap();
+        dirs.push(dir);
+    }
+    for call in [
+        "nccl_find::emit_rpath_from_dep();",
+        "let _ = nccl_find::emit_loader_dir_from_dep();",
+    ] {
+        for dir in &dirs {
+            let app = ws.join("app");
+            let _ = std::fs::remove_dir_all(&app);
+            write(
+                &app.join("Cargo.toml"),
+                &format!(
+                    "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n\
+                     [build-dependencies]\nnccl-find = {{ path = \"{}\" }}\n",
+                    repo().display()
+                ),
+            );
+            write(&app.join("build.rs"), &format!("fn main() {{ {call} }}\n"));
+            write(
+                &app.join("src/main.rs"),
+                "fn main() {\n    println!(\"{}\", option_env!(\"PWN\").unwrap_or(\"none\"));\n    \
+                 println!(\"{}\", cfg!(pwned));\n}\n",
+            );
+            let _ = std::fs::copy(repo().join("Cargo.lock"), app.join("Cargo.lock"));
+            let out = Command::new(env!("CARGO"))
+                .current_dir(&app)
+                .args(["run", "-q", "--offline"])
+                .env("CARGO_TARGET_DIR", app.join("target"))
+                .env("DEP_NCCL_LIB_DIR", dir)
+                .env("XDG_CACHE_HOME", ws.join("cache"))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{call}: {err}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "none\nfalse\n",
+                "{call}: {err}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&ws).unwrap();
+}
+
+fn common_tree() -> std::path::PathBuf {
+    repo().join("fixtures/trees")
+}

@@ -366,9 +366,22 @@ fn build_warnings(dir: &Path) -> Vec<String> {
     out
 }
 
+/// Every line this module prints goes through the one guarded printer: a
+/// line with a line break is never printed as it is.
 fn print_all(lines: &[String]) {
-    for l in lines {
-        println!("{l}");
+    crate::emit::cargo::print(lines);
+}
+
+/// A path as a directive carries it, or why it cannot: not UTF-8 (the
+/// directive would name another path), or holding a control character.
+fn directive_path(p: &Path, what: &str) -> Result<String, LoaderDirError> {
+    match p.to_str() {
+        Some(t) if !t.chars().any(char::is_control) => Ok(t.to_string()),
+        _ => Err(LoaderDirError::new(format!(
+            "{what} {} cannot be named in a cargo directive exactly (it is not UTF-8, or holds a control \
+             character): move it, or point the variables at an install whose path is plain text",
+            crate::lines::escape(&p.to_string_lossy())
+        ))),
     }
 }
 
@@ -395,24 +408,31 @@ fn check_target_os() -> Result<(), LoaderDirError> {
 fn emit_for(library: &Path, rerun: Vec<String>) -> Result<LoaderDir, LoaderDirError> {
     print_all(&rerun);
     check_target_os()?;
+    directive_path(library, "the library")?;
     let dir = out_dir()?.join(OUT_DIR_NAME);
     let mut made = make_loader_dir(&dir, library, 0o755)?;
-    println!("cargo:rerun-if-changed={}", made.library.display());
+    let mut lines = vec![format!(
+        "cargo:rerun-if-changed={}",
+        directive_path(&made.library, "the library")?
+    )];
     for k in ["LD_PRELOAD", "CARGO_ENCODED_RUSTFLAGS"] {
-        println!("cargo:rerun-if-env-changed={k}");
+        lines.push(format!("cargo:rerun-if-env-changed={k}"));
     }
-    print_all(&loader_dir_directives(&dir)?);
+    lines.append(&mut loader_dir_directives(&dir)?);
     // A second rpath entry, searched when the first directory is gone.
     match super::kept::kept_dir(&made.library) {
         Ok(kept) => {
             for arg in ["-Xlinker", "-rpath", "-Xlinker"] {
-                println!("cargo:rustc-link-arg={arg}");
+                lines.push(format!("cargo:rustc-link-arg={arg}"));
             }
-            println!("cargo:rustc-link-arg={}", kept.display());
-            println!("cargo:rerun-if-changed={}", kept.join("libnccl.so.2").display());
+            lines.push(format!("cargo:rustc-link-arg={}", kept.display()));
+            lines.push(format!(
+                "cargo:rerun-if-changed={}",
+                kept.join("libnccl.so.2").display()
+            ));
             made.kept = Some(kept);
         }
-        Err(why) => println!(
+        Err(why) => lines.push(format!(
             "cargo:warning=nccl-find: {}",
             crate::lines::escape(&format!(
                 "no copy of the loader directory in your cache ({why}): the binary finds its NCCL only \
@@ -420,12 +440,16 @@ fn emit_for(library: &Path, rerun: Vec<String>) -> Result<LoaderDir, LoaderDirEr
                  directory of yours, or use `nccl-find --loader-env` where it runs",
                 dir.display()
             ))
-        ),
+        )),
     }
     made.warnings = build_warnings(&dir);
     for w in &made.warnings {
-        println!("cargo:warning=nccl-find: {w}");
+        lines.push(format!(
+            "cargo:warning=nccl-find: {}",
+            crate::lines::escape(w)
+        ));
     }
+    print_all(&lines);
     Ok(made)
 }
 
@@ -505,7 +529,7 @@ pub fn emit_loader_dir_from_dep() -> Option<Result<LoaderDir, LoaderDirError>> {
             Err(LoaderDirError::new(format!(
                 "DEP_NCCL_LIB_DIR={} holds no libnccl.so.2 or libnccl.so (a static-only install?): \
                  cudarc needs the shared library",
-                dir.display()
+                crate::lines::escape(&dir.to_string_lossy())
             )))
         }
     })

@@ -115,6 +115,32 @@ impl Candidate {
         None
     }
 
+    /// The first of its paths that a cargo directive cannot carry exactly,
+    /// and why: not UTF-8, or beginning or ending with a blank (cargo trims
+    /// a directive's value).
+    pub(crate) fn not_carried(&self) -> Option<(&Path, &'static str)> {
+        let paths = [
+            Some(&self.place),
+            self.root.as_ref(),
+            self.header.as_ref(),
+            self.lib_dir.as_ref(),
+            self.library.as_ref(),
+            self.library_real.as_ref(),
+            self.static_library.as_ref(),
+        ];
+        for p in paths.into_iter().flatten() {
+            let Some(t) = p.to_str() else {
+                return Some((p, "is not UTF-8"));
+            };
+            for part in t.split('/') {
+                if part.trim() != part {
+                    return Some((p, "has a name that begins or ends with a blank"));
+                }
+            }
+        }
+        None
+    }
+
     /// The directory holding `nccl.h`.
     pub fn include_dir(&self) -> Option<&Path> {
         match &self.header {
