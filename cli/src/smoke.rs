@@ -590,6 +590,15 @@ fn library(
 ) -> Result<PathBuf, ExitCode> {
     match &a.lib {
         Some(p) => {
+            // The exact file checked is the file loaded: a bare name given to
+            // dlopen would be searched for on the loader's path instead.
+            let p = &match std::path::absolute(p) {
+                Ok(abs) => abs,
+                Err(e) => {
+                    eprintln!("nccl-find smoke: --lib {}: {e}", p.display());
+                    return Err(ExitCode::from(2));
+                }
+            };
             let why = match std::fs::metadata(p) {
                 Ok(m) if m.is_file() => None,
                 Ok(_) => Some("not a file".to_string()),

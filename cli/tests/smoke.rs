@@ -736,3 +736,36 @@ fn sigterm_then_sigkill_50_ms_later_leaves_nothing_and_sighup_cleans_up() {
     assert_eq!(left_in(&dir), Vec::<String>::new());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--lib libnccl.so.2`, a bare name: the file in the current directory is
+/// the one checked, and it is the one loaded (by absolute path), not
+/// another on LD_LIBRARY_PATH that dlopen would find for a bare name.
+#[test]
+fn a_bare_lib_name_loads_the_file_that_was_checked() {
+    let Some(lib) = wheel_lib() else { return };
+    let other = lib
+        .ancestors()
+        .nth(5)
+        .unwrap()
+        .join("nvidia_nccl_cu13-2.28.9/nvidia/nccl/lib/libnccl.so.2");
+    let here = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bare-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&here);
+    std::fs::create_dir_all(&here).unwrap();
+    std::fs::copy(&other, here.join("libnccl.so.2")).unwrap();
+    let out = without_launchers(&mut Command::new(env!("CARGO_BIN_EXE_nccl-find")))
+        .current_dir(&here)
+        .args(["smoke", "--lib", "libnccl.so.2"])
+        .env("LD_LIBRARY_PATH", lib.parent().unwrap())
+        .output()
+        .unwrap();
+    let o = text(&out);
+    assert_eq!(o.0, 3, "{o:?}");
+    assert!(
+        o.1.starts_with(&format!(
+            "NCCL 2.28.9 from {}\n",
+            here.join("libnccl.so.2").display()
+        )),
+        "{o:?}"
+    );
+    std::fs::remove_dir_all(&here).unwrap();
+}

@@ -62,6 +62,17 @@ pub struct Nccl {
 impl Nccl {
     /// Loads NCCL from exactly this file.
     pub fn load(path: &Path) -> Result<Nccl, String> {
+        // A bare name would send dlopen searching the loader's path: always
+        // load by absolute path, the file that was named.
+        let abs;
+        let path = if path.is_absolute() {
+            path
+        } else {
+            let here = std::env::current_dir()
+                .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+            abs = here.join(path);
+            abs.as_path()
+        };
         // SAFETY: the file is an NCCL library found and checked by the probe
         // or named by the user; loading it runs its initialisers only.
         let lib = unsafe { Library::new(path) }
