@@ -289,7 +289,7 @@ pub fn env(n: &Nccl) -> Vec<u8> {
 
 /// Single-quotes a value for a POSIX shell when it needs it (inside single
 /// quotes every byte but the quote itself is taken as it is).
-fn quote(s: &[u8]) -> Vec<u8> {
+pub fn quote(s: &[u8]) -> Vec<u8> {
     let plain = !s.is_empty()
         && s.iter()
             .all(|c| c.is_ascii_alphanumeric() || b"/._-+,:@%".contains(c));

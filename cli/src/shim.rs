@@ -26,9 +26,13 @@ pub fn loader_env(nccl: Option<&Nccl>, error: Option<&ErrorKind>) -> ExitCode {
     };
     match make(n) {
         Ok(dir) => {
+            use std::os::unix::ffi::OsStrExt;
             let old = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
-            println!("{}", assignment(&dir, &old.to_string_lossy()));
-            println!("export LD_LIBRARY_PATH");
+            // The bytes as they are: an entry that is not UTF-8 stays the
+            // directory it names.
+            let mut out = assignment(&dir, old.as_bytes());
+            out.extend_from_slice(b"\nexport LD_LIBRARY_PATH\n");
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), &out);
             ExitCode::SUCCESS
         }
         Err(msg) => {
@@ -38,28 +42,21 @@ pub fn loader_env(nccl: Option<&Nccl>, error: Option<&ErrorKind>) -> ExitCode {
     }
 }
 
-/// `LD_LIBRARY_PATH=<dir>:<old entries, dir itself left out>`, quoted for a shell.
-fn assignment(dir: &Path, old: &str) -> String {
-    let dir = dir.display().to_string();
-    let mut parts = vec![dir.clone()];
-    parts.extend(
-        old.split(':')
-            .filter(|p| !p.is_empty() && *p != dir)
-            .map(str::to_string),
-    );
-    format!("LD_LIBRARY_PATH={}", quote(&parts.join(":")))
-}
-
-/// Single-quotes a value for a POSIX shell when it needs it.
-fn quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
+/// `LD_LIBRARY_PATH=<dir>:<old entries, dir itself left out>`, quoted for
+/// a shell, byte for byte.
+fn assignment(dir: &Path, old: &[u8]) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = dir.as_os_str().as_bytes();
+    let mut value = dir.to_vec();
+    for p in old.split(|&b| b == b':') {
+        if !p.is_empty() && p != dir {
+            value.push(b':');
+            value.extend_from_slice(p);
+        }
     }
+    let mut out = b"LD_LIBRARY_PATH=".to_vec();
+    out.extend(crate::pkgflags::quote(&value));
+    out
 }
 
 /// FNV-1a over the path's bytes: a short, stable name per library.
@@ -151,6 +148,22 @@ pub fn make(n: &Nccl) -> Result<PathBuf, String> {
                 )
             })?;
     }
+    // Every directory from / to the cache must be this user's or root's and
+    // writable by no one else (as ssh checks ~/.ssh): otherwise another user
+    // could swap the library in after this run. Then a private directory of
+    // this run's own serves instead, and the user is told.
+    let cache = match nccl_find::internal::safe_ancestors(&cache, uid) {
+        Ok(()) => cache,
+        Err(why) => {
+            let private = private_fallback(uid)?;
+            eprintln!(
+                "nccl-find: {why}, so another user could replace the library there: using the private \
+                 directory {} instead",
+                private.display()
+            );
+            private
+        }
+    };
     let top = cache.join("nccl-find");
     private_dir(&top, uid, false)?;
     let loader = top.join("loader");
@@ -161,6 +174,24 @@ pub fn make(n: &Nccl) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// A new directory of this run's own, mode 0700, in the system's temporary
+/// directory (made, not found: an existing name is never taken over).
+fn private_fallback(uid: u32) -> Result<PathBuf, String> {
+    let base = std::env::temp_dir();
+    nccl_find::internal::safe_ancestors(&base, uid).map_err(|why| {
+        format!("{why}; and the cache was unsafe too: set XDG_CACHE_HOME to a directory of yours")
+    })?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = base.join(format!("nccl-find-{uid}-{}-{stamp:x}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,14 +199,22 @@ mod tests {
     #[test]
     fn assignment_puts_the_dir_first_once_and_quotes() {
         let d = Path::new("/c/nccl-find/loader/ab");
-        assert_eq!(assignment(d, ""), "LD_LIBRARY_PATH=/c/nccl-find/loader/ab");
         assert_eq!(
-            assignment(d, "/x:/c/nccl-find/loader/ab::/y z"),
-            "LD_LIBRARY_PATH='/c/nccl-find/loader/ab:/x:/y z'"
+            assignment(d, b""),
+            b"LD_LIBRARY_PATH=/c/nccl-find/loader/ab"
         );
         assert_eq!(
-            assignment(d, "/it's"),
-            "LD_LIBRARY_PATH='/c/nccl-find/loader/ab:/it'\\''s'"
+            assignment(d, b"/x:/c/nccl-find/loader/ab::/y z"),
+            b"LD_LIBRARY_PATH='/c/nccl-find/loader/ab:/x:/y z'"
+        );
+        assert_eq!(
+            assignment(d, b"/it's"),
+            b"LD_LIBRARY_PATH='/c/nccl-find/loader/ab:/it'\\''s'"
+        );
+        // Bytes that are not UTF-8 stay as they are.
+        assert_eq!(
+            assignment(d, b"/opt/\xff/lib"),
+            b"LD_LIBRARY_PATH='/c/nccl-find/loader/ab:/opt/\xff/lib'"
         );
     }
 

@@ -218,3 +218,93 @@ fn nothing_found_says_so() {
     assert!(!cache.join("nccl-find").exists());
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// A cache another user could write in (world-writable, or theirs): the
+/// loader directory goes to a private directory of this run's own instead,
+/// and the user is told why. Nothing is made in the unsafe cache.
+#[test]
+fn an_unsafe_cache_root_falls_back_to_a_private_directory_and_says_so() {
+    let is_root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    for (tag, mode, owner) in [("open", 0o777, None), ("theirs", 0o755, Some(65534))] {
+        if owner.is_some() && !is_root {
+            eprintln!("skipped: making a directory of another user's needs root");
+            continue;
+        }
+        let cache = scratch(tag);
+        std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(mode)).unwrap();
+        if let Some(uid) = owner {
+            let ok = Command::new("chown")
+                .arg(uid.to_string())
+                .arg(&cache)
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        }
+        let out = run(&cache, &[]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        let why = match owner {
+            None => format!("{} has mode 777: others can write in it", cache.display()),
+            Some(uid) => format!(
+                "{} belongs to user {uid}, not to you (user 0) or root",
+                cache.display()
+            ),
+        };
+        let prefix = format!(
+            "nccl-find: {why}, so another user could replace the library there: using the private directory {}/nccl-find-",
+            std::env::temp_dir().display()
+        );
+        assert!(err.starts_with(&prefix), "{err}");
+        let at = err.find("the private directory ").unwrap() + "the private directory ".len();
+        let private = PathBuf::from(err[at..].split(" instead").next().unwrap());
+        assert_eq!(std::fs::metadata(&private).unwrap().mode() & 0o777, 0o700);
+        let out_text = text(&out.stdout);
+        assert!(
+            out_text.starts_with(&format!(
+                "LD_LIBRARY_PATH={}/nccl-find/loader/",
+                private.display()
+            )),
+            "{out_text}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&cache).unwrap().count(),
+            0,
+            "the unsafe cache was written to"
+        );
+        std::fs::remove_dir_all(&private).unwrap();
+        let _ = std::fs::remove_dir_all(&cache);
+    }
+}
+
+/// An `LD_LIBRARY_PATH` entry that is not UTF-8 keeps its bytes.
+#[test]
+fn ld_library_path_entries_keep_their_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    let cache = scratch("bytes");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .args([
+            "--loader-env",
+            "--target",
+            "x86_64-unknown-linux-gnu",
+            "--root",
+        ])
+        .arg(tree("gpu-image"))
+        .env_clear()
+        .env("VIRTUAL_ENV", "/opt/torch/.venv")
+        .env("XDG_CACHE_HOME", &cache)
+        .env(
+            "LD_LIBRARY_PATH",
+            std::ffi::OsStr::from_bytes(b"/opt/\xff\xfe/lib:/usr/lib"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let first = out.stdout.split(|&b| b == b'\n').next().unwrap();
+    assert!(
+        first.ends_with(b":/opt/\xff\xfe/lib:/usr/lib'"),
+        "{:?}",
+        text(first)
+    );
+    let _ = std::fs::remove_dir_all(&cache);
+}

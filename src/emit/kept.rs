@@ -55,7 +55,7 @@ fn cache_base() -> Result<PathBuf, String> {
 /// Every directory from `/` to `path` that exists must be a directory owned
 /// by `uid` or root and writable by no one else, unless it is root's and
 /// sticky (`/tmp`). Links on the way are followed first.
-fn safe_ancestors(path: &Path, uid: u32) -> Result<(), String> {
+pub fn safe_ancestors(path: &Path, uid: u32) -> Result<(), String> {
     let mut existing = path.to_path_buf();
     while !existing.exists() {
         if !existing.pop() {
