@@ -308,3 +308,56 @@ fn ld_library_path_entries_keep_their_bytes() {
     );
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// Builds that make the same loader directory at once all succeed: 10
+/// rounds of 24 processes, each round on a fresh cache.
+#[test]
+fn many_at_once_all_succeed() {
+    let cache = scratch("race");
+    for round in 0..10 {
+        let c = cache.join(round.to_string());
+        std::fs::create_dir_all(&c).unwrap();
+        std::fs::set_permissions(&c, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let kids: Vec<_> = (0..24)
+            .map(|_| {
+                Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+                    .args([
+                        "--loader-env",
+                        "--target",
+                        "x86_64-unknown-linux-gnu",
+                        "--root",
+                    ])
+                    .arg(tree("gpu-image"))
+                    .env_clear()
+                    .env("VIRTUAL_ENV", "/opt/torch/.venv")
+                    .env("XDG_CACHE_HOME", &c)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outs: Vec<Output> = kids
+            .into_iter()
+            .map(|k| k.wait_with_output().unwrap())
+            .collect();
+        for o in &outs {
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "round {round}: {}",
+                text(&o.stderr)
+            );
+            assert_eq!(o.stdout, outs[0].stdout);
+        }
+        // One directory, whole, and no temporary left behind.
+        let dir = the_dir(&c);
+        assert!(dir.join(".nccl-find-loader-dir").is_file());
+        let names: Vec<String> = std::fs::read_dir(c.join("nccl-find/loader"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}

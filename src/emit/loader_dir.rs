@@ -190,20 +190,16 @@ pub fn make_loader_dir(dir: &Path, library: &Path, mode: u32) -> Result<LoaderDi
         )));
     }
     let real = selected_library(library)?;
-    let created = own_directory(dir, mode)?;
+    // Made by this call or by another, the directory holds its marker.
+    own_directory(dir, mode)?;
     let marker = dir.join(MARKER);
-    if created {
-        let text = "This directory was made by nccl-find: links to the NCCL it selected, for the run-time loader.\n";
-        std::fs::write(&marker, text).map_err(|e| io_error(&marker, "writing", e))?;
-    } else {
-        match std::fs::symlink_metadata(&marker) {
-            Ok(mm) if mm.file_type().is_file() => {}
-            _ => {
-                return Err(LoaderDirError::new(format!(
-                    "{} exists but nccl-find did not make it (no {MARKER} in it): remove it, or move it away",
-                    dir.display()
-                )))
-            }
+    match std::fs::symlink_metadata(&marker) {
+        Ok(mm) if mm.file_type().is_file() => {}
+        _ => {
+            return Err(LoaderDirError::new(format!(
+                "{} exists but nccl-find did not make it (no {MARKER} in it): remove it, or move it away",
+                dir.display()
+            )))
         }
     }
     for name in LOADER_NAMES {
@@ -252,10 +248,10 @@ fn own_directory(dir: &Path, mode: u32) -> Result<bool, LoaderDirError> {
         .parent()
         .ok_or_else(|| LoaderDirError::new(format!("{} has no parent", dir.display())))?;
     let parent_meta = std::fs::metadata(parent).map_err(|e| io_error(parent, "reading", e))?;
-    let created = match std::fs::DirBuilder::new().mode(mode).create(dir) {
-        Ok(()) => true,
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
-        Err(e) => return Err(io_error(dir, "creating", e)),
+    let created = match std::fs::symlink_metadata(dir) {
+        Ok(_) => false,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => create_marked(dir, parent, mode)?,
+        Err(e) => return Err(io_error(dir, "reading", e)),
     };
     let m = std::fs::symlink_metadata(dir).map_err(|e| io_error(dir, "reading", e))?;
     if !m.file_type().is_dir() {
@@ -281,6 +277,47 @@ fn own_directory(dir: &Path, mode: u32) -> Result<bool, LoaderDirError> {
         )));
     }
     Ok(created)
+}
+
+/// The text of the marker file.
+const MARKER_TEXT: &str =
+    "This directory was made by nccl-find: links to the NCCL it selected, for the run-time loader.\n";
+
+/// Makes `dir` whole, its marker already in it: made under a temporary name
+/// and renamed into place, so that two builds making it at once (one
+/// `OUT_DIR`, or one user cache) never see it without its marker. Whether
+/// this call made it: `false` when another got there first.
+fn create_marked(dir: &Path, parent: &Path, mode: u32) -> Result<bool, LoaderDirError> {
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tmp = parent.join(format!(".{name}.{}.{stamp:x}.new", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(mode)
+        .create(&tmp)
+        .map_err(|e| io_error(&tmp, "creating", e))?;
+    let marker = tmp.join(MARKER);
+    let undo = || {
+        let _ = std::fs::remove_file(&marker);
+        let _ = std::fs::remove_dir(&tmp);
+    };
+    if let Err(e) = std::fs::write(&marker, MARKER_TEXT) {
+        undo();
+        return Err(io_error(&marker, "writing", e));
+    }
+    match std::fs::rename(&tmp, dir) {
+        Ok(()) => Ok(true),
+        // Another build renamed its own into place first: that one serves.
+        Err(_) if std::fs::symlink_metadata(dir).is_ok() => {
+            undo();
+            Ok(false)
+        }
+        Err(e) => {
+            undo();
+            Err(io_error(dir, "creating", e))
+        }
+    }
 }
 
 /// Makes `dir/name` a link to `target`: a new link under a temporary name,
