@@ -151,19 +151,25 @@ fn cache() -> PathBuf {
     d
 }
 
-/// The kept copy of the loader directory for `library`, in [`cache`].
-fn kept_dir(library: &Path) -> PathBuf {
+/// The kept copies of the loader directory for `library`, in [`cache`].
+fn kept_dirs(library: &Path) -> Vec<PathBuf> {
     let dirs = cache().join("nccl-find/loader-dirs");
-    std::fs::read_dir(&dirs)
+    let found: Vec<PathBuf> = std::fs::read_dir(&dirs)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|d| {
+        .filter(|d| {
             std::fs::canonicalize(d.join("libnccl.so.2"))
                 .ok()
                 .as_deref()
                 == Some(library)
         })
-        .unwrap_or_else(|| panic!("no kept loader directory for {}", library.display()))
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "no kept loader directory for {}",
+        library.display()
+    );
+    found
 }
 
 fn try_build(target: &Path, features: &[&str], vars: &[(&str, &Path)]) -> Output {
@@ -320,12 +326,15 @@ fn nccl1_first_on_ld_library_path_never_wins() {
     );
     // Without both, cudarc falls through to libnccl.so on LD_LIBRARY_PATH,
     // NCCL 1: the program refuses, with a message.
-    let kept = kept_dir(&w.library);
-    let kept_away = kept.with_extension("away");
-    std::fs::rename(&kept, &kept_away).unwrap();
+    let kept = kept_dirs(&w.library);
+    for k in &kept {
+        std::fs::rename(k, k.with_extension("away")).unwrap();
+    }
     let out = run(&bin, &[("LD_LIBRARY_PATH", &hostile)]);
     std::fs::rename(&away, &dir).unwrap();
-    std::fs::rename(&kept_away, &kept).unwrap();
+    for k in &kept {
+        std::fs::rename(k.with_extension("away"), k).unwrap();
+    }
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(text(&out.stdout), "");

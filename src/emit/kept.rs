@@ -116,9 +116,9 @@ fn own_private_dir(dir: &Path, uid: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// The copy's name: FNV-1a of the library's real path, size and change
-/// time, so that another library, or the same path reinstalled, gets
-/// another directory.
+/// The copy's name: FNV-1a of the library's real path, size and
+/// modification time, so that another library, or the same path
+/// reinstalled, gets another directory.
 fn key(library: &Path, meta: &std::fs::Metadata) -> String {
     use std::os::unix::ffi::OsStrExt;
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -130,8 +130,8 @@ fn key(library: &Path, meta: &std::fs::Metadata) -> String {
     };
     eat(library.as_os_str().as_bytes());
     eat(&meta.size().to_le_bytes());
-    eat(&meta.ctime().to_le_bytes());
-    eat(&meta.ctime_nsec().to_le_bytes());
+    eat(&meta.mtime().to_le_bytes());
+    eat(&meta.mtime_nsec().to_le_bytes());
     format!("{h:016x}")
 }
 
