@@ -10,6 +10,8 @@ use nccl_find::{Config, Nccl, Report};
 use serde_json::{json, Value};
 
 use crate::host::{Facts, Iface};
+
+mod rdma;
 use crate::style::{paint, When};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -601,39 +603,6 @@ fn check_bridges(f: &mut Findings, ifaces: &[Iface], chosen: Option<&str>, sugge
     }
 }
 
-fn check_rdma(f: &mut Findings, facts: &Facts) {
-    let missing: Vec<String> = facts
-        .rdma
-        .iter()
-        .filter_map(|(l, e)| e.as_ref().map(|e| format!("{l} ({e})")))
-        .collect();
-    if missing.is_empty() && !facts.rdma.is_empty() {
-        f.add(
-            Area::Rdma,
-            Level::Ok,
-            "libibverbs, libmlx5 and librdmacm load: InfiniBand/RoCE can be used",
-            None,
-        );
-    } else if missing.len() == facts.rdma.len() {
-        f.add(
-            Area::Rdma,
-            Level::Note,
-            "no RDMA libraries load: NCCL uses TCP sockets between nodes (fine on one node)",
-            Some("for InfiniBand/RoCE: apt install rdma-core ibverbs-providers librdmacm1; else NCCL_IB_DISABLE=1 silences the search".into()),
-        );
-    } else {
-        f.add(
-            Area::Rdma,
-            Level::Problem,
-            format!("some RDMA libraries do not load: {}", missing.join(", ")),
-            Some(
-                "install the missing ones (ibverbs-providers has libmlx5), or NCCL_IB_DISABLE=1"
-                    .into(),
-            ),
-        );
-    }
-}
-
 fn check_shm(f: &mut Findings, facts: &Facts) {
     const MIB: u64 = 1 << 20;
     match facts.shm_bytes {
@@ -748,7 +717,7 @@ fn findings(inputs: &Inputs, result: &Result<Nccl, nccl_find::Error>) -> Finding
     check_driver(&mut f, facts, result.as_ref().ok());
     check_env(&mut f, &inputs.env);
     check_network(&mut f, &facts.interfaces, &inputs.env);
-    check_rdma(&mut f, facts);
+    rdma::check(&mut f, facts, &inputs.env);
     check_shm(&mut f, facts);
     check_mpi(&mut f, facts);
     f

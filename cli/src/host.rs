@@ -7,6 +7,9 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+pub mod rdma;
+pub use rdma::RdmaHw;
+
 /// What `libcuda` said: read by nccl-smoke, the one place that loads the
 /// driver.
 pub use nccl_smoke::driver::Driver;
@@ -40,6 +43,8 @@ pub struct Facts {
     pub rdma: Vec<(String, Option<String>)>,
     /// `mpirun` / `mpiexec` found on PATH.
     pub mpi: Vec<String>,
+    /// Adapters, device nodes, locked memory, GPUDirect RDMA, plugins.
+    pub rdma_hw: RdmaHw,
 }
 
 pub const RDMA_LIBS: [&str; 3] = ["libibverbs.so.1", "libmlx5.so.1", "librdmacm.so.1"];
@@ -56,6 +61,7 @@ impl Facts {
                 .map(|l| (l.to_string(), loadable(l).err()))
                 .collect(),
             mpi: mpi(),
+            rdma_hw: RdmaHw::gather(Path::new("/")),
         }
     }
 
@@ -76,6 +82,7 @@ impl Facts {
             "shm_bytes": self.shm_bytes,
             "rdma": self.rdma.iter().map(|(l, e)| json!({"lib": l, "error": e})).collect::<Vec<_>>(),
             "mpi": self.mpi,
+            "rdma_hardware": self.rdma_hw.to_json(),
         })
     }
 
@@ -121,6 +128,7 @@ impl Facts {
                 .flatten()
                 .filter_map(s)
                 .collect(),
+            rdma_hw: RdmaHw::from_json(&v["rdma_hardware"]),
         })
     }
 }
