@@ -12,7 +12,9 @@ use serde_json::{json, Value};
 use crate::host::{Facts, Iface};
 
 mod rdma;
+
 use crate::style::{paint, When};
+pub(crate) use rdma::sockets_despite_an_adapter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Level {

@@ -555,6 +555,9 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         }
         if let Some(v) = &judged {
             let _ = writeln!(std::io::stdout(), "{who}hardware: {}", v.line);
+            if let Some(line) = sockets_why(v) {
+                let _ = writeln!(std::io::stdout(), "{who}hardware: {line}");
+            }
         }
         let _ = writeln!(std::io::stdout(), "{who}{verdict}");
         if code != 0 {
@@ -562,6 +565,18 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         }
     }
     ExitCode::from(code)
+}
+
+/// Why NCCL chose sockets although an RDMA adapter is ACTIVE here, from
+/// doctor's findings on this machine.
+fn sockets_why(v: &smoke::verdict::Verdict) -> Option<String> {
+    let Some(smoke::verdict::Transport::Net(t)) = &v.transport else {
+        return None;
+    };
+    let env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("NCCL_"))
+        .collect();
+    crate::doctor::sockets_despite_an_adapter(t, &crate::host::Facts::gather(), &env)
 }
 
 /// The hardware verdict at the largest size, after a run that finished.

@@ -248,7 +248,7 @@ fn from_spec_json(bytes: &[u8]) -> Option<Spec> {
     Some(Spec { version, hash })
 }
 
-/// [`from_spec_json`] for the fuzz target: the version and hash read, if
+/// The Spack `spec.json` reader, for the fuzz target: the version and hash read, if
 /// any.
 pub fn spack_spec_json(bytes: &[u8]) -> Option<(String, String)> {
     from_spec_json(bytes).map(|s| (s.version, s.hash))

@@ -423,3 +423,111 @@ fn plugin(f: &mut Findings, plugins: &[Plugin], setting: Option<&str>) {
         },
     }
 }
+
+/// When NCCL chose sockets (`NET/Socket`) although an adapter has an ACTIVE
+/// port: one line naming the port and why, from the same findings as
+/// doctor's (a problem found, `NCCL_IB_DISABLE`, or none known). `None`
+/// when there is no ACTIVE port, or the transport was another.
+pub(crate) fn sockets_despite_an_adapter(
+    transport: &str,
+    facts: &Facts,
+    env: &[(String, String)],
+) -> Option<String> {
+    if !transport.starts_with("NET/Socket") {
+        return None;
+    }
+    let active: Vec<String> = facts
+        .rdma_hw
+        .adapters
+        .iter()
+        .flat_map(|a| {
+            a.ports
+                .iter()
+                .filter(|p| p.state == "ACTIVE")
+                .map(move |p| format!("{} port {}", a.name, p.num))
+        })
+        .collect();
+    if active.is_empty() {
+        return None;
+    }
+    let mut f = Findings::default();
+    check(&mut f, facts, env);
+    let mut why: Vec<String> =
+        f.0.iter()
+            .filter(|x| x.area == Area::Rdma && x.level == Level::Problem)
+            .map(|x| x.text.clone())
+            .collect();
+    if var(env, "NCCL_IB_DISABLE") == Some("1") {
+        why.insert(0, "NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off".into());
+    }
+    if why.is_empty() {
+        why.push("doctor finds nothing in the way: run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and read NCCL's NET/IB lines".into());
+    }
+    Some(format!(
+        "NCCL chose {transport} although {} is ACTIVE: {}",
+        active.join(", "),
+        why.join("; ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn facts(uverbs: &[&str], state: &str) -> Facts {
+        let hw = json!({
+            "adapters": [{"name": "mlx5_0", "ports": [{"port": 1, "state": state, "phys_state": "LinkUp",
+                "rate": "200 Gb/sec (4X HDR)", "link_layer": "InfiniBand", "gids": []}]}],
+            "uverbs": uverbs, "memlock": "unlimited", "peermem": "nvidia_peermem", "net_plugins": [],
+        });
+        Facts {
+            rdma: vec![("libibverbs.so.1".into(), None)],
+            rdma_hw: RdmaHw::from_json(&hw),
+            ..Facts::default()
+        }
+    }
+
+    fn env(vars: &[(&str, &str)]) -> Vec<(String, String)> {
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn sockets_beside_an_active_adapter_are_explained() {
+        let healthy = facts(&["uverbs0"], "ACTIVE");
+        assert_eq!(
+            sockets_despite_an_adapter("NET/Socket/0", &healthy, &env(&[("NCCL_IB_DISABLE", "1")])).as_deref(),
+            Some("NCCL chose NET/Socket/0 although mlx5_0 port 1 is ACTIVE: NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off")
+        );
+        let container = facts(&[], "ACTIVE");
+        assert_eq!(
+            sockets_despite_an_adapter("NET/Socket/1", &container, &env(&[])).as_deref(),
+            Some(
+                "NCCL chose NET/Socket/1 although mlx5_0 port 1 is ACTIVE: the adapters are in /sys/class/infiniband, \
+                 but /dev/infiniband has no uverbs device: a container started without the RDMA devices, and NCCL \
+                 cannot open the adapters"
+            )
+        );
+        assert_eq!(
+            sockets_despite_an_adapter("NET/Socket/0", &healthy, &env(&[("NCCL_IB_HCA", "mlx5_9")])).as_deref(),
+            Some(
+                "NCCL chose NET/Socket/0 although mlx5_0 port 1 is ACTIVE: NCCL_IB_HCA=mlx5_9: mlx5_9 names no \
+                 adapter port here, so NCCL finds no adapter and falls back to sockets"
+            )
+        );
+        assert!(sockets_despite_an_adapter("NET/Socket/0", &healthy, &env(&[]))
+            .unwrap()
+            .ends_with("doctor finds nothing in the way: run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and read NCCL's NET/IB lines"));
+        // Not sockets, or no ACTIVE port: nothing to explain.
+        assert_eq!(
+            sockets_despite_an_adapter("NET/IB/0", &healthy, &env(&[])),
+            None
+        );
+        assert_eq!(
+            sockets_despite_an_adapter("NET/Socket/0", &facts(&["uverbs0"], "DOWN"), &env(&[])),
+            None
+        );
+    }
+}
