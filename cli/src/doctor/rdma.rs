@@ -232,7 +232,7 @@ fn matches<'a>(adapters: &'a [Adapter], e: &HcaEntry, exact: bool) -> Vec<(&'a s
             continue;
         }
         for p in &a.ports {
-            if e.port.map_or(true, |want| want == p.num.to_string()) {
+            if e.port.is_none_or(|want| want == p.num.to_string()) {
                 out.push((a.name.as_str(), p.num));
             }
         }
