@@ -291,16 +291,17 @@ pub(crate) fn by_bytes(texts: &[&[u8]]) -> Vec<usize> {
     ascending
 }
 
-/// For each path, whether it is the first of its value in the list: the
-/// ones to keep when dropping repeats. In O(n log n) through [`order`]: a
-/// search of the kept ones for each (10,000 `LD_LIBRARY_PATH` entries)
-/// would be quadratic.
+/// For each path, whether it is the first of its place in the list (links
+/// resolved where they can be): the ones to keep when dropping repeats. In
+/// O(n log n) through [`order`]: a search of the kept ones for each (10,000
+/// `LD_LIBRARY_PATH` entries) would be quadratic.
 pub(crate) fn first_occurrences(paths: &[PathBuf]) -> Vec<bool> {
     use std::os::unix::ffi::OsStrExt;
     let mut keys = Vec::with_capacity(paths.len());
     for p in paths {
+        let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
         // Equal as paths are: by components (`/a/` is `/a`, `a//b` is `a/b`).
-        let p: PathBuf = p.components().collect();
+        let p: PathBuf = real.components().collect();
         let mut k = byte_key(p.as_os_str().as_bytes());
         // The length last, so that no padding makes two paths equal.
         k.push(p.as_os_str().len() as u64);

@@ -62,12 +62,7 @@ fn assignment(dir: &Path, old: &[u8]) -> Vec<u8> {
 /// FNV-1a over the path's bytes: a short, stable name per library.
 fn hash(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in path.as_os_str().as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    nccl_find::internal::fnv1a_hex(path.as_os_str().as_bytes())
 }
 
 /// The cache: `XDG_CACHE_HOME` when it is an absolute path, else `$HOME/.cache`.

@@ -573,6 +573,10 @@ fn sockets_why(v: &smoke::verdict::Verdict) -> Option<String> {
     let Some(smoke::verdict::Transport::Net(t)) = &v.transport else {
         return None;
     };
+    // Only sockets need explaining: the host is read for nothing else.
+    if !t.starts_with("NET/Socket") {
+        return None;
+    }
     let env: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("NCCL_"))
         .collect();

@@ -121,17 +121,21 @@ fn own_private_dir(dir: &Path, uid: u32) -> Result<(), String> {
 /// reinstalled, gets another directory.
 fn key(library: &Path, meta: &std::fs::Metadata) -> String {
     use std::os::unix::ffi::OsStrExt;
+    let mut bytes = library.as_os_str().as_bytes().to_vec();
+    bytes.extend_from_slice(&meta.size().to_le_bytes());
+    bytes.extend_from_slice(&meta.mtime().to_le_bytes());
+    bytes.extend_from_slice(&meta.mtime_nsec().to_le_bytes());
+    fnv1a_hex(&bytes)
+}
+
+/// FNV-1a (64 bits) of `bytes`, as 16 hex digits: a short, stable name for
+/// a loader directory (here, and `nccl-find --loader-env`'s).
+pub fn fnv1a_hex(bytes: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    eat(library.as_os_str().as_bytes());
-    eat(&meta.size().to_le_bytes());
-    eat(&meta.mtime().to_le_bytes());
-    eat(&meta.mtime_nsec().to_le_bytes());
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
     format!("{h:016x}")
 }
 

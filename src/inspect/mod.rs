@@ -93,9 +93,9 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// The first of its paths that holds a line break (`\n` or `\r`).
-    pub(crate) fn line_break(&self) -> Option<&Path> {
-        let paths = [
+    /// Every path of the install that a build script may print.
+    fn paths(&self) -> impl Iterator<Item = &PathBuf> {
+        [
             Some(&self.place),
             self.root.as_ref(),
             self.header.as_ref(),
@@ -103,11 +103,14 @@ impl Candidate {
             self.library.as_ref(),
             self.library_real.as_ref(),
             self.static_library.as_ref(),
-        ];
-        for p in &paths {
-            let Some(p) = p else {
-                continue;
-            };
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    /// The first of its paths that holds a line break (`\n` or `\r`).
+    pub(crate) fn line_break(&self) -> Option<&Path> {
+        for p in self.paths() {
             if crate::lines::has_line_break(&p.as_os_str().to_string_lossy()) {
                 return Some(p.as_path());
             }
@@ -119,16 +122,7 @@ impl Candidate {
     /// and why: not UTF-8, or beginning or ending with a blank (cargo trims
     /// a directive's value).
     pub(crate) fn not_carried(&self) -> Option<(&Path, &'static str)> {
-        let paths = [
-            Some(&self.place),
-            self.root.as_ref(),
-            self.header.as_ref(),
-            self.lib_dir.as_ref(),
-            self.library.as_ref(),
-            self.library_real.as_ref(),
-            self.static_library.as_ref(),
-        ];
-        for p in paths.into_iter().flatten() {
+        for p in self.paths() {
             let Some(t) = p.to_str() else {
                 return Some((p, "is not UTF-8"));
             };

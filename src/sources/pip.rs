@@ -18,11 +18,11 @@ use super::{file_name_str, versioned_entries, Ctx, Origin, Package, Site, Source
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let mut places = places(ctx);
     places.retain(|(sp, _)| sp.is_dir());
-    let mut keys = Vec::with_capacity(places.len());
+    let mut listed = Vec::with_capacity(places.len());
     for (sp, _) in &places {
-        keys.push(std::fs::canonicalize(sp).unwrap_or_else(|_| sp.clone()));
+        listed.push(sp.clone());
     }
-    let first = crate::context::first_occurrences(&keys);
+    let first = crate::context::first_occurrences(&listed);
     let mut out = Vec::new();
     for ((sp, why), first) in places.into_iter().zip(first) {
         if !first {

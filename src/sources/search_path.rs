@@ -40,11 +40,11 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
             }
         }
     }
-    let mut keys = Vec::with_capacity(dirs.len());
+    let mut listed = Vec::with_capacity(dirs.len());
     for (dir, _) in &dirs {
-        keys.push(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()));
+        listed.push(dir.clone());
     }
-    let first = crate::context::first_occurrences(&keys);
+    let first = crate::context::first_occurrences(&listed);
     let mut out = Vec::new();
     for ((dir, why), first) in dirs.into_iter().zip(first) {
         if !first {
