@@ -243,6 +243,30 @@ fn static_from(protocol: &str) -> String {
     )
 }
 
+/// [`static_from`] for a worker torchrun started: it also says how many
+/// share the node and which node it is.
+fn torchrun_from(protocol: &str) -> String {
+    static_from(&format!("{protocol}, LOCAL_WORLD_SIZE, GROUP_RANK"))
+}
+
+/// The name of the relay of node `group` of the job whose store is at
+/// `store` (`host:port`), keys under `prefix`: as nccl-find derives it,
+/// from this user's id.
+fn relay_name(d: &Scratch, store: &str, prefix: &str, group: usize) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata(&d.0).unwrap().uid();
+    let key = format!("{store}\0{prefix}\0{group}");
+    format!(
+        "nccl-find/relay/{uid}/{}",
+        nccl_find::internal::fnv1a_hex(key.as_bytes())
+    )
+}
+
+/// What a relayed exchange line ends with, before the variables.
+fn relayed(n: usize, name: &str) -> String {
+    format!("; one connection per node: local rank 0 relays for the node's {n} processes through @{name})")
+}
+
 #[test]
 fn standalone_torchrun_meets_through_its_agent_store() {
     let (Some(lib), Some(tr)) = (wheel_lib(), installed("NCCL_FIND_TORCHRUN")) else {
@@ -273,9 +297,20 @@ fn standalone_torchrun_meets_through_its_agent_store() {
         let (run, rest) = rest.split_once('/').unwrap();
         // A uuid under --standalone.
         assert_eq!(run.len(), 36, "{line}");
+        let (relay, from) = rest
+            .strip_prefix("0/; one connection per node: local rank 0 relays for the node's 4 processes through @")
+            .and_then(|r| r.split_once(") "))
+            .unwrap_or_else(|| panic!("{line}"));
+        let uid_hash: Vec<&str> = relay
+            .strip_prefix("nccl-find/relay/")
+            .unwrap()
+            .split('/')
+            .collect();
+        assert_eq!(uid_hash.len(), 2, "{line}");
+        assert_eq!(uid_hash[1].len(), 16, "{line}");
         assert_eq!(
-            rest,
-            format!("0/) {}", static_from("TORCH_NCCL_ASYNC_ERROR_HANDLING")),
+            from,
+            torchrun_from("TORCH_NCCL_ASYNC_ERROR_HANDLING"),
             "{line}"
         );
         let mut f = first.lock().unwrap();
@@ -305,10 +340,12 @@ fn static_torchrun_meets_through_its_agent_store() {
             "--nproc-per-node=4".into(),
         ],
     );
+    let name = relay_name(&d, &format!("127.0.0.1:{port}"), "/nccl-find/none/0/", 0);
     let want = format!(
         "note: exchange: torchrun-store via torchrun, at tcp://127.0.0.1:{port} (the agent's TCPStore; \
-         keys under /nccl-find/none/0/) {}",
-        static_from("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+         keys under /nccl-find/none/0/{} {}",
+        relayed(4, &name),
+        torchrun_from("TORCH_NCCL_ASYNC_ERROR_HANDLING")
     );
     expect_met(&d, 4, &o, &|_, line| assert_eq!(line, want));
 }
@@ -334,10 +371,12 @@ fn torch_2_1_torchrun_meets_in_the_old_protocol() {
     );
     // torch 2.1 names its variable NCCL_ASYNC_ERROR_HANDLING: the old
     // protocol is tried first.
+    let name = relay_name(&d, &format!("127.0.0.1:{port}"), "/nccl-find/none/0/", 0);
     let want = format!(
         "note: exchange: torchrun-store via torchrun, at tcp://127.0.0.1:{port} (the agent's TCPStore; \
-         keys under /nccl-find/none/0/) {}",
-        static_from("NCCL_ASYNC_ERROR_HANDLING")
+         keys under /nccl-find/none/0/{} {}",
+        relayed(4, &name),
+        torchrun_from("NCCL_ASYNC_ERROR_HANDLING")
     );
     expect_met(&d, 4, &o, &|_, line| assert_eq!(line, want));
 }
@@ -387,21 +426,23 @@ impl Drop for Store {
 }
 
 /// Starts nccl-find as `rank` of `world` the way torchrun's agent would,
-/// against `store`, with `protocol` (the variable naming torch's version).
+/// against the store at `port`, with `protocol` (the variable naming
+/// torch's version) and `extra` variables (set last: they win).
 fn rank_of(
-    store: &Store,
+    port: u16,
     lib: &Path,
     rank: usize,
     world: usize,
     protocol: &str,
     timeout: &str,
+    extra: &[(&str, String)],
 ) -> Child {
-    bare(Path::new(BIN))
-        .args(["smoke", "--lib", lib.to_str().unwrap(), "--rendezvous-only"])
+    let mut c = bare(Path::new(BIN));
+    c.args(["smoke", "--lib", lib.to_str().unwrap(), "--rendezvous-only"])
         .args(["--timeout", timeout])
         .env("TORCHELASTIC_USE_AGENT_STORE", "True")
         .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", store.port.to_string())
+        .env("MASTER_PORT", port.to_string())
         .env("RANK", rank.to_string())
         .env("WORLD_SIZE", world.to_string())
         .env("LOCAL_RANK", rank.to_string())
@@ -411,6 +452,7 @@ fn rank_of(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
         .spawn()
         .unwrap()
 }
@@ -425,7 +467,17 @@ fn a_rank_that_never_comes_is_named_at_the_deadline() {
     // Ranks 0 and 2 of 3: rank 1 never comes.
     let kids: Vec<Child> = [0, 2]
         .iter()
-        .map(|&r| rank_of(&store, &lib, r, 3, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"))
+        .map(|&r| {
+            rank_of(
+                store.port,
+                &lib,
+                r,
+                3,
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                "3",
+                &[],
+            )
+        })
         .collect();
     let outs: Vec<_> = kids
         .into_iter()
@@ -464,7 +516,7 @@ fn a_rank_that_never_comes_is_named_at_the_deadline() {
 fn meets_despite_the_wrong_hint(python: &Path, lib: &Path, protocol: &str) {
     let store = Store::start(python);
     let kids: Vec<Child> = (0..2)
-        .map(|r| rank_of(&store, lib, r, 2, protocol, "60"))
+        .map(|r| rank_of(store.port, lib, r, 2, protocol, "60", &[]))
         .collect();
     let outs: Vec<_> = kids
         .into_iter()
@@ -540,4 +592,91 @@ fn a_half_set_agent_store_environment_says_what_to_pass() {
                 .into()
         )
     );
+}
+
+/// A TCP forwarder to `127.0.0.1:to` that counts the connections it takes.
+fn counting_proxy(to: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let n = count.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            n.fetch_add(1, Ordering::SeqCst);
+            let Ok(s) = TcpStream::connect(("127.0.0.1", to)) else {
+                continue;
+            };
+            let pipe = |mut a: TcpStream, mut b: TcpStream| {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut a, &mut b);
+                    let _ = b.shutdown(std::net::Shutdown::Write);
+                });
+            };
+            pipe(c.try_clone().unwrap(), s.try_clone().unwrap());
+            pipe(s, c);
+        }
+    });
+    (port, count)
+}
+
+#[test]
+fn workers_sharing_a_node_reach_the_store_through_one_connection() {
+    let (Some(lib), Some(py)) = (wheel_lib(), installed("NCCL_FIND_TORCH_PYTHON")) else {
+        return;
+    };
+    let store = Store::start(&py);
+    let (port, count) = counting_proxy(store.port);
+    // Six ranks on two nodes of three, as torchrun would place them.
+    let kids: Vec<Child> = (0..6)
+        .map(|r| {
+            let extra = [
+                ("LOCAL_RANK", (r % 3).to_string()),
+                ("LOCAL_WORLD_SIZE", "3".to_string()),
+                ("GROUP_RANK", (r / 3).to_string()),
+            ];
+            rank_of(
+                port,
+                &lib,
+                r,
+                6,
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                "60",
+                &extra,
+            )
+        })
+        .collect();
+    let outs: Vec<_> = kids
+        .into_iter()
+        .map(|k| text(&wait_bounded(k, "nccl-find")))
+        .collect();
+    let d = Scratch::new("relay");
+    for (r, o) in outs.iter().enumerate() {
+        assert_eq!((o.0, o.2.as_str()), (0, ""), "{outs:#?}");
+        let name = relay_name(
+            &d,
+            &format!("127.0.0.1:{port}"),
+            "/nccl-find/test-run/0/",
+            r / 3,
+        );
+        assert_eq!(
+            o.1.lines().next().unwrap(),
+            format!(
+                "[rank {r}] note: exchange: torchrun-store via torchrun, at tcp://127.0.0.1:{port} (the agent's \
+                 TCPStore; keys under /nccl-find/test-run/0/{} {}",
+                relayed(3, &name),
+                torchrun_from("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+            ),
+            "{o:?}"
+        );
+    }
+    assert!(
+        outs[0].1.lines().last().unwrap().starts_with(
+            "[rank 0] OK: every element of 0 all-reduce(s) right on 6 rank(s), 5 other process(es) agree ("
+        ),
+        "{outs:?}"
+    );
+    // One connection to the store per node, not one per process.
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
 }

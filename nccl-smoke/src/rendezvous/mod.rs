@@ -20,6 +20,7 @@ mod owner;
 mod pmi1;
 mod pmix;
 mod proof;
+mod relay;
 mod slurm;
 mod tcp;
 mod tcpstore;

@@ -434,6 +434,59 @@ impl StoreKv {
         self.until.max(Instant::now() + OP_FLOOR)
     }
 
+    /// Barrier `n`'s keys: `…/fence/N/`.
+    fn fence_base(&self, n: u64) -> String {
+        self.scoped(&format!("nccl-find/fence/{n}/"))
+    }
+
+    fn broke(&self, n: u64, e: StoreError) -> Failed {
+        fail(format!(
+            "the store at {} failed at barrier {n}: {e}",
+            self.at
+        ))
+    }
+
+    /// Says that `rank` has reached barrier `n`: its arrival key, by which
+    /// a rank that never came is named.
+    fn arrive_at(&mut self, n: u64, rank: usize) -> Result<(), Failed> {
+        self.fences = self.fences.max(n + 1);
+        let (key, until) = (format!("{}{rank}", self.fence_base(n)), self.op_until());
+        self.conn
+            .set(&key, b"1", until)
+            .map_err(|e| self.broke(n, e))
+    }
+
+    /// `count` ranks that have arrived at barrier `n` are counted in; the
+    /// last of the job to be counted opens it. Returns once it is open, or
+    /// at `deadline` naming who never came.
+    fn pass_at(&mut self, n: u64, count: usize, deadline: Instant) -> Result<(), Failed> {
+        self.until = deadline;
+        let base = self.fence_base(n);
+        let open = format!("{base}open");
+        let (world, until) = (self.world, self.op_until());
+        let total = self
+            .conn
+            .add(&format!("{base}count"), count as i64, until)
+            .map_err(|e| self.broke(n, e))?;
+        if total < 1 || total as u64 > world as u64 {
+            return Err(fail(format!(
+                "the store at {} counts {total} arrivals at barrier {n} of {world} ranks: another \
+                 program (or a second job) uses the same keys",
+                self.at
+            )));
+        }
+        if total as u64 == world as u64 {
+            self.conn
+                .set(&open, b"1", until)
+                .map_err(|e| self.broke(n, e))?;
+        }
+        match self.conn.wait(std::slice::from_ref(&open), deadline) {
+            Ok(()) => Ok(()),
+            Err(StoreError::Silent) => Err(self.never_came(n, &base)),
+            Err(e) => Err(self.broke(n, e)),
+        }
+    }
+
     /// The failure of fence `n` at its deadline: who never came, asked on
     /// a fresh connection.
     fn never_came(&self, n: u64, base: &str) -> Failed {
@@ -486,34 +539,8 @@ impl Kv for StoreKv {
     fn fence(&mut self, deadline: Instant) -> Result<(), Failed> {
         self.until = deadline;
         let n = self.fences;
-        self.fences += 1;
-        let base = self.scoped(&format!("nccl-find/fence/{n}/"));
-        let open = format!("{base}open");
-        let world = self.world;
-        let at = self.at.clone();
-        let broke = |e: StoreError| fail(format!("the store at {at} failed at barrier {n}: {e}"));
-        let until = self.op_until();
-        self.conn
-            .set(&format!("{base}{}", self.rank), b"1", until)
-            .map_err(broke)?;
-        let count = self
-            .conn
-            .add(&format!("{base}count"), 1, until)
-            .map_err(broke)?;
-        if count < 1 || count as u64 > world as u64 {
-            return Err(fail(format!(
-                "the store at {at} counts {count} arrivals at barrier {n} of {world} ranks: another \
-                 program (or a second job) uses the same keys"
-            )));
-        }
-        if count as u64 == world as u64 {
-            self.conn.set(&open, b"1", until).map_err(broke)?;
-        }
-        match self.conn.wait(std::slice::from_ref(&open), deadline) {
-            Ok(()) => Ok(()),
-            Err(StoreError::Silent) => Err(self.never_came(n, &base)),
-            Err(e) => Err(broke(e)),
-        }
+        self.arrive_at(n, self.rank)?;
+        self.pass_at(n, 1, deadline)
     }
 
     fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
@@ -532,6 +559,33 @@ impl Kv for StoreKv {
 
     fn close(&mut self) {
         self.conn.close();
+    }
+}
+
+impl super::relay::Hub for StoreKv {
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        Kv::put(self, key, value)
+    }
+
+    fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
+        Kv::get(self, from, key)
+    }
+
+    fn arrive(&mut self, n: u64, rank: usize) -> Result<(), Failed> {
+        self.arrive_at(n, rank)
+    }
+
+    fn pass(&mut self, n: u64, count: usize, deadline: Instant) -> Result<(), Failed> {
+        self.pass_at(n, count, deadline)
+    }
+
+    fn never_came(&mut self, n: u64) -> Failed {
+        let base = self.fence_base(n);
+        StoreKv::never_came(self, n, &base)
+    }
+
+    fn close(&mut self) {
+        Kv::close(self)
     }
 }
 

@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use super::kv::{Connect, Kv};
 use super::launch::{need, optional, Backend, LaunchEnv, Plan};
+use super::relay::{self, Node, RelayKv};
 use super::tcpstore::{open_probed, Dialect, StoreKv};
 use super::{Exchange, Init};
 
@@ -111,6 +112,15 @@ fn plan_store(env: &LaunchEnv) -> Result<Plan, String> {
         Dialect::New
     };
     let run = escape(run);
+    let prefix = format!("/nccl-find/{run}/{restart}/");
+    let node = relay_node(
+        env,
+        &format!("{host}:{port}"),
+        &prefix,
+        world,
+        local_rank,
+        &mut from,
+    )?;
     Ok(Plan {
         backend: AGENT_STORE.id,
         launcher: "torchrun",
@@ -120,12 +130,48 @@ fn plan_store(env: &LaunchEnv) -> Result<Plan, String> {
         exchange: Exchange::Launcher(std::sync::Arc::new(AgentStore {
             host,
             port,
-            prefix: format!("/nccl-find/{run}/{restart}/"),
+            prefix,
             dialect,
+            node,
         })),
         token: Some(format!("torchrun/{run}/{restart}")),
         from,
     })
+}
+
+/// The node's relay, where torchrun says how many workers share this node
+/// (`LOCAL_WORLD_SIZE` above 1) and which node it is (`GROUP_RANK`); `None`
+/// (every rank its own client of the store) otherwise.
+fn relay_node(
+    env: &LaunchEnv,
+    store: &str,
+    prefix: &str,
+    world: usize,
+    local_rank: Option<usize>,
+    from: &mut Vec<&'static str>,
+) -> Result<Option<Node>, String> {
+    let launcher = AGENT_STORE.launcher;
+    let size = env
+        .number("LOCAL_WORLD_SIZE")
+        .map_err(|e| format!("{launcher}: {e}"))?;
+    let group = env
+        .number("GROUP_RANK")
+        .map_err(|e| format!("{launcher}: {e}"))?;
+    let (Some(size), Some(group), Some(local)) = (size, group, local_rank) else {
+        return Ok(None);
+    };
+    if size == 0 || size > world || local >= size {
+        return Err(format!(
+            "{launcher}: LOCAL_RANK={local} and LOCAL_WORLD_SIZE={size} do not fit a job of WORLD_SIZE={world}. \
+             Start every process with torchrun, or pass --rank, --world-size and --init tcp://HOST:PORT"
+        ));
+    }
+    from.push("LOCAL_WORLD_SIZE");
+    from.push("GROUP_RANK");
+    if size == 1 {
+        return Ok(None);
+    }
+    Ok(Some(Node::new(store, prefix, group, size, local)))
 }
 
 /// A host name or address as given (brackets around an IPv6 address
@@ -157,7 +203,7 @@ fn escape(s: &str) -> String {
 }
 
 /// The agent's store: where it is, and where our keys go in it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct AgentStore {
     host: String,
     port: u16,
@@ -166,6 +212,8 @@ pub(super) struct AgentStore {
     /// The dialect the worker's environment suggests (the other is tried
     /// when the server does not answer in it).
     dialect: Dialect,
+    /// This node's relay, where several workers share the node.
+    node: Option<Node>,
 }
 
 impl AgentStore {
@@ -178,8 +226,9 @@ impl AgentStore {
     }
 }
 
-impl Connect for AgentStore {
-    fn connect(&self, rank: usize, world: usize, deadline: Instant) -> Result<Box<dyn Kv>, String> {
+impl AgentStore {
+    /// This process's own connection to the store.
+    fn open(&self, rank: usize, world: usize, deadline: Instant) -> Result<StoreKv, String> {
         let at = self.url();
         let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
             .to_socket_addrs()
@@ -195,7 +244,7 @@ impl Connect for AgentStore {
                      and is its agent still running?"
                 )
             })?;
-        Ok(Box::new(StoreKv {
+        Ok(StoreKv {
             conn,
             addrs,
             at,
@@ -205,12 +254,32 @@ impl Connect for AgentStore {
             fences: 0,
             since: Instant::now(),
             until: deadline,
-        }))
+        })
+    }
+}
+
+impl Connect for AgentStore {
+    fn connect(&self, rank: usize, world: usize, deadline: Instant) -> Result<Box<dyn Kv>, String> {
+        if let Some(node) = &self.node {
+            if node.local_rank == 0 {
+                let me = self.clone();
+                relay::serve(node, rank, world, move || {
+                    me.open(rank, world, deadline)
+                        .map(|kv| Box::new(kv) as Box<dyn relay::Hub>)
+                })?;
+            }
+            return Ok(Box::new(RelayKv::connect(node, rank, world, deadline)?));
+        }
+        Ok(Box::new(self.open(rank, world, deadline)?))
     }
 
     fn describe(&self) -> String {
+        let relay = match &self.node {
+            Some(n) => format!("; {}", n.describe()),
+            None => String::new(),
+        };
         format!(
-            "{} (the agent's TCPStore; keys under {})",
+            "{} (the agent's TCPStore; keys under {}{relay})",
             self.url(),
             self.prefix
         )
@@ -425,7 +494,7 @@ mod tests {
         );
         assert_eq!(
             store_of(&p),
-            "AgentStore { host: \"node7\", port: 29500, prefix: \"/nccl-find/c0ffee/2/\", dialect: New }"
+            "AgentStore { host: \"node7\", port: 29500, prefix: \"/nccl-find/c0ffee/2/\", dialect: New, node: None }"
         );
         assert_eq!(
             p.exchange.describe(),
@@ -453,14 +522,68 @@ mod tests {
     #[test]
     fn the_dialect_follows_torchs_renamed_variable() {
         let old = store_env(&[("NCCL_ASYNC_ERROR_HANDLING", "1")]);
-        assert!(store_of(&detect(&old).unwrap().unwrap()).ends_with("dialect: Old }"));
+        assert!(store_of(&detect(&old).unwrap().unwrap()).ends_with("dialect: Old, node: None }"));
         let both = store_env(&[
             ("NCCL_ASYNC_ERROR_HANDLING", "1"),
             ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
         ]);
-        assert!(store_of(&detect(&both).unwrap().unwrap()).ends_with("dialect: New }"));
+        assert!(store_of(&detect(&both).unwrap().unwrap()).ends_with("dialect: New, node: None }"));
         let neither = store_env(&[]);
-        assert!(store_of(&detect(&neither).unwrap().unwrap()).ends_with("dialect: New }"));
+        assert!(
+            store_of(&detect(&neither).unwrap().unwrap()).ends_with("dialect: New, node: None }")
+        );
+    }
+
+    #[test]
+    fn workers_sharing_a_node_meet_through_its_relay() {
+        let env = store_env(&[("LOCAL_WORLD_SIZE", "2")]);
+        let p = detect(&env).unwrap().unwrap();
+        let node = Node::new("node7:29500", "/nccl-find/c0ffee/2/", 1, 2, 1);
+        assert_eq!(
+            p.exchange.describe(),
+            format!(
+                "tcp://node7:29500 (the agent's TCPStore; keys under /nccl-find/c0ffee/2/; one connection per \
+                 node: local rank 0 relays for the node's 2 processes through @{})",
+                node.name
+            )
+        );
+        assert!(store_of(&p).ends_with(&format!("node: Some({node:?}) }}")));
+        assert_eq!(
+            &p.from[5..],
+            [
+                "LOCAL_RANK",
+                "TORCHELASTIC_RUN_ID",
+                "TORCHELASTIC_RESTART_COUNT",
+                "LOCAL_WORLD_SIZE",
+                "GROUP_RANK"
+            ]
+        );
+        // One worker on the node: no relay; the variables were still read.
+        let one = detect(&store_env(&[
+            ("LOCAL_WORLD_SIZE", "1"),
+            ("LOCAL_RANK", "0"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert!(store_of(&one).ends_with("node: None }"));
+        assert!(one.from.ends_with(&["LOCAL_WORLD_SIZE", "GROUP_RANK"]));
+        // Places that do not fit the job are an error, never a guess.
+        for (size, local) in [("2", "2"), ("5", "1"), ("0", "0")] {
+            let env = store_env(&[("LOCAL_WORLD_SIZE", size), ("LOCAL_RANK", local)]);
+            assert_eq!(
+                detect(&env).unwrap_err(),
+                format!(
+                    "torchrun (agent store): LOCAL_RANK={local} and LOCAL_WORLD_SIZE={size} do not fit a job of \
+                     WORLD_SIZE=4. Start every process with torchrun, or pass --rank, --world-size and --init \
+                     tcp://HOST:PORT"
+                )
+            );
+        }
+        let env = store_env(&[("LOCAL_WORLD_SIZE", "two")]);
+        assert_eq!(
+            detect(&env).unwrap_err(),
+            "torchrun (agent store): LOCAL_WORLD_SIZE=\"two\" is not a number"
+        );
     }
 
     #[test]

@@ -1,0 +1,1054 @@
+//! One connection to torchrun's agent store per node, not one per process.
+//!
+//! torch's TCPStore server looks up the name of each client's address (a
+//! reverse DNS query) on its one event-loop thread as it accepts the
+//! connection. Where the resolver is slow, or drops queries under load,
+//! each costs up to 5 s, one after another: 1024 workers took 104 s to
+//! meet on one machine whose resolver dropped about one query in fifty. So
+//! on a node with several workers (torchrun's `LOCAL_WORLD_SIZE`), local
+//! rank 0 holds the node's only connection to the store and serves the
+//! node's other processes.
+//!
+//! They reach it through a Unix socket in Linux's abstract namespace:
+//! nothing on disk to clean up, gone when its process is. Its name comes
+//! from the user id, the store's address, our keys' prefix (run id and
+//! restart) and the node's rank (`GROUP_RANK`), so two jobs, two restarts
+//! or two nodes emulated on one host never share one. Each side checks that
+//! the other runs as the same user; anything else is closed unread.
+//!
+//! A client's frame: an op (u8), a length (u32, little-endian) and that
+//! many bytes (at most [`MAX_FRAME`]). Every frame gets one reply: a status
+//! (0 ok, 1 failed), a length and the bytes (a value, or a failure). The
+//! relay keeps each local rank's puts and gets as they are, and turns a
+//! barrier of the node into one barrier in the store for all of them
+//! ([`Hub::arrive`], [`Hub::pass`]): the store still sees an arrival key for
+//! every rank, so a rank that never came is named whichever node it is on.
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::kv::Kv;
+use super::{fail, Failed};
+
+/// What the relay does with the store for the node: [`super::tcpstore::StoreKv`]
+/// in use, an in-memory one in tests.
+pub(super) trait Hub: Send {
+    /// Publishes `value` under `key`.
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String>;
+    /// Reads `key` as rank `from` put it.
+    fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String>;
+    /// Says in the store that `rank` has reached barrier `n`.
+    fn arrive(&mut self, n: u64, rank: usize) -> Result<(), Failed>;
+    /// Every one of the node's `count` ranks has arrived at barrier `n`:
+    /// returns once every rank of the job has, by `deadline`.
+    fn pass(&mut self, n: u64, count: usize, deadline: Instant) -> Result<(), Failed>;
+    /// Barrier `n` timed out on this node: who never came (asked of the store).
+    fn never_came(&mut self, n: u64) -> Failed;
+    /// Leaves the store.
+    fn close(&mut self);
+}
+
+/// The longest frame either side takes: a key (8 KiB) and a value (64
+/// KiB), with room to spare.
+const MAX_FRAME: usize = 128 * 1024;
+
+/// The most connections that are not (yet) a local rank the relay keeps
+/// open at once; more are closed at once.
+const MAX_STRANGERS: usize = 64;
+
+const HELLO: u8 = 1;
+const PUT: u8 = 2;
+const GET: u8 = 3;
+const FENCE: u8 = 4;
+
+/// Where one node's relay listens, and who belongs to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Node {
+    /// The socket's abstract name (without the leading NUL).
+    pub(super) name: String,
+    /// The node's processes (`LOCAL_WORLD_SIZE`).
+    pub(super) size: usize,
+    /// This process's place among them (`LOCAL_RANK`); 0 relays.
+    pub(super) local_rank: usize,
+}
+
+impl Node {
+    /// The relay of the job whose store is `store` (`host:port`), whose
+    /// keys are under `prefix`, on the node `group`.
+    pub(super) fn new(
+        store: &str,
+        prefix: &str,
+        group: usize,
+        size: usize,
+        local_rank: usize,
+    ) -> Node {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        let key = format!("{store}\0{prefix}\0{group}");
+        Node {
+            name: format!(
+                "nccl-find/relay/{uid}/{}",
+                nccl_find::internal::fnv1a_hex(key.as_bytes())
+            ),
+            size,
+            local_rank,
+        }
+    }
+
+    fn addr(&self) -> io::Result<SocketAddr> {
+        SocketAddr::from_abstract_name(self.name.as_bytes())
+    }
+
+    /// In words, for the report.
+    pub(super) fn describe(&self) -> String {
+        format!(
+            "one connection per node: local rank 0 relays for the node's {} processes through @{}",
+            self.size, self.name
+        )
+    }
+}
+
+/// The user a connected Unix socket's peer runs as.
+fn peer_uid(s: &UnixStream) -> io::Result<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: the descriptor is a live socket owned by `s`; `cred` and `len`
+    // are valid for writes of a `ucred` and outlive the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}
+
+fn same_user(s: &UnixStream) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    peer_uid(s).is_ok_and(|u| u == me)
+}
+
+fn write_frame(s: &mut UnixStream, tag: u8, body: &[u8]) -> io::Result<()> {
+    let mut b = Vec::with_capacity(5 + body.len());
+    b.push(tag);
+    b.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    b.extend_from_slice(body);
+    s.write_all(&b)
+}
+
+/// One frame, its length bounded by [`MAX_FRAME`].
+fn read_frame(s: &mut UnixStream) -> io::Result<(u8, Vec<u8>)> {
+    let mut head = [0u8; 5];
+    s.read_exact(&mut head)?;
+    let n = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    if n > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a frame of {n} bytes; at most {MAX_FRAME} are taken"),
+        ));
+    }
+    let mut body = vec![0u8; n];
+    s.read_exact(&mut body)?;
+    Ok((head[0], body))
+}
+
+fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    out.extend_from_slice(s);
+}
+
+/// Reads what [`put_str`] wrote, from `at`.
+fn take_str<'a>(b: &'a [u8], at: &mut usize) -> Option<&'a [u8]> {
+    let n = u32::from_le_bytes(b.get(*at..*at + 4)?.try_into().ok()?) as usize;
+    let s = b.get(*at + 4..(*at + 4).checked_add(n)?)?;
+    *at += 4 + n;
+    Some(s)
+}
+
+fn take_u64(b: &[u8], at: &mut usize) -> Option<u64> {
+    let v = u64::from_le_bytes(b.get(*at..*at + 8)?.try_into().ok()?);
+    *at += 8;
+    Some(v)
+}
+
+/// A failure as a reply: the ranks missing, then the message.
+fn encode_failed(f: &Failed) -> Vec<u8> {
+    let mut b = (f.missing.len() as u64).to_le_bytes().to_vec();
+    for r in &f.missing {
+        b.extend_from_slice(&(*r as u64).to_le_bytes());
+    }
+    b.extend_from_slice(f.message.as_bytes());
+    b
+}
+
+fn decode_failed(b: &[u8], world: usize) -> Failed {
+    let mut at = 0;
+    let bad = || fail("the node's relay sent a failure this process cannot read");
+    let Some(n) = take_u64(b, &mut at).filter(|n| *n <= world as u64) else {
+        return bad();
+    };
+    let mut missing = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        match take_u64(b, &mut at).filter(|r| *r < world as u64) {
+            Some(r) => missing.push(r as usize),
+            None => return bad(),
+        }
+    }
+    let message = crate::untrusted::shown(&String::from_utf8_lossy(&b[at..]), 4000);
+    Failed { message, missing }
+}
+
+enum Event {
+    Joined(usize, UnixStream),
+    Frame(usize, u8, Vec<u8>),
+    Gone(usize),
+}
+
+/// Starts local rank 0's relay: binds the node's socket now (so that the
+/// others can connect), and serves it on a thread of its own, reaching the
+/// store through `open` there.
+pub(super) fn serve<F>(node: &Node, own: usize, world: usize, open: F) -> Result<(), String>
+where
+    F: FnOnce() -> Result<Box<dyn Hub>, String> + Send + 'static,
+{
+    let addr = node
+        .addr()
+        .map_err(|e| format!("cannot name the node's relay socket @{}: {e}", node.name))?;
+    let listener = UnixListener::bind_addr(&addr).map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            format!(
+                "another process already relays for this node at @{} (a second job with the same run id, \
+                 store and node rank?). Give each job its own --rdzv-id, or pass --init tcp://HOST:PORT",
+                node.name
+            )
+        } else {
+            format!("cannot listen at @{}: {e}", node.name)
+        }
+    })?;
+    let (tx, rx) = mpsc::channel::<Event>();
+    let done = Arc::new(AtomicBool::new(false));
+    let (size, name) = (node.size, node.name.clone());
+    spawn("nccl-find-relay-accept", {
+        let done = done.clone();
+        move || accept_loop(listener, tx, done)
+    })?;
+    spawn("nccl-find-relay", move || {
+        let hub = open();
+        let mut r = Relay::new(hub, world, size, own, done);
+        r.run(&rx, &name);
+    })
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(256 * 1024)
+        .spawn(f)
+        .map(|_| ())
+        .map_err(|e| format!("cannot start a thread: {e}"))
+}
+
+/// Takes connections until the relay is done: one reader thread each,
+/// strangers (another user, or past [`MAX_STRANGERS`]) closed at once.
+fn accept_loop(listener: UnixListener, tx: mpsc::Sender<Event>, done: Arc<AtomicBool>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    let mut next = 0usize;
+    for s in listener.incoming() {
+        if done.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(s) = s else { continue };
+        if !same_user(&s) || open.load(Ordering::SeqCst) >= MAX_STRANGERS {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            continue;
+        }
+        let Ok(w) = s.try_clone() else { continue };
+        let id = next;
+        next += 1;
+        if tx.send(Event::Joined(id, w)).is_err() {
+            return;
+        }
+        open.fetch_add(1, Ordering::SeqCst);
+        let (tx2, open2) = (tx.clone(), open.clone());
+        let reader = move || {
+            let (tx, open) = (tx2, open2);
+            let mut s = s;
+            while let Ok((op, body)) = read_frame(&mut s) {
+                if tx.send(Event::Frame(id, op, body)).is_err() {
+                    break;
+                }
+            }
+            open.fetch_sub(1, Ordering::SeqCst);
+            let _ = tx.send(Event::Gone(id));
+        };
+        if spawn("nccl-find-relay-read", reader).is_err() {
+            let _ = tx.send(Event::Gone(id));
+        }
+    }
+}
+
+/// One connection: its writing half and, once it said hello, its rank.
+struct Peer {
+    w: UnixStream,
+    rank: Option<usize>,
+}
+
+/// The relay's state, on its own thread.
+struct Relay {
+    hub: Result<Box<dyn Hub>, String>,
+    world: usize,
+    size: usize,
+    /// The rank of the process the relay runs in.
+    own: usize,
+    done: Arc<AtomicBool>,
+    peers: Vec<Option<Peer>>,
+    /// Ranks that said hello, and have not left.
+    members: usize,
+    /// Ranks that said hello, ever.
+    joined: usize,
+    /// Values read from the store: every key is written once.
+    cache: Vec<(usize, String, Vec<u8>)>,
+    /// The barrier the node is at.
+    fence: u64,
+    /// Who has arrived at it (connection, rank), and the earliest deadline.
+    arrived: Vec<(usize, usize)>,
+    until: Option<Instant>,
+    /// Once a barrier failed, every later request gets this.
+    broken: Option<Failed>,
+}
+
+impl Relay {
+    fn new(
+        hub: Result<Box<dyn Hub>, String>,
+        world: usize,
+        size: usize,
+        own: usize,
+        done: Arc<AtomicBool>,
+    ) -> Relay {
+        Relay {
+            hub,
+            world,
+            size,
+            own,
+            done,
+            peers: Vec::new(),
+            members: 0,
+            joined: 0,
+            cache: Vec::new(),
+            fence: 0,
+            arrived: Vec::new(),
+            until: None,
+            broken: None,
+        }
+    }
+
+    fn run(&mut self, rx: &mpsc::Receiver<Event>, name: &str) {
+        loop {
+            let ev = match self.until {
+                Some(t) => match rx.recv_timeout(t.saturating_duration_since(Instant::now())) {
+                    Ok(ev) => ev,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        self.timed_out();
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                },
+                None => match rx.recv() {
+                    Ok(ev) => ev,
+                    Err(_) => break,
+                },
+            };
+            match ev {
+                Event::Joined(id, w) => {
+                    if self.peers.len() <= id {
+                        self.peers.resize_with(id + 1, || None);
+                    }
+                    self.peers[id] = Some(Peer { w, rank: None });
+                }
+                Event::Frame(id, op, body) => self.frame(id, op, &body),
+                Event::Gone(id) => {
+                    if self.gone(id) {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Ok(h) = self.hub.as_mut() {
+            h.close();
+        }
+        // Wake the accepting thread so that it drops the socket.
+        self.done.store(true, Ordering::SeqCst);
+        if let Ok(a) = SocketAddr::from_abstract_name(name.as_bytes()) {
+            let _ = UnixStream::connect_addr(&a);
+        }
+    }
+
+    fn reply(&mut self, id: usize, r: Result<Vec<u8>, Failed>) {
+        let Some(Some(p)) = self.peers.get_mut(id) else {
+            return;
+        };
+        let _ = p.w.set_write_timeout(Some(Duration::from_secs(10)));
+        let ok = match &r {
+            Ok(v) => write_frame(&mut p.w, 0, v),
+            Err(f) => write_frame(&mut p.w, 1, &encode_failed(f)),
+        };
+        if ok.is_err() {
+            self.drop_peer(id);
+        }
+    }
+
+    fn drop_peer(&mut self, id: usize) {
+        if let Some(p) = self.peers.get_mut(id).and_then(Option::take) {
+            let _ = p.w.shutdown(std::net::Shutdown::Both);
+            if p.rank.is_some() {
+                self.members -= 1;
+            }
+        }
+    }
+
+    fn hub(&mut self) -> Result<&mut Box<dyn Hub>, Failed> {
+        if let Some(f) = &self.broken {
+            return Err(f.clone());
+        }
+        self.hub.as_mut().map_err(|e| fail(e.clone()))
+    }
+
+    fn frame(&mut self, id: usize, op: u8, body: &[u8]) {
+        let rank = match self.peers.get(id) {
+            Some(Some(p)) => p.rank,
+            _ => return,
+        };
+        match (op, rank) {
+            (HELLO, None) => {
+                let r = self.hello(id, body);
+                let refused = r.is_err();
+                self.reply(id, r.map(|_| Vec::new()));
+                if refused {
+                    self.drop_peer(id);
+                }
+            }
+            (PUT, Some(_)) => {
+                let mut at = 0;
+                let r = match (take_str(body, &mut at), take_str(body, &mut at)) {
+                    (Some(k), Some(v)) if at == body.len() => match std::str::from_utf8(k) {
+                        Ok(k) => self.hub().and_then(|h| h.put(k, v).map_err(fail)),
+                        Err(_) => Err(fail("a key that is not text")),
+                    },
+                    _ => Err(fail("a malformed put")),
+                };
+                self.reply(id, r.map(|_| Vec::new()));
+            }
+            (GET, Some(_)) => {
+                let r = self.get(body);
+                self.reply(id, r);
+            }
+            (FENCE, Some(rank)) => self.arrive(id, rank, body),
+            // Anything else: a stranger, or a client out of step.
+            _ => self.drop_peer(id),
+        }
+    }
+
+    fn hello(&mut self, id: usize, body: &[u8]) -> Result<(), Failed> {
+        let mut at = 0;
+        let (Some(rank), Some(world)) = (take_u64(body, &mut at), take_u64(body, &mut at)) else {
+            return Err(fail("a malformed hello"));
+        };
+        if world != self.world as u64 || rank >= world {
+            return Err(fail(format!(
+                "rank {rank} of {world} said hello to the relay of a job of {} processes",
+                self.world
+            )));
+        }
+        let rank = rank as usize;
+        if self.joined >= self.size {
+            return Err(fail(format!(
+                "rank {rank} said hello to a node relay that already has all {} of its processes \
+                 (LOCAL_WORLD_SIZE)",
+                self.size
+            )));
+        }
+        if self.peers.iter().flatten().any(|p| p.rank == Some(rank)) {
+            return Err(fail(format!(
+                "rank {rank} is already at this node's relay (two processes with one rank?)"
+            )));
+        }
+        if let Some(Some(p)) = self.peers.get_mut(id) {
+            p.rank = Some(rank);
+        }
+        self.members += 1;
+        self.joined += 1;
+        Ok(())
+    }
+
+    fn get(&mut self, body: &[u8]) -> Result<Vec<u8>, Failed> {
+        let mut at = 0;
+        let (Some(from), Some(key)) = (take_u64(body, &mut at), take_str(body, &mut at)) else {
+            return Err(fail("a malformed get"));
+        };
+        let (from, key) = (from as usize, String::from_utf8_lossy(key).into_owned());
+        if let Some((_, _, v)) = self.cache.iter().find(|(f, k, _)| *f == from && *k == key) {
+            return Ok(v.clone());
+        }
+        let v = self.hub()?.get(from, &key).map_err(fail)?;
+        self.cache.push((from, key, v.clone()));
+        Ok(v)
+    }
+
+    fn arrive(&mut self, id: usize, rank: usize, body: &[u8]) {
+        let mut at = 0;
+        let (Some(n), Some(ms)) = (take_u64(body, &mut at), take_u64(body, &mut at)) else {
+            return self.reply(id, Err(fail("a malformed barrier")));
+        };
+        if n != self.fence || self.arrived.iter().any(|a| a.1 == rank) {
+            let f = fail(format!(
+                "rank {rank} reached barrier {n} while the node is at barrier {}",
+                self.fence
+            ));
+            return self.reply(id, Err(f));
+        }
+        let fence = self.fence;
+        if let Err(f) = self.hub().and_then(|h| h.arrive(fence, rank)) {
+            return self.reply(id, Err(f));
+        }
+        let by = Instant::now() + Duration::from_millis(ms.min(u64::from(u32::MAX)));
+        self.until = Some(self.until.map_or(by, |t| t.min(by)));
+        self.arrived.push((id, rank));
+        if self.arrived.len() == self.size {
+            let (until, size) = (self.until.unwrap_or(by), self.size);
+            let r = self.hub().and_then(|h| h.pass(fence, size, until));
+            self.settle(r);
+        }
+    }
+
+    /// Barrier over (or failed): every rank that arrived gets `r`, this
+    /// process's own rank last (its process may leave once it has it).
+    fn settle(&mut self, r: Result<(), Failed>) {
+        if let Err(f) = &r {
+            self.broken = Some(f.clone());
+        }
+        let mut arrived = std::mem::take(&mut self.arrived);
+        if let Some(i) = arrived.iter().position(|a| a.1 == self.own) {
+            let mine = arrived.remove(i);
+            arrived.push(mine);
+        }
+        for (id, _) in arrived {
+            self.reply(id, r.clone().map(|_| Vec::new()));
+        }
+        self.until = None;
+        self.fence += 1;
+    }
+
+    fn timed_out(&mut self) {
+        let fence = self.fence;
+        let f = match self.hub() {
+            Ok(h) => h.never_came(fence),
+            Err(f) => f,
+        };
+        self.settle(Err(f));
+    }
+
+    /// A connection closed: true once every local rank has left.
+    fn gone(&mut self, id: usize) -> bool {
+        let rank = match self.peers.get(id) {
+            Some(Some(p)) => p.rank,
+            _ => None,
+        };
+        self.drop_peer(id);
+        if let Some(rank) = rank {
+            if !self.arrived.is_empty() && !self.arrived.iter().any(|a| a.1 == rank) {
+                let f = Failed {
+                    message: format!(
+                        "rank {rank} left before barrier {} (it failed?): check its output",
+                        self.fence
+                    ),
+                    missing: vec![rank],
+                };
+                self.settle(Err(f));
+            }
+        }
+        self.joined > 0 && self.members == 0
+    }
+}
+
+/// How long past a barrier's deadline a client waits for the relay's word
+/// (it asks the store who never came, in at most a few seconds).
+const RELAY_GRACE: Duration = Duration::from_secs(10);
+
+/// The least time a put or get through the relay has.
+const OP_FLOOR: Duration = Duration::from_secs(20);
+
+/// One local rank's [`Kv`]: every call goes to the node's relay.
+pub(super) struct RelayKv {
+    s: UnixStream,
+    name: String,
+    world: usize,
+    fences: u64,
+    until: Instant,
+}
+
+impl RelayKv {
+    /// Connects rank `rank` of `world` to `node`'s relay by `deadline`
+    /// (local rank 0 may not be listening yet).
+    pub(super) fn connect(
+        node: &Node,
+        rank: usize,
+        world: usize,
+        deadline: Instant,
+    ) -> Result<RelayKv, String> {
+        let addr = node
+            .addr()
+            .map_err(|e| format!("cannot name the node's relay socket @{}: {e}", node.name))?;
+        let mut wait = Duration::from_millis(5);
+        let started = Instant::now();
+        let s = loop {
+            match UnixStream::connect_addr(&addr) {
+                Ok(s) => break s,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    std::thread::sleep(wait.min(deadline.saturating_duration_since(Instant::now())));
+                    wait = (wait * 2).min(Duration::from_millis(100));
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "local rank 0 of this node, which relays for the node's processes to the store, \
+                         never listened at @{} within {:.0} s ({e}): did it start? Check its output",
+                        node.name,
+                        started.elapsed().as_secs_f64()
+                    ))
+                }
+            }
+        };
+        if !same_user(&s) {
+            return Err(format!(
+                "the process listening at @{} runs as another user: not our relay",
+                node.name
+            ));
+        }
+        let mut kv = RelayKv {
+            s,
+            name: node.name.clone(),
+            world,
+            fences: 0,
+            until: deadline,
+        };
+        let mut body = (rank as u64).to_le_bytes().to_vec();
+        body.extend_from_slice(&(world as u64).to_le_bytes());
+        kv.call(HELLO, &body, deadline + RELAY_GRACE)
+            .map_err(|f| f.message)?;
+        Ok(kv)
+    }
+
+    fn call(&mut self, op: u8, body: &[u8], until: Instant) -> Result<Vec<u8>, Failed> {
+        let name = self.name.clone();
+        let lost = |e: io::Error| {
+            fail(format!(
+                "the node's relay (local rank 0, at @{name}) stopped answering ({e}): it failed or left? \
+                 Check its output"
+            ))
+        };
+        let t = until
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        self.s.set_write_timeout(Some(t)).map_err(lost)?;
+        self.s.set_read_timeout(Some(t)).map_err(lost)?;
+        write_frame(&mut self.s, op, body).map_err(lost)?;
+        match read_frame(&mut self.s).map_err(lost)? {
+            (0, v) => Ok(v),
+            (1, v) => Err(decode_failed(&v, self.world)),
+            (s, _) => Err(fail(format!("the node's relay answered with status {s}"))),
+        }
+    }
+
+    fn op_until(&self) -> Instant {
+        self.until.max(Instant::now() + OP_FLOOR)
+    }
+}
+
+impl Kv for RelayKv {
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        let mut body = Vec::new();
+        put_str(&mut body, key.as_bytes());
+        put_str(&mut body, value);
+        let until = self.op_until();
+        self.call(PUT, &body, until)
+            .map(|_| ())
+            .map_err(|f| f.message)
+    }
+
+    fn fence(&mut self, deadline: Instant) -> Result<(), Failed> {
+        self.until = deadline;
+        let ms = deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis();
+        let mut body = self.fences.to_le_bytes().to_vec();
+        body.extend_from_slice(&(ms.min(u128::from(u64::MAX)) as u64).to_le_bytes());
+        self.fences += 1;
+        self.call(FENCE, &body, deadline + RELAY_GRACE).map(|_| ())
+    }
+
+    fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
+        let mut body = (from as u64).to_le_bytes().to_vec();
+        put_str(&mut body, key.as_bytes());
+        let until = self.op_until();
+        self.call(GET, &body, until).map_err(|f| f.message)
+    }
+
+    fn close(&mut self) {
+        let _ = self.s.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::kv::{join, Connect};
+    use super::super::PeerOutcome;
+    use super::*;
+    use std::sync::{Condvar, Mutex};
+
+    /// An in-memory store for the relays of one job: the hub's test double
+    /// (the real one, torch's TCPStore, is tested under torchrun itself).
+    #[derive(Debug)]
+    struct Store {
+        keys: Mutex<Vec<(String, Vec<u8>)>>,
+        cv: Condvar,
+        world: usize,
+        /// How many connections the relays opened.
+        opened: AtomicUsize,
+    }
+
+    impl Store {
+        fn new(world: usize) -> Arc<Store> {
+            Arc::new(Store {
+                keys: Mutex::default(),
+                cv: Condvar::new(),
+                world,
+                opened: AtomicUsize::new(0),
+            })
+        }
+        fn has(keys: &[(String, Vec<u8>)], k: &str) -> bool {
+            keys.iter().any(|e| e.0 == k)
+        }
+    }
+
+    struct MemHub(Arc<Store>);
+
+    impl Hub for MemHub {
+        fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+            self.0.keys.lock().unwrap().push((key.into(), value.into()));
+            Ok(())
+        }
+        fn get(&mut self, _: usize, key: &str) -> Result<Vec<u8>, String> {
+            let keys = self.0.keys.lock().unwrap();
+            let v = keys.iter().rev().find(|e| e.0 == key);
+            v.map(|e| e.1.clone()).ok_or_else(|| format!("no {key}"))
+        }
+        fn arrive(&mut self, n: u64, rank: usize) -> Result<(), Failed> {
+            let k = format!("fence/{n}/{rank}");
+            self.0.keys.lock().unwrap().push((k, Vec::new()));
+            Ok(())
+        }
+        fn pass(&mut self, n: u64, count: usize, deadline: Instant) -> Result<(), Failed> {
+            let (count_key, open) = (format!("fence/{n}/count"), format!("fence/{n}/open"));
+            let mut keys = self.0.keys.lock().unwrap();
+            let total = keys.iter().filter(|e| e.0 == count_key).count() + count;
+            keys.extend((0..count).map(|_| (count_key.clone(), Vec::new())));
+            if total == self.0.world {
+                keys.push((open.clone(), Vec::new()));
+                self.0.cv.notify_all();
+            }
+            while !Store::has(&keys, &open) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    drop(keys);
+                    return Err(self.never_came(n));
+                }
+                keys = self.0.cv.wait_timeout(keys, left).unwrap().0;
+            }
+            Ok(())
+        }
+        fn never_came(&mut self, n: u64) -> Failed {
+            let keys = self.0.keys.lock().unwrap();
+            let missing: Vec<usize> = (0..self.0.world)
+                .filter(|r| !Store::has(&keys, &format!("fence/{n}/{r}")))
+                .collect();
+            Failed {
+                message: format!("barrier {n}: missing {missing:?}"),
+                missing,
+            }
+        }
+        fn close(&mut self) {}
+    }
+
+    /// Ranks placed on nodes, each node relayed.
+    #[derive(Debug)]
+    struct Via {
+        store: Arc<Store>,
+        nodes: Vec<Node>,
+    }
+
+    impl Connect for Via {
+        fn connect(
+            &self,
+            rank: usize,
+            world: usize,
+            deadline: Instant,
+        ) -> Result<Box<dyn Kv>, String> {
+            let node = &self.nodes[rank];
+            if node.local_rank == 0 {
+                let store = self.store.clone();
+                serve(node, rank, world, move || {
+                    store.opened.fetch_add(1, Ordering::SeqCst);
+                    Ok(Box::new(MemHub(store)) as Box<dyn Hub>)
+                })?;
+            }
+            Ok(Box::new(RelayKv::connect(node, rank, world, deadline)?))
+        }
+        fn describe(&self) -> String {
+            "memory".into()
+        }
+        fn launcher(&self) -> &'static str {
+            "test launcher"
+        }
+    }
+
+    /// A store name no other test (or run) shares.
+    fn unique(test: &str) -> String {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        format!("{test}/{}/{t}", std::process::id())
+    }
+
+    /// `per_node` ranks on each node, in rank order (as torchrun places
+    /// them); `absent` ranks never start.
+    fn via(test: &str, per_node: &[usize]) -> Via {
+        let world = per_node.iter().sum();
+        let store = unique(test);
+        let mut nodes = Vec::new();
+        for (g, &n) in per_node.iter().enumerate() {
+            for l in 0..n {
+                nodes.push(Node::new(&store, "/p/", g, n, l));
+            }
+        }
+        Via {
+            store: Store::new(world),
+            nodes,
+        }
+    }
+
+    type Got = Result<(usize, usize, Vec<PeerOutcome>), Failed>;
+
+    fn run(via: Arc<Via>, absent: &[usize], secs: u64) -> Vec<Got> {
+        let world = via.nodes.len();
+        let hs: Vec<_> = (0..world)
+            .filter(|r| !absent.contains(r))
+            .map(|r| {
+                let via: Arc<dyn Connect> = via.clone();
+                std::thread::spawn(move || {
+                    let id = (r == 0).then_some([9u8; 128]);
+                    let j = join(via, r, world, 1, id, Duration::from_secs(secs))?;
+                    assert_eq!(j.id, [9u8; 128]);
+                    let (nranks, first) = (j.nranks, j.first_rank);
+                    let peers = j.finish(true, 0, &format!("rank {r}"), Duration::from_secs(secs));
+                    Ok((nranks, first, peers))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn each_node_opens_one_connection_and_every_rank_meets() {
+        let via = Arc::new(via("meet", &[3, 2]));
+        let got = run(via.clone(), &[], 60);
+        let places: Vec<(usize, usize)> = got
+            .iter()
+            .map(|g| {
+                let g = g.as_ref().unwrap();
+                (g.0, g.1)
+            })
+            .collect();
+        assert_eq!(places, [(5, 0), (5, 1), (5, 2), (5, 3), (5, 4)]);
+        let peers = &got[0].as_ref().unwrap().2;
+        let want: Vec<PeerOutcome> = (1..5)
+            .map(|r| PeerOutcome {
+                rank: r,
+                done: Some((true, 0, format!("rank {r}"))),
+            })
+            .collect();
+        assert_eq!(peers, &want);
+        assert_eq!(via.store.opened.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_local_rank_that_never_comes_is_named_at_the_deadline() {
+        let via = Arc::new(via("absent", &[3]));
+        let t = Instant::now();
+        let got = run(via, &[2], 2);
+        for g in &got {
+            let f = g.as_ref().unwrap_err();
+            assert_eq!(f.missing, [2], "{f:?}");
+            assert_eq!(f.message, "test launcher: barrier 0: missing [2]");
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+    }
+
+    /// A connection to `node`'s relay, as anyone of this user could make.
+    fn raw(node: &Node) -> UnixStream {
+        let s = UnixStream::connect_addr(&node.addr().unwrap()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s
+    }
+
+    /// Whether the relay closed `s` (after what it sent, if anything).
+    fn closed(s: &mut UnixStream) -> bool {
+        let mut b = Vec::new();
+        s.read_to_end(&mut b).is_ok()
+    }
+
+    #[test]
+    fn strangers_are_closed_and_the_node_still_meets() {
+        let via = Arc::new(via("strangers", &[2]));
+        let node = via.nodes[0].clone();
+        let store = via.store.clone();
+        serve(&node, 0, 2, move || {
+            Ok(Box::new(MemHub(store)) as Box<dyn Hub>)
+        })
+        .unwrap();
+        // A second relay for the same node is refused, naming the first.
+        let e = serve(&node, 0, 2, || Err("unused".into())).unwrap_err();
+        assert!(
+            e.starts_with("another process already relays for this node at @nccl-find/relay/"),
+            "{e}"
+        );
+        // A frame longer than any real one; a put before hello; garbage.
+        let mut huge = raw(&node);
+        huge.write_all(&[HELLO, 0xff, 0xff, 0xff, 0xff]).unwrap();
+        assert!(closed(&mut huge));
+        let mut early = raw(&node);
+        write_frame(&mut early, PUT, b"k").unwrap();
+        assert!(closed(&mut early));
+        // A hello from another job's size: refused in words, then closed.
+        let mut wrong = raw(&node);
+        let mut body = 1u64.to_le_bytes().to_vec();
+        body.extend_from_slice(&7u64.to_le_bytes());
+        write_frame(&mut wrong, HELLO, &body).unwrap();
+        let (status, why) = read_frame(&mut wrong).unwrap();
+        assert_eq!(status, 1);
+        assert_eq!(
+            decode_failed(&why, 2).message,
+            "rank 1 of 7 said hello to the relay of a job of 2 processes"
+        );
+        assert!(closed(&mut wrong));
+        // The node's two ranks meet all the same; the same rank twice, or
+        // one more than the node has, is refused.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut kv = RelayKv::connect(&node, 0, 2, deadline).unwrap();
+        let twice = RelayKv::connect(&node, 0, 2, deadline).err().unwrap();
+        assert_eq!(
+            twice,
+            "rank 0 is already at this node's relay (two processes with one rank?)"
+        );
+        let h = std::thread::spawn({
+            let node = node.clone();
+            move || {
+                let mut kv = RelayKv::connect(&node, 1, 2, deadline).unwrap();
+                kv.put("nccl-find/hello/1", b"x").unwrap();
+                kv.fence(deadline).unwrap();
+                kv.get(0, "nccl-find/hello/0").unwrap()
+            }
+        });
+        kv.put("nccl-find/hello/0", b"y").unwrap();
+        kv.fence(deadline).unwrap();
+        assert_eq!(kv.get(1, "nccl-find/hello/1").unwrap(), b"x");
+        assert_eq!(h.join().unwrap(), b"y");
+        let more = RelayKv::connect(&node, 1, 2, deadline).err().unwrap();
+        assert_eq!(
+            more,
+            "rank 1 said hello to a node relay that already has all 2 of its processes (LOCAL_WORLD_SIZE)"
+        );
+    }
+
+    #[test]
+    fn a_local_rank_that_leaves_before_a_barrier_is_named() {
+        let via = via("leaves", &[2]);
+        let node = via.nodes[0].clone();
+        let store = via.store.clone();
+        serve(&node, 0, 2, move || {
+            Ok(Box::new(MemHub(store)) as Box<dyn Hub>)
+        })
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut kv = RelayKv::connect(&node, 0, 2, deadline).unwrap();
+        let h = std::thread::spawn({
+            let node = node.clone();
+            move || {
+                let mut kv = RelayKv::connect(&node, 1, 2, deadline).unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+                kv.close();
+            }
+        });
+        let t = Instant::now();
+        let f = kv.fence(deadline).unwrap_err();
+        h.join().unwrap();
+        assert_eq!(
+            f,
+            Failed {
+                message: "rank 1 left before barrier 0 (it failed?): check its output".into(),
+                missing: vec![1]
+            }
+        );
+        assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_relay_that_never_listens_is_named_at_the_deadline() {
+        let node = Node::new(&unique("nobody"), "/p/", 0, 2, 1);
+        let t = Instant::now();
+        let e = RelayKv::connect(&node, 1, 2, Instant::now() + Duration::from_millis(500))
+            .err()
+            .unwrap();
+        assert!(
+            e.starts_with(&format!(
+                "local rank 0 of this node, which relays for the node's processes to the store, never \
+                 listened at @{} within 1 s (",
+                node.name
+            )),
+            "{e}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(30));
+    }
+
+    #[test]
+    fn names_keep_jobs_nodes_and_restarts_apart() {
+        let a = Node::new("h:1", "/nccl-find/r/0/", 0, 2, 0);
+        assert!(a.name.starts_with("nccl-find/relay/"));
+        assert!(a.name.len() < 100, "{}", a.name);
+        for b in [
+            Node::new("h:2", "/nccl-find/r/0/", 0, 2, 0),
+            Node::new("h:1", "/nccl-find/r/1/", 0, 2, 0),
+            Node::new("h:1", "/nccl-find/r/0/", 1, 2, 0),
+        ] {
+            assert_ne!(a.name, b.name);
+        }
+        assert_eq!(a.name, Node::new("h:1", "/nccl-find/r/0/", 0, 4, 3).name);
+    }
+}
