@@ -58,8 +58,9 @@ pub(super) trait Hub: Send {
 /// KiB), with room to spare.
 const MAX_FRAME: usize = 128 * 1024;
 
-/// The most connections that are not (yet) a local rank the relay keeps
-/// open at once; more are closed at once.
+/// The most connections past the node's own processes the relay keeps
+/// open at once (strangers, or a process that has not said hello yet);
+/// more are closed at once.
 const MAX_STRANGERS: usize = 64;
 
 const HELLO: u8 = 1;
@@ -247,7 +248,7 @@ where
     let (size, name) = (node.size, node.name.clone());
     spawn("nccl-find-relay-accept", {
         let done = done.clone();
-        move || accept_loop(listener, tx, done)
+        move || accept_loop(listener, tx, done, size + MAX_STRANGERS)
     })?;
     spawn("nccl-find-relay", move || {
         let hub = open();
@@ -265,9 +266,14 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
         .map_err(|e| format!("cannot start a thread: {e}"))
 }
 
-/// Takes connections until the relay is done: one reader thread each,
-/// strangers (another user, or past [`MAX_STRANGERS`]) closed at once.
-fn accept_loop(listener: UnixListener, tx: mpsc::Sender<Event>, done: Arc<AtomicBool>) {
+/// Takes connections until the relay is done: one reader thread each;
+/// another user's, or any past `most` open at once, closed at once.
+fn accept_loop(
+    listener: UnixListener,
+    tx: mpsc::Sender<Event>,
+    done: Arc<AtomicBool>,
+    most: usize,
+) {
     let open = Arc::new(AtomicUsize::new(0));
     let mut next = 0usize;
     for s in listener.incoming() {
@@ -275,7 +281,7 @@ fn accept_loop(listener: UnixListener, tx: mpsc::Sender<Event>, done: Arc<Atomic
             return;
         }
         let Ok(s) = s else { continue };
-        if !same_user(&s) || open.load(Ordering::SeqCst) >= MAX_STRANGERS {
+        if !same_user(&s) || open.load(Ordering::SeqCst) >= most {
             let _ = s.shutdown(std::net::Shutdown::Both);
             continue;
         }
@@ -896,6 +902,20 @@ mod tests {
             .collect();
         assert_eq!(peers, &want);
         assert_eq!(via.store.opened.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_node_of_many_processes_meets_through_one_connection() {
+        // More than the relay lets wait unintroduced, all at once.
+        let n = MAX_STRANGERS * 2 + 1;
+        let via = Arc::new(via("many", &[n]));
+        let got = run(via.clone(), &[], 120);
+        for (r, g) in got.iter().enumerate() {
+            let g = g.as_ref().unwrap();
+            assert_eq!((g.0, g.1), (n, r));
+        }
+        assert_eq!(got[0].as_ref().unwrap().2.len(), n - 1);
+        assert_eq!(via.store.opened.load(Ordering::SeqCst), 1);
     }
 
     #[test]
