@@ -191,6 +191,7 @@ fn the_readme_first_screen_has_what_a_new_user_needs() {
         "reliability",
         "benchmarks",
         "testing",
+        "json",
     ] {
         let link = format!("(docs/{page}.md)");
         assert!(readme.contains(&link), "the README does not link {link}");

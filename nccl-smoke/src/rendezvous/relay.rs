@@ -246,21 +246,22 @@ where
     let (tx, rx) = mpsc::channel::<Event>();
     let done = Arc::new(AtomicBool::new(false));
     let (size, name) = (node.size, node.name.clone());
-    spawn("nccl-find-relay-accept", {
+    spawn("nccl-find-relay-accept", 256, {
         let done = done.clone();
         move || accept_loop(listener, tx, done, size + MAX_STRANGERS)
     })?;
-    spawn("nccl-find-relay", move || {
+    spawn("nccl-find-relay", 2048, move || {
         let hub = open();
         let mut r = Relay::new(hub, world, size, own, done);
         r.run(&rx, &name);
     })
 }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
+/// A thread of `stack` KiB (a reader needs little; one per local process).
+fn spawn(name: &str, stack: usize, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
     std::thread::Builder::new()
         .name(name.into())
-        .stack_size(256 * 1024)
+        .stack_size(stack * 1024)
         .spawn(f)
         .map(|_| ())
         .map_err(|e| format!("cannot start a thread: {e}"))
@@ -304,7 +305,7 @@ fn accept_loop(
             open.fetch_sub(1, Ordering::SeqCst);
             let _ = tx.send(Event::Gone(id));
         };
-        if spawn("nccl-find-relay-read", reader).is_err() {
+        if spawn("nccl-find-relay-read", 128, reader).is_err() {
             let _ = tx.send(Event::Gone(id));
         }
     }

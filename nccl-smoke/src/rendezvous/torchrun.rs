@@ -6,9 +6,12 @@
 //! With the agent's store (`TORCHELASTIC_USE_AGENT_STORE=True`: the static
 //! rendezvous, the default, in every torch 2.x; c10d and `--standalone`
 //! from torch 2.5), the agent already serves a TCPStore at
-//! `MASTER_ADDR:MASTER_PORT`, and every worker, rank 0 too, is its client
+//! `MASTER_ADDR:MASTER_PORT`, and the workers, rank 0 too, are its clients
 //! ([`super::tcpstore`]). Our keys are kept apart from torch's, and from an
-//! earlier restart's, under `/nccl-find/RUN/RESTART/`.
+//! earlier restart's, under `/nccl-find/RUN/RESTART/`. Where several
+//! workers share a node (`LOCAL_WORLD_SIZE`), only local rank 0 connects,
+//! and relays for the others ([`super::relay`]): torch's server resolves
+//! every client's address as it accepts it, one at a time.
 //!
 //! Without the agent's store (`TORCHELASTIC_USE_AGENT_STORE=False`, or
 //! `MASTER_ADDR` set by hand), rank 0 serves our own TCP rendezvous at
@@ -28,9 +31,11 @@ use super::{Exchange, Init};
 pub(super) const AGENT_STORE: Backend = Backend {
     id: "torchrun-store",
     launcher: "torchrun (agent store)",
-    recognised_by: "TORCHELASTIC_USE_AGENT_STORE=True, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE",
+    recognised_by: "TORCHELASTIC_USE_AGENT_STORE=True, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE \
+                    (LOCAL_WORLD_SIZE and GROUP_RANK: the node)",
     carries: "the TCPStore torchrun's agent serves at MASTER_ADDR:MASTER_PORT (keys under \
-              /nccl-find/RUN/RESTART/); a barrier is a counter and a key the last rank to arrive sets",
+              /nccl-find/RUN/RESTART/), one connection per node: local rank 0 relays for the node's other \
+              workers through a Unix socket; a barrier is a counter and a key the last rank to arrive sets",
     never_came: "each rank's arrival key at the barrier, checked at the deadline",
     detect: detect_store,
 };
@@ -100,17 +105,7 @@ fn plan_store(env: &LaunchEnv) -> Result<Plan, String> {
     let restart = optional(env, &["TORCHELASTIC_RESTART_COUNT"], &mut from)
         .map_err(|e| format!("{launcher}: {e}"))?
         .unwrap_or(0);
-    // torch 2.2 renamed NCCL_ASYNC_ERROR_HANDLING, which torchrun sets for
-    // its workers, when it changed the store's protocol.
-    let dialect = if env.has("TORCH_NCCL_ASYNC_ERROR_HANDLING") {
-        from.push("TORCH_NCCL_ASYNC_ERROR_HANDLING");
-        Dialect::New
-    } else if env.has("NCCL_ASYNC_ERROR_HANDLING") {
-        from.push("NCCL_ASYNC_ERROR_HANDLING");
-        Dialect::Old
-    } else {
-        Dialect::New
-    };
+    let dialect = dialect_of(env, &mut from);
     let run = escape(run);
     let prefix = format!("/nccl-find/{run}/{restart}/");
     let node = relay_node(
@@ -137,6 +132,21 @@ fn plan_store(env: &LaunchEnv) -> Result<Plan, String> {
         token: Some(format!("torchrun/{run}/{restart}")),
         from,
     })
+}
+
+/// The store's protocol the worker's environment suggests: torch 2.2
+/// renamed NCCL_ASYNC_ERROR_HANDLING, which torchrun sets for its workers,
+/// when it changed the store's protocol.
+fn dialect_of(env: &LaunchEnv, from: &mut Vec<&'static str>) -> Dialect {
+    if env.has("TORCH_NCCL_ASYNC_ERROR_HANDLING") {
+        from.push("TORCH_NCCL_ASYNC_ERROR_HANDLING");
+        Dialect::New
+    } else if env.has("NCCL_ASYNC_ERROR_HANDLING") {
+        from.push("NCCL_ASYNC_ERROR_HANDLING");
+        Dialect::Old
+    } else {
+        Dialect::New
+    }
 }
 
 /// The node's relay, where torchrun says how many workers share this node
