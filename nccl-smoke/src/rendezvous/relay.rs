@@ -205,7 +205,7 @@ fn decode_failed(b: &[u8], world: usize) -> Failed {
     let Some(n) = take_u64(b, &mut at).filter(|n| *n <= world as u64) else {
         return bad();
     };
-    let mut missing = Vec::with_capacity(n as usize);
+    let mut missing = Vec::with_capacity((n as usize).min(b.len() / 8));
     for _ in 0..n {
         match take_u64(b, &mut at).filter(|r| *r < world as u64) {
             Some(r) => missing.push(r as usize),
