@@ -523,6 +523,10 @@ impl Relay {
         let (Some(n), Some(ms)) = (take_u64(body, &mut at), take_u64(body, &mut at)) else {
             return self.reply(id, Err(fail("a malformed barrier")));
         };
+        // A barrier failed before this rank came: it gets that failure.
+        if let Some(f) = self.broken.clone() {
+            return self.reply(id, Err(f));
+        }
         if n != self.fence || self.arrived.iter().any(|a| a.1 == rank) {
             let f = fail(format!(
                 "rank {rank} reached barrier {n} while the node is at barrier {}",
@@ -1010,19 +1014,19 @@ mod tests {
 
     #[test]
     fn a_local_rank_that_leaves_before_a_barrier_is_named() {
-        let via = via("leaves", &[2]);
+        let via = via("leaves", &[3]);
         let node = via.nodes[0].clone();
         let store = via.store.clone();
-        serve(&node, 0, 2, move || {
+        serve(&node, 0, 3, move || {
             Ok(Box::new(MemHub(store)) as Box<dyn Hub>)
         })
         .unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
-        let mut kv = RelayKv::connect(&node, 0, 2, deadline).unwrap();
+        let mut kv = RelayKv::connect(&node, 0, 3, deadline).unwrap();
         let h = std::thread::spawn({
             let node = node.clone();
             move || {
-                let mut kv = RelayKv::connect(&node, 1, 2, deadline).unwrap();
+                let mut kv = RelayKv::connect(&node, 1, 3, deadline).unwrap();
                 std::thread::sleep(Duration::from_millis(300));
                 kv.close();
             }
@@ -1038,6 +1042,9 @@ mod tests {
             }
         );
         assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+        // A rank that comes to that barrier later gets the same failure.
+        let mut late = RelayKv::connect(&via.nodes[2], 2, 3, deadline).unwrap();
+        assert_eq!(late.fence(deadline).unwrap_err(), f);
     }
 
     #[test]
