@@ -114,14 +114,41 @@ pub(crate) fn kind(m: &Metadata) -> &'static str {
     }
 }
 
+/// How many times [`read_small`] looks again at a path whose regular file
+/// was replaced by another between its look and its open (rank 0 renames a
+/// new rendezvous file into place while its peers read the old one).
+const SWAPS: usize = 8;
+
 /// Reads `path` if it is a regular file (a link is not followed) of at most
 /// `max` bytes. `Ok(None)`: nothing is there. The open never blocks, the
-/// read never passes `max`.
-pub(crate) fn read_small(path: &Path, max: u64) -> Result<Option<(Vec<u8>, FileId)>, String> {
+/// read never passes `max`. A regular file replaced by another since the
+/// look is looked at again, [`SWAPS`] times at most.
+pub(crate) fn read_small(path: &Path, max: u64) -> Small {
+    for _ in 0..SWAPS {
+        if let Some(r) = read_once(path, max) {
+            return r;
+        }
+    }
+    read_once(path, max).unwrap_or_else(|| {
+        Err(format!(
+            "{} was replaced {} times while it was read: another program keeps rewriting it",
+            path.display(),
+            SWAPS + 1
+        ))
+    })
+}
+
+/// What [`read_small`] gives: the bytes and the file they came from, or
+/// `None` where nothing is; an error in words.
+pub(crate) type Small = Result<Option<(Vec<u8>, FileId)>, String>;
+
+/// One look and read; `None`: the regular file looked at was replaced by
+/// another regular file before it was opened.
+fn read_once(path: &Path, max: u64) -> Option<Small> {
     let before = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Some(Ok(None)),
+        Err(e) => return Some(Err(format!("cannot read {}: {e}", path.display()))),
     };
     let refuse = |m: &Metadata| {
         format!(
@@ -131,7 +158,7 @@ pub(crate) fn read_small(path: &Path, max: u64) -> Result<Option<(Vec<u8>, FileI
         )
     };
     if !before.file_type().is_file() {
-        return Err(refuse(&before));
+        return Some(Err(refuse(&before)));
     }
     let file = match OpenOptions::new()
         .read(true)
@@ -140,26 +167,30 @@ pub(crate) fn read_small(path: &Path, max: u64) -> Result<Option<(Vec<u8>, FileI
     {
         Ok(f) => f,
         // Gone (or swapped) since the look: as if not there yet.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Some(Ok(None)),
+        Err(e) => return Some(Err(format!("cannot read {}: {e}", path.display()))),
     };
-    let after = file
-        .metadata()
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if !after.is_file() || FileId::of(&after) != FileId::of(&before) {
-        return Err(refuse(&after));
+    let after = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return Some(Err(format!("cannot read {}: {e}", path.display()))),
+    };
+    if !after.is_file() {
+        return Some(Err(refuse(&after)));
+    }
+    if FileId::of(&after) != FileId::of(&before) {
+        return None;
     }
     let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if let Err(e) = file.take(max + 1).read_to_end(&mut bytes) {
+        return Some(Err(format!("cannot read {}: {e}", path.display())));
+    }
     if bytes.len() as u64 > max {
-        return Err(format!(
+        return Some(Err(format!(
             "{} is larger than the {max} bytes a rendezvous file can be: it is not one",
             path.display()
-        ));
+        )));
     }
-    Ok(Some((bytes, FileId::of(&after))))
+    Some(Ok(Some((bytes, FileId::of(&after)))))
 }
 
 /// Creates `path` with `text`, readable by this user only, where nothing is
@@ -245,6 +276,51 @@ pub(crate) fn make_private_dir(dir: &Path) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// A reader never fails on a file that another process keeps renaming
+    /// new copies over (as rank 0 does while its peers poll): it reads one
+    /// whole copy or the other. One reader in several thousand used to be
+    /// told the file was "a regular file, not a regular file".
+    #[test]
+    fn a_file_renamed_over_while_read_is_read_again() {
+        let d = std::env::temp_dir().join(format!("nccl-find-swap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir(&d).unwrap();
+        let path = d.join("rdv");
+        std::fs::write(&path, b"0").unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (d, path, stop) = (d.clone(), path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let tmp = d.join(format!("tmp{n}"));
+                    std::fs::write(&tmp, n.to_string()).unwrap();
+                    std::fs::rename(&tmp, &path).unwrap();
+                    n += 1;
+                }
+                n
+            })
+        };
+        let mut reads = 0;
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while std::time::Instant::now() < until {
+            let got = read_small(&path, 100);
+            let (bytes, _) = got.unwrap().unwrap();
+            assert!(std::str::from_utf8(&bytes).unwrap().parse::<u64>().is_ok());
+            reads += 1;
+        }
+        stop.store(true, Ordering::SeqCst);
+        let renames = writer.join().unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+        assert!(
+            reads > 100 && renames > 100,
+            "{reads} reads, {renames} renames"
+        );
+    }
+
     use super::*;
 
     fn scratch(name: &str) -> PathBuf {
