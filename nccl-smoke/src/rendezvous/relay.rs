@@ -639,7 +639,9 @@ impl RelayKv {
                 Err(e) => {
                     return Err(format!(
                         "local rank 0 of this node, which relays for the node's processes to the store, \
-                         never listened at @{} within {:.0} s ({e}): did it start? Check its output",
+                         never listened at @{} within {:.0} s ({e}): did it start? Check its output. Where \
+                         a node's processes cannot reach one another (separate network namespaces), set \
+                         NCCL_FIND_STORE_RELAY=0",
                         node.name,
                         started.elapsed().as_secs_f64()
                     ))

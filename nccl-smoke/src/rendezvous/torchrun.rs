@@ -149,6 +149,11 @@ fn dialect_of(env: &LaunchEnv, from: &mut Vec<&'static str>) -> Dialect {
     }
 }
 
+/// Set to 0, every worker is its own client of the agent's store, as
+/// torch's own workers are (where the node's processes cannot reach one
+/// another's Unix sockets, say).
+pub(super) const NO_RELAY: &str = "NCCL_FIND_STORE_RELAY";
+
 /// The node's relay, where torchrun says how many workers share this node
 /// (`LOCAL_WORLD_SIZE` above 1) and which node it is (`GROUP_RANK`); `None`
 /// (every rank its own client of the store) otherwise.
@@ -178,6 +183,20 @@ fn relay_node(
     }
     from.push("LOCAL_WORLD_SIZE");
     from.push("GROUP_RANK");
+    match env.get(NO_RELAY).map_err(|e| format!("{launcher}: {e}"))? {
+        None => {}
+        Some("0") => {
+            from.push(NO_RELAY);
+            return Ok(None);
+        }
+        Some("1") => from.push(NO_RELAY),
+        Some(v) => {
+            return Err(format!(
+                "{launcher}: {NO_RELAY}={} is neither 0 (every process its own client of the store) nor 1",
+                super::printable(v, 40)
+            ))
+        }
+    }
     if size == 1 {
         return Ok(None);
     }
@@ -589,6 +608,21 @@ mod tests {
                 )
             );
         }
+        // Turned off, or on by name.
+        let off = detect(&store_env(&[("LOCAL_WORLD_SIZE", "2"), (NO_RELAY, "0")]))
+            .unwrap()
+            .unwrap();
+        assert!(store_of(&off).ends_with("node: None }"));
+        assert!(off.from.ends_with(&["GROUP_RANK", "NCCL_FIND_STORE_RELAY"]));
+        let on = detect(&store_env(&[("LOCAL_WORLD_SIZE", "2"), (NO_RELAY, "1")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(store_of(&on), store_of(&p));
+        assert_eq!(
+            detect(&store_env(&[("LOCAL_WORLD_SIZE", "2"), (NO_RELAY, "no")])).unwrap_err(),
+            "torchrun (agent store): NCCL_FIND_STORE_RELAY=\"no\" is neither 0 (every process its own client \
+             of the store) nor 1"
+        );
         let env = store_env(&[("LOCAL_WORLD_SIZE", "two")]);
         assert_eq!(
             detect(&env).unwrap_err(),
