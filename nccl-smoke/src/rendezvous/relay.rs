@@ -1067,6 +1067,56 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(30));
     }
 
+    /// Bytes from a fixed-seed generator: the same every run.
+    fn noise(seed: &mut u64, n: usize) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                *seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (*seed >> 56) as u8
+            })
+            .collect()
+    }
+
+    /// Whatever a local process sends, the relay answers or drops it, and
+    /// never panics; a failure from the relay is read without a panic.
+    #[test]
+    fn garbage_frames_never_panic_the_relay_or_its_clients() {
+        let store = Store::new(4);
+        let done = Arc::new(AtomicBool::new(false));
+        let hub: Box<dyn Hub> = Box::new(MemHub(store));
+        let mut r = Relay::new(Ok(hub), 4, 2, 0, done);
+        let mut seed = 7;
+        let mut keep = Vec::new();
+        for i in 0..4000 {
+            let (a, b) = UnixStream::pair().unwrap();
+            b.set_nonblocking(true).unwrap();
+            r.peers.push(Some(Peer { w: a, rank: None }));
+            keep.push(b);
+            let id = r.peers.len() - 1;
+            let op = [HELLO, PUT, GET, FENCE, 0, 9][i % 6];
+            let len = (noise(&mut seed, 1)[0] % 40) as usize;
+            let mut body = noise(&mut seed, len);
+            if i % 3 == 0 {
+                // A plausible hello first, so that the other ops are read too.
+                let mut hello = 1u64.to_le_bytes().to_vec();
+                hello.extend_from_slice(&4u64.to_le_bytes());
+                r.frame(id, HELLO, &hello);
+                body.truncate(len / 2);
+            }
+            r.frame(id, op, &body);
+            r.drop_peer(id);
+            r.joined = 0;
+            let f = decode_failed(&body, 4);
+            assert!(f.missing.iter().all(|m| *m < 4));
+            let mut at = 0;
+            let _ = take_str(&body, &mut at);
+            assert!(at <= body.len());
+        }
+        assert!(r.members == 0, "{}", r.members);
+    }
+
     #[test]
     fn names_keep_jobs_nodes_and_restarts_apart() {
         let a = Node::new("h:1", "/nccl-find/r/0/", 0, 2, 0);
