@@ -422,6 +422,18 @@ fn an_installed_binary_keeps_its_nccl_after_its_target_dir_is_gone() {
     let root = scratch("install-root");
     let target = scratch("install-target");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // The example's dependencies first, whichever test runs first on a
+    // fresh machine: `cargo install --offline` finds only what is fetched.
+    let fetched = clean(&mut Command::new(&cargo))
+        .current_dir(example_dir())
+        .args(["fetch", "--quiet", "--locked"])
+        .output()
+        .expect("running cargo fetch");
+    assert!(
+        fetched.status.success(),
+        "cargo fetch:\n{}",
+        text(&fetched.stderr)
+    );
     let mut cmd = Command::new(cargo);
     clean(&mut cmd)
         .env("XDG_CACHE_HOME", cache())
