@@ -28,7 +28,7 @@ run() { # file, name, command...
   local v; v=$(grep -E '^\[rank 0\] (OK|FAILED)|^(OK|FAILED)' "$dest/$f.txt" | tail -1 | cut -c1-80)
   row "$name" "$rc" "$(secs "$s" "$e")" "${exch:-none}: ${v:-$(tail -1 "$dest/$f.txt" | cut -c1-80)}"
 }
-nvidia-smi -L > "$dest/gpus.txt"; "$torchrun" --version > "$dest/versions.txt" 2>&1 || /opt/torch/.venv/bin/python -c 'import torch; print("torch", torch.__version__)' >> "$dest/versions.txt" 2>&1
+nvidia-smi -L > "$dest/gpus.txt"; "${torchrun%/*}/python" -c 'import torch; print("torch", torch.__version__)' > "$dest/versions.txt" 2>&1
 [ -n "$mpirun" ] && "$mpirun" --version >> "$dest/versions.txt" 2>&1
 # Faults: the second nccl-find process of the job (not the launcher, whose
 # command line names the binary too) killed or stopped 8 s into a long

@@ -529,7 +529,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     });
     let wall = started.elapsed().as_secs_f64();
     let code = exit_code(&result);
-    let verdict = verdict_line(&result, wall);
+    let verdict = verdict_line(&result, a.rendezvous_only, wall);
     let judged = judge(&result, &capture);
     let warnings = if code == 1 {
         capture.last_warnings(10)
@@ -682,19 +682,29 @@ fn exit_code(result: &Result<smoke::Summary, Failure>) -> u8 {
 }
 
 /// The last line: OK, or FAILED with every reason (here and on the other
-/// ranks), and the wall time.
-fn verdict_line(result: &Result<smoke::Summary, Failure>, wall: f64) -> String {
+/// ranks), and the wall time. With `--rendezvous-only` an OK says that the
+/// ranks met, and that no all-reduce ran.
+fn verdict_line(result: &Result<smoke::Summary, Failure>, met_only: bool, wall: f64) -> String {
     match result {
-        Ok(s) if s.ok => format!(
-            "OK: every element of {} all-reduce(s) right on {} rank(s){} ({wall:.2} s)",
-            s.rows.len() * 2,
-            s.nranks,
-            if s.peers.is_empty() {
+        Ok(s) if s.ok => {
+            let agree = if s.peers.is_empty() {
                 String::new()
             } else {
                 format!(", {} other process(es) agree", s.peers.len())
+            };
+            if met_only {
+                format!(
+                    "OK: {} rank(s) met, no all-reduce run (--rendezvous-only){agree} ({wall:.2} s)",
+                    s.nranks
+                )
+            } else {
+                format!(
+                    "OK: every element of {} all-reduce(s) right on {} rank(s){agree} ({wall:.2} s)",
+                    s.rows.len() * 2,
+                    s.nranks
+                )
             }
-        ),
+        }
         Ok(s) => {
             let mut why = Vec::new();
             if s.wrong > 0 {
