@@ -742,6 +742,44 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    /// A peer's done file is read by rank 0 escaped: a terminal escape, a
+    /// line break and a forged verdict stay one visible line.
+    #[test]
+    fn a_peers_done_message_is_escaped() {
+        let d = scratch("done-words");
+        let init = Init::File {
+            path: d.join("rdv"),
+        };
+        // The peer writes its done file by hand, as a hostile one would
+        // (ours writes one line, its control characters blanked).
+        let peer = {
+            let init = init.clone();
+            std::thread::spawn(move || {
+                let j = join(&job(1, 2, "t", init, 20), &id, &mut |_| {}).unwrap();
+                let Link::File(f) = &j.link else {
+                    panic!("not a file link")
+                };
+                let text = format!(
+                    "{}\nfail 7 \x1b[2Jfine\u{85}rank 9: OK\u{202e}\nend\n",
+                    f.nonces[0]
+                );
+                fsafe::create_new(&side(&f.path, &f.run, "done", 1), text.as_bytes()).unwrap();
+            })
+        };
+        let j = join(&job(0, 2, "t", init, 20), &id, &mut |_| {}).unwrap();
+        let got = j.finish(true, 0, "", Duration::from_secs(20));
+        peer.join().unwrap();
+        assert_eq!(
+            got,
+            vec![PeerOutcome {
+                rank: 1,
+                done: Some((false, 7, "\\u{1b}[2Jfine\\u{85}rank 9: OK\\u{202e}".into()))
+            }]
+        );
+        assert_eq!(names(&d), Vec::<String>::new());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn planted_links_at_the_old_predictable_names_are_never_followed_or_removed() {
         let d = scratch("links");

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{deadline_after, fail, offsets, Abort, Failed, Joined, Link, PeerOutcome};
+use crate::untrusted::peer_text;
 
 /// A launcher's key-value store, as one rank sees it. Keys are short ASCII
 /// words (letters, digits, `/`, `-`); values are bytes (a backend that
@@ -334,7 +335,9 @@ fn read_done(b: &[u8]) -> Option<(bool, u64, String)> {
         _ => return None,
     };
     let wrong = le_u64(&b[1..9])?;
-    Some((ok, wrong, String::from_utf8_lossy(&b[9..]).into_owned()))
+    // A peer's words, through a store anyone who reaches it may write:
+    // shown escaped, never raw.
+    Some((ok, wrong, peer_text(&String::from_utf8_lossy(&b[9..]))))
 }
 
 #[cfg(test)]
@@ -399,6 +402,16 @@ mod tests {
     type Got = Result<(usize, usize, Vec<PeerOutcome>), String>;
 
     fn run(counts: &[usize], absent: Option<usize>, secs: u64) -> Vec<Got> {
+        run_saying(counts, absent, secs, |r| format!("rank {r}"))
+    }
+
+    /// [`run`], each rank finishing with `says(rank)`.
+    fn run_saying(
+        counts: &[usize],
+        absent: Option<usize>,
+        secs: u64,
+        says: fn(usize) -> String,
+    ) -> Vec<Got> {
         let world = counts.len();
         let shared = Arc::new(Shared {
             map: Mutex::default(),
@@ -418,12 +431,7 @@ mod tests {
                         .map_err(|f| f.message)?;
                     assert_eq!(j.id, [5u8; 128]);
                     let (nranks, first) = (j.nranks, j.first_rank);
-                    let peers = j.finish(
-                        r != 2,
-                        r as u64,
-                        &format!("rank {r}"),
-                        Duration::from_secs(secs),
-                    );
+                    let peers = j.finish(r != 2, r as u64, &says(r), Duration::from_secs(secs));
                     Ok((nranks, first, peers))
                 })
             })
@@ -452,6 +460,35 @@ mod tests {
                     done: Some((false, 2, "rank 2".into()))
                 },
             ]
+        );
+    }
+
+    /// What a peer says reaches rank 0's report escaped: a terminal
+    /// escape, a line break and a forged verdict stay one visible line.
+    #[test]
+    fn a_peers_words_through_the_store_are_escaped() {
+        let got = run_saying(&[1, 1], None, 30, |r| {
+            if r == 1 {
+                "\x1b]0;pwned\x07\nOK: fake \\ \u{202e}".into()
+            } else {
+                String::new()
+            }
+        });
+        assert_eq!(
+            got[0].as_ref().unwrap().2,
+            vec![PeerOutcome {
+                rank: 1,
+                done: Some((
+                    true,
+                    1,
+                    "\\u{1b}]0;pwned\\u{7}\\u{a}OK: fake \\\\ \\u{202e}".into()
+                ))
+            }]
+        );
+        // Bytes that are not UTF-8 are shown, not passed on.
+        assert_eq!(
+            read_done(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, b'\r']),
+            Some((false, 0, "\u{fffd}\\u{d}".into()))
         );
     }
 
