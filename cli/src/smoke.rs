@@ -341,6 +341,11 @@ fn meeting(a: &Args, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
             token,
             exchange,
             timeout: Duration::from_secs_f64(a.timeout),
+            // --init names its own address.
+            origin: plan
+                .as_ref()
+                .filter(|_| a.init.is_none())
+                .and_then(|p| p.origin.clone()),
         },
         backend,
         launcher,

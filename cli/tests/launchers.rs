@@ -8,6 +8,11 @@ mod common;
 use common::{free_port, text, wheel_lib, without_launchers};
 
 fn spawn(lib: &std::path::Path, extra: &[&str], vars: &[(&str, &str)]) -> Child {
+    spawn_for(lib, "60", extra, vars)
+}
+
+/// [`spawn`] with another `--timeout`.
+fn spawn_for(lib: &std::path::Path, timeout: &str, extra: &[&str], vars: &[(&str, &str)]) -> Child {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
     c.args([
         "smoke",
@@ -15,7 +20,7 @@ fn spawn(lib: &std::path::Path, extra: &[&str], vars: &[(&str, &str)]) -> Child 
         lib.to_str().unwrap(),
         "--rendezvous-only",
         "--timeout",
-        "60",
+        timeout,
     ])
     .args(extra);
     without_launchers(&mut c);
@@ -188,6 +193,167 @@ fn a_half_set_launcher_environment_says_what_is_missing_and_what_to_pass() {
              file:///shared/path, or set MASTER_ADDR and MASTER_PORT\n"
                 .to_string()
         )
+    );
+}
+
+/// A launcher's server, or rank 0 of our rendezvous at a launcher's
+/// address, that never answers (nothing listens there; a socket takes the
+/// connection and stays silent): each rank ends by `--timeout`, exit 1,
+/// with a line that names the launcher, what did not answer, and what to
+/// pass instead.
+#[test]
+fn a_server_or_rank_0_that_never_answers_ends_by_the_timeout_naming_the_launcher() {
+    let Some(lib) = wheel_lib() else { return };
+    // Takes every connection and never says a word.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let quiet = silent.local_addr().unwrap().port().to_string();
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for c in silent.incoming() {
+            kept.push(c);
+        }
+    });
+    let closed = free_port().to_string();
+    let store = |port: &str, rank: &'static str| {
+        vec![
+            ("TORCHELASTIC_USE_AGENT_STORE", "True".to_string()),
+            ("TORCHELASTIC_RUN_ID", "r1".into()),
+            ("TORCHELASTIC_RESTART_COUNT", "0".into()),
+            ("MASTER_ADDR", "127.0.0.1".into()),
+            ("MASTER_PORT", port.into()),
+            ("RANK", rank.into()),
+            ("LOCAL_RANK", "0".into()),
+            ("WORLD_SIZE", "2".into()),
+        ]
+    };
+    let pmix = |port: &str| {
+        let uri = format!("prterun.test;tcp4://127.0.0.1:{port}");
+        vec![
+            ("PMIX_NAMESPACE", "ns-test".to_string()),
+            ("PMIX_RANK", "1".into()),
+            ("OMPI_COMM_WORLD_SIZE", "2".into()),
+            ("PMIX_SERVER_URI41", uri.clone()),
+            ("PMIX_SERVER_URI4", uri),
+            ("PMIX_VERSION", "4.2.2".into()),
+        ]
+    };
+    let instead = "Or pass --rank, --world-size and --init tcp://HOST:PORT to meet without the launcher's server";
+    let mut cases = vec![
+        (
+            store(&quiet, "0"),
+            format!(
+                "[rank 0] FAILED: torchrun (agent store): cannot reach the agent's TCPStore at \
+                 tcp://127.0.0.1:{quiet}: in the protocol of torch >= 2.2: the server did not answer in time. \
+                 Is this process started by torchrun, and is its agent still running? {instead}"
+            ),
+        ),
+        (
+            store(&closed, "1"),
+            format!(
+                "[rank 1] FAILED: torchrun (agent store): cannot reach the agent's TCPStore at \
+                 tcp://127.0.0.1:{closed}: nothing listens there (Connection refused (os error 111)). Is this \
+                 process started by torchrun, and is its agent still running? {instead}"
+            ),
+        ),
+        (
+            vec![
+                ("TORCHELASTIC_USE_AGENT_STORE", "False".to_string()),
+                ("TORCHELASTIC_RUN_ID", "r2".into()),
+                ("TORCHELASTIC_RESTART_COUNT", "0".into()),
+                ("MASTER_ADDR", "127.0.0.1".into()),
+                ("MASTER_PORT", closed.clone()),
+                ("RANK", "1".into()),
+                ("WORLD_SIZE", "2".into()),
+            ],
+            format!(
+                "[rank 1] FAILED: rank 1 could not reach rank 0 at tcp://127.0.0.1:{closed} within 3 s \
+                 (Connection refused (os error 111)). Is rank 0 running, and is that address reachable from \
+                 here? The address is MASTER_ADDR and MASTER_PORT, set by torchrun (its --master-addr and \
+                 --master-port choose them)."
+            ),
+        ),
+        (
+            vec![
+                ("SLURM_PROCID", "1".to_string()),
+                ("SLURM_NTASKS", "2".into()),
+                ("SLURM_STEP_NODELIST", "127.0.0.1".into()),
+                ("SLURM_JOB_ID", "77".into()),
+                ("SLURM_STEP_ID", "0".into()),
+                ("NCCL_FIND_SLURM_PORT", closed.clone()),
+            ],
+            format!(
+                "[rank 1] FAILED: rank 1 could not reach rank 0 at tcp://127.0.0.1:{closed} within 3 s \
+                 (Connection refused (os error 111)). Is rank 0 running, and is that address reachable from \
+                 here? The address is the first node of SLURM_STEP_NODELIST and NCCL_FIND_SLURM_PORT (set it \
+                 to another port free on that node)."
+            ),
+        ),
+    ];
+    // PMIx: the system's libpmix, which Debian's Open MPI brings (the
+    // test command installs it).
+    let with_pmix = std::env::var_os("NCCL_FIND_OMPI4_MPIRUN").is_some();
+    if with_pmix {
+        cases.push((
+            pmix(&closed),
+            format!(
+                "[rank 1] FAILED: mpirun (Open MPI): PMIx_Init failed: -25 (\"UNREACHABLE\"): the PMIx server \
+                 that PMIX_SERVER_URI* names did not take this process. Is it started by the launcher, and is \
+                 the launcher still running? {instead}"
+            ),
+        ));
+        // Where the line names the library, it is the one the report's
+        // exchange line names.
+        cases.push((pmix(&quiet), "{at}".into()));
+    } else {
+        assert!(
+            std::env::var_os("NCCL_FIND_REQUIRE_LAUNCHERS").is_none(),
+            "NCCL_FIND_OMPI4_MPIRUN is unset; run scripts/test"
+        );
+        eprintln!("skipped the PMIx cases: no Open MPI 4 (and its libpmix) here; scripts/test installs it");
+    }
+    let started = std::time::Instant::now();
+    let running: Vec<_> = cases
+        .iter()
+        .map(|(vars, _)| {
+            let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            spawn_for(&lib, "3", &[], &vars)
+        })
+        .collect();
+    for ((_, want), child) in cases.iter().zip(running) {
+        let (code, out, err) = text(&child.wait_with_output().unwrap());
+        let failed = out
+            .lines()
+            .find(|l| l.contains("] FAILED: "))
+            .unwrap_or_default();
+        let failed = failed.rsplit_once(" (").map_or(failed, |(l, _)| l);
+        let want = match want.as_str() {
+            "{at}" => {
+                let at = out
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix("[rank 1] note: exchange: pmix via mpirun (Open MPI), at ")
+                    })
+                    .and_then(|l| l.rsplit_once(" (from "))
+                    .map(|(at, _)| at.to_string())
+                    .unwrap_or_else(|| panic!("no exchange line: {out}"));
+                format!(
+                    "[rank 1] FAILED: mpirun (Open MPI): no answer from {at} within 3 s: is the launcher still \
+                     running, and did it start this process? {instead}"
+                )
+            }
+            w => w.to_string(),
+        };
+        assert_eq!((code, failed), (1, want.as_str()), "{out}\n{err}");
+        assert_eq!(
+            err,
+            format!("nccl-find smoke: {}", &out[out.find("FAILED").unwrap()..])
+        );
+    }
+    // All at once, each with a 3 s deadline (2 s of grace past it at most).
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
     );
 }
 

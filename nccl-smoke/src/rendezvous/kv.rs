@@ -16,11 +16,12 @@
 //! not answer, a rank that never comes): they run on a thread of their own,
 //! and the process waits for them only until the deadline.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{deadline_after, fail, offsets, Abort, Failed, Joined, Link, PeerOutcome};
+use super::{deadline_after, fail, offsets, then, Abort, Failed, Joined, Link, PeerOutcome};
 use crate::untrusted::peer_text;
 
 /// A launcher's key-value store, as one rank sees it. Keys are short ASCII
@@ -81,6 +82,11 @@ pub(super) struct KvLink {
 /// before the process stops waiting for it.
 const GRACE: Duration = Duration::from_secs(2);
 
+/// What to do instead of the launcher's server, at the end of a failure
+/// to reach it.
+const INSTEAD: &str =
+    "Or pass --rank, --world-size and --init tcp://HOST:PORT to meet without the launcher's server";
+
 /// How long to wait for the store's thread: until `deadline`, and [`GRACE`].
 fn until_past(deadline: Instant) -> Duration {
     deadline
@@ -104,16 +110,21 @@ pub(super) fn join(
     let launcher = via.launcher();
     let where_ = via.describe();
     let thread_via = via.clone();
+    // Whether the launcher's server took this rank: at the deadline, a
+    // server that never answered is not "a rank never came".
+    let connected = Arc::new(AtomicBool::new(false));
+    let thread_connected = connected.clone();
     std::thread::Builder::new()
         .name("nccl-find-kv".into())
         .spawn(move || {
             let mut kv = match thread_via.connect(rank, world, deadline) {
                 Ok(kv) => kv,
                 Err(e) => {
-                    let _ = met_tx.send(Err(fail(e)));
+                    let _ = met_tx.send(Err(fail(then(&e, INSTEAD))));
                     return;
                 }
             };
+            thread_connected.store(true, Ordering::SeqCst);
             let met = meet(kv.as_mut(), rank, world, ngpus, id, deadline);
             let failed = met.is_err();
             let _ = met_tx.send(met);
@@ -153,6 +164,11 @@ pub(super) fn join(
             f.message = format!("{launcher}: {}", f.message);
             Err(f)
         }
+        Err(_) if !connected.load(Ordering::SeqCst) => Err(fail(format!(
+            "{launcher}: no answer from {where_} within {:.0} s: is the launcher still running, and did it \
+             start this process? {INSTEAD}",
+            timeout.as_secs_f64()
+        ))),
         Err(_) => Err(fail(format!(
             "{launcher}: the processes did not all meet through {where_} within {:.0} s: a rank never came \
              (it failed to start, or was started outside this job), or the launcher's server stopped \

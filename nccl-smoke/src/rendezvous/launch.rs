@@ -129,6 +129,10 @@ pub struct Plan {
     pub token: Option<String>,
     /// The variables it came from.
     pub from: Vec<&'static str>,
+    /// For our TCP rendezvous at an address the launcher gave: where it
+    /// came from and how to choose another, in words; a failure to reach
+    /// or hold the address says so ([`super::Job::origin`]).
+    pub origin: Option<String>,
 }
 
 /// The exchanges, in the order they are tried.

@@ -135,6 +135,11 @@ pub struct Job {
     pub exchange: Exchange,
     /// Deadline for each wait.
     pub timeout: Duration,
+    /// Where our TCP rendezvous' address came from, when a launcher gave
+    /// it, and how to choose another (`MASTER_ADDR and MASTER_PORT, from
+    /// torchrun …`): a failure to reach or hold it says so. `None`: the
+    /// flags gave it.
+    pub origin: Option<String>,
 }
 
 /// The most processes a job may have: every per-rank table is bounded by it.
@@ -190,6 +195,16 @@ pub struct Failed {
     pub message: String,
     /// Process ranks that never arrived.
     pub missing: Vec<usize>,
+}
+
+/// Two sentences: `first` (ended with a full stop where it has no end of
+/// its own), then `next`.
+fn then(first: &str, next: &str) -> String {
+    if first.ends_with(['.', '?', '!']) {
+        format!("{first} {next}")
+    } else {
+        format!("{first}. {next}")
+    }
 }
 
 fn fail(message: impl Into<String>) -> Failed {
@@ -547,6 +562,7 @@ pub(crate) mod testutil {
             token: token.into(),
             exchange: Exchange::Ours(init),
             timeout: Duration::from_secs(secs),
+            origin: None,
         }
     }
 

@@ -132,6 +132,7 @@ fn plan(env: &LaunchEnv) -> Result<Plan, String> {
         })),
         token: None,
         from,
+        origin: None,
     })
 }
 

@@ -367,6 +367,7 @@ fn plan(v: Vars, lib: Arc<Pmix>) -> Plan {
             server: v.server,
         })),
         from: v.from,
+        origin: None,
     }
 }
 
@@ -387,7 +388,11 @@ impl Connect for PmixConnect {
         // has its layout); no info array is passed.
         let rc = unsafe { (l.init)(&mut me, std::ptr::null_mut(), 0) };
         if rc != 0 {
-            return Err(format!("PMIx_Init failed: {}", words(l, rc)));
+            return Err(format!(
+                "PMIx_Init failed: {}: the PMIx server that PMIX_SERVER_URI* names did not take this \
+                 process. Is it started by the launcher, and is the launcher still running?",
+                words(l, rc)
+            ));
         }
         let mut kv = PmixKv {
             lib: l.clone(),

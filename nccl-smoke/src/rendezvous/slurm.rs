@@ -149,7 +149,7 @@ fn plan(env: &LaunchEnv) -> Result<Plan, String> {
             }
         }
     }
-    let (host, port) = place(env, host, job, step, &mut from)?;
+    let (host, port, origin) = place(env, host, job, step, &mut from)?;
     let srun = srun_port(env, &mut from);
     Ok(Plan {
         backend: SLURM.id,
@@ -160,19 +160,21 @@ fn plan(env: &LaunchEnv) -> Result<Plan, String> {
         exchange: Exchange::Ours(Init::Tcp { host, port }),
         token: Some(format!("slurm/{job}.{step}/{srun}")),
         from,
+        origin: Some(origin.into()),
     })
 }
 
 /// Where rank 0 listens: `MASTER_ADDR` and `MASTER_PORT` where a batch
 /// script exported them (as many do for torch), else the step's first host
-/// and the port of the formula (or `NCCL_FIND_SLURM_PORT`).
+/// and the port of the formula (or `NCCL_FIND_SLURM_PORT`); and where
+/// they came from, in words.
 fn place(
     env: &LaunchEnv,
     first: String,
     job: usize,
     step: usize,
     from: &mut Vec<&'static str>,
-) -> Result<(String, u16), String> {
+) -> Result<(String, u16, &'static str), String> {
     let port_of = |name: &str, p: usize| {
         u16::try_from(p)
             .ok()
@@ -186,14 +188,28 @@ fn place(
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
-        return Ok((host, port_of("MASTER_PORT", port)?));
+        return Ok((
+            host,
+            port_of("MASTER_PORT", port)?,
+            "MASTER_ADDR and MASTER_PORT, as the job's script exported them",
+        ));
     }
     match env.number(PORT_VAR) {
         Ok(Some(p)) => {
             from.push(PORT_VAR);
-            Ok((first, port_of(PORT_VAR, p)?))
+            Ok((
+                first,
+                port_of(PORT_VAR, p)?,
+                "the first node of SLURM_STEP_NODELIST and NCCL_FIND_SLURM_PORT (set it to another port free \
+                 on that node)",
+            ))
         }
-        Ok(None) => Ok((first, step_port(job as u64, step as u64))),
+        Ok(None) => Ok((
+            first,
+            step_port(job as u64, step as u64),
+            "the first node of SLURM_STEP_NODELIST and a port made from SLURM_JOB_ID and SLURM_STEP_ID (set \
+             NCCL_FIND_SLURM_PORT to choose another port, free on that node)",
+        )),
         Err(e) => Err(format!("Slurm: {e}")),
     }
 }
@@ -502,6 +518,13 @@ mod tests {
             })
         );
         assert_eq!(p.token.as_deref(), Some("slurm/12345.7/37405"));
+        assert_eq!(
+            p.origin.as_deref(),
+            Some(
+                "the first node of SLURM_STEP_NODELIST and a port made from SLURM_JOB_ID and SLURM_STEP_ID \
+                 (set NCCL_FIND_SLURM_PORT to choose another port, free on that node)"
+            )
+        );
         assert_eq!(
             p.from,
             [

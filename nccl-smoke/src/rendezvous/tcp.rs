@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::proof::{self, Label, NONCE_LEN, PROOF_LEN};
 use super::wire::{decode, decode_header, encode, kind_name, read_msg, send, timed_out, Msg};
-use super::{fail, list, offsets, Abort, Failed, Job, Joined, Link, PeerOutcome};
+use super::{fail, list, offsets, then, Abort, Failed, Job, Joined, Link, PeerOutcome};
 use crate::untrusted::peer_text;
 
 /// Where a watcher thread leaves a peer's Done message.
@@ -177,6 +177,15 @@ impl Notes<'_> {
     }
 }
 
+/// A failure to reach or hold our rendezvous' address, and where a
+/// launcher's address came from (nothing more for one the flags gave).
+fn with_origin(job: &Job, message: String) -> String {
+    match &job.origin {
+        Some(o) => then(&message, &format!("The address is {o}.")),
+        None => message,
+    }
+}
+
 pub(super) fn tcp_root(
     job: &Job,
     host: &str,
@@ -189,7 +198,7 @@ pub(super) fn tcp_root(
         .to_socket_addrs()
         .map_err(|e| fail(format!("rank 0 cannot resolve {host}:{port}: {e}")))?
         .collect();
-    let listeners = listen_all(host, port, &addrs).map_err(fail)?;
+    let listeners = listen_all(host, port, &addrs).map_err(|e| fail(with_origin(job, e)))?;
     let mut lobby = Lobby {
         job,
         notes: Notes {
@@ -574,11 +583,14 @@ pub(super) fn tcp_peer(
     // Rank 0 may drop a connection it had no room for: connect again.
     loop {
         if Instant::now() >= deadline {
-            return Err(fail(format!(
-                "rank {} could not reach rank 0 at tcp://{host}:{port} within {:.0} s ({last}). Is rank 0 \
-                 running, and is that address reachable from here?",
-                job.rank,
-                job.timeout.as_secs_f64()
+            return Err(fail(with_origin(
+                job,
+                format!(
+                    "rank {} could not reach rank 0 at tcp://{host}:{port} within {:.0} s ({last}). Is \
+                     rank 0 running, and is that address reachable from here?",
+                    job.rank,
+                    job.timeout.as_secs_f64()
+                ),
             )));
         }
         let Some((mut s, at)) = addrs.iter().find_map(|a| {

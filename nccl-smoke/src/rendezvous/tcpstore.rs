@@ -122,6 +122,8 @@ pub(super) enum StoreError {
     Closed,
     /// No reply in time.
     Silent,
+    /// The deadline passed before a connection could be tried.
+    NoTime,
     /// A reply this client does not take.
     Bad(String),
     /// Anything else.
@@ -134,6 +136,7 @@ impl std::fmt::Display for StoreError {
             StoreError::Refused(e) => write!(f, "nothing listens there ({e})"),
             StoreError::Closed => f.write_str("the server closed the connection"),
             StoreError::Silent => f.write_str("the server did not answer in time"),
+            StoreError::NoTime => f.write_str("no time was left to connect"),
             StoreError::Bad(m) => f.write_str(m),
             StoreError::Io(e) => write!(f, "{e}"),
         }
@@ -171,7 +174,7 @@ impl Conn {
         dialect: Dialect,
         until: Instant,
     ) -> Result<Conn, StoreError> {
-        let mut last = StoreError::Silent;
+        let mut last = StoreError::NoTime;
         for a in addrs {
             let Some(t) = left(until) else { break };
             match TcpStream::connect_timeout(a, t.min(Duration::from_secs(5))) {
@@ -355,6 +358,8 @@ pub(super) fn open_probed(
     until: Instant,
 ) -> Result<Conn, String> {
     let mut tried: Vec<String> = Vec::new();
+    // The last refusal: what to say when the deadline ends the retries.
+    let mut refused: Option<io::Error> = None;
     let mut d = hint;
     loop {
         // A server of torch <= 2.1 drops a connection that speaks torch
@@ -374,13 +379,14 @@ pub(super) fn open_probed(
             Ok(c) => return Ok(c),
             Err(StoreError::Refused(e)) => {
                 // The server may not be up yet: try again shortly.
-                if left(until).is_none() {
-                    tried.push(format!("nothing listens there ({e})"));
-                    break;
+                refused = Some(e);
+                match left(until) {
+                    Some(t) => std::thread::sleep(t.min(Duration::from_millis(200))),
+                    None => break,
                 }
-                std::thread::sleep(Duration::from_millis(200));
                 continue;
             }
+            Err(StoreError::NoTime) => break,
             Err(e @ (StoreError::Closed | StoreError::Silent)) => {
                 let t = format!("in {}: {e}", d.words());
                 if !tried.contains(&t) {
@@ -396,6 +402,12 @@ pub(super) fn open_probed(
         if left(until).is_none() {
             break;
         }
+    }
+    if let Some(e) = refused.filter(|_| tried.is_empty()) {
+        tried.push(format!("nothing listens there ({e})"));
+    }
+    if tried.is_empty() {
+        tried.push(StoreError::NoTime.to_string());
     }
     Err(tried.join("; "))
 }
@@ -681,5 +693,30 @@ mod tests {
             Err(StoreError::Silent)
         ));
         assert!(t.elapsed() < Duration::from_secs(10));
+    }
+
+    /// A port nobody listens on is named as such when the deadline ends
+    /// the retries, whenever in a retry's pause it falls (it was called a
+    /// server that "did not answer in time").
+    #[test]
+    fn a_store_nobody_listens_at_is_named_so_at_the_deadline() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        for ms in [1, 150, 290, 430, 610] {
+            let until = Instant::now() + Duration::from_millis(ms);
+            let e = open_probed(&[port], Dialect::New, "p", until)
+                .map(|_| ())
+                .unwrap_err();
+            assert_eq!(
+                e, "nothing listens there (Connection refused (os error 111))",
+                "{ms} ms"
+            );
+        }
+        let e = open_probed(&[port], Dialect::New, "p", Instant::now())
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(e, "no time was left to connect");
     }
 }

@@ -131,6 +131,7 @@ fn plan_store(env: &LaunchEnv) -> Result<Plan, String> {
         })),
         token: Some(format!("torchrun/{run}/{restart}")),
         from,
+        origin: None,
     })
 }
 
@@ -381,6 +382,11 @@ fn plan_tcp(env: &LaunchEnv, torchrun: bool) -> Result<Plan, String> {
         exchange: Exchange::Ours(Init::Tcp { host, port }),
         token,
         from,
+        origin: Some(if torchrun {
+            "MASTER_ADDR and MASTER_PORT, set by torchrun (its --master-addr and --master-port choose them)".into()
+        } else {
+            "MASTER_ADDR and MASTER_PORT".into()
+        }),
     })
 }
 
