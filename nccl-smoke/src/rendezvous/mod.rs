@@ -393,16 +393,44 @@ pub fn printable(s: &str, max: usize) -> String {
     format!("\"{}\"", crate::untrusted::shown(s, max))
 }
 
+/// Ranks in words, in order, each once: runs of three or more as
+/// `first-last` (`1, 3-7, 9`), so that a list of a thousand ranks stays a
+/// few words where they run together.
 fn list(v: &[usize]) -> String {
-    v.iter()
-        .map(|r| r.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        if j >= i + 2 {
+            out.push(format!("{}-{}", v[i], v[j]));
+        } else {
+            out.extend(v[i..=j].iter().map(|r| r.to_string()));
+        }
+        i = j + 1;
+    }
+    out.join(", ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rank_lists_run_together() {
+        assert_eq!(list(&[]), "");
+        assert_eq!(list(&[4]), "4");
+        assert_eq!(list(&[2, 1]), "1, 2");
+        assert_eq!(list(&[9, 3, 4, 5, 6, 7, 1, 5]), "1, 3-7, 9");
+        let every: Vec<usize> = (1..1024).collect();
+        assert_eq!(list(&every), "1-1023");
+        assert_eq!(list(&[0, 1, 2, 4, 5, 7, 8, 9]), "0-2, 4, 5, 7-9");
+    }
 
     #[test]
     fn messages_round_trip() {

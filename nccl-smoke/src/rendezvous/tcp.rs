@@ -134,13 +134,15 @@ pub(super) fn pump(p: &mut Pending) -> Pumped {
 }
 
 /// Notes about refused connections: the first few one by one, then a count.
-/// And the peers admitted, the same way.
+/// And the peers admitted: the first few one by one, then every other one
+/// by its host, its ranks run together.
 pub(super) struct Notes<'a> {
     log: &'a mut dyn FnMut(String),
     shown: usize,
     hidden: usize,
     joined_shown: usize,
-    joined_hidden: usize,
+    /// Host and rank of each admitted peer past the first few.
+    joined_later: Vec<(std::net::IpAddr, usize)>,
 }
 
 impl Notes<'_> {
@@ -153,19 +155,30 @@ impl Notes<'_> {
             self.hidden += 1;
         }
     }
-    fn joined(&mut self, m: String) {
+    fn joined(&mut self, rank: usize, addr: SocketAddr) {
         if self.joined_shown < JOINED_SHOWN {
             self.joined_shown += 1;
-            (self.log)(m);
+            (self.log)(format!("rank {rank} joined from {addr}"));
         } else {
-            self.joined_hidden += 1;
+            self.joined_later.push((addr.ip(), rank));
         }
     }
     fn flush(&mut self) {
-        if self.joined_hidden > 0 {
+        let mut later = std::mem::take(&mut self.joined_later);
+        later.sort_unstable();
+        let mut at = 0;
+        while at < later.len() {
+            let host = later[at].0;
+            let ranks: Vec<usize> = later[at..]
+                .iter()
+                .take_while(|(h, _)| *h == host)
+                .map(|(_, r)| *r)
+                .collect();
+            at += ranks.len();
             (self.log)(format!(
-                "{} more rank(s) joined (not shown)",
-                std::mem::take(&mut self.joined_hidden)
+                "{} more rank(s) joined from {host}: {}",
+                ranks.len(),
+                list(&ranks)
             ));
         }
         if self.hidden > 0 {
@@ -206,7 +219,7 @@ pub(super) fn tcp_root(
             shown: 0,
             hidden: 0,
             joined_shown: 0,
-            joined_hidden: 0,
+            joined_later: Vec::new(),
         },
         peers: Vec::new(),
         pending: std::collections::VecDeque::new(),
@@ -417,7 +430,7 @@ impl Lobby<'_> {
                         }
                         None => {
                             let _ = p.s.set_nonblocking(false);
-                            self.notes.joined(format!("rank {rank} joined from {addr}"));
+                            self.notes.joined(rank, addr);
                             self.peers.push(Admitted {
                                 rank,
                                 ngpus,
@@ -1008,7 +1021,7 @@ mod tests {
             }
             conns.push(s);
         }
-        want.push("3 more rank(s) joined (not shown)".into());
+        want.push("3 more rank(s) joined from 127.0.0.1: 17-19".into());
         let (r, notes) = r0.join().unwrap();
         assert_eq!(r, Ok(world), "{notes:?}");
         assert_eq!(notes, want);
