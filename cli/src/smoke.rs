@@ -408,19 +408,36 @@ fn human(bytes: usize) -> String {
 struct Capture {
     dir: Option<PathBuf>,
     echo: bool,
+    /// The directories of runs that are gone (killed) removed at the start.
+    swept: Vec<PathBuf>,
 }
+
+/// The names of the runs' log directories in the temporary directory.
+const LOG_DIRS: &str = "nccl-find-smoke-";
 
 impl Capture {
     fn start(json: bool) -> Capture {
+        let tmp = std::env::temp_dir();
+        let swept = smoke::rundir::sweep(&tmp, LOG_DIRS);
         let users = std::env::var_os("NCCL_DEBUG").is_some();
         let echo = users && json && std::env::var_os("NCCL_DEBUG_FILE").is_none();
         if users && !echo {
-            return Capture { dir: None, echo };
+            return Capture {
+                dir: None,
+                echo,
+                swept,
+            };
         }
         // A new directory of this run's own (0700, never one that was
-        // there before), so NCCL's log file cannot follow a planted link.
-        let Ok(dir) = smoke::private_dir(&std::env::temp_dir(), "nccl-find-smoke-") else {
-            return Capture { dir: None, echo };
+        // there before), so NCCL's log file cannot follow a planted link;
+        // with an owner record, so that a later run can remove it if this
+        // one is killed.
+        let Ok(dir) = smoke::rundir::make(&tmp, LOG_DIRS) else {
+            return Capture {
+                dir: None,
+                echo,
+                swept,
+            };
         };
         // Set before NCCL is loaded, while this process has one thread.
         if !users {
@@ -434,7 +451,23 @@ impl Capture {
         Capture {
             dir: Some(dir),
             echo,
+            swept,
         }
+    }
+
+    /// What the start removed, in words (for a note).
+    fn swept_note(&self) -> Option<String> {
+        let first = self.swept.first()?;
+        Some(format!(
+            "removed {} NCCL log director{} that killed runs left in {} ({}{})",
+            self.swept.len(),
+            if self.swept.len() == 1 { "y" } else { "ies" },
+            first
+                .parent()
+                .map_or(String::new(), |p| p.display().to_string()),
+            first.file_name().unwrap_or_default().to_string_lossy(),
+            if self.swept.len() > 1 { ", …" } else { "" }
+        ))
     }
 
     fn last_warnings(&self, n: usize) -> Vec<String> {
@@ -523,6 +556,12 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     let mut out = std::io::stdout();
     if let (Some(m), false) = (&meeting, a.json) {
         let _ = writeln!(out, "{who}note: {}", m.line());
+    }
+    if let Some(n) = capture.swept_note() {
+        if !a.json {
+            let _ = writeln!(out, "{who}note: {n}");
+        }
+        events.push(Event::Note(n));
     }
     let mut header_done = false;
     let result = smoke::run(&opts, &mut |e: Event| {

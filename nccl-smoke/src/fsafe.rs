@@ -222,7 +222,7 @@ pub(crate) fn remove_if_ours(path: &Path, id: FileId) -> bool {
 }
 
 /// This process's effective user id, from `/proc/self` (owned by it).
-fn my_uid() -> Option<u32> {
+pub(crate) fn my_uid() -> Option<u32> {
     std::fs::metadata("/proc/self").ok().map(|m| m.uid())
 }
 

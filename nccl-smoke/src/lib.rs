@@ -48,6 +48,7 @@ mod nccl;
 pub mod net;
 mod ptx;
 pub mod rendezvous;
+pub mod rundir;
 pub mod untrusted;
 pub mod verdict;
 mod watchdog;

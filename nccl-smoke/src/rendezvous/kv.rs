@@ -164,18 +164,31 @@ pub(super) fn join(
             f.message = format!("{launcher}: {}", f.message);
             Err(f)
         }
-        Err(_) if !connected.load(Ordering::SeqCst) => Err(fail(format!(
+        Err(_) => Err(timed_out(
+            launcher,
+            &where_,
+            timeout,
+            connected.load(Ordering::SeqCst),
+        )),
+    }
+}
+
+/// The meeting's deadline passed: the launcher's server never took this
+/// rank (`connected` false), or some rank never came.
+fn timed_out(launcher: &str, where_: &str, timeout: Duration, connected: bool) -> Failed {
+    if !connected {
+        return fail(format!(
             "{launcher}: no answer from {where_} within {:.0} s: is the launcher still running, and did it \
              start this process? {INSTEAD}",
             timeout.as_secs_f64()
-        ))),
-        Err(_) => Err(fail(format!(
-            "{launcher}: the processes did not all meet through {where_} within {:.0} s: a rank never came \
-             (it failed to start, or was started outside this job), or the launcher's server stopped \
-             answering. Check every rank's output, or raise --timeout",
-            timeout.as_secs_f64()
-        ))),
+        ));
     }
+    fail(format!(
+        "{launcher}: the processes did not all meet through {where_} within {:.0} s: a rank never came (it \
+         failed to start, or was started outside this job), or the launcher's server stopped answering. \
+         Check every rank's output, or raise --timeout",
+        timeout.as_secs_f64()
+    ))
 }
 
 impl KvLink {

@@ -16,7 +16,7 @@ use crate::fsafe::{self, FileId};
 mod file;
 pub mod kv;
 pub mod launch;
-mod owner;
+pub(crate) mod owner;
 mod pmi1;
 mod pmix;
 mod proof;
