@@ -418,8 +418,10 @@ fn chosen_gpus(
         (Some(g), _, _) => g.clone(),
         (None, Some(local), Some(_)) => {
             let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+            let per_task = std::env::var("SLURM_GPUS_PER_TASK").ok();
             let (g, why) =
-                gpus_for_local_rank(local, count, visible.as_deref()).map_err(Failure::Usage)?;
+                gpus_for_local_rank(local, count, visible.as_deref(), per_task.as_deref())
+                    .map_err(Failure::Usage)?;
             on(Event::Note(why));
             g
         }
@@ -447,17 +449,36 @@ fn chosen_gpus(
 /// The GPU(s) a process of a launcher drives, from its rank on the node
 /// and the `count` GPUs it sees, and why, in words:
 ///
+/// - every GPU it sees, when `CUDA_VISIBLE_DEVICES` is set and it sees as
+///   many as Slurm's `--gpus-per-task` gave each task (`per_task`, the
+///   value of `SLURM_GPUS_PER_TASK`: `2`, or `a100:2`), so that every
+///   task drives its own, whatever its local rank;
 /// - the local rank's own GPU, when it sees that many (each process sees
 ///   every GPU of the node, the usual case);
 /// - every GPU it sees, when it sees fewer and `CUDA_VISIBLE_DEVICES` is
-///   set (the launcher gave each process its own, as Slurm's
-///   `--gpus-per-task` does);
+///   set (the launcher gave each process its own);
 /// - otherwise, an error: more processes on this node than GPUs.
 pub fn gpus_for_local_rank(
     local: usize,
     count: usize,
     visible: Option<&str>,
+    per_task: Option<&str>,
 ) -> Result<(Vec<usize>, String), String> {
+    let given = per_task
+        .and_then(|p| p.rsplit(':').next())
+        .and_then(|n| n.trim().parse::<usize>().ok());
+    if let (Some(v), Some(n)) = (visible, given) {
+        if n == count && n > 0 {
+            return Ok((
+                (0..count).collect(),
+                format!(
+                    "every GPU this process sees ({count}): Slurm gave each task its own \
+                     (SLURM_GPUS_PER_TASK={n}, CUDA_VISIBLE_DEVICES=\"{}\")",
+                    untrusted::shown(v, 64)
+                ),
+            ));
+        }
+    }
     if local < count {
         return Ok((
             vec![local],
@@ -620,7 +641,7 @@ mod tests {
     #[test]
     fn a_launchers_process_drives_its_local_ranks_gpu() {
         assert_eq!(
-            gpus_for_local_rank(3, 8, None),
+            gpus_for_local_rank(3, 8, None, None),
             Ok((
                 vec![3],
                 "GPU 3 of 8: this process's local rank is 3".to_string()
@@ -628,7 +649,7 @@ mod tests {
         );
         // Each process given its own GPU(s) by CUDA_VISIBLE_DEVICES.
         assert_eq!(
-            gpus_for_local_rank(5, 1, Some("5")),
+            gpus_for_local_rank(5, 1, Some("5"), None),
             Ok((
                 vec![0],
                 "every GPU this process sees (1): CUDA_VISIBLE_DEVICES=\"5\" gives it its own, and its local rank 5 \
@@ -636,16 +657,47 @@ mod tests {
                     .to_string()
             ))
         );
-        assert_eq!(gpus_for_local_rank(2, 2, Some("4,5")).unwrap().0, [0, 1]);
+        assert_eq!(
+            gpus_for_local_rank(2, 2, Some("4,5"), None).unwrap().0,
+            [0, 1]
+        );
+        // srun --gpus-per-task=2: every task drives the two it was given,
+        // local ranks 0 and 1 too (they drove one each).
+        for local in 0..4 {
+            assert_eq!(
+                gpus_for_local_rank(local, 2, Some("2,3"), Some("2")),
+                Ok((
+                    vec![0, 1],
+                    "every GPU this process sees (2): Slurm gave each task its own (SLURM_GPUS_PER_TASK=2, \
+                     CUDA_VISIBLE_DEVICES=\"2,3\")"
+                        .to_string()
+                ))
+            );
+        }
+        assert_eq!(
+            gpus_for_local_rank(1, 2, Some("0,1"), Some("a100:2"))
+                .unwrap()
+                .0,
+            [0, 1]
+        );
+        // --gpus-per-task with every GPU of the node visible to each task
+        // (--gpu-bind=none): the local rank's own, never all of them.
+        assert_eq!(
+            gpus_for_local_rank(1, 4, Some("0,1,2,3"), Some("2"))
+                .unwrap()
+                .0,
+            [1]
+        );
+        assert_eq!(gpus_for_local_rank(1, 4, None, Some("2")).unwrap().0, [1]);
         // More processes than GPUs, and nothing to say they were divided.
         assert_eq!(
-            gpus_for_local_rank(4, 4, None),
+            gpus_for_local_rank(4, 4, None, None),
             Err("local rank 4, but this node shows 4 GPU(s): more processes on this node than GPUs. Start at \
                  most 4 process(es) per node, or pass --gpus"
                 .to_string())
         );
         // A hostile value is shown escaped.
-        assert!(gpus_for_local_rank(1, 1, Some("\x1b[2J"))
+        assert!(gpus_for_local_rank(1, 1, Some("\x1b[2J"), None)
             .unwrap()
             .1
             .contains("CUDA_VISIBLE_DEVICES=\"\\u{1b}[2J\""));
