@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{wheel_lib, without_launchers};
+use common::{wheel_lib, without_launchers, TmpDir};
 
 /// The launcher scripts/launchers installed, with its version; `None` (the
 /// test skips) when it is not there, unless launchers are required.
@@ -53,12 +53,18 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// Runs `mpiexec ARGS` in `dir` with none of the other launchers'
+/// Runs `mpiexec ARGS` in `dir`, `tmp` the job's TMPDIR (Hydra passes its
+/// environment on to the ranks), with none of the other launchers'
 /// variables around, killed (and the test failed) after two minutes.
-fn run(mpiexec: &Path, dir: &Path, args: &[&str]) -> (i32, String, String, Duration) {
+fn run(
+    mpiexec: &Path,
+    dir: &Path,
+    tmp: &TmpDir,
+    args: &[std::ffi::OsString],
+) -> (i32, String, String, Duration) {
     let mut cmd = Command::new("timeout");
     cmd.args(["-k", "10", "120"]).arg(mpiexec).args(args);
-    without_launchers(&mut cmd);
+    without_launchers(&mut cmd).env("TMPDIR", tmp.path());
     let start = Instant::now();
     let o: Output = cmd.current_dir(dir).stdin(Stdio::null()).output().unwrap();
     let took = start.elapsed();
@@ -86,14 +92,14 @@ fn four_ranks_meet(var: &str) {
         return;
     };
     let dir = scratch(&format!("meet-{var}"));
+    let tmp = TmpDir::new(&format!("hydra-meet-{var}"));
     let bin = env!("CARGO_BIN_EXE_nccl-find");
     let lib = lib.to_str().unwrap();
-    let (code, out, err, _) = run(
-        &mpiexec,
-        &dir,
-        &[
-            "-n",
-            "4",
+    // Each rank is nccl-find itself, exec'd once its TMPDIR is checked.
+    let mut args: Vec<std::ffi::OsString> = vec!["-n".into(), "4".into()];
+    args.extend(tmp.exec_checked(""));
+    args.extend(
+        [
             bin,
             "smoke",
             "--lib",
@@ -101,8 +107,10 @@ fn four_ranks_meet(var: &str) {
             "--rendezvous-only",
             "--timeout",
             "60",
-        ],
+        ]
+        .map(Into::into),
     );
+    let (code, out, err, _) = run(&mpiexec, &dir, &tmp, &args);
     assert_eq!((code, err.as_str()), (0, ""), "{out}");
     let mut ids = Vec::new();
     for r in 0..4 {
@@ -143,6 +151,7 @@ fn four_ranks_meet(var: &str) {
     assert_eq!(out.lines().count(), 20, "{out}");
     // The launcher's exchange leaves nothing behind.
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    tmp.assert_empty(&out);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -157,14 +166,18 @@ fn a_rank_that_never_takes_part_ends_at_the_deadline(var: &str) {
         return;
     };
     let dir = scratch(&format!("early-{var}"));
+    let tmp = TmpDir::new(&format!("hydra-early-{var}"));
     let bin = env!("CARGO_BIN_EXE_nccl-find");
-    let script = r#"if [ "$PMI_RANK" = 1 ]; then sleep 12; exit 0; fi
-exec "$0" smoke --lib "$1" --rendezvous-only --timeout 5"#;
-    let (code, out, err, took) = run(
-        &mpiexec,
-        &dir,
-        &["-n", "2", "sh", "-c", script, bin, lib.to_str().unwrap()],
+    let script = format!(
+        r#"{} if [ "$PMI_RANK" = 1 ]; then sleep 12; exit 0; fi
+exec "$0" smoke --lib "$1" --rendezvous-only --timeout 5"#,
+        tmp.sh_check()
     );
+    let args: Vec<std::ffi::OsString> =
+        ["-n", "2", "sh", "-c", &script, bin, lib.to_str().unwrap()]
+            .map(Into::into)
+            .into();
+    let (code, out, err, took) = run(&mpiexec, &dir, &tmp, &args);
     let why = "mpiexec (Hydra): the PMI barrier did not complete by the deadline: not all 2 processes \
                reached it. A rank that exited early, failed to start, or runs another program never does \
                (PMI-1 cannot say which). Check every rank's output, or raise --timeout";
@@ -186,6 +199,7 @@ exec "$0" smoke --lib "$1" --rendezvous-only --timeout 5"#;
     assert!(took >= Duration::from_secs(5), "{took:?}");
     assert!(took < Duration::from_secs(40), "{took:?}");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    tmp.assert_empty(&out);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

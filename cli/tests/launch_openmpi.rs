@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{wheel_lib, without_launchers};
+use common::{wheel_lib, without_launchers, TmpDir};
 
 /// The launcher named by `var` (scripts/launchers sets it); `None`, and
 /// why, where it is missing and not required.
@@ -56,14 +56,16 @@ const WRAP: &str = "\"$0\" \"$@\" >\"$NCCL_FIND_TEST_OUT/out.$OMPI_COMM_WORLD_RA
                     2>\"$NCCL_FIND_TEST_OUT/err.$OMPI_COMM_WORLD_RANK\"; s=$?; \
                     echo $s >\"$NCCL_FIND_TEST_OUT/status.$OMPI_COMM_WORLD_RANK\"; exit $s";
 
-/// `sh -c WRAP nccl-find smoke --lib LIB --rendezvous-only --timeout SECS`.
-fn ours(lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
-    ours_with(&[], lib, secs)
+/// `sh -c WRAP nccl-find smoke --lib LIB --rendezvous-only --timeout SECS`,
+/// the wrapper first checking that the rank's TMPDIR is `tmp`.
+fn ours(tmp: &TmpDir, lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
+    ours_with(tmp, &[], lib, secs)
 }
 
 /// [`ours`], with `pre` (`env NAME=VALUE`) before the command.
-fn ours_with(pre: &[&str], lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
-    let mut v: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), WRAP.into()];
+fn ours_with(tmp: &TmpDir, pre: &[&str], lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
+    let wrap = format!("{} {WRAP}", tmp.sh_check());
+    let mut v: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), wrap.into()];
     v.extend(pre.iter().map(Into::into));
     v.push(env!("CARGO_BIN_EXE_nccl-find").into());
     v.extend(["smoke".into(), "--lib".into(), lib.as_os_str().to_owned()]);
@@ -72,12 +74,20 @@ fn ours_with(pre: &[&str], lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
 }
 
 /// Runs `mpirun` (as root too, more ranks than cores) with `args`, the
-/// ranks' files going to `d`: its exit status, and what it said itself.
-fn mpirun_in(mpirun: &Path, d: &Path, args: &[std::ffi::OsString]) -> (Option<i32>, String) {
+/// ranks' files going to `d`, and `tmp` the TMPDIR of the whole job (mpirun
+/// passes its environment on to the ranks; its own session directory goes
+/// there too, and it removes it): its exit status, and what it said itself.
+fn mpirun_in(
+    mpirun: &Path,
+    d: &Path,
+    tmp: &TmpDir,
+    args: &[std::ffi::OsString],
+) -> (Option<i32>, String) {
     let out = without_launchers(&mut Command::new(mpirun))
         .args(["--allow-run-as-root", "--oversubscribe"])
         .args(args)
         .env("NCCL_FIND_TEST_OUT", d)
+        .env("TMPDIR", tmp.path())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -135,9 +145,10 @@ fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
     let Some(lib) = wheel_lib() else { return };
     version(mpirun, major);
     let d = scratch(major);
+    let tmp = TmpDir::new(&format!("openmpi-{major}"));
     let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "4".into()];
-    args.extend(ours(&lib, "60"));
-    let (status, launcher_said) = mpirun_in(mpirun, &d, &args);
+    args.extend(ours(&tmp, &lib, "60"));
+    let (status, launcher_said) = mpirun_in(mpirun, &d, &tmp, &args);
     assert_eq!(status, Some(0), "{launcher_said}");
     assert_eq!(
         names(&d),
@@ -228,6 +239,7 @@ fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
     );
     local.sort();
     assert_eq!(local, [0, 1, 2, 3]);
+    tmp.assert_empty(&launcher_said);
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -264,11 +276,12 @@ fn a_rank_that_never_comes(mpirun: &Path, major: &str) {
     let Some(lib) = wheel_lib() else { return };
     version(mpirun, major);
     let d = scratch(&format!("{major}-never"));
+    let tmp = TmpDir::new(&format!("openmpi-{major}-never"));
     let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "1".into()];
-    args.extend(ours(&lib, "5"));
+    args.extend(ours(&tmp, &lib, "5"));
     args.extend([":", "-np", "1", "sleep", "300"].map(Into::into));
     let t = std::time::Instant::now();
-    let (status, launcher_said) = mpirun_in(mpirun, &d, &args);
+    let (status, launcher_said) = mpirun_in(mpirun, &d, &tmp, &args);
     let took = t.elapsed();
     assert!(matches!(status, Some(s) if s != 0), "{launcher_said}");
     assert!(took < std::time::Duration::from_secs(200), "{took:?}");
@@ -298,6 +311,7 @@ fn a_rank_that_never_comes(mpirun: &Path, major: &str) {
         stderr.starts_with(&format!("nccl-find smoke: {failed}")) && stderr.lines().count() == 1,
         "{stderr}"
     );
+    tmp.assert_empty(&launcher_said);
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -322,9 +336,15 @@ fn a_world_size_the_server_denies(mpirun: &Path, major: &str) {
     let Some(lib) = wheel_lib() else { return };
     version(mpirun, major);
     let d = scratch(&format!("{major}-size"));
+    let tmp = TmpDir::new(&format!("openmpi-{major}-size"));
     let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "1".into()];
-    args.extend(ours_with(&["env", "OMPI_COMM_WORLD_SIZE=2"], &lib, "60"));
-    let (status, launcher_said) = mpirun_in(mpirun, &d, &args);
+    args.extend(ours_with(
+        &tmp,
+        &["env", "OMPI_COMM_WORLD_SIZE=2"],
+        &lib,
+        "60",
+    ));
+    let (status, launcher_said) = mpirun_in(mpirun, &d, &tmp, &args);
     assert!(matches!(status, Some(s) if s != 0), "{launcher_said}");
     assert_eq!(names(&d), ["err.0", "out.0", "status.0"], "{launcher_said}");
     assert_eq!(read(&d, "status", 0), "1\n");
@@ -349,6 +369,7 @@ fn a_world_size_the_server_denies(mpirun: &Path, major: &str) {
         stderr.starts_with(&format!("nccl-find smoke: {failed}")) && stderr.lines().count() == 1,
         "{stderr}"
     );
+    tmp.assert_empty(&launcher_said);
     std::fs::remove_dir_all(&d).unwrap();
 }
 

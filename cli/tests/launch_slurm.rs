@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use nccl_smoke::rendezvous::BACKENDS;
 
 mod common;
-use common::{wheel_lib, without_launchers};
+use common::{wheel_lib, without_launchers, TmpDir};
 
 /// The longest wait for the daemons to come up, and for one srun.
 const START: Duration = Duration::from_secs(180);
@@ -446,8 +446,10 @@ struct Ran {
 }
 
 /// Runs `srun ARGS nccl-find smoke --rendezvous-only` with 4 tasks (and
-/// `vars` in srun's environment, which the tasks get); asserts
-/// srun's exit 0 (every task's exit 0) and one output file per task.
+/// `vars` in srun's environment, which the tasks get), each task checking
+/// first that its TMPDIR is the job's own (srun passes its environment on);
+/// asserts srun's exit 0 (every task's exit 0), one output file per task,
+/// and that nothing was left in the job's TMPDIR.
 fn srun(
     t: &Tools,
     c: &Cluster,
@@ -458,12 +460,15 @@ fn srun(
 ) -> Ran {
     let out = c.dir.join("runs").join(name);
     std::fs::create_dir_all(&out).unwrap();
+    let tmp = TmpDir::new(&format!("slurm-{name}"));
     let mut cmd = clean(&t.srun, &c.conf);
     cmd.envs(vars.iter().copied())
+        .env("TMPDIR", tmp.path())
         .args(args)
         .args(["-n", "4", "--job-name", name, "--kill-on-bad-exit=1"])
         .arg(format!("--output={}/%j.%t.%n.out", out.display()))
         .arg(format!("--error={}/%j.%t.%n.err", out.display()))
+        .args(tmp.exec_checked(""))
         .arg(env!("CARGO_BIN_EXE_nccl-find"))
         .args([
             "smoke",
@@ -517,6 +522,7 @@ fn srun(
         nodes.push(node);
     }
     assert_eq!(names.len(), 8, "{names:?}");
+    tmp.assert_empty(&all.join("\n"));
     Ran { job, tasks, nodes }
 }
 

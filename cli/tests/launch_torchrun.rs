@@ -16,7 +16,7 @@ use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, text, wheel_lib, without_launchers};
+use common::{free_port, text, wheel_lib, without_launchers, TmpDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nccl-find");
 
@@ -83,18 +83,20 @@ impl Drop for Scratch {
     }
 }
 
-/// Writes `run.sh`: torchrun starts it as each worker; it runs nccl-find
-/// with the worker's arguments, its output in `out.RANK` and `err.RANK`,
-/// its exit status in `status.RANK`.
-fn wrapper(d: &Scratch) -> PathBuf {
+/// Writes `run.sh`: torchrun starts it as each worker; it checks that the
+/// worker's TMPDIR is `tmp`, then runs nccl-find with the worker's
+/// arguments, its output in `out.RANK` and `err.RANK`, its exit status in
+/// `status.RANK`.
+fn wrapper(d: &Scratch, tmp: &TmpDir) -> PathBuf {
     let w = d.0.join("run.sh");
     let dir = d.0.to_str().unwrap();
     assert!(!dir.contains('\'') && !BIN.contains('\''));
     std::fs::write(
         &w,
         format!(
-            "#!/bin/sh\n'{BIN}' \"$@\" >'{dir}'/out.\"$RANK\" 2>'{dir}'/err.\"$RANK\"\n\
-             s=$?\necho $s >'{dir}'/status.\"$RANK\"\nexit $s\n"
+            "#!/bin/sh\n{}\n'{BIN}' \"$@\" >'{dir}'/out.\"$RANK\" 2>'{dir}'/err.\"$RANK\"\n\
+             s=$?\necho $s >'{dir}'/status.\"$RANK\"\nexit $s\n",
+            tmp.sh_check()
         ),
     )
     .unwrap();
@@ -133,12 +135,16 @@ fn bare(program: &Path) -> Command {
     c
 }
 
-/// Runs torchrun with `args`, then `--no-python run.sh smoke …`, in `d`:
-/// torchrun's output.
-fn torchrun(torchrun: &Path, d: &Scratch, lib: &Path, args: &[String]) -> Output {
-    let w = wrapper(d);
+/// Runs torchrun with `args`, then `--no-python run.sh smoke …`, in `d`,
+/// with `tmp` as the job's TMPDIR: torchrun's output. torchrun keeps its
+/// workers' logs in `d/torchelastic` (by default it makes a directory in
+/// TMPDIR and leaves it there).
+fn torchrun(torchrun: &Path, d: &Scratch, tmp: &TmpDir, lib: &Path, args: &[String]) -> Output {
+    let w = wrapper(d, tmp);
     let child = bare(torchrun)
         .current_dir(&d.0)
+        .env("TMPDIR", tmp.path())
+        .arg(format!("--log-dir={}", d.0.join("torchelastic").display()))
         .args(args)
         .arg("--no-python")
         .arg(&w)
@@ -169,8 +175,9 @@ fn ranks(d: &Scratch, world: usize) -> Vec<(String, String, String)> {
 /// Checks a successful run of `world` ranks: every rank exits 0, says it
 /// meets through the agent store (`exchange(rank, line)` checks its line),
 /// gets the same unique id and its place, and rank 0 hears that every other
-/// agrees. Nothing but run.sh's own files is left in `d`.
-fn expect_met(d: &Scratch, world: usize, o: &Output, exchange: &dyn Fn(usize, &str)) {
+/// agrees. Nothing but run.sh's own files and torchrun's logs is left in
+/// `d`, and nothing at all in the job's TMPDIR, `tmp`.
+fn expect_met(d: &Scratch, tmp: &TmpDir, world: usize, o: &Output, exchange: &dyn Fn(usize, &str)) {
     let all = format!(
         "torchrun: {}\n{}\nranks: {:#?}",
         String::from_utf8_lossy(&o.stdout),
@@ -222,7 +229,7 @@ fn expect_met(d: &Scratch, world: usize, o: &Output, exchange: &dyn Fn(usize, &s
         assert!(line(4).ends_with(" s)"), "{all}");
     }
     assert!(ids.iter().all(|i| *i == ids[0] && i.len() == 16), "{ids:?}");
-    let mut want = vec!["run.sh".to_string()];
+    let mut want = vec!["run.sh".to_string(), "torchelastic".to_string()];
     for r in 0..world {
         want.extend([
             format!("err.{r}"),
@@ -232,6 +239,7 @@ fn expect_met(d: &Scratch, world: usize, o: &Output, exchange: &dyn Fn(usize, &s
     }
     want.sort();
     assert_eq!(d.names(), want);
+    tmp.assert_empty(&all);
 }
 
 /// The variables every torchrun-store rank names, for a static launch,
@@ -273,14 +281,16 @@ fn standalone_torchrun_meets_through_its_agent_store() {
         return;
     };
     let d = Scratch::new("standalone");
+    let tmp = TmpDir::new("torchrun-standalone");
     let o = torchrun(
         &tr,
         &d,
+        &tmp,
         &lib,
         &["--standalone".into(), "--nproc-per-node=4".into()],
     );
     let first = std::sync::Mutex::new(String::new());
-    expect_met(&d, 4, &o, &|r, line| {
+    expect_met(&d, &tmp, 4, &o, &|r, line| {
         // Where the agent serves and the run id are torch's choice: every
         // rank must name the same.
         let at = line
@@ -327,10 +337,12 @@ fn static_torchrun_meets_through_its_agent_store() {
         return;
     };
     let d = Scratch::new("static");
+    let tmp = TmpDir::new("torchrun-static");
     let port = free_port();
     let o = torchrun(
         &tr,
         &d,
+        &tmp,
         &lib,
         &[
             "--master-addr=127.0.0.1".into(),
@@ -347,7 +359,7 @@ fn static_torchrun_meets_through_its_agent_store() {
         relayed(4, &name),
         torchrun_from("TORCH_NCCL_ASYNC_ERROR_HANDLING")
     );
-    expect_met(&d, 4, &o, &|_, line| assert_eq!(line, want));
+    expect_met(&d, &tmp, 4, &o, &|_, line| assert_eq!(line, want));
 }
 
 #[test]
@@ -356,10 +368,12 @@ fn torch_2_1_torchrun_meets_in_the_old_protocol() {
         return;
     };
     let d = Scratch::new("old");
+    let tmp = TmpDir::new("torchrun-old");
     let port = free_port();
     let o = torchrun(
         &tr,
         &d,
+        &tmp,
         &lib,
         &[
             "--master-addr=127.0.0.1".into(),
@@ -378,7 +392,7 @@ fn torch_2_1_torchrun_meets_in_the_old_protocol() {
         relayed(4, &name),
         torchrun_from("NCCL_ASYNC_ERROR_HANDLING")
     );
-    expect_met(&d, 4, &o, &|_, line| assert_eq!(line, want));
+    expect_met(&d, &tmp, 4, &o, &|_, line| assert_eq!(line, want));
 }
 
 /// A bare TCPStore server, started from torch's python; stopped when
@@ -426,9 +440,12 @@ impl Drop for Store {
 }
 
 /// Starts nccl-find as `rank` of `world` the way torchrun's agent would,
-/// against the store at `port`, with `protocol` (the variable naming
-/// torch's version) and `extra` variables (set last: they win).
+/// against the store at `port`, with `tmp` as its TMPDIR, `protocol` (the
+/// variable naming torch's version) and `extra` variables (set last: they
+/// win).
+#[allow(clippy::too_many_arguments)]
 fn rank_of(
+    tmp: &TmpDir,
     port: u16,
     lib: &Path,
     rank: usize,
@@ -449,6 +466,7 @@ fn rank_of(
         .env("TORCHELASTIC_RUN_ID", "test-run")
         .env("TORCHELASTIC_RESTART_COUNT", "0")
         .env(protocol, "1")
+        .env("TMPDIR", tmp.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -463,12 +481,14 @@ fn a_rank_that_never_comes_is_named_at_the_deadline() {
         return;
     };
     let store = Store::start(&py);
+    let tmp = TmpDir::new("torchrun-never");
     let t = Instant::now();
     // Ranks 0 and 2 of 3: rank 1 never comes.
     let kids: Vec<Child> = [0, 2]
         .iter()
         .map(|&r| {
             rank_of(
+                &tmp,
                 store.port,
                 &lib,
                 r,
@@ -509,14 +529,16 @@ fn a_rank_that_never_comes_is_named_at_the_deadline() {
         took >= Duration::from_secs(3) && took < Duration::from_secs(60),
         "{took:?}"
     );
+    tmp.assert_empty(&format!("{outs:#?}"));
 }
 
 /// Two ranks against a bare store of `python`'s torch, told the other
 /// protocol than the server's: both meet all the same.
 fn meets_despite_the_wrong_hint(python: &Path, lib: &Path, protocol: &str) {
     let store = Store::start(python);
+    let tmp = TmpDir::new("torchrun-hint");
     let kids: Vec<Child> = (0..2)
-        .map(|r| rank_of(store.port, lib, r, 2, protocol, "60", &[]))
+        .map(|r| rank_of(&tmp, store.port, lib, r, 2, protocol, "60", &[]))
         .collect();
     let outs: Vec<_> = kids
         .into_iter()
@@ -553,6 +575,7 @@ fn meets_despite_the_wrong_hint(python: &Path, lib: &Path, protocol: &str) {
         ),
         "{outs:?}"
     );
+    tmp.assert_empty(&format!("{outs:#?}"));
 }
 
 #[test]
@@ -573,8 +596,10 @@ fn the_other_protocol_is_tried_when_the_environment_misleads() {
 #[test]
 fn a_half_set_agent_store_environment_says_what_to_pass() {
     let Some(lib) = wheel_lib() else { return };
+    let tmp = TmpDir::new("torchrun-half");
     let o = bare(Path::new(BIN))
         .args(["smoke", "--lib", lib.to_str().unwrap(), "--rendezvous-only"])
+        .env("TMPDIR", tmp.path())
         .env("TORCHELASTIC_USE_AGENT_STORE", "True")
         .env("MASTER_ADDR", "127.0.0.1")
         .env("RANK", "0")
@@ -592,6 +617,7 @@ fn a_half_set_agent_store_environment_says_what_to_pass() {
                 .into()
         )
     );
+    tmp.assert_empty("");
 }
 
 /// A TCP forwarder to `127.0.0.1:to` that counts the connections it takes.
@@ -627,6 +653,7 @@ fn workers_sharing_a_node_reach_the_store_through_one_connection() {
         return;
     };
     let store = Store::start(&py);
+    let tmp = TmpDir::new("torchrun-relay");
     let (port, count) = counting_proxy(store.port);
     // Six ranks on two nodes of three, as torchrun would place them.
     let kids: Vec<Child> = (0..6)
@@ -637,6 +664,7 @@ fn workers_sharing_a_node_reach_the_store_through_one_connection() {
                 ("GROUP_RANK", (r / 3).to_string()),
             ];
             rank_of(
+                &tmp,
                 port,
                 &lib,
                 r,
@@ -679,4 +707,5 @@ fn workers_sharing_a_node_reach_the_store_through_one_connection() {
     );
     // One connection to the store per node, not one per process.
     assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+    tmp.assert_empty(&format!("{outs:#?}"));
 }
