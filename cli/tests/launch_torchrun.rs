@@ -16,7 +16,7 @@ use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, text, wheel_lib, without_launchers, TmpDir};
+use common::{free_port, recorded, sh_record, text, wheel_lib, without_launchers, TmpDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nccl-find");
 
@@ -83,20 +83,31 @@ impl Drop for Scratch {
     }
 }
 
+/// The variables of torchrun's that each worker's wrapper keeps, in
+/// `env/NAME.RANK`, for the test to hold up against what the rank says.
+const RECORDED: [&str; 4] = [
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "LOCAL_RANK",
+];
+
 /// Writes `run.sh`: torchrun starts it as each worker; it checks that the
-/// worker's TMPDIR is `tmp`, then runs nccl-find with the worker's
-/// arguments, its output in `out.RANK` and `err.RANK`, its exit status in
-/// `status.RANK`.
+/// worker's TMPDIR is `tmp`, keeps the worker's [`RECORDED`] variables in
+/// `env/`, then runs nccl-find with the worker's arguments, its output in
+/// `out.RANK` and `err.RANK`, its exit status in `status.RANK`.
 fn wrapper(d: &Scratch, tmp: &TmpDir) -> PathBuf {
     let w = d.0.join("run.sh");
     let dir = d.0.to_str().unwrap();
     assert!(!dir.contains('\'') && !BIN.contains('\''));
+    std::fs::create_dir(d.0.join("env")).unwrap();
     std::fs::write(
         &w,
         format!(
-            "#!/bin/sh\n{}\n'{BIN}' \"$@\" >'{dir}'/out.\"$RANK\" 2>'{dir}'/err.\"$RANK\"\n\
+            "#!/bin/sh\n{}\n{}\n'{BIN}' \"$@\" >'{dir}'/out.\"$RANK\" 2>'{dir}'/err.\"$RANK\"\n\
              s=$?\necho $s >'{dir}'/status.\"$RANK\"\nexit $s\n",
-            tmp.sh_check()
+            tmp.sh_check(),
+            sh_record(&d.0.join("env"), "RANK", &RECORDED)
         ),
     )
     .unwrap();
@@ -172,12 +183,30 @@ fn ranks(d: &Scratch, world: usize) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// Checks a successful run of `world` ranks: every rank exits 0, says it
-/// meets through the agent store (`exchange(rank, line)` checks its line),
-/// gets the same unique id and its place, and rank 0 hears that every other
-/// agrees. Nothing but run.sh's own files and torchrun's logs is left in
-/// `d`, and nothing at all in the job's TMPDIR, `tmp`.
-fn expect_met(d: &Scratch, tmp: &TmpDir, world: usize, o: &Output, exchange: &dyn Fn(usize, &str)) {
+/// How rank 0 of a run admits the others.
+#[derive(Clone, Copy, PartialEq)]
+enum Admits {
+    /// Through the agent's store: rank 0 says nothing of the others.
+    Store,
+    /// Rank 0 serves our TCP rendezvous, and says where each other rank
+    /// joined from (this host: a loopback address).
+    Tcp,
+}
+
+/// Checks a successful run of `world` ranks: every rank exits 0, says how
+/// it meets (`exchange(rank, line)` checks its line), its local rank
+/// (torchrun's `LOCAL_RANK`, as the wrapper saw it), gets the same unique
+/// id and its place, and rank 0 hears that every other agrees. Nothing but
+/// run.sh's own files and torchrun's logs is left in `d`, and nothing at
+/// all in the job's TMPDIR, `tmp`.
+fn expect_met(
+    d: &Scratch,
+    tmp: &TmpDir,
+    world: usize,
+    o: &Output,
+    admits: Admits,
+    exchange: &dyn Fn(usize, &str),
+) {
     let all = format!(
         "torchrun: {}\n{}\nranks: {:#?}",
         String::from_utf8_lossy(&o.stdout),
@@ -193,7 +222,13 @@ fn expect_met(d: &Scratch, tmp: &TmpDir, world: usize, o: &Output, exchange: &dy
             "rank {r}: {all}"
         );
         let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines.len(), 5, "rank {r}: {all}");
+        // Rank 0 of our TCP rendezvous: a line for each rank that joined.
+        let joins = if admits == Admits::Tcp && r == 0 {
+            world - 1
+        } else {
+            0
+        };
+        assert_eq!(lines.len(), 5 + joins, "rank {r}: {all}");
         let p = format!("[rank {r}] ");
         let line = |i: usize| {
             lines[i]
@@ -202,7 +237,25 @@ fn expect_met(d: &Scratch, tmp: &TmpDir, world: usize, o: &Output, exchange: &dy
         };
         exchange(r, line(0));
         assert!(line(1).starts_with("NCCL 2.21.5 from "), "{all}");
-        assert_eq!(line(2), format!("note: local rank {r}"), "{all}");
+        let local = recorded(&d.0.join("env"), "LOCAL_RANK", r);
+        assert_eq!(line(2), format!("note: local rank {local}"), "{all}");
+        let mut joined: Vec<usize> = (3..3 + joins)
+            .map(|i| {
+                let (k, from) = line(i)
+                    .strip_prefix("note: rank ")
+                    .and_then(|l| l.split_once(" joined from "))
+                    .unwrap_or_else(|| panic!("rank 0 line {i}: {all}"));
+                let port = from
+                    .strip_prefix("127.0.0.1:")
+                    .or_else(|| from.strip_prefix("[::1]:"))
+                    .unwrap_or_else(|| panic!("rank 0 line {i}: {all}"));
+                assert!(port.parse::<u16>().is_ok_and(|p| p > 0), "{all}");
+                k.parse().unwrap()
+            })
+            .collect();
+        joined.sort();
+        assert_eq!(joined, (1..1 + joins).collect::<Vec<_>>(), "{all}");
+        let line = |i: usize| line(i + joins);
         let w: Vec<&str> = line(3).split(' ').collect();
         assert_eq!(
             w[..7],
@@ -229,7 +282,11 @@ fn expect_met(d: &Scratch, tmp: &TmpDir, world: usize, o: &Output, exchange: &dy
         assert!(line(4).ends_with(" s)"), "{all}");
     }
     assert!(ids.iter().all(|i| *i == ids[0] && i.len() == 16), "{ids:?}");
-    let mut want = vec!["run.sh".to_string(), "torchelastic".to_string()];
+    let mut want = vec![
+        "env".to_string(),
+        "run.sh".to_string(),
+        "torchelastic".to_string(),
+    ];
     for r in 0..world {
         want.extend([
             format!("err.{r}"),
@@ -290,7 +347,7 @@ fn standalone_torchrun_meets_through_its_agent_store() {
         &["--standalone".into(), "--nproc-per-node=4".into()],
     );
     let first = std::sync::Mutex::new(String::new());
-    expect_met(&d, &tmp, 4, &o, &|r, line| {
+    expect_met(&d, &tmp, 4, &o, Admits::Store, &|r, line| {
         // Where the agent serves and the run id are torch's choice: every
         // rank must name the same.
         let at = line
@@ -359,7 +416,9 @@ fn static_torchrun_meets_through_its_agent_store() {
         relayed(4, &name),
         torchrun_from("TORCH_NCCL_ASYNC_ERROR_HANDLING")
     );
-    expect_met(&d, &tmp, 4, &o, &|_, line| assert_eq!(line, want));
+    expect_met(&d, &tmp, 4, &o, Admits::Store, &|_, line| {
+        assert_eq!(line, want)
+    });
 }
 
 #[test]
@@ -392,7 +451,65 @@ fn torch_2_1_torchrun_meets_in_the_old_protocol() {
         relayed(4, &name),
         torchrun_from("NCCL_ASYNC_ERROR_HANDLING")
     );
-    expect_met(&d, &tmp, 4, &o, &|_, line| assert_eq!(line, want));
+    expect_met(&d, &tmp, 4, &o, Admits::Store, &|_, line| {
+        assert_eq!(line, want)
+    });
+}
+
+/// torch 2.1's `--standalone` (the c10d rendezvous) gives its workers no
+/// agent store (`TORCHELASTIC_USE_AGENT_STORE=False`, as the wrapper saw):
+/// rank 0 serves our TCP rendezvous at the MASTER_ADDR and MASTER_PORT the
+/// agent chose and gave every worker (as the wrapper saw them: this host's
+/// name and a free port), and names each rank that joined.
+#[test]
+fn torch_2_1_standalone_meets_through_our_tcp_rendezvous() {
+    let (Some(lib), Some(tr)) = (wheel_lib(), installed("NCCL_FIND_TORCHRUN_OLD")) else {
+        return;
+    };
+    let d = Scratch::new("old-standalone");
+    let tmp = TmpDir::new("torchrun-old-standalone");
+    let o = torchrun(
+        &tr,
+        &d,
+        &tmp,
+        &lib,
+        &["--standalone".into(), "--nproc-per-node=4".into()],
+    );
+    let env = d.0.join("env");
+    expect_met(&d, &tmp, 4, &o, Admits::Tcp, &|r, line| {
+        assert_eq!(
+            recorded(&env, "TORCHELASTIC_USE_AGENT_STORE", r),
+            "False",
+            "rank {r}"
+        );
+        let (host, port) = (
+            recorded(&env, "MASTER_ADDR", 0),
+            recorded(&env, "MASTER_PORT", 0),
+        );
+        // The same place for every rank, and a real one.
+        assert_eq!(
+            (
+                recorded(&env, "MASTER_ADDR", r),
+                recorded(&env, "MASTER_PORT", r)
+            ),
+            (host.clone(), port.clone()),
+            "rank {r}"
+        );
+        assert!(!host.is_empty(), "MASTER_ADDR {host:?}");
+        assert!(
+            port.parse::<u16>().is_ok_and(|p| p > 0),
+            "MASTER_PORT {port:?}"
+        );
+        assert_eq!(
+            line,
+            format!(
+                "note: exchange: torchrun-tcp via torchrun, at tcp://{host}:{port} (from \
+                 TORCHELASTIC_USE_AGENT_STORE, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, \
+                 TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT)"
+            ),
+            "rank {r}"
+        );
+    });
 }
 
 /// A bare TCPStore server, started from torch's python; stopped when

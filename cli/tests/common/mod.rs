@@ -179,3 +179,22 @@ impl Drop for TmpDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A line of sh for a rank's wrapper: writes the value of each of `vars`
+/// in the rank's environment to `into/NAME.RANK` (RANK: the value of
+/// `rank_var`), for the test to hold up against what the rank said
+/// ([`recorded`]).
+pub fn sh_record(into: &Path, rank_var: &str, vars: &[&str]) -> String {
+    let d = into.to_str().expect("a dir named in UTF-8");
+    assert!(!d.contains('\''), "{d}");
+    vars.iter()
+        .map(|v| format!("printf '%s' \"${v}\" >'{d}/{v}'.\"${rank_var}\";"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What [`sh_record`] wrote for `var` of `rank`.
+pub fn recorded(into: &Path, var: &str, rank: usize) -> String {
+    let f = into.join(format!("{var}.{rank}"));
+    std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+}
