@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use nccl_smoke::rendezvous::BACKENDS;
 
 mod common;
-use common::{wheel_lib, without_launchers, TmpDir};
+use common::{skip_launcher, wheel_lib, without_launchers, TmpDir};
 
 /// The longest wait for the daemons to come up, and for one srun.
 const START: Duration = Duration::from_secs(180);
@@ -50,11 +50,7 @@ const HOSTS_LINE: &str = "127.0.0.1 node01 node02 # added by nccl-find's launch_
 
 /// Skips with `why`, or fails where the launchers are required.
 fn skip(why: &str) {
-    assert!(
-        std::env::var_os("NCCL_FIND_REQUIRE_LAUNCHERS").as_deref() != Some("1".as_ref()),
-        "NCCL_FIND_REQUIRE_LAUNCHERS=1 but {why} (run scripts/launchers)"
-    );
-    eprintln!("skipped: {why}");
+    skip_launcher(&format!("{why} (run scripts/launchers)"));
 }
 
 /// A program on PATH, or in the sbin folders root's PATH may lack.

@@ -198,3 +198,20 @@ pub fn recorded(into: &Path, var: &str, rank: usize) -> String {
     let f = into.join(format!("{var}.{rank}"));
     std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()))
 }
+
+/// Whether the test command requires every launcher
+/// (`NCCL_FIND_REQUIRE_LAUNCHERS=1`, as scripts/test sets it): a launcher
+/// that is missing is then a failure, not a skip.
+pub fn launchers_required() -> bool {
+    std::env::var_os("NCCL_FIND_REQUIRE_LAUNCHERS").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Says why a launcher's test cannot run here: a line saying it skipped,
+/// or, where launchers are required, a failure.
+pub fn skip_launcher(why: &str) {
+    assert!(
+        !launchers_required(),
+        "NCCL_FIND_REQUIRE_LAUNCHERS=1, but {why}"
+    );
+    eprintln!("skipped: {why}");
+}
