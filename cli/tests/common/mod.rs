@@ -215,3 +215,56 @@ pub fn skip_launcher(why: &str) {
     );
     eprintln!("skipped: {why}");
 }
+
+/// Processes (other than this one) whose environment holds `mark`, a whole
+/// `NAME=VALUE`: what a job started with that variable left running. A
+/// zombie has no environment left, and is not one.
+pub fn marked_processes(mark: &str) -> Vec<u32> {
+    use std::io::Read;
+    let me = std::process::id();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let mut env = Vec::new();
+        let Ok(f) = std::fs::File::open(p.path().join("environ")) else {
+            continue;
+        };
+        if f.take(1 << 20).read_to_end(&mut env).is_err() {
+            continue;
+        }
+        if env.split(|b| *b == 0).any(|v| v == mark.as_bytes()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Each of `pids` with its command name, for a message.
+pub fn named(pids: &[u32]) -> Vec<String> {
+    pids.iter()
+        .map(|p| {
+            let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+            format!("{p} {}", comm.trim())
+        })
+        .collect()
+}
+
+/// Whether process `pid` still runs (a zombie does not).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "PID (COMM) STATE …": the state follows the last ')'.
+        Ok(s) => s
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
