@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{skip_launcher, wheel_lib, without_launchers, TmpDir};
+use common::{recorded, sh_record, skip_launcher, wheel_lib, without_launchers, TmpDir};
 
 /// The launcher scripts/launchers installed, with its version; `None` (the
 /// test skips) when it is not there, unless launchers are required.
@@ -82,19 +82,24 @@ fn line<'a>(stdout: &'a str, prefix: &str) -> &'a str {
     found[0]
 }
 
-/// Four processes meet through the launcher's PMI-1 server, with no flags.
-fn four_ranks_meet(var: &str) {
+/// Four processes meet through the launcher's PMI-1 server, with no flags
+/// of ours: `mpiexec PLACE -n 4`. Each rank's local rank is what Hydra put
+/// in its MPI_LOCALRANKID, which must be `locals` (as the wrapper saw it).
+fn four_ranks_meet(var: &str, name: &str, place: &[&str], locals: [&str; 4]) {
     let Some(lib) = wheel_lib() else { return };
     let Some((mpiexec, _)) = mpiexec(var) else {
         return;
     };
-    let dir = scratch(&format!("meet-{var}"));
-    let tmp = TmpDir::new(&format!("hydra-meet-{var}"));
+    let dir = scratch(&format!("{name}-{var}"));
+    let env = scratch(&format!("{name}-env-{var}"));
+    let tmp = TmpDir::new(&format!("hydra-{name}-{var}"));
     let bin = env!("CARGO_BIN_EXE_nccl-find");
     let lib = lib.to_str().unwrap();
-    // Each rank is nccl-find itself, exec'd once its TMPDIR is checked.
-    let mut args: Vec<std::ffi::OsString> = vec!["-n".into(), "4".into()];
-    args.extend(tmp.exec_checked(""));
+    // Each rank is nccl-find itself, exec'd once its TMPDIR is checked and
+    // its PMI variables kept.
+    let mut args: Vec<std::ffi::OsString> = place.iter().map(Into::into).collect();
+    args.extend(["-n".into(), "4".into()]);
+    args.extend(tmp.exec_checked(&sh_record(&env, "PMI_RANK", &["PMI_FD", "MPI_LOCALRANKID"])));
     args.extend(
         [
             bin,
@@ -110,22 +115,25 @@ fn four_ranks_meet(var: &str) {
     let (code, out, err, _) = run(&mpiexec, &dir, &tmp, &args);
     assert_eq!((code, err.as_str()), (0, ""), "{out}");
     let mut ids = Vec::new();
-    for r in 0..4 {
-        let ex = line(&out, &format!("[rank {r}] note: exchange: "));
-        let at = ex
-            .strip_prefix(&format!(
-                "[rank {r}] note: exchange: pmi1 via mpiexec (Hydra), at PMI-1 on fd "
-            ))
-            .and_then(|s| s.strip_suffix(" (from PMI_FD, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID)"))
-            .unwrap_or_else(|| panic!("{ex}"));
-        assert!(at.parse::<u32>().is_ok_and(|fd| fd > 2), "{ex}");
+    for (r, want_local) in locals.iter().enumerate() {
+        let fd = recorded(&env, "PMI_FD", r);
+        assert!(fd.parse::<u32>().is_ok_and(|fd| fd > 2), "PMI_FD {fd:?}");
+        assert_eq!(
+            line(&out, &format!("[rank {r}] note: exchange: ")),
+            format!(
+                "[rank {r}] note: exchange: pmi1 via mpiexec (Hydra), at PMI-1 on fd {fd} (from PMI_FD, \
+                 PMI_RANK, PMI_SIZE, MPI_LOCALRANKID)"
+            )
+        );
         assert_eq!(
             line(&out, &format!("[rank {r}] NCCL ")),
             format!("[rank {r}] NCCL 2.21.5 from {lib}")
         );
+        let local = recorded(&env, "MPI_LOCALRANKID", r);
+        assert_eq!(local, *want_local, "MPI_LOCALRANKID of rank {r}");
         assert_eq!(
             line(&out, &format!("[rank {r}] note: local rank")),
-            format!("[rank {r}] note: local rank {r}")
+            format!("[rank {r}] note: local rank {local}")
         );
         let met = line(&out, &format!("[rank {r}] note: rendezvous: "));
         let id = met
@@ -150,7 +158,20 @@ fn four_ranks_meet(var: &str) {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     tmp.assert_empty(&out);
     std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&env).unwrap();
 }
+
+/// Two proxies on this host, as on two nodes: `-launcher fork` starts each
+/// here (no ssh), one per name of this host, two ranks each. Ranks 2 and 3
+/// are local ranks 0 and 1 of the second.
+const TWO_PROXIES: [&str; 6] = [
+    "-launcher",
+    "fork",
+    "-hosts",
+    "localhost,127.0.0.1",
+    "-ppn",
+    "2",
+];
 
 /// One rank never takes part (it runs another program: here a sleep past
 /// rank 0's deadline, then exit 0): rank 0 gives up at its --timeout, naming
@@ -202,12 +223,32 @@ exec "$0" smoke --lib "$1" --rendezvous-only --timeout 5"#,
 
 #[test]
 fn mpich_four_ranks_meet_through_pmi1() {
-    four_ranks_meet("NCCL_FIND_MPICH_MPIEXEC");
+    four_ranks_meet("NCCL_FIND_MPICH_MPIEXEC", "meet", &[], ["0", "1", "2", "3"]);
 }
 
 #[test]
 fn intel_mpi_four_ranks_meet_through_pmi1() {
-    four_ranks_meet("NCCL_FIND_IMPI_MPIEXEC");
+    four_ranks_meet("NCCL_FIND_IMPI_MPIEXEC", "meet", &[], ["0", "1", "2", "3"]);
+}
+
+#[test]
+fn mpich_four_ranks_on_two_proxies_take_their_local_ranks() {
+    four_ranks_meet(
+        "NCCL_FIND_MPICH_MPIEXEC",
+        "proxies",
+        &TWO_PROXIES,
+        ["0", "1", "0", "1"],
+    );
+}
+
+#[test]
+fn intel_mpi_four_ranks_on_two_proxies_take_their_local_ranks() {
+    four_ranks_meet(
+        "NCCL_FIND_IMPI_MPIEXEC",
+        "proxies",
+        &TWO_PROXIES,
+        ["0", "1", "0", "1"],
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{skip_launcher, wheel_lib, without_launchers, TmpDir};
+use common::{recorded, sh_record, skip_launcher, wheel_lib, without_launchers, TmpDir};
 
 /// The launcher named by `var` (scripts/launchers sets it); `None`, and
 /// why, where it is missing and not required.
@@ -57,12 +57,19 @@ const WRAP: &str = "\"$0\" \"$@\" >\"$NCCL_FIND_TEST_OUT/out.$OMPI_COMM_WORLD_RA
 /// `sh -c WRAP nccl-find smoke --lib LIB --rendezvous-only --timeout SECS`,
 /// the wrapper first checking that the rank's TMPDIR is `tmp`.
 fn ours(tmp: &TmpDir, lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
-    ours_with(tmp, &[], lib, secs)
+    ours_with(tmp, "", &[], lib, secs)
 }
 
-/// [`ours`], with `pre` (`env NAME=VALUE`) before the command.
-fn ours_with(tmp: &TmpDir, pre: &[&str], lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
-    let wrap = format!("{} {WRAP}", tmp.sh_check());
+/// [`ours`], the wrapper running `before` (lines of sh) after its check,
+/// with `pre` (`env NAME=VALUE`) before the command.
+fn ours_with(
+    tmp: &TmpDir,
+    before: &str,
+    pre: &[&str],
+    lib: &Path,
+    secs: &str,
+) -> Vec<std::ffi::OsString> {
+    let wrap = format!("{} {before} {WRAP}", tmp.sh_check());
     let mut v: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), wrap.into()];
     v.extend(pre.iter().map(Into::into));
     v.push(env!("CARGO_BIN_EXE_nccl-find").into());
@@ -138,14 +145,23 @@ fn between<'a>(s: &'a str, start: &str, end: &str) -> &'a str {
 /// Runs 4 processes under `mpirun` with no flags of ours but the library,
 /// each writing to its own files (mpirun's forwarding would mix them), and
 /// checks every one: the exchange line (`pmix`, through one of
-/// `expect_lib`), one unique id, first ranks 0..3, every verdict.
+/// `expect_lib`), its local rank (OMPI_COMM_WORLD_LOCAL_RANK's value, as
+/// the wrapper saw it: on a 2-core machine Open MPI 5 gives ranks 0 to 3
+/// local ranks 0, 2, 1, 3, Open MPI 4 the rank), one unique id, first ranks
+/// 0..3, every verdict.
 fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
     let Some(lib) = wheel_lib() else { return };
     version(mpirun, major);
     let d = scratch(major);
+    let env = scratch(&format!("{major}-env"));
     let tmp = TmpDir::new(&format!("openmpi-{major}"));
     let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "4".into()];
-    args.extend(ours(&tmp, &lib, "60"));
+    let record = sh_record(
+        &env,
+        "OMPI_COMM_WORLD_RANK",
+        &["OMPI_COMM_WORLD_LOCAL_RANK"],
+    );
+    args.extend(ours_with(&tmp, &record, &[], &lib, "60"));
     let (status, launcher_said) = mpirun_in(mpirun, &d, &tmp, &args);
     assert_eq!(status, Some(0), "{launcher_said}");
     assert_eq!(
@@ -159,7 +175,7 @@ fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
     let mut ids = Vec::new();
     let mut namespaces = Vec::new();
     let mut files = Vec::new();
-    let mut local = Vec::new();
+    let mut locals = Vec::new();
     for r in 0..4 {
         let stdout = read(&d, "out", r);
         let stderr = read(&d, "err", r);
@@ -195,13 +211,9 @@ fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
             format!("{p}NCCL 2.21.5 from {}", lib.display()),
             "rank {r}"
         );
-        local.push(
-            lines[2]
-                .strip_prefix(&format!("{p}note: local rank "))
-                .unwrap_or_else(|| panic!("{}", lines[2]))
-                .parse::<usize>()
-                .unwrap(),
-        );
+        let local = recorded(&env, "OMPI_COMM_WORLD_LOCAL_RANK", r);
+        assert_eq!(lines[2], format!("{p}note: local rank {local}"), "rank {r}");
+        locals.push(local);
         let id = lines[3]
             .strip_prefix(&format!("{p}note: rendezvous: nranks 4 first_rank {r} id "))
             .unwrap_or_else(|| panic!("rank {r}: {}", lines[3]));
@@ -235,10 +247,12 @@ fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
         "loaded {} , expected one of {expected:?}",
         loaded.display()
     );
-    local.sort();
-    assert_eq!(local, [0, 1, 2, 3]);
+    // Each local rank once.
+    locals.sort();
+    assert_eq!(locals, ["0", "1", "2", "3"]);
     tmp.assert_empty(&launcher_said);
     std::fs::remove_dir_all(&d).unwrap();
+    std::fs::remove_dir_all(&env).unwrap();
 }
 
 #[test]
@@ -338,6 +352,7 @@ fn a_world_size_the_server_denies(mpirun: &Path, major: &str) {
     let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "1".into()];
     args.extend(ours_with(
         &tmp,
+        "",
         &["env", "OMPI_COMM_WORLD_SIZE=2"],
         &lib,
         "60",
