@@ -8,12 +8,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{wheel_lib, without_launchers};
+use common::{
+    marked_processes, named, recorded, sh_record, skip_launcher, unique, wheel_lib,
+    without_launchers, TmpDir,
+};
 
 /// The launcher named by `var` (scripts/launchers sets it); `None`, and
 /// why, where it is missing and not required.
 fn launcher(var: &str) -> Option<PathBuf> {
-    let required = std::env::var_os("NCCL_FIND_REQUIRE_LAUNCHERS").is_some();
     match std::env::var_os(var).map(PathBuf::from) {
         Some(p) if p.is_file() => Some(p),
         other => {
@@ -21,8 +23,7 @@ fn launcher(var: &str) -> Option<PathBuf> {
                 Some(p) => format!("{var}={} is not a file", p.display()),
                 None => format!("{var} is unset"),
             };
-            assert!(!required, "{why}; eval \"$(scripts/launchers)\" first");
-            eprintln!("skipped: {why} (eval \"$(scripts/launchers)\" sets it)");
+            skip_launcher(&format!("{why} (eval \"$(scripts/launchers)\" sets it)"));
             None
         }
     }
@@ -56,14 +57,23 @@ const WRAP: &str = "\"$0\" \"$@\" >\"$NCCL_FIND_TEST_OUT/out.$OMPI_COMM_WORLD_RA
                     2>\"$NCCL_FIND_TEST_OUT/err.$OMPI_COMM_WORLD_RANK\"; s=$?; \
                     echo $s >\"$NCCL_FIND_TEST_OUT/status.$OMPI_COMM_WORLD_RANK\"; exit $s";
 
-/// `sh -c WRAP nccl-find smoke --lib LIB --rendezvous-only --timeout SECS`.
-fn ours(lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
-    ours_with(&[], lib, secs)
+/// `sh -c WRAP nccl-find smoke --lib LIB --rendezvous-only --timeout SECS`,
+/// the wrapper first checking that the rank's TMPDIR is `tmp`.
+fn ours(tmp: &TmpDir, lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
+    ours_with(tmp, "", &[], lib, secs)
 }
 
-/// [`ours`], with `pre` (`env NAME=VALUE`) before the command.
-fn ours_with(pre: &[&str], lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
-    let mut v: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), WRAP.into()];
+/// [`ours`], the wrapper running `before` (lines of sh) after its check,
+/// with `pre` (`env NAME=VALUE`) before the command.
+fn ours_with(
+    tmp: &TmpDir,
+    before: &str,
+    pre: &[&str],
+    lib: &Path,
+    secs: &str,
+) -> Vec<std::ffi::OsString> {
+    let wrap = format!("{} {before} {WRAP}", tmp.sh_check());
+    let mut v: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), wrap.into()];
     v.extend(pre.iter().map(Into::into));
     v.push(env!("CARGO_BIN_EXE_nccl-find").into());
     v.extend(["smoke".into(), "--lib".into(), lib.as_os_str().to_owned()]);
@@ -72,12 +82,20 @@ fn ours_with(pre: &[&str], lib: &Path, secs: &str) -> Vec<std::ffi::OsString> {
 }
 
 /// Runs `mpirun` (as root too, more ranks than cores) with `args`, the
-/// ranks' files going to `d`: its exit status, and what it said itself.
-fn mpirun_in(mpirun: &Path, d: &Path, args: &[std::ffi::OsString]) -> (Option<i32>, String) {
+/// ranks' files going to `d`, and `tmp` the TMPDIR of the whole job (mpirun
+/// passes its environment on to the ranks; its own session directory goes
+/// there too, and it removes it): its exit status, and what it said itself.
+fn mpirun_in(
+    mpirun: &Path,
+    d: &Path,
+    tmp: &TmpDir,
+    args: &[std::ffi::OsString],
+) -> (Option<i32>, String) {
     let out = without_launchers(&mut Command::new(mpirun))
         .args(["--allow-run-as-root", "--oversubscribe"])
         .args(args)
         .env("NCCL_FIND_TEST_OUT", d)
+        .env("TMPDIR", tmp.path())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -130,14 +148,24 @@ fn between<'a>(s: &'a str, start: &str, end: &str) -> &'a str {
 /// Runs 4 processes under `mpirun` with no flags of ours but the library,
 /// each writing to its own files (mpirun's forwarding would mix them), and
 /// checks every one: the exchange line (`pmix`, through one of
-/// `expect_lib`), one unique id, first ranks 0..3, every verdict.
+/// `expect_lib`), its local rank (OMPI_COMM_WORLD_LOCAL_RANK's value, as
+/// the wrapper saw it: on a 2-core machine Open MPI 5 gives ranks 0 to 3
+/// local ranks 0, 2, 1, 3, Open MPI 4 the rank), one unique id, first ranks
+/// 0..3, every verdict.
 fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
     let Some(lib) = wheel_lib() else { return };
     version(mpirun, major);
     let d = scratch(major);
+    let env = scratch(&format!("{major}-env"));
+    let tmp = TmpDir::new(&format!("openmpi-{major}"));
     let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "4".into()];
-    args.extend(ours(&lib, "60"));
-    let (status, launcher_said) = mpirun_in(mpirun, &d, &args);
+    let record = sh_record(
+        &env,
+        "OMPI_COMM_WORLD_RANK",
+        &["OMPI_COMM_WORLD_LOCAL_RANK"],
+    );
+    args.extend(ours_with(&tmp, &record, &[], &lib, "60"));
+    let (status, launcher_said) = mpirun_in(mpirun, &d, &tmp, &args);
     assert_eq!(status, Some(0), "{launcher_said}");
     assert_eq!(
         names(&d),
@@ -150,7 +178,7 @@ fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
     let mut ids = Vec::new();
     let mut namespaces = Vec::new();
     let mut files = Vec::new();
-    let mut local = Vec::new();
+    let mut locals = Vec::new();
     for r in 0..4 {
         let stdout = read(&d, "out", r);
         let stderr = read(&d, "err", r);
@@ -186,13 +214,9 @@ fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
             format!("{p}NCCL 2.21.5 from {}", lib.display()),
             "rank {r}"
         );
-        local.push(
-            lines[2]
-                .strip_prefix(&format!("{p}note: local rank "))
-                .unwrap_or_else(|| panic!("{}", lines[2]))
-                .parse::<usize>()
-                .unwrap(),
-        );
+        let local = recorded(&env, "OMPI_COMM_WORLD_LOCAL_RANK", r);
+        assert_eq!(lines[2], format!("{p}note: local rank {local}"), "rank {r}");
+        locals.push(local);
         let id = lines[3]
             .strip_prefix(&format!("{p}note: rendezvous: nranks 4 first_rank {r} id "))
             .unwrap_or_else(|| panic!("rank {r}: {}", lines[3]));
@@ -226,9 +250,12 @@ fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
         "loaded {} , expected one of {expected:?}",
         loaded.display()
     );
-    local.sort();
-    assert_eq!(local, [0, 1, 2, 3]);
+    // Each local rank once.
+    locals.sort();
+    assert_eq!(locals, ["0", "1", "2", "3"]);
+    tmp.assert_empty(&launcher_said);
     std::fs::remove_dir_all(&d).unwrap();
+    std::fs::remove_dir_all(&env).unwrap();
 }
 
 #[test]
@@ -264,11 +291,12 @@ fn a_rank_that_never_comes(mpirun: &Path, major: &str) {
     let Some(lib) = wheel_lib() else { return };
     version(mpirun, major);
     let d = scratch(&format!("{major}-never"));
+    let tmp = TmpDir::new(&format!("openmpi-{major}-never"));
     let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "1".into()];
-    args.extend(ours(&lib, "5"));
+    args.extend(ours(&tmp, &lib, "5"));
     args.extend([":", "-np", "1", "sleep", "300"].map(Into::into));
     let t = std::time::Instant::now();
-    let (status, launcher_said) = mpirun_in(mpirun, &d, &args);
+    let (status, launcher_said) = mpirun_in(mpirun, &d, &tmp, &args);
     let took = t.elapsed();
     assert!(matches!(status, Some(s) if s != 0), "{launcher_said}");
     assert!(took < std::time::Duration::from_secs(200), "{took:?}");
@@ -298,6 +326,7 @@ fn a_rank_that_never_comes(mpirun: &Path, major: &str) {
         stderr.starts_with(&format!("nccl-find smoke: {failed}")) && stderr.lines().count() == 1,
         "{stderr}"
     );
+    tmp.assert_empty(&launcher_said);
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -322,9 +351,16 @@ fn a_world_size_the_server_denies(mpirun: &Path, major: &str) {
     let Some(lib) = wheel_lib() else { return };
     version(mpirun, major);
     let d = scratch(&format!("{major}-size"));
+    let tmp = TmpDir::new(&format!("openmpi-{major}-size"));
     let mut args: Vec<std::ffi::OsString> = vec!["-np".into(), "1".into()];
-    args.extend(ours_with(&["env", "OMPI_COMM_WORLD_SIZE=2"], &lib, "60"));
-    let (status, launcher_said) = mpirun_in(mpirun, &d, &args);
+    args.extend(ours_with(
+        &tmp,
+        "",
+        &["env", "OMPI_COMM_WORLD_SIZE=2"],
+        &lib,
+        "60",
+    ));
+    let (status, launcher_said) = mpirun_in(mpirun, &d, &tmp, &args);
     assert!(matches!(status, Some(s) if s != 0), "{launcher_said}");
     assert_eq!(names(&d), ["err.0", "out.0", "status.0"], "{launcher_said}");
     assert_eq!(read(&d, "status", 0), "1\n");
@@ -349,6 +385,7 @@ fn a_world_size_the_server_denies(mpirun: &Path, major: &str) {
         stderr.starts_with(&format!("nccl-find smoke: {failed}")) && stderr.lines().count() == 1,
         "{stderr}"
     );
+    tmp.assert_empty(&launcher_said);
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -363,5 +400,184 @@ fn open_mpi_5_a_world_size_the_server_denies_is_refused() {
 fn open_mpi_4_a_world_size_the_server_denies_is_refused() {
     if let Some(mpirun) = launcher("NCCL_FIND_OMPI4_MPIRUN") {
         a_world_size_the_server_denies(&mpirun, "4");
+    }
+}
+
+/// Ctrl-C at `mpirun` while its ranks wait in the rendezvous: ranks 0 and 1
+/// run nccl-find (exec'd by their wrapper, so each is the rank's process
+/// that mpirun signals), rank 2 a `sleep`, so the two wait in PMIx_Fence
+/// (for 120 s, their --timeout). A second after both have said their local
+/// rank (the last line before the rendezvous; each has made its NCCL log
+/// directory by then), the test sends SIGINT to mpirun's process group, as
+/// a terminal's Ctrl-C does (Open MPI puts each rank in a group of its own:
+/// mpirun gets it, and sends each rank SIGCONT, then, 250 ms (Open MPI 5)
+/// or 1 s (4) later, SIGTERM and at once SIGKILL: strace shows them 0.2 to
+/// 0.5 ms apart). Within a minute mpirun must end (exit 1), every process
+/// of the job be gone, and the job's TMPDIR (mpirun's session directory,
+/// the ranks' NCCL logs) be empty; a rank says nothing but that it was
+/// interrupted.
+fn ctrl_c_while_the_ranks_wait(mpirun: &Path, major: &str) {
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+    let Some(lib) = wheel_lib() else { return };
+    version(mpirun, major);
+    let d = scratch(&format!("{major}-sigint"));
+    let tmp = TmpDir::new(&format!("openmpi-{major}-sigint"));
+    // Every process of the job inherits it: how the test finds them.
+    let mark = ("NCCL_FIND_TEST_JOB", unique("openmpi-sigint"));
+    let wrap = format!(
+        "{} exec \"$0\" \"$@\" >\"$NCCL_FIND_TEST_OUT/out.$OMPI_COMM_WORLD_RANK\" \
+         2>\"$NCCL_FIND_TEST_OUT/err.$OMPI_COMM_WORLD_RANK\"",
+        tmp.sh_check()
+    );
+    let file = |n: &str| std::fs::File::create(d.join(n)).unwrap();
+    let mut child = without_launchers(&mut Command::new(mpirun))
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
+        .args(["sh", "-c", &wrap, env!("CARGO_BIN_EXE_nccl-find"), "smoke"])
+        .arg("--lib")
+        .arg(&lib)
+        .args(["--rendezvous-only", "--timeout", "120"])
+        .args([":", "-np", "1", "sleep", "300"])
+        .env("NCCL_FIND_TEST_OUT", &d)
+        .env("TMPDIR", tmp.path())
+        .env(mark.0, &mark.1)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(file("mpirun.out"))
+        .stderr(file("mpirun.err"))
+        .spawn()
+        .unwrap();
+    let mark = format!("{}={}", mark.0, mark.1);
+    let read_or_empty = |n: &str| std::fs::read_to_string(d.join(n)).unwrap_or_default();
+    let said = |tmp: &TmpDir| {
+        format!(
+            "ranks: {:?} {:?} {:?} {:?}\nmpirun: {}{}\nTMPDIR: {:?}",
+            read_or_empty("out.0"),
+            read_or_empty("err.0"),
+            read_or_empty("out.1"),
+            read_or_empty("err.1"),
+            read_or_empty("mpirun.out"),
+            read_or_empty("mpirun.err"),
+            tmp.left()
+        )
+    };
+    // Both ranks at the rendezvous: each has said its local rank, the last
+    // thing it says before it.
+    let end = Instant::now() + Duration::from_secs(120);
+    loop {
+        let waiting = (0..2).all(|r| {
+            read_or_empty(&format!("out.{r}"))
+                .lines()
+                .nth(2)
+                .is_some_and(|l| l.starts_with(&format!("[rank {r}] note: local rank ")))
+        });
+        if waiting {
+            break;
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!("mpirun ended ({s}) before its ranks waited\n{}", said(&tmp));
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("the ranks never waited in the rendezvous\n{}", said(&tmp));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Well inside the wait (its deadline is 120 s away).
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(child.try_wait().unwrap().is_none(), "{}", said(&tmp));
+    eprintln!(
+        "Open MPI {major}: SIGINT with the job's TMPDIR holding {:?}",
+        tmp.left()
+    );
+    let pgid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the process group of the mpirun this test started.
+    assert_eq!(unsafe { libc::kill(-pgid, libc::SIGINT) }, 0);
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("mpirun still ran a minute after SIGINT\n{}", said(&tmp));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mpirun_took = t.elapsed();
+    let mut left = marked_processes(&mark);
+    while !left.is_empty() && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+        left = marked_processes(&mark);
+    }
+    if !left.is_empty() {
+        let named = named(&left);
+        for pid in &left {
+            // SAFETY: kill(2) on a process of the job this test started.
+            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+        }
+        panic!(
+            "still running a minute after SIGINT: {named:?}\n{}",
+            said(&tmp)
+        );
+    }
+    eprintln!(
+        "Open MPI {major}: mpirun ended {mpirun_took:?} after SIGINT, every process of the job {:?} after",
+        t.elapsed()
+    );
+    assert_eq!(status.code(), Some(1), "{status}\n{}", said(&tmp));
+    assert_eq!(
+        names(&d),
+        [
+            "err.0",
+            "err.1",
+            "mpirun.err",
+            "mpirun.out",
+            "out.0",
+            "out.1"
+        ],
+        "{}",
+        said(&tmp)
+    );
+    for r in 0..2 {
+        // Three lines, the last the local rank: no verdict, as it was
+        // interrupted.
+        let out = read(&d, "out", r);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{}", said(&tmp));
+        assert!(
+            lines[0].starts_with(&format!(
+                "[rank {r}] note: exchange: pmix via mpirun (Open MPI), at PMIx namespace \""
+            )),
+            "{}",
+            said(&tmp)
+        );
+        // What the handler says, unless mpirun's SIGKILL came first (it
+        // follows its SIGTERM within a millisecond); nothing else.
+        let err = read(&d, "err", r);
+        assert!(
+            err.is_empty()
+                || err
+                    == "nccl-find smoke: interrupted (SIGTERM); the files this run wrote were removed\n",
+            "rank {r}\n{}",
+            said(&tmp)
+        );
+    }
+    tmp.assert_empty(&said(&tmp));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn open_mpi_5_ctrl_c_while_the_ranks_wait_leaves_nothing() {
+    if let Some(mpirun) = launcher("NCCL_FIND_OMPI5_MPIRUN") {
+        ctrl_c_while_the_ranks_wait(&mpirun, "5");
+    }
+}
+
+#[test]
+fn open_mpi_4_ctrl_c_while_the_ranks_wait_leaves_nothing() {
+    if let Some(mpirun) = launcher("NCCL_FIND_OMPI4_MPIRUN") {
+        ctrl_c_while_the_ranks_wait(&mpirun, "4");
     }
 }

@@ -7,21 +7,27 @@
 //! on ports free at the time, every state, spool, log and pid file in that
 //! dir. They are child processes of the test, and a guard stops them (and
 //! any step daemon or task they left) when the last test is done with
-//! them, failed or not.
+//! them, failed or not; then it asserts that none of them runs any more,
+//! and that its /etc/hosts line is gone (a failure of the test that let go
+//! last).
 //!
 //! The node names: a step on both nodes has `SLURM_STEP_NODELIST=node[01-02]`,
 //! and the slurm row looks for task 0 at `node01`. On a real cluster a
 //! node's name is its host name, which DNS knows; here the names are made
-//! up, so the guard adds `127.0.0.1 node01 node02` to /etc/hosts when
-//! neither name resolves, and takes out just that line afterwards (a line
-//! that was there before is left alone).
+//! up, so the guard adds `127.0.0.1 node01 node02`, tagged with this
+//! process's id, to /etc/hosts when no line of the host's own names them,
+//! and takes out just that line afterwards. Another run of this test at the
+//! same time (CI beside a developer) has a line of its own, and the lines
+//! of runs whose process is gone are taken out; /etc/hosts is changed under
+//! a lock (flock on it).
 //!
 //! Runs: `srun -N 2 -n 4` (no PMI: the `slurm` row, our TCP rendezvous at
 //! node01, on the port the job id gives; again with `NCCL_FIND_SLURM_PORT`
 //! choosing the port), and `srun --mpi=pmix -n 4` and
-//! `srun --mpi=pmi2 -n 4` on one node, which belong to the `pmix` and `pmi1`
-//! rows. Until those rows are in [`BACKENDS`], the same runs are checked
-//! against the `slurm` row (which srun's variables also give) and say so.
+//! `srun --mpi=pmi2 -n 4` on one node: the `pmix` and `pmi1` rows. Each
+//! task's exchange line is asserted whole, and its local rank against
+//! `SLURM_LOCALID` (a wrapper keeps the task's variables before it execs
+//! nccl-find).
 //!
 //! Skips with a reason when not root, or srun, slurmd or slurmctld is
 //! missing; fails instead when `NCCL_FIND_REQUIRE_LAUNCHERS=1`.
@@ -33,10 +39,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use nccl_smoke::rendezvous::BACKENDS;
-
 mod common;
-use common::{wheel_lib, without_launchers};
+use common::{
+    alive, marked_processes, named, recorded, sh_record, skip_launcher, wheel_lib,
+    without_launchers, TmpDir,
+};
 
 /// The longest wait for the daemons to come up, and for one srun.
 const START: Duration = Duration::from_secs(180);
@@ -45,16 +52,21 @@ const RUN: Duration = Duration::from_secs(300);
 /// The rendezvous timeout each task gets.
 const RENDEZVOUS_S: &str = "90";
 
-/// The line this test adds to /etc/hosts (and only this one it removes).
-const HOSTS_LINE: &str = "127.0.0.1 node01 node02 # added by nccl-find's launch_slurm test";
+/// The line this test adds to /etc/hosts, but for the process id that
+/// ends it ([`hosts_line`]).
+const HOSTS_LINE: &str = "127.0.0.1 node01 node02 # added by nccl-find's launch_slurm test, pid";
+
+/// The line earlier versions of this test added, with no process id: left
+/// alone (it cannot be told whether its run is gone).
+const OLD_HOSTS_LINE: &str = "127.0.0.1 node01 node02 # added by nccl-find's launch_slurm test";
+
+/// The variables of srun's that each task's wrapper keeps, in
+/// `runs/NAME-env/VAR.TASK`.
+const RECORDED: [&str; 4] = ["SLURM_LOCALID", "PMI_FD", "PMIX_NAMESPACE", "PMIX_VERSION"];
 
 /// Skips with `why`, or fails where the launchers are required.
 fn skip(why: &str) {
-    assert!(
-        std::env::var_os("NCCL_FIND_REQUIRE_LAUNCHERS").as_deref() != Some("1".as_ref()),
-        "NCCL_FIND_REQUIRE_LAUNCHERS=1 but {why} (run scripts/launchers)"
-    );
-    eprintln!("skipped: {why}");
+    skip_launcher(&format!("{why} (run scripts/launchers)"));
 }
 
 /// A program on PATH, or in the sbin folders root's PATH may lack.
@@ -317,51 +329,111 @@ impl Cluster {
     }
 }
 
-/// Adds [`HOSTS_LINE`] when neither node name resolves; whether this run
-/// owns the line (it also takes over one that a killed run left).
-fn add_hosts_line() -> bool {
-    let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
-    if hosts.lines().any(|l| l == HOSTS_LINE) {
-        return true;
+/// This process's /etc/hosts line.
+fn hosts_line() -> String {
+    format!("{HOSTS_LINE} {}", std::process::id())
+}
+
+/// Whether `line` is one a run of this test added: `Some(Some(pid))`, or
+/// `Some(None)` for an earlier version's.
+fn test_line(line: &str) -> Option<Option<u32>> {
+    let l = line.trim_end();
+    if l == OLD_HOSTS_LINE {
+        return Some(None);
     }
+    let pid = l.strip_prefix(HOSTS_LINE)?.strip_prefix(' ')?;
+    Some(Some(pid.parse().ok()?))
+}
+
+/// Runs `f` holding an exclusive flock on /etc/hosts, which every run of
+/// this test takes before it changes the file.
+fn hosts_locked<T>(f: impl FnOnce() -> T) -> T {
+    use std::os::fd::AsRawFd;
+    let lock = std::fs::File::open("/etc/hosts").expect("/etc/hosts");
+    // SAFETY: flock on a descriptor this function holds until `f` is done
+    // (the lock goes with it).
+    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(
+        rc,
+        0,
+        "flock /etc/hosts: {}",
+        std::io::Error::last_os_error()
+    );
+    let t = f();
+    drop(lock);
+    t
+}
+
+/// Rewrites /etc/hosts as `new`, where that differs from `old`: in place
+/// (it may be a mount of its own, where a rename cannot land).
+fn write_hosts(old: &str, new: &str) {
+    if new != old {
+        std::fs::write("/etc/hosts", new).unwrap();
+    }
+}
+
+/// Takes out the lines of runs of this test whose process is gone, then
+/// adds this process's [`hosts_line`], unless the host's own lines (not a
+/// run of this test's) name both nodes, or no other run's line is there
+/// and both names resolve (DNS). Whether it added its line.
+fn add_hosts_line() -> bool {
     let resolves = |n: &str| {
         (n, 0)
             .to_socket_addrs()
             .is_ok_and(|mut a| a.next().is_some())
     };
-    if resolves("node01") && resolves("node02") {
-        return false;
-    }
-    assert!(
-        !hosts.contains("node01") && !hosts.contains("node02"),
-        "/etc/hosts names node01 or node02, but not both resolve: fix it by hand"
-    );
-    let mut new = hosts.clone();
-    if !new.is_empty() && !new.ends_with('\n') {
+    hosts_locked(|| {
+        let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        let kept: String = hosts
+            .split_inclusive('\n')
+            .filter(|l| !matches!(test_line(l), Some(Some(pid)) if !alive(pid)))
+            .collect();
+        // Before asking the resolver, which reads the file.
+        write_hosts(&hosts, &kept);
+        let own: Vec<&str> = kept.lines().filter(|l| test_line(l).is_none()).collect();
+        let named = |n: &str| {
+            own.iter().any(|l| {
+                let names = l.split('#').next().unwrap_or_default();
+                names.split_whitespace().skip(1).any(|w| w == n)
+            })
+        };
+        match (named("node01"), named("node02")) {
+            (true, true) => return false,
+            (false, false) => {}
+            _ => panic!("/etc/hosts names node01 or node02, but not both: fix it by hand"),
+        }
+        if !kept.lines().any(|l| test_line(l).is_some()) && resolves("node01") && resolves("node02")
+        {
+            return false;
+        }
+        let mut new = kept.clone();
+        if !new.is_empty() && !new.ends_with('\n') {
+            new.push('\n');
+        }
+        new.push_str(&hosts_line());
         new.push('\n');
-    }
-    new.push_str(HOSTS_LINE);
-    new.push('\n');
-    // In place (it may be a mount of its own, where a rename cannot land).
-    std::fs::write("/etc/hosts", new).unwrap();
-    true
+        write_hosts(&kept, &new);
+        true
+    })
 }
 
+/// Takes this process's [`hosts_line`] out of /etc/hosts.
 fn remove_hosts_line() {
-    let Ok(hosts) = std::fs::read_to_string("/etc/hosts") else {
-        return;
-    };
-    let kept: String = hosts
-        .split_inclusive('\n')
-        .filter(|l| l.trim_end() != HOSTS_LINE)
-        .collect();
-    if kept != hosts {
-        let _ = std::fs::write("/etc/hosts", kept);
-    }
+    let mine = hosts_line();
+    hosts_locked(|| {
+        let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        let kept: String = hosts
+            .split_inclusive('\n')
+            .filter(|l| l.trim_end() != mine)
+            .collect();
+        write_hosts(&hosts, &kept);
+    })
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
+impl Cluster {
+    /// Stops what this cluster started and takes out what it added; says
+    /// what was still there after that (nothing, when all went well).
+    fn stop(&mut self) -> Vec<String> {
         // Cancel what runs, then stop the daemons: SIGTERM, then SIGKILL.
         let mut c = clean(&self.scancel, &self.conf);
         c.args(["--user", "root", "--full"]);
@@ -371,7 +443,7 @@ impl Drop for Cluster {
                 .args(["-TERM", &d.id().to_string()])
                 .status();
         }
-        let end = Instant::now() + Duration::from_secs(20);
+        let end = Instant::now() + Duration::from_secs(60);
         for d in &mut self.daemons {
             while d.try_wait().ok().flatten().is_none() && Instant::now() < end {
                 std::thread::sleep(Duration::from_millis(100));
@@ -379,47 +451,64 @@ impl Drop for Cluster {
             let _ = d.kill();
             let _ = d.wait();
         }
+        let mut left = Vec::new();
+        let running: Vec<u32> = self
+            .daemons
+            .iter()
+            .map(|d| d.id())
+            .filter(|p| alive(*p))
+            .collect();
+        if !running.is_empty() {
+            left.push(format!("daemons still run: {:?}", named(&running)));
+        }
         // Step daemons and tasks are not our children, but carry our
-        // SLURM_CONF: kill those, each by its id.
+        // SLURM_CONF: none may outlive the daemons (a step daemon is given
+        // a while to end). Those that do are killed, each by its id.
         let mark = format!("SLURM_CONF={}", self.conf.display());
-        for pid in left_behind(&mark) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
+        let end = Instant::now() + Duration::from_secs(60);
+        let mut stray = marked_processes(&mark);
+        while !stray.is_empty() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(200));
+            stray = marked_processes(&mark);
+        }
+        if !stray.is_empty() {
+            left.push(format!(
+                "still running a minute after the daemons stopped, with {mark}: {:?}",
+                named(&stray)
+            ));
+            for pid in stray {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
         }
         if self.hosts_line_added {
             remove_hosts_line();
+            let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+            if hosts.lines().any(|l| l.trim_end() == hosts_line()) {
+                left.push(format!("/etc/hosts still holds {:?}", hosts_line()));
+            }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        left
     }
 }
 
-/// Processes whose environment holds `mark` (a whole variable).
-fn left_behind(mark: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut pids = Vec::new();
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == me {
-            continue;
+impl Drop for Cluster {
+    /// Stops the cluster, and fails the test that let go of it last if
+    /// anything it started still runs, or its /etc/hosts line is still
+    /// there (only says so where that test fails already).
+    fn drop(&mut self) {
+        let left = self.stop();
+        if left.is_empty() {
+            return;
         }
-        let mut env = Vec::new();
-        let Ok(f) = std::fs::File::open(p.path().join("environ")) else {
-            continue;
-        };
-        if f.take(1 << 20).read_to_end(&mut env).is_err() {
-            continue;
-        }
-        if env.split(|b| *b == 0).any(|v| v == mark.as_bytes()) {
-            pids.push(pid);
+        if std::thread::panicking() {
+            eprintln!("the Slurm cluster left: {left:#?}");
+        } else {
+            panic!("the Slurm cluster left: {left:#?}");
         }
     }
-    pids
 }
 
 /// The one cluster the tests of this file share: started by the first,
@@ -436,18 +525,24 @@ fn cluster(t: &Tools) -> Arc<Cluster> {
     c
 }
 
-/// What each task printed, the job's id, and where each task ran.
+/// What each task printed, the job's id, where each task ran, and its
+/// [`RECORDED`] variables.
 struct Ran {
     job: u64,
     /// Per task: stdout, stderr.
     tasks: Vec<(String, String)>,
     /// Per task: its node's index in the step (srun's `%n`).
     nodes: Vec<String>,
+    /// Where the wrapper kept each task's [`RECORDED`] variables.
+    env: PathBuf,
 }
 
 /// Runs `srun ARGS nccl-find smoke --rendezvous-only` with 4 tasks (and
-/// `vars` in srun's environment, which the tasks get); asserts
-/// srun's exit 0 (every task's exit 0) and one output file per task.
+/// `vars` in srun's environment, which the tasks get), each task's wrapper
+/// checking first that its TMPDIR is the job's own (srun passes its
+/// environment on) and keeping its [`RECORDED`] variables; asserts srun's
+/// exit 0 (every task's exit 0), one output file per task, and that nothing
+/// was left in the job's TMPDIR.
 fn srun(
     t: &Tools,
     c: &Cluster,
@@ -458,12 +553,17 @@ fn srun(
 ) -> Ran {
     let out = c.dir.join("runs").join(name);
     std::fs::create_dir_all(&out).unwrap();
+    let env = c.dir.join("runs").join(format!("{name}-env"));
+    std::fs::create_dir_all(&env).unwrap();
+    let tmp = TmpDir::new(&format!("slurm-{name}"));
     let mut cmd = clean(&t.srun, &c.conf);
     cmd.envs(vars.iter().copied())
+        .env("TMPDIR", tmp.path())
         .args(args)
         .args(["-n", "4", "--job-name", name, "--kill-on-bad-exit=1"])
         .arg(format!("--output={}/%j.%t.%n.out", out.display()))
         .arg(format!("--error={}/%j.%t.%n.err", out.display()))
+        .args(tmp.exec_checked(&sh_record(&env, "SLURM_PROCID", &RECORDED)))
         .arg(env!("CARGO_BIN_EXE_nccl-find"))
         .args([
             "smoke",
@@ -517,17 +617,50 @@ fn srun(
         nodes.push(node);
     }
     assert_eq!(names.len(), 8, "{names:?}");
-    Ran { job, tasks, nodes }
+    tmp.assert_empty(&all.join("\n"));
+    Ran {
+        job,
+        tasks,
+        nodes,
+        env,
+    }
 }
 
 /// Asserts each task's first line is the exchange line (`exchange` checks
-/// it), that all four had one unique id, and every verdict.
+/// it), its local rank (`SLURM_LOCALID`'s value, which is its place among
+/// the tasks of its node), that all four had one unique id, and every
+/// verdict.
 fn assert_met(ran: &Ran, exchange: &dyn Fn(usize, &str)) {
     let mut ids = Vec::new();
     for (r, (out, err)) in ran.tasks.iter().enumerate() {
         assert!(err.is_empty(), "task {r} wrote to stderr: {out}{err}");
         let lines: Vec<&str> = out.lines().collect();
         exchange(r, lines.first().copied().unwrap_or_default());
+        let local = recorded(&ran.env, "SLURM_LOCALID", r);
+        let before = ran.nodes[..r]
+            .iter()
+            .filter(|n| **n == ran.nodes[r])
+            .count();
+        assert_eq!(
+            local,
+            before.to_string(),
+            "task {r} on node {:?}",
+            ran.nodes
+        );
+        let said = format!("[rank {r}] note: local rank {local}");
+        assert_eq!(
+            lines.iter().filter(|l| **l == said).count(),
+            1,
+            "task {r}: {said:?} once in {out}"
+        );
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.starts_with(&format!("[rank {r}] note: local rank ")))
+                .count(),
+            1,
+            "task {r}: {out}"
+        );
         let hand = lines
             .iter()
             .find(|l| {
@@ -583,6 +716,10 @@ fn srun_with_no_pmi_meets_at_the_first_node() {
         "{:?}",
         ran.nodes
     );
+    // So a local rank is not the rank: task 0 and the first task on node02
+    // are both local rank 0 (assert_met holds each to SLURM_LOCALID).
+    let first_on_1 = ran.nodes.iter().position(|n| n == "1").unwrap();
+    assert_eq!(recorded(&ran.env, "SLURM_LOCALID", first_on_1), "0");
     assert_met(&ran, &slurm_line(ran.job));
 }
 
@@ -617,11 +754,10 @@ fn nccl_find_slurm_port_chooses_the_port() {
     });
 }
 
-/// `srun --mpi=X` on one node: the row `id`, once it is in the table;
-/// until then the slurm row, which srun's variables give as well.
-fn srun_with_pmi(mpi: &str, id: &str) {
-    let Some(lib) = wheel_lib() else { return };
-    let Some(t) = tools() else { return };
+/// `srun --mpi=X -n 4` on one node.
+fn srun_with_pmi(mpi: &str) -> Option<(Ran, Arc<Cluster>)> {
+    let lib = wheel_lib()?;
+    let t = tools()?;
     let c = cluster(&t);
     let mpi_arg = format!("--mpi={mpi}");
     let ran = srun(
@@ -633,28 +769,78 @@ fn srun_with_pmi(mpi: &str, id: &str) {
         &lib,
     );
     assert!(ran.nodes.iter().all(|n| n == "0"), "{:?}", ran.nodes);
-    if BACKENDS.iter().any(|b| b.id == id) {
-        assert_met(&ran, &|r, line| {
-            let want = format!("[rank {r}] note: exchange: {id} via ");
-            assert!(
-                line.starts_with(&want),
-                "task {r}: {line:?} is not {want:?}…"
-            );
-        });
-    } else {
-        eprintln!(
-            "note: the {id} row is not in BACKENDS yet: srun --mpi={mpi} checked against the slurm row instead"
-        );
-        assert_met(&ran, &slurm_line(ran.job));
-    }
+    Some((ran, c))
+}
+
+/// The PMIx client library the loader finds (Debian's libpmix2, which
+/// Slurm's mpi/pmix plugin serves with), as a task names it: the file
+/// mapped (`ldconfig`'s `libpmix.so.2`, links resolved), and its version
+/// (what `PMIx_Get_version` says, up to its " (").
+fn system_pmix() -> (String, String) {
+    let o = Command::new("ldconfig").arg("-p").output().unwrap();
+    let listed = String::from_utf8_lossy(&o.stdout).into_owned();
+    let path = listed
+        .lines()
+        .find(|l| l.trim_start().starts_with("libpmix.so.2 "))
+        .and_then(|l| l.split_once("=> "))
+        .map(|(_, p)| p.trim().to_string())
+        .unwrap_or_else(|| panic!("no libpmix.so.2 in ldconfig -p: {listed}"));
+    let file = std::fs::canonicalize(&path).unwrap();
+    // SAFETY: loads the library (its initialisers run, as in any PMIx
+    // client), and calls PMIx_Get_version, which takes nothing and returns
+    // a static NUL-terminated string; the library stays loaded.
+    let version = unsafe {
+        let h = libc::dlopen(c"libpmix.so.2".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        assert!(!h.is_null(), "dlopen libpmix.so.2");
+        let f = libc::dlsym(h, c"PMIx_Get_version".as_ptr());
+        assert!(!f.is_null(), "no PMIx_Get_version");
+        let f: extern "C" fn() -> *const libc::c_char = std::mem::transmute(f);
+        std::ffi::CStr::from_ptr(f()).to_string_lossy().into_owned()
+    };
+    let version = version.split(" (").next().unwrap().to_string();
+    (file.display().to_string(), version)
 }
 
 #[test]
 fn srun_with_pmix_uses_the_pmix_row() {
-    srun_with_pmi("pmix", "pmix");
+    let Some((ran, _c)) = srun_with_pmi("pmix") else {
+        return;
+    };
+    let (file, version) = system_pmix();
+    assert_met(&ran, &|r, line| {
+        // Slurm's namespace for step 0 of the job, and its server's version.
+        let nspace = recorded(&ran.env, "PMIX_NAMESPACE", r);
+        assert_eq!(nspace, format!("slurm.pmix.{}.0", ran.job));
+        let server = recorded(&ran.env, "PMIX_VERSION", r);
+        assert!(!server.is_empty(), "task {r}: PMIX_VERSION is unset");
+        assert_eq!(
+            line,
+            format!(
+                "[rank {r}] note: exchange: pmix via srun --mpi=pmix, at PMIx namespace \"{nspace}\" (server \
+                 PMIx \"{server}\"), through \"{file}\", \"{version}\" (from PMIX_NAMESPACE, PMIX_RANK, \
+                 SLURM_NTASKS, SLURM_LOCALID)"
+            )
+        );
+    });
 }
 
 #[test]
 fn srun_with_pmi2_uses_the_pmi1_row() {
-    srun_with_pmi("pmi2", "pmi1");
+    let Some((ran, _c)) = srun_with_pmi("pmi2") else {
+        return;
+    };
+    assert_met(&ran, &|r, line| {
+        let fd = recorded(&ran.env, "PMI_FD", r);
+        assert!(
+            fd.parse::<u32>().is_ok_and(|fd| fd > 2),
+            "task {r}: PMI_FD {fd:?}"
+        );
+        assert_eq!(
+            line,
+            format!(
+                "[rank {r}] note: exchange: pmi1 via srun --mpi=pmi2, at PMI-1 on fd {fd} (from PMI_FD, \
+                 PMI_RANK, PMI_SIZE, SLURM_LOCALID)"
+            )
+        );
+    });
 }

@@ -16,7 +16,9 @@ use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, text, wheel_lib, without_launchers};
+use common::{
+    free_port, recorded, sh_record, skip_launcher, text, wheel_lib, without_launchers, TmpDir,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nccl-find");
 
@@ -24,12 +26,17 @@ const BIN: &str = env!("CARGO_BIN_EXE_nccl-find");
 /// more than the few seconds it needs, for a loaded 2-core machine.
 const LAUNCH_LIMIT: Duration = Duration::from_secs(300);
 
-/// A program scripts/launchers installed, named by `var` (set empty: left
-/// out on purpose, as torch 2.1.2 is for a python it has no wheel for).
+/// A program scripts/launchers installed, named by `var`. Set empty, it was
+/// left out (torch 2.1.2, for a python it has no wheel for, and no python
+/// 3.8 to 3.11 on PATH: scripts/launchers said so on its stderr). Missing
+/// or left out, the test skips, or fails where launchers are required.
 fn installed(var: &str) -> Option<PathBuf> {
     match std::env::var_os(var) {
         Some(p) if p.is_empty() => {
-            eprintln!("skipped: {var} is empty: scripts/launchers left it out (it said why)");
+            skip_launcher(&format!(
+                "{var} is empty: scripts/launchers left torch 2.1.2 out (its wheels are for python 3.8 to \
+                 3.11 only, and it found none; its stderr says so)"
+            ));
             None
         }
         Some(p) => {
@@ -38,11 +45,9 @@ fn installed(var: &str) -> Option<PathBuf> {
             Some(p)
         }
         None => {
-            assert!(
-                std::env::var_os("NCCL_FIND_REQUIRE_LAUNCHERS").is_none(),
-                "{var} is unset: scripts/launchers installs torch"
-            );
-            eprintln!("skipped: {var} is unset (eval \"$(scripts/launchers)\" sets it)");
+            skip_launcher(&format!(
+                "{var} is unset (eval \"$(scripts/launchers)\" installs torch and sets it)"
+            ));
             None
         }
     }
@@ -83,18 +88,31 @@ impl Drop for Scratch {
     }
 }
 
-/// Writes `run.sh`: torchrun starts it as each worker; it runs nccl-find
-/// with the worker's arguments, its output in `out.RANK` and `err.RANK`,
-/// its exit status in `status.RANK`.
-fn wrapper(d: &Scratch) -> PathBuf {
+/// The variables of torchrun's that each worker's wrapper keeps, in
+/// `env/NAME.RANK`, for the test to hold up against what the rank says.
+const RECORDED: [&str; 4] = [
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "LOCAL_RANK",
+];
+
+/// Writes `run.sh`: torchrun starts it as each worker; it checks that the
+/// worker's TMPDIR is `tmp`, keeps the worker's [`RECORDED`] variables in
+/// `env/`, then runs nccl-find with the worker's arguments, its output in
+/// `out.RANK` and `err.RANK`, its exit status in `status.RANK`.
+fn wrapper(d: &Scratch, tmp: &TmpDir) -> PathBuf {
     let w = d.0.join("run.sh");
     let dir = d.0.to_str().unwrap();
     assert!(!dir.contains('\'') && !BIN.contains('\''));
+    std::fs::create_dir(d.0.join("env")).unwrap();
     std::fs::write(
         &w,
         format!(
-            "#!/bin/sh\n'{BIN}' \"$@\" >'{dir}'/out.\"$RANK\" 2>'{dir}'/err.\"$RANK\"\n\
-             s=$?\necho $s >'{dir}'/status.\"$RANK\"\nexit $s\n"
+            "#!/bin/sh\n{}\n{}\n'{BIN}' \"$@\" >'{dir}'/out.\"$RANK\" 2>'{dir}'/err.\"$RANK\"\n\
+             s=$?\necho $s >'{dir}'/status.\"$RANK\"\nexit $s\n",
+            tmp.sh_check(),
+            sh_record(&d.0.join("env"), "RANK", &RECORDED)
         ),
     )
     .unwrap();
@@ -133,12 +151,16 @@ fn bare(program: &Path) -> Command {
     c
 }
 
-/// Runs torchrun with `args`, then `--no-python run.sh smoke …`, in `d`:
-/// torchrun's output.
-fn torchrun(torchrun: &Path, d: &Scratch, lib: &Path, args: &[String]) -> Output {
-    let w = wrapper(d);
+/// Runs torchrun with `args`, then `--no-python run.sh smoke …`, in `d`,
+/// with `tmp` as the job's TMPDIR: torchrun's output. torchrun keeps its
+/// workers' logs in `d/torchelastic` (by default it makes a directory in
+/// TMPDIR and leaves it there).
+fn torchrun(torchrun: &Path, d: &Scratch, tmp: &TmpDir, lib: &Path, args: &[String]) -> Output {
+    let w = wrapper(d, tmp);
     let child = bare(torchrun)
         .current_dir(&d.0)
+        .env("TMPDIR", tmp.path())
+        .arg(format!("--log-dir={}", d.0.join("torchelastic").display()))
         .args(args)
         .arg("--no-python")
         .arg(&w)
@@ -166,11 +188,30 @@ fn ranks(d: &Scratch, world: usize) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// Checks a successful run of `world` ranks: every rank exits 0, says it
-/// meets through the agent store (`exchange(rank, line)` checks its line),
-/// gets the same unique id and its place, and rank 0 hears that every other
-/// agrees. Nothing but run.sh's own files is left in `d`.
-fn expect_met(d: &Scratch, world: usize, o: &Output, exchange: &dyn Fn(usize, &str)) {
+/// How rank 0 of a run admits the others.
+#[derive(Clone, Copy, PartialEq)]
+enum Admits {
+    /// Through the agent's store: rank 0 says nothing of the others.
+    Store,
+    /// Rank 0 serves our TCP rendezvous, and says where each other rank
+    /// joined from (this host: a loopback address).
+    Tcp,
+}
+
+/// Checks a successful run of `world` ranks: every rank exits 0, says how
+/// it meets (`exchange(rank, line)` checks its line), its local rank
+/// (torchrun's `LOCAL_RANK`, as the wrapper saw it), gets the same unique
+/// id and its place, and rank 0 hears that every other agrees. Nothing but
+/// run.sh's own files and torchrun's logs is left in `d`, and nothing at
+/// all in the job's TMPDIR, `tmp`.
+fn expect_met(
+    d: &Scratch,
+    tmp: &TmpDir,
+    world: usize,
+    o: &Output,
+    admits: Admits,
+    exchange: &dyn Fn(usize, &str),
+) {
     let all = format!(
         "torchrun: {}\n{}\nranks: {:#?}",
         String::from_utf8_lossy(&o.stdout),
@@ -186,7 +227,13 @@ fn expect_met(d: &Scratch, world: usize, o: &Output, exchange: &dyn Fn(usize, &s
             "rank {r}: {all}"
         );
         let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines.len(), 5, "rank {r}: {all}");
+        // Rank 0 of our TCP rendezvous: a line for each rank that joined.
+        let joins = if admits == Admits::Tcp && r == 0 {
+            world - 1
+        } else {
+            0
+        };
+        assert_eq!(lines.len(), 5 + joins, "rank {r}: {all}");
         let p = format!("[rank {r}] ");
         let line = |i: usize| {
             lines[i]
@@ -195,7 +242,25 @@ fn expect_met(d: &Scratch, world: usize, o: &Output, exchange: &dyn Fn(usize, &s
         };
         exchange(r, line(0));
         assert!(line(1).starts_with("NCCL 2.21.5 from "), "{all}");
-        assert_eq!(line(2), format!("note: local rank {r}"), "{all}");
+        let local = recorded(&d.0.join("env"), "LOCAL_RANK", r);
+        assert_eq!(line(2), format!("note: local rank {local}"), "{all}");
+        let mut joined: Vec<usize> = (3..3 + joins)
+            .map(|i| {
+                let (k, from) = line(i)
+                    .strip_prefix("note: rank ")
+                    .and_then(|l| l.split_once(" joined from "))
+                    .unwrap_or_else(|| panic!("rank 0 line {i}: {all}"));
+                let port = from
+                    .strip_prefix("127.0.0.1:")
+                    .or_else(|| from.strip_prefix("[::1]:"))
+                    .unwrap_or_else(|| panic!("rank 0 line {i}: {all}"));
+                assert!(port.parse::<u16>().is_ok_and(|p| p > 0), "{all}");
+                k.parse().unwrap()
+            })
+            .collect();
+        joined.sort();
+        assert_eq!(joined, (1..1 + joins).collect::<Vec<_>>(), "{all}");
+        let line = |i: usize| line(i + joins);
         let w: Vec<&str> = line(3).split(' ').collect();
         assert_eq!(
             w[..7],
@@ -222,7 +287,11 @@ fn expect_met(d: &Scratch, world: usize, o: &Output, exchange: &dyn Fn(usize, &s
         assert!(line(4).ends_with(" s)"), "{all}");
     }
     assert!(ids.iter().all(|i| *i == ids[0] && i.len() == 16), "{ids:?}");
-    let mut want = vec!["run.sh".to_string()];
+    let mut want = vec![
+        "env".to_string(),
+        "run.sh".to_string(),
+        "torchelastic".to_string(),
+    ];
     for r in 0..world {
         want.extend([
             format!("err.{r}"),
@@ -232,6 +301,7 @@ fn expect_met(d: &Scratch, world: usize, o: &Output, exchange: &dyn Fn(usize, &s
     }
     want.sort();
     assert_eq!(d.names(), want);
+    tmp.assert_empty(&all);
 }
 
 /// The variables every torchrun-store rank names, for a static launch,
@@ -273,14 +343,16 @@ fn standalone_torchrun_meets_through_its_agent_store() {
         return;
     };
     let d = Scratch::new("standalone");
+    let tmp = TmpDir::new("torchrun-standalone");
     let o = torchrun(
         &tr,
         &d,
+        &tmp,
         &lib,
         &["--standalone".into(), "--nproc-per-node=4".into()],
     );
     let first = std::sync::Mutex::new(String::new());
-    expect_met(&d, 4, &o, &|r, line| {
+    expect_met(&d, &tmp, 4, &o, Admits::Store, &|r, line| {
         // Where the agent serves and the run id are torch's choice: every
         // rank must name the same.
         let at = line
@@ -327,10 +399,12 @@ fn static_torchrun_meets_through_its_agent_store() {
         return;
     };
     let d = Scratch::new("static");
+    let tmp = TmpDir::new("torchrun-static");
     let port = free_port();
     let o = torchrun(
         &tr,
         &d,
+        &tmp,
         &lib,
         &[
             "--master-addr=127.0.0.1".into(),
@@ -347,7 +421,9 @@ fn static_torchrun_meets_through_its_agent_store() {
         relayed(4, &name),
         torchrun_from("TORCH_NCCL_ASYNC_ERROR_HANDLING")
     );
-    expect_met(&d, 4, &o, &|_, line| assert_eq!(line, want));
+    expect_met(&d, &tmp, 4, &o, Admits::Store, &|_, line| {
+        assert_eq!(line, want)
+    });
 }
 
 #[test]
@@ -356,10 +432,12 @@ fn torch_2_1_torchrun_meets_in_the_old_protocol() {
         return;
     };
     let d = Scratch::new("old");
+    let tmp = TmpDir::new("torchrun-old");
     let port = free_port();
     let o = torchrun(
         &tr,
         &d,
+        &tmp,
         &lib,
         &[
             "--master-addr=127.0.0.1".into(),
@@ -378,7 +456,65 @@ fn torch_2_1_torchrun_meets_in_the_old_protocol() {
         relayed(4, &name),
         torchrun_from("NCCL_ASYNC_ERROR_HANDLING")
     );
-    expect_met(&d, 4, &o, &|_, line| assert_eq!(line, want));
+    expect_met(&d, &tmp, 4, &o, Admits::Store, &|_, line| {
+        assert_eq!(line, want)
+    });
+}
+
+/// torch 2.1's `--standalone` (the c10d rendezvous) gives its workers no
+/// agent store (`TORCHELASTIC_USE_AGENT_STORE=False`, as the wrapper saw):
+/// rank 0 serves our TCP rendezvous at the MASTER_ADDR and MASTER_PORT the
+/// agent chose and gave every worker (as the wrapper saw them: this host's
+/// name and a free port), and names each rank that joined.
+#[test]
+fn torch_2_1_standalone_meets_through_our_tcp_rendezvous() {
+    let (Some(lib), Some(tr)) = (wheel_lib(), installed("NCCL_FIND_TORCHRUN_OLD")) else {
+        return;
+    };
+    let d = Scratch::new("old-standalone");
+    let tmp = TmpDir::new("torchrun-old-standalone");
+    let o = torchrun(
+        &tr,
+        &d,
+        &tmp,
+        &lib,
+        &["--standalone".into(), "--nproc-per-node=4".into()],
+    );
+    let env = d.0.join("env");
+    expect_met(&d, &tmp, 4, &o, Admits::Tcp, &|r, line| {
+        assert_eq!(
+            recorded(&env, "TORCHELASTIC_USE_AGENT_STORE", r),
+            "False",
+            "rank {r}"
+        );
+        let (host, port) = (
+            recorded(&env, "MASTER_ADDR", 0),
+            recorded(&env, "MASTER_PORT", 0),
+        );
+        // The same place for every rank, and a real one.
+        assert_eq!(
+            (
+                recorded(&env, "MASTER_ADDR", r),
+                recorded(&env, "MASTER_PORT", r)
+            ),
+            (host.clone(), port.clone()),
+            "rank {r}"
+        );
+        assert!(!host.is_empty(), "MASTER_ADDR {host:?}");
+        assert!(
+            port.parse::<u16>().is_ok_and(|p| p > 0),
+            "MASTER_PORT {port:?}"
+        );
+        assert_eq!(
+            line,
+            format!(
+                "note: exchange: torchrun-tcp via torchrun, at tcp://{host}:{port} (from \
+                 TORCHELASTIC_USE_AGENT_STORE, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, \
+                 TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT)"
+            ),
+            "rank {r}"
+        );
+    });
 }
 
 /// A bare TCPStore server, started from torch's python; stopped when
@@ -426,9 +562,12 @@ impl Drop for Store {
 }
 
 /// Starts nccl-find as `rank` of `world` the way torchrun's agent would,
-/// against the store at `port`, with `protocol` (the variable naming
-/// torch's version) and `extra` variables (set last: they win).
+/// against the store at `port`, with `tmp` as its TMPDIR, `protocol` (the
+/// variable naming torch's version) and `extra` variables (set last: they
+/// win).
+#[allow(clippy::too_many_arguments)]
 fn rank_of(
+    tmp: &TmpDir,
     port: u16,
     lib: &Path,
     rank: usize,
@@ -449,6 +588,7 @@ fn rank_of(
         .env("TORCHELASTIC_RUN_ID", "test-run")
         .env("TORCHELASTIC_RESTART_COUNT", "0")
         .env(protocol, "1")
+        .env("TMPDIR", tmp.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -463,12 +603,14 @@ fn a_rank_that_never_comes_is_named_at_the_deadline() {
         return;
     };
     let store = Store::start(&py);
+    let tmp = TmpDir::new("torchrun-never");
     let t = Instant::now();
     // Ranks 0 and 2 of 3: rank 1 never comes.
     let kids: Vec<Child> = [0, 2]
         .iter()
         .map(|&r| {
             rank_of(
+                &tmp,
                 store.port,
                 &lib,
                 r,
@@ -509,14 +651,16 @@ fn a_rank_that_never_comes_is_named_at_the_deadline() {
         took >= Duration::from_secs(3) && took < Duration::from_secs(60),
         "{took:?}"
     );
+    tmp.assert_empty(&format!("{outs:#?}"));
 }
 
 /// Two ranks against a bare store of `python`'s torch, told the other
 /// protocol than the server's: both meet all the same.
 fn meets_despite_the_wrong_hint(python: &Path, lib: &Path, protocol: &str) {
     let store = Store::start(python);
+    let tmp = TmpDir::new("torchrun-hint");
     let kids: Vec<Child> = (0..2)
-        .map(|r| rank_of(store.port, lib, r, 2, protocol, "60", &[]))
+        .map(|r| rank_of(&tmp, store.port, lib, r, 2, protocol, "60", &[]))
         .collect();
     let outs: Vec<_> = kids
         .into_iter()
@@ -553,6 +697,7 @@ fn meets_despite_the_wrong_hint(python: &Path, lib: &Path, protocol: &str) {
         ),
         "{outs:?}"
     );
+    tmp.assert_empty(&format!("{outs:#?}"));
 }
 
 #[test]
@@ -573,8 +718,10 @@ fn the_other_protocol_is_tried_when_the_environment_misleads() {
 #[test]
 fn a_half_set_agent_store_environment_says_what_to_pass() {
     let Some(lib) = wheel_lib() else { return };
+    let tmp = TmpDir::new("torchrun-half");
     let o = bare(Path::new(BIN))
         .args(["smoke", "--lib", lib.to_str().unwrap(), "--rendezvous-only"])
+        .env("TMPDIR", tmp.path())
         .env("TORCHELASTIC_USE_AGENT_STORE", "True")
         .env("MASTER_ADDR", "127.0.0.1")
         .env("RANK", "0")
@@ -592,6 +739,7 @@ fn a_half_set_agent_store_environment_says_what_to_pass() {
                 .into()
         )
     );
+    tmp.assert_empty("");
 }
 
 /// A TCP forwarder to `127.0.0.1:to` that counts the connections it takes.
@@ -627,6 +775,7 @@ fn workers_sharing_a_node_reach_the_store_through_one_connection() {
         return;
     };
     let store = Store::start(&py);
+    let tmp = TmpDir::new("torchrun-relay");
     let (port, count) = counting_proxy(store.port);
     // Six ranks on two nodes of three, as torchrun would place them.
     let kids: Vec<Child> = (0..6)
@@ -637,6 +786,7 @@ fn workers_sharing_a_node_reach_the_store_through_one_connection() {
                 ("GROUP_RANK", (r / 3).to_string()),
             ];
             rank_of(
+                &tmp,
                 port,
                 &lib,
                 r,
@@ -679,4 +829,5 @@ fn workers_sharing_a_node_reach_the_store_through_one_connection() {
     );
     // One connection to the store per node, not one per process.
     assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+    tmp.assert_empty(&format!("{outs:#?}"));
 }

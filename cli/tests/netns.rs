@@ -8,7 +8,7 @@
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{text, wheel_lib};
+use common::{text, wheel_lib, TmpDir};
 
 /// Says why the test cannot run here: a failure under
 /// `NCCL_FIND_REQUIRE_NETNS=1`, else a skip.
@@ -85,9 +85,11 @@ fn make_net() -> Result<Net, String> {
     Ok(net)
 }
 
-/// `nccl-find smoke --rendezvous-only` as `rank` of 2 inside namespace `ns`.
+/// `nccl-find smoke --rendezvous-only` as `rank` of 2 inside namespace `ns`,
+/// `tmp` its TMPDIR.
 fn rank_in(
     ns: &str,
+    tmp: &TmpDir,
     lib: &std::path::Path,
     rank: usize,
     vars: &[(&str, &str)],
@@ -106,6 +108,7 @@ fn rank_in(
         .args(["--rank", &rank, "--world-size", "2", "--init", &init])
         .args(["--timeout", "60", "--token", "netns-test"])
         .env_remove("NCCL_SOCKET_IFNAME")
+        .env("TMPDIR", tmp.path())
         .envs(vars.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -114,14 +117,19 @@ fn rank_in(
         .unwrap()
 }
 
-/// Both ranks' outcomes, rank 0 first.
+/// Both ranks' outcomes, rank 0 first; asserts that they left nothing in
+/// their TMPDIR (one for the job, as two hosts would each have their own:
+/// what either leaves shows).
 fn job(net: &Net, lib: &std::path::Path, vars1: &[(&str, &str)]) -> [(i32, String, String); 2] {
-    let k0 = rank_in(&net.ns[0], lib, 0, &[]);
-    let k1 = rank_in(&net.ns[1], lib, 1, vars1);
-    [
+    let tmp = TmpDir::new("netns");
+    let k0 = rank_in(&net.ns[0], &tmp, lib, 0, &[]);
+    let k1 = rank_in(&net.ns[1], &tmp, lib, 1, vars1);
+    let outs = [
         text(&k0.wait_with_output().unwrap()),
         text(&k1.wait_with_output().unwrap()),
-    ]
+    ];
+    tmp.assert_empty(&format!("{outs:#?}"));
+    outs
 }
 
 /// The verdict line (the last of stdout), without its wall time.

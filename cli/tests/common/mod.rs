@@ -1,9 +1,10 @@
 //! What the end-to-end tests of `nccl-find smoke` share: the wheel's
-//! library, a finished process's output, a free port. Each test file uses
-//! some of it.
+//! library, a finished process's output, a free port, a job's own
+//! `TMPDIR` (and the check that nothing was left in it). Each test file
+//! uses some of it.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The cu12 2.21.5 wheel's `libnccl.so.2` that scripts/test caches; `None`
@@ -71,4 +72,199 @@ pub fn without_launchers(c: &mut Command) -> &mut Command {
         }
     }
     c
+}
+
+/// A name no other scratch thing has: `what`, this process's id and the
+/// clock.
+pub fn unique(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{what}-{}-{nanos}", std::process::id())
+}
+
+/// A fresh, empty directory that a job gets as its `TMPDIR`, and nothing
+/// else does: each rank's NCCL log directory (`nccl-find-smoke-PID-…`), and
+/// anything else the run or its launcher writes to the temp dir, lands
+/// there, so that [`TmpDir::assert_empty`] is the test's "nothing left
+/// behind". Removed when dropped.
+pub struct TmpDir(PathBuf);
+
+impl TmpDir {
+    pub fn new(what: &str) -> TmpDir {
+        let d = std::env::temp_dir().join(format!("nccl-find-tmpdir-{}", unique(what)));
+        // A new directory: never one that was there before.
+        std::fs::create_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+        let s = d.to_str().expect("a temp dir named in UTF-8");
+        assert!(!s.contains('\''), "{s}: a quote would break the sh lines");
+        TmpDir(d)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// A line of sh for a rank's wrapper to run first: ends the rank (exit
+    /// 99, saying why on stderr) unless its `TMPDIR` is this directory. A
+    /// launcher that gave its ranks a `TMPDIR` of its own would make
+    /// [`TmpDir::assert_empty`] prove nothing.
+    pub fn sh_check(&self) -> String {
+        let d = self.0.display();
+        format!(
+            "if [ \"$TMPDIR\" != '{d}' ]; then echo \"nccl-find test: this rank's TMPDIR is '$TMPDIR', not \
+             '{d}': the launcher did not pass it on\" >&2; exit 99; fi;"
+        )
+    }
+
+    /// `sh -c SCRIPT`, to go before a rank's command and its arguments:
+    /// runs `before` (lines of sh) after [`TmpDir::sh_check`], then execs the
+    /// command, which is then the rank's process itself.
+    pub fn exec_checked(&self, before: &str) -> Vec<std::ffi::OsString> {
+        vec![
+            "sh".into(),
+            "-c".into(),
+            format!("{} {before} exec \"$0\" \"$@\"", self.sh_check()).into(),
+        ]
+    }
+
+    /// What is in it, every level down, each as `path (kind)`, sorted.
+    pub fn left(&self) -> Vec<String> {
+        fn walk(root: &Path, d: &Path, out: &mut Vec<String>) {
+            let Ok(entries) = std::fs::read_dir(d) else {
+                out.push(format!("{} (unreadable)", d.display()));
+                return;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                let rel = p.strip_prefix(root).unwrap_or(&p).display().to_string();
+                match std::fs::symlink_metadata(&p) {
+                    Ok(m) if m.is_dir() => {
+                        out.push(format!("{rel}/ (directory)"));
+                        walk(root, &p, out);
+                    }
+                    Ok(m) if m.file_type().is_symlink() => out.push(format!("{rel} (link)")),
+                    Ok(m) if m.is_file() => out.push(format!("{rel} (file, {} bytes)", m.len())),
+                    Ok(_) => out.push(format!("{rel} (socket, fifo or device)")),
+                    Err(e) => out.push(format!("{rel} ({e})")),
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.0, &self.0, &mut out);
+        out.sort();
+        out
+    }
+
+    /// Asserts that the job left nothing in its `TMPDIR` (and that the
+    /// directory is still there); `context` (the job's output, say) goes in
+    /// the failure's message.
+    pub fn assert_empty(&self, context: &str) {
+        assert!(
+            self.0.is_dir(),
+            "the job's TMPDIR {} is gone\n{context}",
+            self.0.display()
+        );
+        let left = self.left();
+        assert!(
+            left.is_empty(),
+            "left behind in the job's TMPDIR {}: {left:#?}\n{context}",
+            self.0.display()
+        );
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A line of sh for a rank's wrapper: writes the value of each of `vars`
+/// in the rank's environment to `into/NAME.RANK` (RANK: the value of
+/// `rank_var`), for the test to hold up against what the rank said
+/// ([`recorded`]).
+pub fn sh_record(into: &Path, rank_var: &str, vars: &[&str]) -> String {
+    let d = into.to_str().expect("a dir named in UTF-8");
+    assert!(!d.contains('\''), "{d}");
+    vars.iter()
+        .map(|v| format!("printf '%s' \"${v}\" >'{d}/{v}'.\"${rank_var}\";"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What [`sh_record`] wrote for `var` of `rank`.
+pub fn recorded(into: &Path, var: &str, rank: usize) -> String {
+    let f = into.join(format!("{var}.{rank}"));
+    std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+}
+
+/// Whether the test command requires every launcher
+/// (`NCCL_FIND_REQUIRE_LAUNCHERS=1`, as scripts/test sets it): a launcher
+/// that is missing is then a failure, not a skip.
+pub fn launchers_required() -> bool {
+    std::env::var_os("NCCL_FIND_REQUIRE_LAUNCHERS").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Says why a launcher's test cannot run here: a line saying it skipped,
+/// or, where launchers are required, a failure.
+pub fn skip_launcher(why: &str) {
+    assert!(
+        !launchers_required(),
+        "NCCL_FIND_REQUIRE_LAUNCHERS=1, but {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
+/// Processes (other than this one) whose environment holds `mark`, a whole
+/// `NAME=VALUE`: what a job started with that variable left running. A
+/// zombie has no environment left, and is not one.
+pub fn marked_processes(mark: &str) -> Vec<u32> {
+    use std::io::Read;
+    let me = std::process::id();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let mut env = Vec::new();
+        let Ok(f) = std::fs::File::open(p.path().join("environ")) else {
+            continue;
+        };
+        if f.take(1 << 20).read_to_end(&mut env).is_err() {
+            continue;
+        }
+        if env.split(|b| *b == 0).any(|v| v == mark.as_bytes()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Each of `pids` with its command name, for a message.
+pub fn named(pids: &[u32]) -> Vec<String> {
+    pids.iter()
+        .map(|p| {
+            let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+            format!("{p} {}", comm.trim())
+        })
+        .collect()
+}
+
+/// Whether process `pid` still runs (a zombie does not).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "PID (COMM) STATE …": the state follows the last ')'.
+        Ok(s) => s
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
 }
