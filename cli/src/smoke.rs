@@ -406,14 +406,73 @@ fn human(bytes: usize) -> String {
 /// no NCCL_DEBUG_FILE) would go to stdout, NCCL's default, and break the
 /// JSON: it is captured too and copied to stderr at the end (`echo`).
 struct Capture {
-    dir: Option<PathBuf>,
+    log: Option<Log>,
     echo: bool,
     /// The directories of runs that are gone (killed) removed at the start.
     swept: Vec<PathBuf>,
 }
 
+/// Where NCCL writes its log for this run.
+enum Log {
+    /// A file with no name in the temporary directory (`O_TMPFILE`), which
+    /// NCCL opens as `/proc/self/fd/N`: nothing on disk to remove, even
+    /// when the run is killed (mpirun follows SIGTERM with SIGKILL within
+    /// a millisecond).
+    Unnamed(std::fs::File),
+    /// Where the temporary directory cannot hold a file with no name: a
+    /// private directory with an owner record, removed at the end, or by a
+    /// later run once this one is provably gone.
+    Dir(PathBuf),
+}
+
 /// The names of the runs' log directories in the temporary directory.
 const LOG_DIRS: &str = "nccl-find-smoke-";
+
+impl Log {
+    /// A file with no name in `tmp` (when `unnamed` and NCCL can open it
+    /// by its `/proc` name), else a run directory.
+    fn open(tmp: &std::path::Path, unnamed: bool) -> Option<Log> {
+        if unnamed {
+            if let Some(f) = unnamed_file(tmp) {
+                return Some(Log::Unnamed(f));
+            }
+        }
+        smoke::rundir::make(tmp, LOG_DIRS).ok().map(Log::Dir)
+    }
+
+    /// What NCCL_DEBUG_FILE says.
+    fn nccl_debug_file(&self) -> PathBuf {
+        match self {
+            Log::Unnamed(f) => proc_name(f),
+            Log::Dir(d) => d.join("nccl.%h.%p.log"),
+        }
+    }
+}
+
+/// The name under which this process opens `f` again.
+fn proc_name(f: &std::fs::File) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()))
+}
+
+/// A file with no name in `dir`, readable and writable by this user only,
+/// that can be opened again by its `/proc` name (else NCCL, failing to
+/// open it, would write to stdout).
+fn unnamed_file(dir: &std::path::Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir)
+        .ok()?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(proc_name(&f))
+        .ok()?;
+    Some(f)
+}
 
 impl Capture {
     fn start(json: bool) -> Capture {
@@ -423,18 +482,18 @@ impl Capture {
         let echo = users && json && std::env::var_os("NCCL_DEBUG_FILE").is_none();
         if users && !echo {
             return Capture {
-                dir: None,
+                log: None,
                 echo,
                 swept,
             };
         }
-        // A new directory of this run's own (0700, never one that was
-        // there before), so NCCL's log file cannot follow a planted link;
-        // with an owner record, so that a later run can remove it if this
-        // one is killed.
-        let Ok(dir) = smoke::rundir::make(&tmp, LOG_DIRS) else {
+        // A file of this run's own that no one else can name, so NCCL's log
+        // cannot follow a planted link, and nothing is left when the run is
+        // killed; or a new private directory (0700, never one that was
+        // there before) with an owner record.
+        let Some(log) = Log::open(&tmp, true) else {
             return Capture {
-                dir: None,
+                log: None,
                 echo,
                 swept,
             };
@@ -443,13 +502,15 @@ impl Capture {
         if !users {
             std::env::set_var("NCCL_DEBUG", "INFO");
         }
-        std::env::set_var("NCCL_DEBUG_FILE", dir.join("nccl.%h.%p.log"));
-        let d = dir.clone();
-        smoke::on_interrupt(move || {
-            let _ = std::fs::remove_dir_all(&d);
-        });
+        std::env::set_var("NCCL_DEBUG_FILE", log.nccl_debug_file());
+        if let Log::Dir(d) = &log {
+            let d = d.clone();
+            smoke::on_interrupt(move || {
+                let _ = std::fs::remove_dir_all(&d);
+            });
+        }
         Capture {
-            dir: Some(dir),
+            log: Some(log),
             echo,
             swept,
         }
@@ -457,17 +518,7 @@ impl Capture {
 
     /// What the start removed, in words (for a note).
     fn swept_note(&self) -> Option<String> {
-        let first = self.swept.first()?;
-        Some(format!(
-            "removed {} NCCL log director{} that killed runs left in {} ({}{})",
-            self.swept.len(),
-            if self.swept.len() == 1 { "y" } else { "ies" },
-            first
-                .parent()
-                .map_or(String::new(), |p| p.display().to_string()),
-            first.file_name().unwrap_or_default().to_string_lossy(),
-            if self.swept.len() > 1 { ", …" } else { "" }
-        ))
+        swept_words(&self.swept)
     }
 
     fn last_warnings(&self, n: usize) -> Vec<String> {
@@ -480,21 +531,20 @@ impl Capture {
     }
 
     fn lines(&self, n: usize, keep: impl Fn(&str) -> bool) -> Vec<String> {
-        let Some(dir) = &self.dir else {
-            return Vec::new();
-        };
         // Only NCCL's log files, regular ones, and the last 4 MiB of each.
-        let mut lines: Vec<String> = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .take(64)
-            .filter_map(|e| tail(&e.ok()?.path(), 4 << 20))
-            .flat_map(|t| {
-                t.lines()
-                    .filter(|l| keep(l))
-                    .map(String::from)
-                    .collect::<Vec<_>>()
-            })
+        let texts: Vec<String> = match &self.log {
+            None => return Vec::new(),
+            Some(Log::Unnamed(f)) => tail_of(f, 4 << 20).into_iter().collect(),
+            Some(Log::Dir(dir)) => std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .take(64)
+                .filter_map(|e| tail(&e.ok()?.path(), 4 << 20))
+                .collect(),
+        };
+        let mut lines: Vec<String> = texts
+            .iter()
+            .flat_map(|t| t.lines().filter(|l| keep(l)).map(String::from))
             .collect();
         let skip = lines.len().saturating_sub(n);
         lines.drain(..skip);
@@ -502,29 +552,49 @@ impl Capture {
     }
 }
 
+/// The note on the run directories a start removed; `None`: none.
+fn swept_words(swept: &[PathBuf]) -> Option<String> {
+    let first = swept.first()?;
+    Some(format!(
+        "removed {} NCCL log director{} that killed runs left in {} ({}{})",
+        swept.len(),
+        if swept.len() == 1 { "y" } else { "ies" },
+        first
+            .parent()
+            .map_or(String::new(), |p| p.display().to_string()),
+        first.file_name().unwrap_or_default().to_string_lossy(),
+        if swept.len() > 1 { ", …" } else { "" }
+    ))
+}
+
 /// The last `max` bytes of a regular file (links not followed), as text.
 fn tail(path: &std::path::Path, max: u64) -> Option<String> {
-    use std::io::{Read, Seek, SeekFrom};
     if !std::fs::symlink_metadata(path).ok()?.file_type().is_file() {
         return None;
     }
-    let mut f = std::fs::File::open(path).ok()?;
+    tail_of(&std::fs::File::open(path).ok()?, max)
+}
+
+/// The last `max` bytes of an open file, as text.
+fn tail_of(f: &std::fs::File, max: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
     let len = f.metadata().ok()?.len();
-    f.seek(SeekFrom::Start(len.saturating_sub(max))).ok()?;
+    let mut r = f;
+    r.seek(SeekFrom::Start(len.saturating_sub(max))).ok()?;
     let mut b = Vec::new();
-    f.take(max).read_to_end(&mut b).ok()?;
+    r.take(max).read_to_end(&mut b).ok()?;
     Some(String::from_utf8_lossy(&b).into_owned())
 }
 
 impl Drop for Capture {
     fn drop(&mut self) {
-        if let Some(d) = &self.dir {
-            if self.echo {
-                let mut err = std::io::stderr().lock();
-                for line in self.lines(usize::MAX, |_| true) {
-                    let _ = writeln!(err, "{line}");
-                }
+        if self.echo {
+            let mut err = std::io::stderr().lock();
+            for line in self.lines(usize::MAX, |_| true) {
+                let _ = writeln!(err, "{line}");
             }
+        }
+        if let Some(Log::Dir(d)) = &self.log {
             let _ = std::fs::remove_dir_all(d);
         }
     }
@@ -841,4 +911,119 @@ fn json_report(
 pub fn probed_library(config: &nccl_find::Config) -> Result<PathBuf, String> {
     let n = config.probe().map_err(|e| e.headline())?;
     Ok(n.library_real)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("nccl-find-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn names(d: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// NCCL's log as NCCL writes it (by the name NCCL_DEBUG_FILE gives,
+    /// `%h` and `%p` filled in), and the lines read back.
+    fn written(log: &Log) -> Vec<String> {
+        let name = log
+            .nccl_debug_file()
+            .to_string_lossy()
+            .replace("%h.%p", "vm.7");
+        std::fs::write(
+            &name,
+            "vm:7 NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/CUMEM\nvm:7 NCCL WARN x\n",
+        )
+        .unwrap();
+        // A Capture over a copy of the log: dropping it would remove a
+        // run directory this test still looks into.
+        let c = Capture {
+            log: Some(match log {
+                Log::Unnamed(f) => Log::Unnamed(f.try_clone().unwrap()),
+                Log::Dir(d) => Log::Dir(d.clone()),
+            }),
+            echo: false,
+            swept: Vec::new(),
+        };
+        let lines = [c.transport_lines(), c.last_warnings(10)].concat();
+        std::mem::forget(c);
+        lines
+    }
+
+    #[test]
+    fn nccls_log_has_no_name_where_the_filesystem_allows() {
+        let d = scratch("unnamed");
+        let log = Log::open(&d, true).unwrap();
+        assert!(
+            matches!(log, Log::Unnamed(_)),
+            "ext4, tmpfs and the like take O_TMPFILE"
+        );
+        assert_eq!(
+            written(&log),
+            [
+                "vm:7 NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/CUMEM",
+                "vm:7 NCCL WARN x"
+            ]
+        );
+        assert_eq!(names(&d), Vec::<String>::new());
+        drop(log);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn elsewhere_a_run_directory_with_its_owner_record() {
+        let d = scratch("dir");
+        let log = Log::open(&d, false).unwrap();
+        let Log::Dir(run) = &log else {
+            panic!("not a directory")
+        };
+        let run = run.clone();
+        assert!(run
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(&format!("{LOG_DIRS}{}-", std::process::id())));
+        assert_eq!(
+            written(&log),
+            [
+                "vm:7 NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/CUMEM",
+                "vm:7 NCCL WARN x"
+            ]
+        );
+        assert_eq!(names(&run), ["nccl.vm.7.log", "owner"]);
+        // A live run's directory is not swept; the end removes it.
+        assert_eq!(smoke::rundir::sweep(&d, LOG_DIRS), Vec::<PathBuf>::new());
+        drop(Capture {
+            log: Some(log),
+            echo: false,
+            swept: Vec::new(),
+        });
+        assert_eq!(names(&d), Vec::<String>::new());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn the_note_on_what_a_start_removed() {
+        assert_eq!(swept_words(&[]), None);
+        assert_eq!(
+            swept_words(&[PathBuf::from("/tmp/nccl-find-smoke-9-ab")]).as_deref(),
+            Some(
+                "removed 1 NCCL log directory that killed runs left in /tmp (nccl-find-smoke-9-ab)"
+            )
+        );
+        assert_eq!(
+            swept_words(&[PathBuf::from("/t/a"), PathBuf::from("/t/b")]).as_deref(),
+            Some("removed 2 NCCL log directories that killed runs left in /t (a, …)")
+        );
+    }
 }
