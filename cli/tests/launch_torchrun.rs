@@ -101,7 +101,7 @@ const RECORDED: [&str; 4] = [
 /// worker's TMPDIR is `tmp`, keeps the worker's [`RECORDED`] variables in
 /// `env/`, then runs nccl-find with the worker's arguments, its output in
 /// `out.RANK` and `err.RANK`, its exit status in `status.RANK`.
-fn wrapper(d: &Scratch, tmp: &TmpDir) -> PathBuf {
+fn wrapper(d: &Scratch, tmp: &TmpDir, before: &str) -> PathBuf {
     let w = d.0.join("run.sh");
     let dir = d.0.to_str().unwrap();
     assert!(!dir.contains('\'') && !BIN.contains('\''));
@@ -109,7 +109,7 @@ fn wrapper(d: &Scratch, tmp: &TmpDir) -> PathBuf {
     std::fs::write(
         &w,
         format!(
-            "#!/bin/sh\n{}\n{}\n'{BIN}' \"$@\" >'{dir}'/out.\"$RANK\" 2>'{dir}'/err.\"$RANK\"\n\
+            "#!/bin/sh\n{}\n{}\n{before}\n'{BIN}' \"$@\" >'{dir}'/out.\"$RANK\" 2>'{dir}'/err.\"$RANK\"\n\
              s=$?\necho $s >'{dir}'/status.\"$RANK\"\nexit $s\n",
             tmp.sh_check(),
             sh_record(&d.0.join("env"), "RANK", &RECORDED)
@@ -156,7 +156,20 @@ fn bare(program: &Path) -> Command {
 /// workers' logs in `d/torchelastic` (by default it makes a directory in
 /// TMPDIR and leaves it there).
 fn torchrun(torchrun: &Path, d: &Scratch, tmp: &TmpDir, lib: &Path, args: &[String]) -> Output {
-    let w = wrapper(d, tmp);
+    torchrun_with(torchrun, d, tmp, lib, args, "")
+}
+
+/// [`torchrun`], each worker's wrapper running `before` (lines of sh)
+/// before nccl-find.
+fn torchrun_with(
+    torchrun: &Path,
+    d: &Scratch,
+    tmp: &TmpDir,
+    lib: &Path,
+    args: &[String],
+    before: &str,
+) -> Output {
+    let w = wrapper(d, tmp, before);
     let child = bare(torchrun)
         .current_dir(&d.0)
         .env("TMPDIR", tmp.path())
@@ -385,6 +398,46 @@ fn standalone_torchrun_meets_through_its_agent_store() {
             torchrun_from("TORCH_NCCL_ASYNC_ERROR_HANDLING"),
             "{line}"
         );
+        let mut f = first.lock().unwrap();
+        if r == 0 {
+            *f = line.to_string();
+        }
+        assert_eq!(*f, line, "rank {r} meets elsewhere than rank 0");
+    });
+}
+
+/// torchrun starts a failed group again (`--max-restarts=1`): rank 1 fails
+/// in the first attempt, a while after rank 0 has reached the store, which
+/// outlives it; the second attempt meets under keys of its own restart
+/// count, and every rank of it agrees.
+#[test]
+fn a_restarted_torchrun_group_meets_under_its_own_restart_count() {
+    let (Some(lib), Some(tr)) = (wheel_lib(), installed("NCCL_FIND_TORCHRUN")) else {
+        return;
+    };
+    let d = Scratch::new("restart");
+    let tmp = TmpDir::new("torchrun-restart");
+    let o = torchrun_with(
+        &tr,
+        &d,
+        &tmp,
+        &lib,
+        &[
+            "--standalone".into(),
+            "--nproc-per-node=2".into(),
+            "--max-restarts=1".into(),
+        ],
+        "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then sleep 2; exit 3; fi",
+    );
+    let first = std::sync::Mutex::new(String::new());
+    expect_met(&d, &tmp, 2, &o, Admits::Store, &|r, line| {
+        let keys = line
+            .split_once("(the agent's TCPStore; keys under /nccl-find/")
+            .and_then(|(_, k)| k.split_once("; "))
+            .map(|(k, _)| k)
+            .unwrap_or_else(|| panic!("{line}"));
+        let (run, restart) = keys.split_once('/').unwrap();
+        assert_eq!((run.len(), restart), (36, "1/"), "{line}");
         let mut f = first.lock().unwrap();
         if r == 0 {
             *f = line.to_string();
