@@ -154,15 +154,16 @@ fn write_frame(s: &mut UnixStream, tag: u8, body: &[u8]) -> io::Result<()> {
     s.write_all(&b)
 }
 
-/// One frame, its length bounded by [`MAX_FRAME`].
-fn read_frame(s: &mut UnixStream) -> io::Result<(u8, Vec<u8>)> {
+/// One frame, its length bounded by `most` of its tag.
+fn read_frame(s: &mut UnixStream, most: impl Fn(u8) -> usize) -> io::Result<(u8, Vec<u8>)> {
     let mut head = [0u8; 5];
     s.read_exact(&mut head)?;
     let n = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
-    if n > MAX_FRAME {
+    let most = most(head[0]);
+    if n > most {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("a frame of {n} bytes; at most {MAX_FRAME} are taken"),
+            format!("a frame of {n} bytes; at most {most} are taken"),
         ));
     }
     let mut body = vec![0u8; n];
@@ -189,30 +190,77 @@ fn take_u64(b: &[u8], at: &mut usize) -> Option<u64> {
     Some(v)
 }
 
-/// A failure as a reply: the ranks missing, then the message.
+/// The most characters of a failure's message the relay sends (a message
+/// naming every rank of a large job is longer), and a local rank shows.
+const MAX_FAILURE_TEXT: usize = 4000;
+
+/// The longest failure a relay sends for a job of `world` ranks: the runs
+/// of missing ranks (at most one per two ranks) and the message, cut.
+fn failure_bound(world: usize) -> usize {
+    let runs = 8usize.saturating_add(world.saturating_add(1).saturating_mul(8));
+    let text = 4 * MAX_FAILURE_TEXT + 64;
+    runs.saturating_add(text).max(MAX_FRAME)
+}
+
+/// A failure as a reply: the runs of missing ranks (the first and how
+/// many), then the message, cut to [`MAX_FAILURE_TEXT`] characters.
 fn encode_failed(f: &Failed) -> Vec<u8> {
-    let mut b = (f.missing.len() as u64).to_le_bytes().to_vec();
-    for r in &f.missing {
-        b.extend_from_slice(&(*r as u64).to_le_bytes());
+    let runs = runs(&f.missing);
+    let text = clip(&f.message, MAX_FAILURE_TEXT);
+    let mut b = Vec::with_capacity(8 + 16 * runs.len() + text.len());
+    b.extend_from_slice(&(runs.len() as u64).to_le_bytes());
+    for (first, n) in runs {
+        b.extend_from_slice(&(first as u64).to_le_bytes());
+        b.extend_from_slice(&(n as u64).to_le_bytes());
     }
-    b.extend_from_slice(f.message.as_bytes());
+    b.extend_from_slice(text.as_bytes());
     b
+}
+
+/// `ranks` sorted, as runs of consecutive ones: (first, how many).
+fn runs(ranks: &[usize]) -> Vec<(usize, usize)> {
+    let mut sorted = ranks.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for r in sorted {
+        match out.last_mut() {
+            Some((first, n)) if *first + *n == r => *n += 1,
+            _ => out.push((r, 1)),
+        }
+    }
+    out
+}
+
+/// `text`'s first `max` characters, and how many bytes were left out.
+fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}... ({} more bytes)", &text[..at], text.len() - at).into(),
+        None => text.into(),
+    }
 }
 
 fn decode_failed(b: &[u8], world: usize) -> Failed {
     let mut at = 0;
     let bad = || fail("the node's relay sent a failure this process cannot read");
-    let Some(n) = take_u64(b, &mut at).filter(|n| *n <= world as u64) else {
+    let Some(runs) = take_u64(b, &mut at).filter(|n| *n <= world as u64) else {
         return bad();
     };
-    let mut missing = Vec::with_capacity((n as usize).min(b.len() / 8));
-    for _ in 0..n {
-        match take_u64(b, &mut at).filter(|r| *r < world as u64) {
-            Some(r) => missing.push(r as usize),
-            None => return bad(),
-        }
+    let mut missing: Vec<usize> = Vec::new();
+    for _ in 0..runs {
+        let (Some(first), Some(n)) = (take_u64(b, &mut at), take_u64(b, &mut at)) else {
+            return bad();
+        };
+        // In order, apart, within the job: at most `world` ranks in all.
+        let from = missing.last().map_or(0, |l| *l as u64 + 1);
+        let end = first.checked_add(n).filter(|e| *e <= world as u64);
+        let (Some(end), true) = (end, first >= from && n > 0) else {
+            return bad();
+        };
+        missing.extend(first as usize..end as usize);
     }
-    let message = crate::untrusted::shown(&String::from_utf8_lossy(&b[at..]), 4000);
+    let text = String::from_utf8_lossy(&b[at..]);
+    let message = crate::untrusted::shown(&text, MAX_FAILURE_TEXT + 40);
     Failed { message, missing }
 }
 
@@ -297,7 +345,7 @@ fn accept_loop(
         let reader = move || {
             let (tx, open) = (tx2, open2);
             let mut s = s;
-            while let Ok((op, body)) = read_frame(&mut s) {
+            while let Ok((op, body)) = read_frame(&mut s, |_| MAX_FRAME) {
                 if tx.send(Event::Frame(id, op, body)).is_err() {
                     break;
                 }
@@ -682,7 +730,12 @@ impl RelayKv {
         self.s.set_write_timeout(Some(t)).map_err(lost)?;
         self.s.set_read_timeout(Some(t)).map_err(lost)?;
         write_frame(&mut self.s, op, body).map_err(lost)?;
-        match read_frame(&mut self.s).map_err(lost)? {
+        let world = self.world;
+        let most = |status| match status {
+            1 => failure_bound(world),
+            _ => MAX_FRAME,
+        };
+        match read_frame(&mut self.s, most).map_err(lost)? {
             (0, v) => Ok(v),
             (1, v) => Err(decode_failed(&v, self.world)),
             (s, _) => Err(fail(format!("the node's relay answered with status {s}"))),
@@ -978,7 +1031,7 @@ mod tests {
         let mut body = 1u64.to_le_bytes().to_vec();
         body.extend_from_slice(&7u64.to_le_bytes());
         write_frame(&mut wrong, HELLO, &body).unwrap();
-        let (status, why) = read_frame(&mut wrong).unwrap();
+        let (status, why) = read_frame(&mut wrong, |_| MAX_FRAME).unwrap();
         assert_eq!(status, 1);
         assert_eq!(
             decode_failed(&why, 2).message,
@@ -1115,6 +1168,104 @@ mod tests {
             assert!(at <= body.len());
         }
         assert!(r.members == 0, "{}", r.members);
+    }
+
+    /// A hub whose every barrier fails, naming `missing`, saying `message`.
+    struct Missing {
+        missing: Vec<usize>,
+        message: String,
+    }
+
+    impl Hub for Missing {
+        fn put(&mut self, _: &str, _: &[u8]) -> Result<(), String> {
+            Ok(())
+        }
+        fn get(&mut self, _: usize, key: &str) -> Result<Vec<u8>, String> {
+            Err(format!("no {key}"))
+        }
+        fn arrive(&mut self, _: u64, _: usize) -> Result<(), Failed> {
+            Ok(())
+        }
+        fn pass(&mut self, n: u64, _: usize, _: Instant) -> Result<(), Failed> {
+            Err(self.never_came(n))
+        }
+        fn never_came(&mut self, _: u64) -> Failed {
+            Failed {
+                message: self.message.clone(),
+                missing: self.missing.clone(),
+            }
+        }
+        fn close(&mut self) {}
+    }
+
+    /// What both processes of a node of `world` get from a barrier that
+    /// fails naming `missing`, saying `message`.
+    fn failed_through_relay(world: usize, missing: Vec<usize>, message: &str) -> Vec<Failed> {
+        let node = Node::new(&unique("missing"), "/p/", 0, 2, 0);
+        let hub = Missing {
+            missing,
+            message: message.into(),
+        };
+        serve(&node, 0, world, move || Ok(Box::new(hub) as Box<dyn Hub>)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let h = std::thread::spawn({
+            let node = node.clone();
+            move || {
+                let mut kv = RelayKv::connect(&node, 1, world, deadline).unwrap();
+                kv.fence(deadline).unwrap_err()
+            }
+        });
+        let mut kv = RelayKv::connect(&node, 0, world, deadline).unwrap();
+        vec![kv.fence(deadline).unwrap_err(), h.join().unwrap()]
+    }
+
+    #[test]
+    fn a_failure_naming_many_missing_ranks_reaches_every_local_rank() {
+        // Most of a large job never came: one run of ranks.
+        let world = 100_000;
+        let most: Vec<usize> = (2..world).collect();
+        for f in failed_through_relay(world, most.clone(), "most never came") {
+            assert_eq!(f.message, "most never came");
+            assert!(f.missing == most, "{} ranks named", f.missing.len());
+        }
+        // Every other rank (the most runs a job of 40000 can have), and a
+        // message naming each: the list whole, the message cut.
+        let world = 40_000;
+        let odd: Vec<usize> = (1..world).step_by(2).collect();
+        let long = "x".repeat(3000) + &"\u{e9}".repeat(50_000);
+        for f in failed_through_relay(world, odd.clone(), &long) {
+            assert!(f.missing == odd, "{} ranks named", f.missing.len());
+            let kept = "x".repeat(3000) + &"\u{e9}".repeat(1000);
+            assert_eq!(f.message, format!("{kept}... (98000 more bytes)"));
+        }
+        // Ranks in any order, twice: sent once each, in order.
+        let f = Failed {
+            message: "m".into(),
+            missing: vec![5, 1, 2, 5, 0],
+        };
+        let sent = encode_failed(&f);
+        assert_eq!(sent.len(), 8 + 2 * 16 + 1);
+        assert_eq!(decode_failed(&sent, 6).missing, [0, 1, 2, 5]);
+        // A relay's runs out of order, empty, or past the job: unread.
+        let runs = |v: &[u64]| -> Vec<u8> {
+            let mut b = ((v.len() / 2) as u64).to_le_bytes().to_vec();
+            v.iter().for_each(|x| b.extend_from_slice(&x.to_le_bytes()));
+            b
+        };
+        for bad in [
+            &[3, 2, 0, 1][..],
+            &[0, 2, 1, 1],
+            &[1, 0],
+            &[5, 2],
+            &[u64::MAX, 2],
+        ] {
+            assert_eq!(
+                decode_failed(&runs(bad), 6).message,
+                "the node's relay sent a failure this process cannot read",
+                "{bad:?}"
+            );
+        }
+        assert_eq!(decode_failed(&runs(&[4, 2]), 6).missing, [4, 5]);
     }
 
     #[test]
