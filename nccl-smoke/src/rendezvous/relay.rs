@@ -365,6 +365,57 @@ struct Peer {
     rank: Option<usize>,
 }
 
+/// The most bytes of values the relay keeps (each counted with its key
+/// and 64 more): the plan every local rank reads, and what came last.
+const CACHE_BYTES: usize = 1024 * 1024;
+
+/// Values read from the store, by key (a key is written once, by one rank:
+/// who asks does not change it); the oldest dropped past [`CACHE_BYTES`].
+#[derive(Default)]
+struct Cache {
+    values: std::collections::HashMap<String, Vec<u8>>,
+    order: std::collections::VecDeque<String>,
+    bytes: usize,
+}
+
+impl Cache {
+    fn cost(key: &str, value: &[u8]) -> usize {
+        key.len() + value.len() + 64
+    }
+
+    fn get(&self, key: &str) -> Option<&Vec<u8>> {
+        self.values.get(key)
+    }
+
+    fn keep(&mut self, key: String, value: Vec<u8>) {
+        let cost = Cache::cost(&key, &value);
+        if cost > CACHE_BYTES || self.values.contains_key(&key) {
+            return;
+        }
+        while self.bytes + cost > CACHE_BYTES {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(v) = self.values.remove(&old) {
+                self.bytes -= Cache::cost(&old, &v);
+            }
+        }
+        self.bytes += cost;
+        self.order.push_back(key.clone());
+        self.values.insert(key, value);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
 /// The relay's state, on its own thread.
 struct Relay {
     hub: Result<Box<dyn Hub>, String>,
@@ -379,7 +430,7 @@ struct Relay {
     /// Ranks that said hello, ever.
     joined: usize,
     /// Values read from the store: every key is written once.
-    cache: Vec<(usize, String, Vec<u8>)>,
+    cache: Cache,
     /// The barrier the node is at.
     fence: u64,
     /// Who has arrived at it (connection, rank), and the earliest deadline.
@@ -406,7 +457,7 @@ impl Relay {
             peers: Vec::new(),
             members: 0,
             joined: 0,
-            cache: Vec::new(),
+            cache: Cache::default(),
             fence: 0,
             arrived: Vec::new(),
             until: None,
@@ -558,11 +609,11 @@ impl Relay {
             return Err(fail("a malformed get"));
         };
         let (from, key) = (from as usize, String::from_utf8_lossy(key).into_owned());
-        if let Some((_, _, v)) = self.cache.iter().find(|(f, k, _)| *f == from && *k == key) {
+        if let Some(v) = self.cache.get(&key) {
             return Ok(v.clone());
         }
         let v = self.hub()?.get(from, &key).map_err(fail)?;
-        self.cache.push((from, key, v.clone()));
+        self.cache.keep(key, v.clone());
         Ok(v)
     }
 
@@ -1266,6 +1317,64 @@ mod tests {
             );
         }
         assert_eq!(decode_failed(&runs(&[4, 2]), 6).missing, [4, 5]);
+    }
+
+    /// A relay of a job of 4 with one local process, rank 1, said hello
+    /// on a socket whose replies a thread reads and drops.
+    fn relay_with_one_member(store: Arc<Store>) -> (Relay, std::thread::JoinHandle<()>) {
+        let done = Arc::new(AtomicBool::new(false));
+        let mut r = Relay::new(Ok(Box::new(MemHub(store)) as Box<dyn Hub>), 4, 2, 0, done);
+        let (a, b) = UnixStream::pair().unwrap();
+        r.peers.push(Some(Peer { w: a, rank: None }));
+        let sink = std::thread::spawn(move || {
+            let mut b = b;
+            let _ = b.read_to_end(&mut Vec::new());
+        });
+        let mut hello = 1u64.to_le_bytes().to_vec();
+        hello.extend_from_slice(&4u64.to_le_bytes());
+        r.frame(0, HELLO, &hello);
+        (r, sink)
+    }
+
+    fn get_body(from: u64, key: &str) -> Vec<u8> {
+        let mut get = from.to_le_bytes().to_vec();
+        put_str(&mut get, key.as_bytes());
+        get
+    }
+
+    #[test]
+    fn the_get_cache_is_bounded_whoever_asks() {
+        let store = Store::new(4);
+        let (mut r, sink) = relay_with_one_member(store.clone());
+        let mut put = Vec::new();
+        put_str(&mut put, b"k");
+        put_str(&mut put, &[7u8; 60 * 1024]);
+        r.frame(0, PUT, &put);
+        // One key asked as if of 1000 ranks: one copy kept.
+        for from in 0..1000 {
+            r.frame(0, GET, &get_body(from, "k"));
+        }
+        assert_eq!(r.cache.len(), 1);
+        // It is served from there (the store's later value is not read).
+        store
+            .keys
+            .lock()
+            .unwrap()
+            .push(("k".into(), b"later".to_vec()));
+        assert_eq!(r.get(&get_body(3, "k")).unwrap(), [7u8; 60 * 1024]);
+        // 100 keys of 60 KiB: the oldest are dropped past the bound.
+        for i in 0..100 {
+            let mut put = Vec::new();
+            put_str(&mut put, format!("k{i}").as_bytes());
+            put_str(&mut put, &[i as u8; 60 * 1024]);
+            r.frame(0, PUT, &put);
+            r.frame(0, GET, &get_body(1, &format!("k{i}")));
+        }
+        assert!(r.cache.bytes() <= CACHE_BYTES, "{}", r.cache.bytes());
+        assert_eq!(r.cache.len(), CACHE_BYTES / (60 * 1024 + 2 + 64));
+        assert_eq!(r.get(&get_body(1, "k99")).unwrap(), [99u8; 60 * 1024]);
+        r.drop_peer(0);
+        sink.join().unwrap();
     }
 
     #[test]
