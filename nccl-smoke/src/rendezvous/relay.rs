@@ -23,6 +23,11 @@
 //! barrier of the node into one barrier in the store for all of them
 //! ([`Hub::arrive`], [`Hub::pass`]): the store still sees an arrival key for
 //! every rank, so a rank that never came is named whichever node it is on.
+//!
+//! Local rank 0 holds one descriptor per local process (1024 workers on a
+//! node: as many sockets). It raises its soft `ulimit -n` to the hard one
+//! where that is needed, and where even that is too low, or it runs out
+//! later, every local process is told so, with what to do.
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
@@ -146,7 +151,7 @@ fn same_user(s: &UnixStream) -> bool {
     peer_uid(s).is_ok_and(|u| u == me)
 }
 
-fn write_frame(s: &mut UnixStream, tag: u8, body: &[u8]) -> io::Result<()> {
+fn write_frame(s: &mut impl Write, tag: u8, body: &[u8]) -> io::Result<()> {
     let mut b = Vec::with_capacity(5 + body.len());
     b.push(tag);
     b.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -155,7 +160,7 @@ fn write_frame(s: &mut UnixStream, tag: u8, body: &[u8]) -> io::Result<()> {
 }
 
 /// One frame, its length bounded by `most` of its tag.
-fn read_frame(s: &mut UnixStream, most: impl Fn(u8) -> usize) -> io::Result<(u8, Vec<u8>)> {
+fn read_frame(s: &mut impl Read, most: impl Fn(u8) -> usize) -> io::Result<(u8, Vec<u8>)> {
     let mut head = [0u8; 5];
     s.read_exact(&mut head)?;
     let n = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
@@ -265,7 +270,7 @@ fn decode_failed(b: &[u8], world: usize) -> Failed {
 }
 
 enum Event {
-    Joined(usize, UnixStream),
+    Joined(usize, Arc<UnixStream>),
     Frame(usize, u8, Vec<u8>),
     Gone(usize),
 }
@@ -280,6 +285,7 @@ where
     let addr = node
         .addr()
         .map_err(|e| format!("cannot name the node's relay socket @{}: {e}", node.name))?;
+    let room = room_for(node.size);
     let listener = UnixListener::bind_addr(&addr).map_err(|e| {
         if e.kind() == io::ErrorKind::AddrInUse {
             format!(
@@ -293,17 +299,89 @@ where
     })?;
     let (tx, rx) = mpsc::channel::<Event>();
     let done = Arc::new(AtomicBool::new(false));
+    let ran_out = Arc::new(AtomicBool::new(false));
     let (size, name) = (node.size, node.name.clone());
     spawn("nccl-find-relay-accept", 256, {
-        let done = done.clone();
-        move || accept_loop(listener, tx, done, size + MAX_STRANGERS)
+        let (done, ran_out) = (done.clone(), ran_out.clone());
+        move || accept_loop(listener, tx, done, size, ran_out)
     })?;
     spawn("nccl-find-relay", 2048, move || {
-        let hub = open();
+        // Too few descriptors: every local rank is told so.
+        let hub = room.and_then(|()| open());
         let mut r = Relay::new(hub, world, size, own, done);
+        r.ran_out = ran_out;
         r.run(&rx, &name);
     })
 }
+
+/// Descriptors local rank 0 keeps free past one per local process: for the
+/// store's connection, a fresh one to ask who never came, strangers, and
+/// the rest of the process (NCCL's sockets).
+const FD_SLACK: u64 = 64;
+
+/// This process's limit on open descriptors: (soft, hard).
+// `rlim_t` is not `u64` on every target.
+#[allow(clippy::unnecessary_cast)]
+fn fd_limit() -> (u64, u64) {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes into `l`, which is valid and ours.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } != 0 {
+        return (u64::MAX, u64::MAX);
+    }
+    (l.rlim_cur as u64, l.rlim_max as u64)
+}
+
+/// Sets this process's soft limit on open descriptors: whether it took.
+fn set_fd_soft_limit(soft: u64, hard: u64) -> bool {
+    let l = libc::rlimit {
+        rlim_cur: soft as libc::rlim_t,
+        rlim_max: hard as libc::rlim_t,
+    };
+    // SAFETY: setrlimit only reads `l`, which is valid for the call.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0 }
+}
+
+/// How many descriptors this process has open (none known without /proc).
+fn fds_open() -> u64 {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64)
+}
+
+/// Room for a relay of `size` processes (one descriptor each): the soft
+/// limit raised to the hard one where it is too low, or why there is none.
+fn room_for(size: usize) -> Result<(), String> {
+    let open = fds_open();
+    let need = open + size as u64 + FD_SLACK;
+    let (soft, hard) = fd_limit();
+    if soft >= need || (hard >= need && set_fd_soft_limit(hard, hard)) {
+        return Ok(());
+    }
+    Err(format!(
+        "local rank 0 may have {soft} file descriptors open (ulimit -n; the hard limit is {hard}), \
+         {open} already: too few to relay for LOCAL_WORLD_SIZE={size}, one per process. Raise ulimit -n \
+         to {need} or more, or set NCCL_FIND_STORE_RELAY=0"
+    ))
+}
+
+/// Whether `e` says that this process, or the system, is out of descriptors.
+fn out_of_fds(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
+/// The node's failure once local rank 0 ran out of descriptors.
+fn no_fds(size: usize) -> String {
+    format!(
+        "local rank 0 ran out of file descriptors (ulimit -n {}) relaying for LOCAL_WORLD_SIZE={size}: \
+         raise ulimit -n, or set NCCL_FIND_STORE_RELAY=0",
+        fd_limit().0
+    )
+}
+
+/// How long the accepting thread waits before it tries again, out of
+/// descriptors with none held back.
+const FD_BACKOFF: Duration = Duration::from_millis(50);
 
 /// A thread of `stack` KiB (a reader needs little; one per local process).
 fn spawn(name: &str, stack: usize, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
@@ -315,37 +393,77 @@ fn spawn(name: &str, stack: usize, f: impl FnOnce() + Send + 'static) -> Result<
         .map_err(|e| format!("cannot start a thread: {e}"))
 }
 
+/// Out of descriptors: frees the one held back to take the connection
+/// waiting, tells it `why` and closes it (so that it does not wait for an
+/// answer until its deadline), and holds one back again. False where none
+/// was held (another thread took it): then only time helps.
+fn turn_away(listener: &UnixListener, spare: &mut Option<std::fs::File>, why: &str) -> bool {
+    let held = spare.take().is_some();
+    if held {
+        if let Ok((s, _)) = listener.accept() {
+            if same_user(&s) {
+                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                let _ = write_frame(&mut &s, 1, &encode_failed(&fail(why)));
+                // Its hello read, so that closing does not reset the reply.
+                let _ = s.set_nonblocking(true);
+                let _ = (&s).read(&mut [0u8; 64]);
+            }
+        }
+    }
+    *spare = std::fs::File::open("/dev/null").ok();
+    held
+}
+
 /// Takes connections until the relay is done: one reader thread each;
-/// another user's, or any past `most` open at once, closed at once.
+/// another user's, or any past the node's `size` and [`MAX_STRANGERS`]
+/// open at once, closed at once. Out of descriptors, it says so to the
+/// connection (and, through `ran_out`, in the node's failure).
 fn accept_loop(
     listener: UnixListener,
     tx: mpsc::Sender<Event>,
     done: Arc<AtomicBool>,
-    most: usize,
+    size: usize,
+    ran_out: Arc<AtomicBool>,
 ) {
+    let most = size + MAX_STRANGERS;
+    let mut spare = std::fs::File::open("/dev/null").ok();
     let open = Arc::new(AtomicUsize::new(0));
     let mut next = 0usize;
-    for s in listener.incoming() {
+    loop {
+        let s = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) if out_of_fds(&e) => {
+                ran_out.store(true, Ordering::SeqCst);
+                if !turn_away(&listener, &mut spare, &no_fds(size)) {
+                    std::thread::sleep(FD_BACKOFF);
+                }
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+            Err(_) => {
+                std::thread::sleep(FD_BACKOFF);
+                continue;
+            }
+        };
         if done.load(Ordering::SeqCst) {
             return;
         }
-        let Ok(s) = s else { continue };
         if !same_user(&s) || open.load(Ordering::SeqCst) >= most {
             let _ = s.shutdown(std::net::Shutdown::Both);
             continue;
         }
-        let Ok(w) = s.try_clone() else { continue };
+        // One descriptor per connection: the reader and the relay share it.
+        let s = Arc::new(s);
         let id = next;
         next += 1;
-        if tx.send(Event::Joined(id, w)).is_err() {
+        if tx.send(Event::Joined(id, s.clone())).is_err() {
             return;
         }
         open.fetch_add(1, Ordering::SeqCst);
         let (tx2, open2) = (tx.clone(), open.clone());
         let reader = move || {
             let (tx, open) = (tx2, open2);
-            let mut s = s;
-            while let Ok((op, body)) = read_frame(&mut s, |_| MAX_FRAME) {
+            while let Ok((op, body)) = read_frame(&mut &*s, |_| MAX_FRAME) {
                 if tx.send(Event::Frame(id, op, body)).is_err() {
                     break;
                 }
@@ -361,7 +479,7 @@ fn accept_loop(
 
 /// One connection: its writing half and, once it said hello, its rank.
 struct Peer {
-    w: UnixStream,
+    w: Arc<UnixStream>,
     rank: Option<usize>,
 }
 
@@ -438,6 +556,8 @@ struct Relay {
     until: Option<Instant>,
     /// Once a barrier failed, every later request gets this.
     broken: Option<Failed>,
+    /// Set once the accepting thread ran out of descriptors.
+    ran_out: Arc<AtomicBool>,
 }
 
 impl Relay {
@@ -462,6 +582,7 @@ impl Relay {
             arrived: Vec::new(),
             until: None,
             broken: None,
+            ran_out: Arc::default(),
         }
     }
 
@@ -512,8 +633,8 @@ impl Relay {
         };
         let _ = p.w.set_write_timeout(Some(Duration::from_secs(10)));
         let ok = match &r {
-            Ok(v) => write_frame(&mut p.w, 0, v),
-            Err(f) => write_frame(&mut p.w, 1, &encode_failed(f)),
+            Ok(v) => write_frame(&mut &*p.w, 0, v),
+            Err(f) => write_frame(&mut &*p.w, 1, &encode_failed(f)),
         };
         if ok.is_err() {
             self.drop_peer(id);
@@ -667,10 +788,13 @@ impl Relay {
 
     fn timed_out(&mut self) {
         let fence = self.fence;
-        let f = match self.hub() {
+        let mut f = match self.hub() {
             Ok(h) => h.never_came(fence),
             Err(f) => f,
         };
+        if self.ran_out.load(Ordering::SeqCst) {
+            f.message = format!("{}; {}", no_fds(self.size), f.message);
+        }
         self.settle(Err(f));
     }
 
@@ -1196,7 +1320,10 @@ mod tests {
         for i in 0..4000 {
             let (a, b) = UnixStream::pair().unwrap();
             b.set_nonblocking(true).unwrap();
-            r.peers.push(Some(Peer { w: a, rank: None }));
+            r.peers.push(Some(Peer {
+                w: Arc::new(a),
+                rank: None,
+            }));
             keep.push(b);
             let id = r.peers.len() - 1;
             let op = [HELLO, PUT, GET, FENCE, 0, 9][i % 6];
@@ -1325,7 +1452,10 @@ mod tests {
         let done = Arc::new(AtomicBool::new(false));
         let mut r = Relay::new(Ok(Box::new(MemHub(store)) as Box<dyn Hub>), 4, 2, 0, done);
         let (a, b) = UnixStream::pair().unwrap();
-        r.peers.push(Some(Peer { w: a, rank: None }));
+        r.peers.push(Some(Peer {
+            w: Arc::new(a),
+            rank: None,
+        }));
         let sink = std::thread::spawn(move || {
             let mut b = b;
             let _ = b.read_to_end(&mut Vec::new());
@@ -1375,6 +1505,227 @@ mod tests {
         assert_eq!(r.get(&get_body(1, "k99")).unwrap(), [99u8; 60 * 1024]);
         r.drop_peer(0);
         sink.join().unwrap();
+    }
+
+    /// Set in a child process of this test binary: the test named plays
+    /// its child's part (what changes the whole process, as its limit on
+    /// descriptors, is never done in the process whose tests run in
+    /// parallel).
+    const CHILD: &str = "NCCL_FIND_RELAY_TEST_CHILD";
+
+    fn in_child() -> bool {
+        std::env::var_os(CHILD).is_some()
+    }
+
+    /// Test `name` of this binary, run again in a child process as
+    /// [`CHILD`], its stdin and stdout piped.
+    fn child(name: &str) -> std::process::Child {
+        let module = module_path!().split_once("::").unwrap().1;
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([&format!("{module}::{name}"), "--exact", "--nocapture"])
+            .args(["--test-threads=1", "-q"])
+            .env(CHILD, "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Waits at most `secs` for `c` (killed past them): its lines on
+    /// stdout that start with `child: `, without that.
+    fn finish(mut c: std::process::Child, secs: u64) -> Vec<String> {
+        drop(c.stdin.take());
+        let mut out = c.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        let until = Instant::now() + Duration::from_secs(secs);
+        let status = loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > until {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("the child ran past {secs} s: {}", reader.join().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let text = reader.join().unwrap();
+        assert!(status.success(), "{status}: {text}");
+        text.lines()
+            .filter_map(|l| l.strip_prefix("child: ").map(String::from))
+            .collect()
+    }
+
+    /// In a child: its descriptors limited to `soft` (and `hard`).
+    fn limit_fds(soft: u64, hard: u64) {
+        assert!(in_child(), "only a child process changes its limits");
+        assert!(set_fd_soft_limit(soft, hard), "{soft} {hard}");
+    }
+
+    #[test]
+    fn a_soft_descriptor_limit_too_low_for_the_node_is_raised() {
+        if in_child() {
+            // 200 processes on the node: 400 descriptors in this process
+            // (both ends), where 40 are left.
+            let (n, hard) = (200, fd_limit().1);
+            limit_fds(fds_open() + 40, hard);
+            let via = Arc::new(via("raise", &[n]));
+            for (r, g) in run(via, &[], 60).iter().enumerate() {
+                let g = g.as_ref().unwrap();
+                assert_eq!((g.0, g.1), (n, r));
+            }
+            assert_eq!(fd_limit(), (hard, hard));
+            println!("child: {n} met, the soft limit raised to the hard one");
+            return;
+        }
+        let got = finish(
+            child("a_soft_descriptor_limit_too_low_for_the_node_is_raised"),
+            120,
+        );
+        assert_eq!(got, ["200 met, the soft limit raised to the hard one"]);
+    }
+
+    #[test]
+    fn too_few_descriptors_even_at_the_hard_limit_are_said_to_every_local_rank() {
+        if in_child() {
+            let open = fds_open();
+            limit_fds(open + 30, open + 30);
+            let node = Node::new(&unique("short"), "/p/", 0, 200, 0);
+            serve(&node, 0, 200, || panic!("the store is never opened")).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let want = format!(
+                "local rank 0 may have {0} file descriptors open (ulimit -n; the hard limit is {0}), \
+                 {open} already: too few to relay for LOCAL_WORLD_SIZE=200, one per process. Raise \
+                 ulimit -n to {1} or more, or set NCCL_FIND_STORE_RELAY=0",
+                open + 30,
+                open + 200 + FD_SLACK
+            );
+            let mut kvs = Vec::new();
+            for r in [0, 1] {
+                let mut kv = RelayKv::connect(&node, r, 200, deadline).unwrap();
+                assert_eq!(kv.put("k", b"v").unwrap_err(), want);
+                kvs.push(kv);
+            }
+            println!("child: told");
+            return;
+        }
+        let name = "too_few_descriptors_even_at_the_hard_limit_are_said_to_every_local_rank";
+        assert_eq!(finish(child(name), 120), ["told"]);
+    }
+
+    /// A process's CPU time so far, in seconds (from /proc).
+    fn cpu_of(pid: u32) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let f: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        ticks as f64 / hz as f64
+    }
+
+    /// Runs out of descriptors after 5 connections: the child serves, the
+    /// test connects (so that only the relay's descriptors count there).
+    #[test]
+    fn out_of_descriptors_the_relay_says_so_to_each_process_and_never_spins() {
+        let n = 20;
+        if in_child() {
+            let open = fds_open();
+            let limit = open + n as u64 + FD_SLACK + 8;
+            limit_fds(limit, limit);
+            let node = Node::new(&unique("emfile"), "/p/", 0, n, 0);
+            let store = Store::new(n);
+            serve(&node, 0, n, move || {
+                Ok(Box::new(MemHub(store)) as Box<dyn Hub>)
+            })
+            .unwrap();
+            // The socket, and the descriptor the relay holds back.
+            while fds_open() < open + 2 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // Every descriptor taken, then 5 given back.
+            let mut held = Vec::new();
+            while let Ok(f) = std::fs::File::open("/dev/null") {
+                held.push(f);
+            }
+            held.truncate(held.len() - 5);
+            println!("child: {} {limit}", node.name);
+            // Serves until the test is done.
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+            return;
+        }
+        let mut c = child("out_of_descriptors_the_relay_says_so_to_each_process_and_never_spins");
+        let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.starts_with("child: ") {
+            line.clear();
+            assert_ne!(std::io::BufRead::read_line(&mut out, &mut line).unwrap(), 0);
+        }
+        let (name, limit) = line["child: ".len()..].trim().split_once(' ').unwrap();
+        let node = Node {
+            name: name.into(),
+            size: n,
+            local_rank: 1,
+        };
+        let ss: Vec<UnixStream> = (0..n)
+            .map(|r| {
+                let mut s = raw(&node);
+                let mut hello = (r as u64).to_le_bytes().to_vec();
+                hello.extend_from_slice(&(n as u64).to_le_bytes());
+                write_frame(&mut s, HELLO, &hello).unwrap();
+                s
+            })
+            .collect();
+        let told = format!(
+            "local rank 0 ran out of file descriptors (ulimit -n {limit}) relaying for \
+             LOCAL_WORLD_SIZE={n}: raise ulimit -n, or set NCCL_FIND_STORE_RELAY=0"
+        );
+        let (mut ok, mut away) = (Vec::new(), 0);
+        for (r, mut s) in ss.into_iter().enumerate() {
+            match read_frame(&mut s, |_| MAX_FRAME).unwrap() {
+                (0, _) => ok.push((r, s)),
+                (1, why) => {
+                    assert_eq!(decode_failed(&why, n).message, told);
+                    away += 1;
+                }
+                (st, _) => panic!("status {st}"),
+            }
+        }
+        // One descriptor per connection: the 5 left, and the one a blocked
+        // accept holds (where the accepting thread was in it already).
+        assert!(ok.len() == 5 || ok.len() == 6, "{} taken", ok.len());
+        assert_eq!(ok.len() + away, n);
+        // Nothing waits: the relay's threads are idle.
+        let cpu = cpu_of(c.id());
+        std::thread::sleep(Duration::from_secs(2));
+        let spent = cpu_of(c.id()) - cpu;
+        assert!(spent < 0.25, "{spent} s of CPU in 2 s");
+        // The node's barrier fails saying so, naming those never there.
+        let mut fence = 0u64.to_le_bytes().to_vec();
+        fence.extend_from_slice(&1000u64.to_le_bytes());
+        for (_, s) in &mut ok {
+            write_frame(s, FENCE, &fence).unwrap();
+        }
+        let came: Vec<usize> = ok.iter().map(|o| o.0).collect();
+        let missing: Vec<usize> = (0..n).filter(|r| !came.contains(r)).collect();
+        for (_, s) in &mut ok {
+            let (st, why) = read_frame(s, |_| MAX_FRAME).unwrap();
+            let f = decode_failed(&why, n);
+            assert_eq!(st, 1);
+            assert_eq!(f.message, format!("{told}; barrier 0: missing {missing:?}"));
+            assert_eq!(f.missing, missing);
+        }
+        drop(ok);
+        c.stdout = Some(out.into_inner());
+        assert!(finish(c, 60).is_empty());
     }
 
     #[test]
