@@ -270,7 +270,7 @@ fn decode_failed(b: &[u8], world: usize) -> Failed {
 }
 
 enum Event {
-    Joined(usize, Arc<UnixStream>),
+    Joined(usize, Peer),
     Frame(usize, u8, Vec<u8>),
     Gone(usize),
 }
@@ -297,7 +297,7 @@ where
             format!("cannot listen at @{}: {e}", node.name)
         }
     })?;
-    let (tx, rx) = mpsc::channel::<Event>();
+    let (tx, rx) = mpsc::sync_channel::<Event>(EVENTS);
     let done = Arc::new(AtomicBool::new(false));
     let ran_out = Arc::new(AtomicBool::new(false));
     let (size, name) = (node.size, node.name.clone());
@@ -420,7 +420,7 @@ fn turn_away(listener: &UnixListener, spare: &mut Option<std::fs::File>, why: &s
 /// connection (and, through `ran_out`, in the node's failure).
 fn accept_loop(
     listener: UnixListener,
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::SyncSender<Event>,
     done: Arc<AtomicBool>,
     size: usize,
     ran_out: Arc<AtomicBool>,
@@ -454,20 +454,24 @@ fn accept_loop(
         }
         // One descriptor per connection: the reader and the relay share it.
         let s = Arc::new(s);
+        let (turn, turned) = mpsc::sync_channel(1);
         let id = next;
         next += 1;
-        if tx.send(Event::Joined(id, s.clone())).is_err() {
+        let peer = Peer {
+            w: s.clone(),
+            rank: None,
+            turn,
+        };
+        if tx.send(Event::Joined(id, peer)).is_err() {
             return;
         }
         open.fetch_add(1, Ordering::SeqCst);
         let (tx2, open2) = (tx.clone(), open.clone());
         let reader = move || {
             let (tx, open) = (tx2, open2);
-            while let Ok((op, body)) = read_frame(&mut &*s, |_| MAX_FRAME) {
-                if tx.send(Event::Frame(id, op, body)).is_err() {
-                    break;
-                }
-            }
+            read_loop(id, &s, &tx, &turned);
+            // Read no more: its process sees it closed.
+            let _ = s.shutdown(std::net::Shutdown::Both);
             open.fetch_sub(1, Ordering::SeqCst);
             let _ = tx.send(Event::Gone(id));
         };
@@ -477,10 +481,49 @@ fn accept_loop(
     }
 }
 
-/// One connection: its writing half and, once it said hello, its rank.
+/// The most events waiting for the relay's thread: a connection has at
+/// most one frame in flight, so readers wait here only for their turn.
+const EVENTS: usize = 64;
+
+/// The longest hello (a rank and a world size).
+const HELLO_LEN: usize = 16;
+
+/// Forwards connection `id`'s frames to the relay one at a time: the next
+/// is read only once the relay answered this one (`turned` says whether
+/// the connection is now a local rank's). A process that sends ahead waits,
+/// its bytes in its socket's buffer, never in the relay's memory. Before
+/// its hello is taken, only a hello is read.
+fn read_loop(
+    id: usize,
+    s: &UnixStream,
+    tx: &mpsc::SyncSender<Event>,
+    turned: &mpsc::Receiver<bool>,
+) {
+    let mut member = false;
+    loop {
+        let most = if member { MAX_FRAME } else { HELLO_LEN };
+        let Ok((op, body)) = read_frame(&mut &*s, |_| most) else {
+            return;
+        };
+        if !member && op != HELLO {
+            return;
+        }
+        if tx.send(Event::Frame(id, op, body)).is_err() {
+            return;
+        }
+        match turned.recv() {
+            Ok(m) => member = m,
+            Err(_) => return,
+        }
+    }
+}
+
+/// One connection: its writing half, once it said hello its rank, and
+/// how its reader learns that its frame was answered.
 struct Peer {
     w: Arc<UnixStream>,
     rank: Option<usize>,
+    turn: mpsc::SyncSender<bool>,
 }
 
 /// The most bytes of values the relay keeps (each counted with its key
@@ -603,11 +646,11 @@ impl Relay {
                 },
             };
             match ev {
-                Event::Joined(id, w) => {
+                Event::Joined(id, peer) => {
                     if self.peers.len() <= id {
                         self.peers.resize_with(id + 1, || None);
                     }
-                    self.peers[id] = Some(Peer { w, rank: None });
+                    self.peers[id] = Some(peer);
                 }
                 Event::Frame(id, op, body) => self.frame(id, op, &body),
                 Event::Gone(id) => {
@@ -636,8 +679,10 @@ impl Relay {
             Ok(v) => write_frame(&mut &*p.w, 0, v),
             Err(f) => write_frame(&mut &*p.w, 1, &encode_failed(f)),
         };
-        if ok.is_err() {
-            self.drop_peer(id);
+        match ok {
+            // Its reader may read the next frame.
+            Ok(()) => drop(p.turn.try_send(p.rank.is_some())),
+            Err(_) => self.drop_peer(id),
         }
     }
 
@@ -1037,6 +1082,15 @@ mod tests {
         fn close(&mut self) {}
     }
 
+    /// A connection as the accepting thread hands it over (no reader).
+    fn peer(w: UnixStream) -> Peer {
+        Peer {
+            w: Arc::new(w),
+            rank: None,
+            turn: mpsc::sync_channel(1).0,
+        }
+    }
+
     /// Ranks placed on nodes, each node relayed.
     #[derive(Debug)]
     struct Via {
@@ -1320,10 +1374,7 @@ mod tests {
         for i in 0..4000 {
             let (a, b) = UnixStream::pair().unwrap();
             b.set_nonblocking(true).unwrap();
-            r.peers.push(Some(Peer {
-                w: Arc::new(a),
-                rank: None,
-            }));
+            r.peers.push(Some(peer(a)));
             keep.push(b);
             let id = r.peers.len() - 1;
             let op = [HELLO, PUT, GET, FENCE, 0, 9][i % 6];
@@ -1452,10 +1503,7 @@ mod tests {
         let done = Arc::new(AtomicBool::new(false));
         let mut r = Relay::new(Ok(Box::new(MemHub(store)) as Box<dyn Hub>), 4, 2, 0, done);
         let (a, b) = UnixStream::pair().unwrap();
-        r.peers.push(Some(Peer {
-            w: Arc::new(a),
-            rank: None,
-        }));
+        r.peers.push(Some(peer(a)));
         let sink = std::thread::spawn(move || {
             let mut b = b;
             let _ = b.read_to_end(&mut Vec::new());
@@ -1726,6 +1774,74 @@ mod tests {
         drop(ok);
         c.stdout = Some(out.into_inner());
         assert!(finish(c, 60).is_empty());
+    }
+
+    /// A hub whose puts wait until the test drops the gate's sender.
+    struct Gated {
+        gate: mpsc::Receiver<()>,
+        inner: MemHub,
+    }
+
+    impl Hub for Gated {
+        fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+            let _ = self.gate.recv();
+            self.inner.put(key, value)
+        }
+        fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
+            self.inner.get(from, key)
+        }
+        fn arrive(&mut self, n: u64, rank: usize) -> Result<(), Failed> {
+            self.inner.arrive(n, rank)
+        }
+        fn pass(&mut self, n: u64, count: usize, deadline: Instant) -> Result<(), Failed> {
+            self.inner.pass(n, count, deadline)
+        }
+        fn never_came(&mut self, n: u64) -> Failed {
+            self.inner.never_came(n)
+        }
+        fn close(&mut self) {}
+    }
+
+    /// How many bytes of `frame`, sent again and again (up to 256 MiB),
+    /// `s` takes before a write waits 1 s.
+    fn flood(s: &mut UnixStream, frame: &[u8]) -> usize {
+        s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut sent = 0;
+        while sent < 256 << 20 && s.write_all(frame).is_ok() {
+            sent += frame.len();
+        }
+        sent
+    }
+
+    #[test]
+    fn a_flood_of_frames_while_the_relay_is_busy_is_not_queued() {
+        let node = Node::new(&unique("flood"), "/p/", 0, 2, 0);
+        let (open_gate, gate) = mpsc::channel();
+        let inner = MemHub(Store::new(2));
+        serve(&node, 0, 2, move || {
+            Ok(Box::new(Gated { gate, inner }) as Box<dyn Hub>)
+        })
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut flooder = RelayKv::connect(&node, 1, 2, deadline).unwrap();
+        let mut busy = RelayKv::connect(&node, 0, 2, deadline).unwrap();
+        // Rank 0's put holds the relay's thread in the store.
+        let h = std::thread::spawn(move || busy.put("k", b"v"));
+        std::thread::sleep(Duration::from_millis(300));
+        // Rank 1 sends put after put without waiting for answers; a
+        // stranger sends puts before any hello.
+        let mut put = Vec::new();
+        put_str(&mut put, b"k1");
+        put_str(&mut put, &vec![1u8; MAX_FRAME - 10]);
+        let mut frame = vec![PUT];
+        frame.extend_from_slice(&(put.len() as u32).to_le_bytes());
+        frame.extend_from_slice(&put);
+        let sent = flood(&mut flooder.s, &frame);
+        assert!(sent < 16 << 20, "{} MiB taken from one member", sent >> 20);
+        let sent = flood(&mut raw(&node), &frame);
+        assert!(sent < 16 << 20, "{} MiB taken from a stranger", sent >> 20);
+        drop(open_gate);
+        assert_eq!(h.join().unwrap(), Ok(()));
     }
 
     #[test]
