@@ -63,10 +63,15 @@ pub(super) trait Hub: Send {
 /// KiB), with room to spare.
 const MAX_FRAME: usize = 128 * 1024;
 
-/// The most connections past the node's own processes the relay keeps
-/// open at once (strangers, or a process that has not said hello yet);
-/// more are closed at once.
+/// The most connections past the node's own processes the relay lets wait
+/// for their hello at once (strangers, or the node's processes that have
+/// not said hello yet: the node's own processes have a slot each besides);
+/// more are closed at once, and the node's processes try again.
 const MAX_STRANGERS: usize = 64;
+
+/// How long a connection may take to say hello (a local rank says it as it
+/// connects); one that does not is closed, and its slot freed.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
 
 const HELLO: u8 = 1;
 const PUT: u8 = 2;
@@ -298,18 +303,16 @@ where
         }
     })?;
     let (tx, rx) = mpsc::sync_channel::<Event>(EVENTS);
-    let done = Arc::new(AtomicBool::new(false));
-    let ran_out = Arc::new(AtomicBool::new(false));
+    let shared = Arc::new(Shared::default());
     let (size, name) = (node.size, node.name.clone());
     spawn("nccl-find-relay-accept", 256, {
-        let (done, ran_out) = (done.clone(), ran_out.clone());
-        move || accept_loop(listener, tx, done, size, ran_out)
+        let shared = shared.clone();
+        move || accept_loop(listener, tx, shared, size)
     })?;
     spawn("nccl-find-relay", 2048, move || {
         // Too few descriptors: every local rank is told so.
         let hub = room.and_then(|()| open());
-        let mut r = Relay::new(hub, world, size, own, done);
-        r.ran_out = ran_out;
+        let mut r = Relay::new(hub, world, size, own, shared);
         r.run(&rx, &name);
     })
 }
@@ -414,26 +417,64 @@ fn turn_away(listener: &UnixListener, spare: &mut Option<std::fs::File>, why: &s
     held
 }
 
+/// What the accepting thread, the readers and the relay share.
+#[derive(Default)]
+struct Shared {
+    /// Set once the relay is done: the accepting thread stops.
+    done: AtomicBool,
+    /// Set once the accepting thread ran out of descriptors.
+    ran_out: AtomicBool,
+    /// Connections waiting for their hello to be taken.
+    waiting: AtomicUsize,
+    /// The node's processes whose hello was taken, ever.
+    joined: AtomicUsize,
+}
+
+impl Shared {
+    /// Whether another connection may wait for its hello: one slot for
+    /// each of the node's `size` processes yet to say it, and
+    /// [`MAX_STRANGERS`].
+    fn room(&self, size: usize) -> bool {
+        let owed = size.saturating_sub(self.joined.load(Ordering::SeqCst));
+        self.waiting.load(Ordering::SeqCst) < owed + MAX_STRANGERS
+    }
+}
+
+/// A connection's slot while it waits for its hello to be taken: given
+/// back when dropped, whatever becomes of the connection (its reader
+/// never started, stopped, or it said hello).
+struct Waiting(Arc<Shared>);
+
+impl Waiting {
+    fn new(shared: &Arc<Shared>) -> Waiting {
+        shared.waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(shared.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Takes connections until the relay is done: one reader thread each;
-/// another user's, or any past the node's `size` and [`MAX_STRANGERS`]
-/// open at once, closed at once. Out of descriptors, it says so to the
-/// connection (and, through `ran_out`, in the node's failure).
+/// another user's, or one past those that may wait for their hello
+/// ([`Shared::room`]), closed at once. Out of descriptors, it says so to
+/// the connection (and, through `ran_out`, in the node's failure).
 fn accept_loop(
     listener: UnixListener,
     tx: mpsc::SyncSender<Event>,
-    done: Arc<AtomicBool>,
+    shared: Arc<Shared>,
     size: usize,
-    ran_out: Arc<AtomicBool>,
 ) {
-    let most = size + MAX_STRANGERS;
     let mut spare = std::fs::File::open("/dev/null").ok();
-    let open = Arc::new(AtomicUsize::new(0));
     let mut next = 0usize;
     loop {
         let s = match listener.accept() {
             Ok((s, _)) => s,
             Err(e) if out_of_fds(&e) => {
-                ran_out.store(true, Ordering::SeqCst);
+                shared.ran_out.store(true, Ordering::SeqCst);
                 if !turn_away(&listener, &mut spare, &no_fds(size)) {
                     std::thread::sleep(FD_BACKOFF);
                 }
@@ -445,13 +486,14 @@ fn accept_loop(
                 continue;
             }
         };
-        if done.load(Ordering::SeqCst) {
+        if shared.done.load(Ordering::SeqCst) {
             return;
         }
-        if !same_user(&s) || open.load(Ordering::SeqCst) >= most {
+        if !same_user(&s) || !shared.room(size) {
             let _ = s.shutdown(std::net::Shutdown::Both);
             continue;
         }
+        let waiting = Waiting::new(&shared);
         // One descriptor per connection: the reader and the relay share it.
         let s = Arc::new(s);
         let (turn, turned) = mpsc::sync_channel(1);
@@ -465,20 +507,32 @@ fn accept_loop(
         if tx.send(Event::Joined(id, peer)).is_err() {
             return;
         }
-        open.fetch_add(1, Ordering::SeqCst);
-        let (tx2, open2) = (tx.clone(), open.clone());
-        let reader = move || {
-            let (tx, open) = (tx2, open2);
-            read_loop(id, &s, &tx, &turned);
-            // Read no more: its process sees it closed.
-            let _ = s.shutdown(std::net::Shutdown::Both);
-            open.fetch_sub(1, Ordering::SeqCst);
-            let _ = tx.send(Event::Gone(id));
-        };
-        if spawn("nccl-find-relay-read", 128, reader).is_err() {
-            let _ = tx.send(Event::Gone(id));
-        }
+        start_reader(id, s, &tx, turned, waiting, 128);
     }
+}
+
+/// Starts connection `id`'s reader on a thread of `stack` KiB; false where
+/// none could be had: the connection is then gone, and its slot free.
+fn start_reader(
+    id: usize,
+    s: Arc<UnixStream>,
+    tx: &mpsc::SyncSender<Event>,
+    turned: mpsc::Receiver<bool>,
+    waiting: Waiting,
+    stack: usize,
+) -> bool {
+    let tx2 = tx.clone();
+    let reader = move || {
+        read_loop(id, &s, &tx2, &turned, waiting);
+        // Read no more: its process sees it closed.
+        let _ = s.shutdown(std::net::Shutdown::Both);
+        let _ = tx2.send(Event::Gone(id));
+    };
+    let started = spawn("nccl-find-relay-read", stack, reader).is_ok();
+    if !started {
+        let _ = tx.send(Event::Gone(id));
+    }
+    started
 }
 
 /// The most events waiting for the relay's thread: a connection has at
@@ -492,15 +546,19 @@ const HELLO_LEN: usize = 16;
 /// is read only once the relay answered this one (`turned` says whether
 /// the connection is now a local rank's). A process that sends ahead waits,
 /// its bytes in its socket's buffer, never in the relay's memory. Before
-/// its hello is taken, only a hello is read.
+/// its hello is taken, only a hello is read, within [`HELLO_WAIT`], and the
+/// connection holds a `waiting` slot.
 fn read_loop(
     id: usize,
     s: &UnixStream,
     tx: &mpsc::SyncSender<Event>,
     turned: &mpsc::Receiver<bool>,
+    waiting: Waiting,
 ) {
-    let mut member = false;
+    let mut waiting = Some(waiting);
+    let _ = s.set_read_timeout(Some(HELLO_WAIT));
     loop {
+        let member = waiting.is_none();
         let most = if member { MAX_FRAME } else { HELLO_LEN };
         let Ok((op, body)) = read_frame(&mut &*s, |_| most) else {
             return;
@@ -512,7 +570,12 @@ fn read_loop(
             return;
         }
         match turned.recv() {
-            Ok(m) => member = m,
+            Ok(true) if !member => {
+                // A local rank: it may stay quiet as long as it likes.
+                waiting = None;
+                let _ = s.set_read_timeout(None);
+            }
+            Ok(_) => {}
             Err(_) => return,
         }
     }
@@ -584,7 +647,7 @@ struct Relay {
     size: usize,
     /// The rank of the process the relay runs in.
     own: usize,
-    done: Arc<AtomicBool>,
+    shared: Arc<Shared>,
     peers: Vec<Option<Peer>>,
     /// Ranks that said hello, and have not left.
     members: usize,
@@ -599,8 +662,6 @@ struct Relay {
     until: Option<Instant>,
     /// Once a barrier failed, every later request gets this.
     broken: Option<Failed>,
-    /// Set once the accepting thread ran out of descriptors.
-    ran_out: Arc<AtomicBool>,
 }
 
 impl Relay {
@@ -609,14 +670,14 @@ impl Relay {
         world: usize,
         size: usize,
         own: usize,
-        done: Arc<AtomicBool>,
+        shared: Arc<Shared>,
     ) -> Relay {
         Relay {
             hub,
             world,
             size,
             own,
-            done,
+            shared,
             peers: Vec::new(),
             members: 0,
             joined: 0,
@@ -625,7 +686,6 @@ impl Relay {
             arrived: Vec::new(),
             until: None,
             broken: None,
-            ran_out: Arc::default(),
         }
     }
 
@@ -664,7 +724,7 @@ impl Relay {
             h.close();
         }
         // Wake the accepting thread so that it drops the socket.
-        self.done.store(true, Ordering::SeqCst);
+        self.shared.done.store(true, Ordering::SeqCst);
         if let Ok(a) = SocketAddr::from_abstract_name(name.as_bytes()) {
             let _ = UnixStream::connect_addr(&a);
         }
@@ -766,6 +826,7 @@ impl Relay {
         }
         self.members += 1;
         self.joined += 1;
+        self.shared.joined.store(self.joined, Ordering::SeqCst);
         Ok(())
     }
 
@@ -837,7 +898,7 @@ impl Relay {
             Ok(h) => h.never_came(fence),
             Err(f) => f,
         };
-        if self.ran_out.load(Ordering::SeqCst) {
+        if self.shared.ran_out.load(Ordering::SeqCst) {
             f.message = format!("{}; {}", no_fds(self.size), f.message);
         }
         self.settle(Err(f));
@@ -882,80 +943,133 @@ pub(super) struct RelayKv {
     until: Instant,
 }
 
+/// Whether `e` says the other end closed the connection.
+fn closed(e: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        UnexpectedEof | ConnectionReset | BrokenPipe | ConnectionAborted
+    )
+}
+
+/// A connection to `node`'s relay, as soon as it listens (by `deadline`;
+/// `started` is when this process began to try).
+fn reach(node: &Node, deadline: Instant, started: Instant) -> Result<UnixStream, String> {
+    let addr = node
+        .addr()
+        .map_err(|e| format!("cannot name the node's relay socket @{}: {e}", node.name))?;
+    let mut wait = Duration::from_millis(5);
+    let s = loop {
+        match UnixStream::connect_addr(&addr) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => pause(&mut wait, deadline),
+            Err(e) => {
+                return Err(format!(
+                    "local rank 0 of this node, which relays for the node's processes to the store, \
+                     never listened at @{} within {:.0} s ({e}): did it start? Check its output. Where \
+                     a node's processes cannot reach one another (separate network namespaces), set \
+                     NCCL_FIND_STORE_RELAY=0",
+                    node.name,
+                    started.elapsed().as_secs_f64()
+                ))
+            }
+        }
+    };
+    if !same_user(&s) {
+        return Err(format!(
+            "the process listening at @{} runs as another user: not our relay",
+            node.name
+        ));
+    }
+    Ok(s)
+}
+
+/// Sleeps `wait` (no later than `deadline`), and doubles it up to 100 ms.
+fn pause(wait: &mut Duration, deadline: Instant) {
+    std::thread::sleep((*wait).min(deadline.saturating_duration_since(Instant::now())));
+    *wait = (*wait * 2).min(Duration::from_millis(100));
+}
+
 impl RelayKv {
     /// Connects rank `rank` of `world` to `node`'s relay by `deadline`
-    /// (local rank 0 may not be listening yet).
+    /// (local rank 0 may not be listening yet, or have no room for one
+    /// more connection waiting for its hello: it is tried again).
     pub(super) fn connect(
         node: &Node,
         rank: usize,
         world: usize,
         deadline: Instant,
     ) -> Result<RelayKv, String> {
-        let addr = node
-            .addr()
-            .map_err(|e| format!("cannot name the node's relay socket @{}: {e}", node.name))?;
-        let mut wait = Duration::from_millis(5);
         let started = Instant::now();
-        let s = loop {
-            match UnixStream::connect_addr(&addr) {
-                Ok(s) => break s,
-                Err(e) if Instant::now() < deadline => {
-                    let _ = e;
-                    std::thread::sleep(wait.min(deadline.saturating_duration_since(Instant::now())));
-                    wait = (wait * 2).min(Duration::from_millis(100));
-                }
-                Err(e) => {
+        let mut wait = Duration::from_millis(5);
+        loop {
+            let mut kv = RelayKv {
+                s: reach(node, deadline, started)?,
+                name: node.name.clone(),
+                world,
+                fences: 0,
+                until: deadline,
+            };
+            match kv.hello(rank, deadline + RELAY_GRACE)? {
+                true => return Ok(kv),
+                false if Instant::now() < deadline => pause(&mut wait, deadline),
+                false => {
                     return Err(format!(
-                        "local rank 0 of this node, which relays for the node's processes to the store, \
-                         never listened at @{} within {:.0} s ({e}): did it start? Check its output. Where \
-                         a node's processes cannot reach one another (separate network namespaces), set \
+                        "local rank 0's relay at @{} closed this process's connection unanswered again \
+                         and again for {:.0} s: more than {MAX_STRANGERS} other connections of this user \
+                         that never say hello hold it? Check local rank 0's output, or set \
                          NCCL_FIND_STORE_RELAY=0",
                         node.name,
                         started.elapsed().as_secs_f64()
                     ))
                 }
             }
-        };
-        if !same_user(&s) {
-            return Err(format!(
-                "the process listening at @{} runs as another user: not our relay",
-                node.name
-            ));
         }
-        let mut kv = RelayKv {
-            s,
-            name: node.name.clone(),
-            world,
-            fences: 0,
-            until: deadline,
-        };
+    }
+
+    /// Says hello as rank `rank`, by `until`: true once taken; false where
+    /// the relay closed the connection unanswered (it had no room for one
+    /// more waiting: try again); why it was refused otherwise.
+    fn hello(&mut self, rank: usize, until: Instant) -> Result<bool, String> {
         let mut body = (rank as u64).to_le_bytes().to_vec();
-        body.extend_from_slice(&(world as u64).to_le_bytes());
-        kv.call(HELLO, &body, deadline + RELAY_GRACE)
-            .map_err(|f| f.message)?;
-        Ok(kv)
+        body.extend_from_slice(&(self.world as u64).to_le_bytes());
+        match self.exchange(HELLO, &body, until) {
+            Err(e) if closed(&e) => Ok(false),
+            r => self.answer(r).map(|_| true).map_err(|f| f.message),
+        }
     }
 
     fn call(&mut self, op: u8, body: &[u8], until: Instant) -> Result<Vec<u8>, Failed> {
-        let name = self.name.clone();
+        let r = self.exchange(op, body, until);
+        self.answer(r)
+    }
+
+    /// Sends one frame, and reads the relay's answer, by `until`.
+    fn exchange(&mut self, op: u8, body: &[u8], until: Instant) -> io::Result<(u8, Vec<u8>)> {
+        let t = until
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        self.s.set_write_timeout(Some(t))?;
+        self.s.set_read_timeout(Some(t))?;
+        write_frame(&mut self.s, op, body)?;
+        let world = self.world;
+        let most = |status| match status {
+            1 => failure_bound(world),
+            _ => MAX_FRAME,
+        };
+        read_frame(&mut self.s, most)
+    }
+
+    /// The relay's answer as a value, or a failure.
+    fn answer(&self, r: io::Result<(u8, Vec<u8>)>) -> Result<Vec<u8>, Failed> {
+        let name = &self.name;
         let lost = |e: io::Error| {
             fail(format!(
                 "the node's relay (local rank 0, at @{name}) stopped answering ({e}): it failed or left? \
                  Check its output"
             ))
         };
-        let t = until
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
-        self.s.set_write_timeout(Some(t)).map_err(lost)?;
-        self.s.set_read_timeout(Some(t)).map_err(lost)?;
-        write_frame(&mut self.s, op, body).map_err(lost)?;
-        let world = self.world;
-        let most = |status| match status {
-            1 => failure_bound(world),
-            _ => MAX_FRAME,
-        };
-        match read_frame(&mut self.s, most).map_err(lost)? {
+        match r.map_err(lost)? {
             (0, v) => Ok(v),
             (1, v) => Err(decode_failed(&v, self.world)),
             (s, _) => Err(fail(format!("the node's relay answered with status {s}"))),
@@ -1366,9 +1480,8 @@ mod tests {
     #[test]
     fn garbage_frames_never_panic_the_relay_or_its_clients() {
         let store = Store::new(4);
-        let done = Arc::new(AtomicBool::new(false));
         let hub: Box<dyn Hub> = Box::new(MemHub(store));
-        let mut r = Relay::new(Ok(hub), 4, 2, 0, done);
+        let mut r = Relay::new(Ok(hub), 4, 2, 0, Arc::default());
         let mut seed = 7;
         let mut keep = Vec::new();
         for i in 0..4000 {
@@ -1500,8 +1613,8 @@ mod tests {
     /// A relay of a job of 4 with one local process, rank 1, said hello
     /// on a socket whose replies a thread reads and drops.
     fn relay_with_one_member(store: Arc<Store>) -> (Relay, std::thread::JoinHandle<()>) {
-        let done = Arc::new(AtomicBool::new(false));
-        let mut r = Relay::new(Ok(Box::new(MemHub(store)) as Box<dyn Hub>), 4, 2, 0, done);
+        let hub = Box::new(MemHub(store)) as Box<dyn Hub>;
+        let mut r = Relay::new(Ok(hub), 4, 2, 0, Arc::default());
         let (a, b) = UnixStream::pair().unwrap();
         r.peers.push(Some(peer(a)));
         let sink = std::thread::spawn(move || {
@@ -1842,6 +1955,44 @@ mod tests {
         assert!(sent < 16 << 20, "{} MiB taken from a stranger", sent >> 20);
         drop(open_gate);
         assert_eq!(h.join().unwrap(), Ok(()));
+    }
+
+    #[test]
+    fn idle_connections_that_never_say_hello_do_not_lock_out_the_node() {
+        let via = via("idle", &[2]);
+        let store = via.store.clone();
+        serve(&via.nodes[0], 0, 2, move || {
+            Ok(Box::new(MemHub(store)) as Box<dyn Hub>)
+        })
+        .unwrap();
+        // As many as may wait: every slot the node's processes have too.
+        let mut idle: Vec<UnixStream> =
+            (0..2 + MAX_STRANGERS).map(|_| raw(&via.nodes[0])).collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let t = Instant::now();
+        let kv = RelayKv::connect(&via.nodes[0], 0, 2, deadline).map(|_| ());
+        assert_eq!(kv, Ok(()));
+        assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+        // They were closed, unanswered.
+        for s in &mut idle {
+            let mut b = Vec::new();
+            assert_eq!(s.read_to_end(&mut b).map(|_| b.len()).ok(), Some(0));
+        }
+    }
+
+    #[test]
+    fn a_connection_whose_reader_never_starts_gives_its_slot_back() {
+        let shared = Arc::new(Shared::default());
+        let (tx, rx) = mpsc::sync_channel(EVENTS);
+        let (a, _b) = UnixStream::pair().unwrap();
+        let (_turn, turned) = mpsc::sync_channel(1);
+        let waiting = Waiting::new(&shared);
+        assert_eq!(shared.waiting.load(Ordering::SeqCst), 1);
+        // A stack no thread can have (32 PiB).
+        assert!(!start_reader(7, Arc::new(a), &tx, turned, waiting, 1 << 45));
+        assert_eq!(shared.waiting.load(Ordering::SeqCst), 0);
+        assert!(matches!(rx.try_recv(), Ok(Event::Gone(7))));
     }
 
     #[test]
