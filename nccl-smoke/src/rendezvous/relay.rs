@@ -653,6 +653,8 @@ struct Relay {
     members: usize,
     /// Ranks that said hello, ever.
     joined: usize,
+    /// Ranks that said hello, and left.
+    gone: Vec<usize>,
     /// Values read from the store: every key is written once.
     cache: Cache,
     /// The barrier the node is at.
@@ -681,6 +683,7 @@ impl Relay {
             peers: Vec::new(),
             members: 0,
             joined: 0,
+            gone: Vec::new(),
             cache: Cache::default(),
             fence: 0,
             arrived: Vec::new(),
@@ -714,7 +717,7 @@ impl Relay {
                 }
                 Event::Frame(id, op, body) => self.frame(id, op, &body),
                 Event::Gone(id) => {
-                    if self.gone(id) {
+                    if self.closed(id) {
                         break;
                     }
                 }
@@ -746,13 +749,47 @@ impl Relay {
         }
     }
 
+    /// Closes connection `id`; where it was a local rank's, that rank left.
     fn drop_peer(&mut self, id: usize) {
-        if let Some(p) = self.peers.get_mut(id).and_then(Option::take) {
-            let _ = p.w.shutdown(std::net::Shutdown::Both);
-            if p.rank.is_some() {
-                self.members -= 1;
-            }
+        let Some(p) = self.peers.get_mut(id).and_then(Option::take) else {
+            return;
+        };
+        let _ = p.w.shutdown(std::net::Shutdown::Both);
+        if let Some(rank) = p.rank {
+            self.members -= 1;
+            self.left(rank);
         }
+    }
+
+    /// Local rank `rank` left: the barrier the others wait at, or the next
+    /// one they come to, fails naming it (unless it had arrived there).
+    fn left(&mut self, rank: usize) {
+        if !self.gone.contains(&rank) {
+            self.gone.push(rank);
+        }
+        if !self.arrived.is_empty() {
+            self.fail_if_gone();
+        }
+    }
+
+    /// Settles the barrier as failed where a local rank left before it.
+    fn fail_if_gone(&mut self) {
+        let arrived = &self.arrived;
+        let Some(&rank) = self
+            .gone
+            .iter()
+            .find(|r| !arrived.iter().any(|a| a.1 == **r))
+        else {
+            return;
+        };
+        let f = Failed {
+            message: format!(
+                "rank {rank} left before barrier {} (it failed?): check its output",
+                self.fence
+            ),
+            missing: vec![rank],
+        };
+        self.settle(Err(f));
     }
 
     fn hub(&mut self) -> Result<&mut Box<dyn Hub>, Failed> {
@@ -867,7 +904,8 @@ impl Relay {
         let by = Instant::now() + Duration::from_millis(ms.min(u64::from(u32::MAX)));
         self.until = Some(self.until.map_or(by, |t| t.min(by)));
         self.arrived.push((id, rank));
-        if self.arrived.len() == self.size {
+        self.fail_if_gone();
+        if !self.arrived.is_empty() && self.arrived.len() == self.size {
             let (until, size) = (self.until.unwrap_or(by), self.size);
             let r = self.hub().and_then(|h| h.pass(fence, size, until));
             self.settle(r);
@@ -905,24 +943,8 @@ impl Relay {
     }
 
     /// A connection closed: true once every local rank has left.
-    fn gone(&mut self, id: usize) -> bool {
-        let rank = match self.peers.get(id) {
-            Some(Some(p)) => p.rank,
-            _ => None,
-        };
+    fn closed(&mut self, id: usize) -> bool {
         self.drop_peer(id);
-        if let Some(rank) = rank {
-            if !self.arrived.is_empty() && !self.arrived.iter().any(|a| a.1 == rank) {
-                let f = Failed {
-                    message: format!(
-                        "rank {rank} left before barrier {} (it failed?): check its output",
-                        self.fence
-                    ),
-                    missing: vec![rank],
-                };
-                self.settle(Err(f));
-            }
-        }
         self.joined > 0 && self.members == 0
     }
 }
@@ -1443,6 +1465,33 @@ mod tests {
         // A rank that comes to that barrier later gets the same failure.
         let mut late = RelayKv::connect(&via.nodes[2], 2, 3, deadline).unwrap();
         assert_eq!(late.fence(deadline).unwrap_err(), f);
+    }
+
+    #[test]
+    fn a_local_rank_that_leaves_before_anyone_arrives_is_named_at_once() {
+        let via = via("leftearly", &[4]);
+        let store = via.store.clone();
+        serve(&via.nodes[0], 0, 4, move || {
+            Ok(Box::new(MemHub(store)) as Box<dyn Hub>)
+        })
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut kv0 = RelayKv::connect(&via.nodes[0], 0, 4, deadline).unwrap();
+        let mut kv1 = RelayKv::connect(&via.nodes[1], 1, 4, deadline).unwrap();
+        // Rank 1 crashes; rank 2 sends what no rank sends, and is dropped.
+        kv1.close();
+        let mut kv2 = RelayKv::connect(&via.nodes[2], 2, 4, deadline).unwrap();
+        write_frame(&mut kv2.s, 9, b"").unwrap();
+        assert!(closed(&mut kv2.s));
+        // Before the deadline (the store's "missing" then), in words.
+        let f = kv0.fence(deadline).unwrap_err();
+        let left = |r: usize| Failed {
+            message: format!("rank {r} left before barrier 0 (it failed?): check its output"),
+            missing: vec![r],
+        };
+        assert!(f == left(1) || f == left(2), "{f:?}");
+        let mut kv3 = RelayKv::connect(&via.nodes[3], 3, 4, deadline).unwrap();
+        assert_eq!(kv3.fence(deadline).unwrap_err(), f);
     }
 
     #[test]
