@@ -942,10 +942,11 @@ impl Relay {
         self.settle(Err(f));
     }
 
-    /// A connection closed: true once every local rank has left.
+    /// A connection closed: true once every local rank has come and left
+    /// (until then, one may still come).
     fn closed(&mut self, id: usize) -> bool {
         self.drop_peer(id);
-        self.joined > 0 && self.members == 0
+        self.joined == self.size && self.members == 0
     }
 }
 
@@ -1492,6 +1493,30 @@ mod tests {
         assert!(f == left(1) || f == left(2), "{f:?}");
         let mut kv3 = RelayKv::connect(&via.nodes[3], 3, 4, deadline).unwrap();
         assert_eq!(kv3.fence(deadline).unwrap_err(), f);
+    }
+
+    #[test]
+    fn the_relay_stays_up_until_every_local_rank_came_and_left() {
+        let via = via("stays", &[2]);
+        let store = via.store.clone();
+        serve(&via.nodes[0], 0, 2, move || {
+            Ok(Box::new(MemHub(store)) as Box<dyn Hub>)
+        })
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut kv1 = RelayKv::connect(&via.nodes[1], 1, 2, deadline).unwrap();
+        kv1.close();
+        std::thread::sleep(Duration::from_millis(300));
+        // Local rank 0 comes after the only other one left.
+        let mut kv0 = RelayKv::connect(&via.nodes[0], 0, 2, deadline).unwrap();
+        kv0.close();
+        // Both came and left: the relay stops listening.
+        let soon = Instant::now() + Duration::from_secs(1);
+        let e = RelayKv::connect(&via.nodes[0], 0, 2, soon).err().unwrap();
+        assert!(
+            e.starts_with("local rank 0 of this node, which relays"),
+            "{e}"
+        );
     }
 
     #[test]
