@@ -242,6 +242,18 @@ fn runs(ranks: &[usize]) -> Vec<(usize, usize)> {
     out
 }
 
+/// `ranks` in words, runs of consecutive ones as `first-last`: `0-3, 7`.
+fn spans(ranks: &[usize]) -> String {
+    let words: Vec<String> = runs(ranks)
+        .into_iter()
+        .map(|(first, n)| match n {
+            1 => first.to_string(),
+            _ => format!("{first}-{}", first + n - 1),
+        })
+        .collect();
+    words.join(", ")
+}
+
 /// `text`'s first `max` characters, and how many bytes were left out.
 fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     match text.char_indices().nth(max) {
@@ -936,10 +948,27 @@ impl Relay {
             Ok(h) => h.never_came(fence),
             Err(f) => f,
         };
+        if self.joined < self.size {
+            f.message = format!("{}; {}", self.too_few(), f.message);
+        }
         if self.shared.ran_out.load(Ordering::SeqCst) {
             f.message = format!("{}; {}", no_fds(self.size), f.message);
         }
         self.settle(Err(f));
+    }
+
+    /// Why a barrier may time out with every rank the store expects there:
+    /// fewer processes came to the node than `LOCAL_WORLD_SIZE` says.
+    fn too_few(&self) -> String {
+        let mut came = self.gone.clone();
+        came.extend(self.peers.iter().flatten().filter_map(|p| p.rank));
+        format!(
+            "only {} of LOCAL_WORLD_SIZE={} processes came to this node's relay (ranks {}): one never \
+             started, or fewer run on this node than torchrun says (check --nproc-per-node)",
+            self.joined,
+            self.size,
+            spans(&came)
+        )
     }
 
     /// A connection closed: true once every local rank has come and left
@@ -1352,7 +1381,12 @@ mod tests {
         for g in &got {
             let f = g.as_ref().unwrap_err();
             assert_eq!(f.missing, [2], "{f:?}");
-            assert_eq!(f.message, "test launcher: barrier 0: missing [2]");
+            assert_eq!(
+                f.message,
+                "test launcher: only 2 of LOCAL_WORLD_SIZE=3 processes came to this node's relay \
+                 (ranks 0-1): one never started, or fewer run on this node than torchrun says (check \
+                 --nproc-per-node); barrier 0: missing [2]"
+            );
         }
         assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
     }
@@ -1517,6 +1551,39 @@ mod tests {
             e.starts_with("local rank 0 of this node, which relays"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_local_world_size_larger_than_the_node_is_named() {
+        // Two nodes of two processes, each told it has three.
+        let s = unique("lws");
+        let nodes: Vec<Node> = (0..4)
+            .map(|r| Node::new(&s, "/p/", r / 2, 3, r % 2))
+            .collect();
+        let store = Store::new(4);
+        for (g, n) in nodes.iter().enumerate().filter(|n| n.1.local_rank == 0) {
+            let store = store.clone();
+            serve(n, g, 4, move || Ok(Box::new(MemHub(store)) as Box<dyn Hub>)).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let kvs: Vec<RelayKv> = (0..4)
+            .map(|r| RelayKv::connect(&nodes[r], r, 4, deadline).unwrap())
+            .collect();
+        let soon = Instant::now() + Duration::from_secs(5);
+        let hs: Vec<_> = kvs
+            .into_iter()
+            .map(|mut kv| std::thread::spawn(move || kv.fence(soon).unwrap_err()))
+            .collect();
+        for (r, h) in hs.into_iter().enumerate() {
+            let came = ["0-1", "2-3"][r / 2];
+            let message = format!(
+                "only 2 of LOCAL_WORLD_SIZE=3 processes came to this node's relay (ranks {came}): \
+                 one never started, or fewer run on this node than torchrun says (check \
+                 --nproc-per-node); barrier 0: missing []"
+            );
+            let missing = Vec::new();
+            assert_eq!(h.join().unwrap(), Failed { message, missing });
+        }
     }
 
     #[test]
@@ -1945,17 +2012,26 @@ mod tests {
         assert!(spent < 0.25, "{spent} s of CPU in 2 s");
         // The node's barrier fails saying so, naming those never there.
         let mut fence = 0u64.to_le_bytes().to_vec();
-        fence.extend_from_slice(&1000u64.to_le_bytes());
+        fence.extend_from_slice(&5000u64.to_le_bytes());
         for (_, s) in &mut ok {
             write_frame(s, FENCE, &fence).unwrap();
         }
+        // Taken in the order they came.
+        let k = ok.len();
         let came: Vec<usize> = ok.iter().map(|o| o.0).collect();
-        let missing: Vec<usize> = (0..n).filter(|r| !came.contains(r)).collect();
+        assert_eq!(came, (0..k).collect::<Vec<_>>());
+        let missing: Vec<usize> = (k..n).collect();
+        let message = format!(
+            "{told}; only {k} of LOCAL_WORLD_SIZE={n} processes came to this node's relay (ranks \
+             0-{}): one never started, or fewer run on this node than torchrun says (check \
+             --nproc-per-node); barrier 0: missing {missing:?}",
+            k - 1
+        );
         for (_, s) in &mut ok {
             let (st, why) = read_frame(s, |_| MAX_FRAME).unwrap();
             let f = decode_failed(&why, n);
             assert_eq!(st, 1);
-            assert_eq!(f.message, format!("{told}; barrier 0: missing {missing:?}"));
+            assert_eq!(f.message, message);
             assert_eq!(f.missing, missing);
         }
         drop(ok);
