@@ -125,8 +125,8 @@ impl Node {
     }
 }
 
-/// The user a connected Unix socket's peer runs as.
-fn peer_uid(s: &UnixStream) -> io::Result<u32> {
+/// Who a connected Unix socket's peer is: its process and user.
+fn peer_cred(s: &UnixStream) -> io::Result<libc::ucred> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -147,13 +147,59 @@ fn peer_uid(s: &UnixStream) -> io::Result<u32> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(cred.uid)
+    Ok(cred)
+}
+
+/// This process's user.
+fn me() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 fn same_user(s: &UnixStream) -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    peer_uid(s).is_ok_and(|u| u == me)
+    peer_cred(s).is_ok_and(|c| c.uid == me())
+}
+
+/// Why local rank 0 cannot listen at `name`, which `holder` holds (as
+/// connecting to it tells), with what to do.
+fn held(name: &str, holder: io::Result<libc::ucred>) -> String {
+    match holder {
+        Ok(c) if c.uid != me() => format!(
+            "a process of another user (uid {}, pid {}) holds this node's relay name @{name}: not ours. \
+             Set NCCL_FIND_STORE_RELAY=0 (every worker its own client of the store), or pass --init \
+             tcp://HOST:PORT",
+            c.uid, c.pid
+        ),
+        Ok(c) => format!(
+            "another process of this user (pid {}) already relays for this node at @{name} (a second \
+             job with the same run id, store and node rank?). Give each job its own --rdzv-id, pass \
+             --init tcp://HOST:PORT, or set NCCL_FIND_STORE_RELAY=0",
+            c.pid
+        ),
+        Err(e) => format!(
+            "another process holds this node's relay name @{name} and does not answer ({e}): a second \
+             job with the same run id, store and node rank? Give each job its own --rdzv-id, pass \
+             --init tcp://HOST:PORT, or set NCCL_FIND_STORE_RELAY=0"
+        ),
+    }
+}
+
+/// The relay's process, where the one listening at `name` (`cred`) runs
+/// as this user; why it is not our relay otherwise.
+fn ours(name: &str, cred: io::Result<libc::ucred>) -> Result<i32, String> {
+    match cred {
+        Ok(c) if c.uid == me() => Ok(c.pid),
+        Ok(c) => Err(format!(
+            "the process listening at @{name} (pid {}) runs as another user (uid {}): not our relay. Set \
+             NCCL_FIND_STORE_RELAY=0 (every worker its own client of the store), or pass --init \
+             tcp://HOST:PORT",
+            c.pid, c.uid
+        )),
+        Err(e) => Err(format!(
+            "cannot tell who listens at @{name} ({e}): not our relay? Set NCCL_FIND_STORE_RELAY=0 \
+             (every worker its own client of the store)"
+        )),
+    }
 }
 
 fn write_frame(s: &mut impl Write, tag: u8, body: &[u8]) -> io::Result<()> {
@@ -287,6 +333,7 @@ fn decode_failed(b: &[u8], world: usize) -> Failed {
 }
 
 enum Event {
+    Opened(Result<Box<dyn Hub>, String>),
     Joined(usize, Peer),
     Frame(usize, u8, Vec<u8>),
     Gone(usize),
@@ -303,28 +350,29 @@ where
         .addr()
         .map_err(|e| format!("cannot name the node's relay socket @{}: {e}", node.name))?;
     let room = room_for(node.size);
-    let listener = UnixListener::bind_addr(&addr).map_err(|e| {
-        if e.kind() == io::ErrorKind::AddrInUse {
-            format!(
-                "another process already relays for this node at @{} (a second job with the same run id, \
-                 store and node rank?). Give each job its own --rdzv-id, or pass --init tcp://HOST:PORT",
-                node.name
-            )
-        } else {
-            format!("cannot listen at @{}: {e}", node.name)
+    let listener = UnixListener::bind_addr(&addr).map_err(|e| match e.kind() {
+        io::ErrorKind::AddrInUse => {
+            let holder = UnixStream::connect_addr(&addr).and_then(|s| peer_cred(&s));
+            held(&node.name, holder)
         }
+        _ => format!("cannot listen at @{}: {e}", node.name),
     })?;
     let (tx, rx) = mpsc::sync_channel::<Event>(EVENTS);
     let shared = Arc::new(Shared::default());
     let (size, name) = (node.size, node.name.clone());
     spawn("nccl-find-relay-accept", 256, {
-        let shared = shared.clone();
+        let (shared, tx) = (shared.clone(), tx.clone());
         move || accept_loop(listener, tx, shared, size)
     })?;
-    spawn("nccl-find-relay", 2048, move || {
+    // The store is opened on a thread of its own, so that the node's
+    // processes are answered hello meanwhile.
+    spawn("nccl-find-relay-open", 2048, move || {
         // Too few descriptors: every local rank is told so.
-        let hub = room.and_then(|()| open());
-        let mut r = Relay::new(hub, world, size, own, shared);
+        let _ = tx.send(Event::Opened(room.and_then(|()| open())));
+    })?;
+    spawn("nccl-find-relay", 2048, move || {
+        let mut r = Relay::new(Err(String::new()), world, size, own, shared);
+        r.pending = Some(std::collections::VecDeque::new());
         r.run(&rx, &name);
     })
 }
@@ -676,6 +724,9 @@ struct Relay {
     until: Option<Instant>,
     /// Once a barrier failed, every later request gets this.
     broken: Option<Failed>,
+    /// While the store is being opened: the frames that need it, in order
+    /// (one per connection at most).
+    pending: Option<std::collections::VecDeque<(usize, u8, Vec<u8>)>>,
 }
 
 impl Relay {
@@ -701,6 +752,7 @@ impl Relay {
             arrived: Vec::new(),
             until: None,
             broken: None,
+            pending: None,
         }
     }
 
@@ -727,6 +779,7 @@ impl Relay {
                     }
                     self.peers[id] = Some(peer);
                 }
+                Event::Opened(hub) => self.opened(hub),
                 Event::Frame(id, op, body) => self.frame(id, op, &body),
                 Event::Gone(id) => {
                     if self.closed(id) {
@@ -811,11 +864,23 @@ impl Relay {
         self.hub.as_mut().map_err(|e| fail(e.clone()))
     }
 
+    /// The store is open (or could not be): the frames that waited for it
+    /// are taken.
+    fn opened(&mut self, hub: Result<Box<dyn Hub>, String>) {
+        self.hub = hub;
+        for (id, op, body) in self.pending.take().unwrap_or_default() {
+            self.frame(id, op, &body);
+        }
+    }
+
     fn frame(&mut self, id: usize, op: u8, body: &[u8]) {
         let rank = match self.peers.get(id) {
             Some(Some(p)) => p.rank,
             _ => return,
         };
+        if let (Some(q), true) = (self.pending.as_mut(), op != HELLO) {
+            return q.push_back((id, op, body.to_vec()));
+        }
         match (op, rank) {
             (HELLO, None) => {
                 let r = self.hello(id, body);
@@ -990,6 +1055,8 @@ const OP_FLOOR: Duration = Duration::from_secs(20);
 pub(super) struct RelayKv {
     s: UnixStream,
     name: String,
+    /// The relay's process.
+    pid: i32,
     world: usize,
     fences: u64,
     until: Instant,
@@ -1006,7 +1073,7 @@ fn closed(e: &io::Error) -> bool {
 
 /// A connection to `node`'s relay, as soon as it listens (by `deadline`;
 /// `started` is when this process began to try).
-fn reach(node: &Node, deadline: Instant, started: Instant) -> Result<UnixStream, String> {
+fn reach(node: &Node, deadline: Instant, started: Instant) -> Result<(UnixStream, i32), String> {
     let addr = node
         .addr()
         .map_err(|e| format!("cannot name the node's relay socket @{}: {e}", node.name))?;
@@ -1027,13 +1094,8 @@ fn reach(node: &Node, deadline: Instant, started: Instant) -> Result<UnixStream,
             }
         }
     };
-    if !same_user(&s) {
-        return Err(format!(
-            "the process listening at @{} runs as another user: not our relay",
-            node.name
-        ));
-    }
-    Ok(s)
+    let pid = ours(&node.name, peer_cred(&s))?;
+    Ok((s, pid))
 }
 
 /// Sleeps `wait` (no later than `deadline`), and doubles it up to 100 ms.
@@ -1055,14 +1117,17 @@ impl RelayKv {
         let started = Instant::now();
         let mut wait = Duration::from_millis(5);
         loop {
+            let (s, pid) = reach(node, deadline, started)?;
             let mut kv = RelayKv {
-                s: reach(node, deadline, started)?,
+                s,
                 name: node.name.clone(),
+                pid,
                 world,
                 fences: 0,
                 until: deadline,
             };
-            match kv.hello(rank, deadline + RELAY_GRACE)? {
+            // A relay answers at once: one that does not is not ours.
+            match kv.hello(rank, deadline, started)? {
                 true => return Ok(kv),
                 false if Instant::now() < deadline => pause(&mut wait, deadline),
                 false => {
@@ -1081,12 +1146,22 @@ impl RelayKv {
 
     /// Says hello as rank `rank`, by `until`: true once taken; false where
     /// the relay closed the connection unanswered (it had no room for one
-    /// more waiting: try again); why it was refused otherwise.
-    fn hello(&mut self, rank: usize, until: Instant) -> Result<bool, String> {
+    /// more waiting: try again); why it was refused otherwise (`started`:
+    /// when this process began to try).
+    fn hello(&mut self, rank: usize, until: Instant, started: Instant) -> Result<bool, String> {
         let mut body = (rank as u64).to_le_bytes().to_vec();
         body.extend_from_slice(&(self.world as u64).to_le_bytes());
         match self.exchange(HELLO, &body, until) {
             Err(e) if closed(&e) => Ok(false),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(format!(
+                    "the process at @{} (pid {}) took no hello within {:.0} s: another process holds the \
+                     name? Check local rank 0's output, or set NCCL_FIND_STORE_RELAY=0",
+                    self.name,
+                    self.pid,
+                    started.elapsed().as_secs_f64()
+                ))
+            }
             r => self.answer(r).map(|_| true).map_err(|f| f.message),
         }
     }
@@ -1415,9 +1490,15 @@ mod tests {
         .unwrap();
         // A second relay for the same node is refused, naming the first.
         let e = serve(&node, 0, 2, || Err("unused".into())).unwrap_err();
-        assert!(
-            e.starts_with("another process already relays for this node at @nccl-find/relay/"),
-            "{e}"
+        assert_eq!(
+            e,
+            format!(
+                "another process of this user (pid {}) already relays for this node at @{} (a second \
+                 job with the same run id, store and node rank?). Give each job its own --rdzv-id, pass \
+                 --init tcp://HOST:PORT, or set NCCL_FIND_STORE_RELAY=0",
+                std::process::id(),
+                node.name
+            )
         );
         // A frame longer than any real one; a put before hello; garbage.
         let mut huge = raw(&node);
@@ -1602,6 +1683,109 @@ mod tests {
             "{e}"
         );
         assert!(t.elapsed() < Duration::from_secs(30));
+    }
+
+    #[test]
+    fn a_process_that_holds_the_relay_name_and_never_answers_is_named() {
+        #[derive(Debug)]
+        struct Client(Node);
+        impl Connect for Client {
+            fn connect(&self, r: usize, w: usize, d: Instant) -> Result<Box<dyn Kv>, String> {
+                Ok(Box::new(RelayKv::connect(&self.0, r, w, d)?))
+            }
+            fn describe(&self) -> String {
+                "memory".into()
+            }
+            fn launcher(&self) -> &'static str {
+                "test launcher"
+            }
+        }
+        let node = Node::new(&unique("squat"), "/p/", 0, 2, 1);
+        let squatter = UnixListener::bind_addr(&node.addr().unwrap()).unwrap();
+        let f = join(
+            Arc::new(Client(node.clone())),
+            1,
+            2,
+            1,
+            None,
+            Duration::from_secs(1),
+        )
+        .err()
+        .unwrap();
+        drop(squatter);
+        assert_eq!(
+            f.message,
+            format!(
+                "test launcher: the process at @{} (pid {}) took no hello within 1 s: another process \
+                 holds the name? Check local rank 0's output, or set NCCL_FIND_STORE_RELAY=0. Or pass \
+                 --rank, --world-size and --init tcp://HOST:PORT to meet without the launcher's server",
+                node.name,
+                std::process::id()
+            )
+        );
+    }
+
+    #[test]
+    fn a_relay_answers_hello_while_it_opens_the_store() {
+        let node = Node::new(&unique("opening"), "/p/", 0, 2, 0);
+        let (open_gate, gate) = mpsc::channel::<()>();
+        let store = Store::new(2);
+        serve(&node, 0, 2, move || {
+            let _ = gate.recv();
+            Ok(Box::new(MemHub(store)) as Box<dyn Hub>)
+        })
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let t = Instant::now();
+        let mut kv = RelayKv::connect(&node, 1, 2, deadline).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+        // What needs the store waits for it, in order.
+        let h = std::thread::spawn(move || {
+            kv.put("k", b"v").unwrap();
+            kv.get(1, "k").unwrap()
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        drop(open_gate);
+        assert_eq!(h.join().unwrap(), b"v");
+    }
+
+    /// Another user's process, as a socket's credentials say (no test can
+    /// be another user: the words are checked on their own).
+    #[test]
+    fn another_users_process_at_the_relay_name_is_named_with_what_to_do() {
+        let other = libc::ucred {
+            pid: 42,
+            uid: me().wrapping_add(1),
+            gid: 0,
+        };
+        assert_eq!(
+            held("nccl-find/relay/7/x", Ok(other)),
+            format!(
+                "a process of another user (uid {}, pid 42) holds this node's relay name \
+                 @nccl-find/relay/7/x: not ours. Set NCCL_FIND_STORE_RELAY=0 (every worker its own \
+                 client of the store), or pass --init tcp://HOST:PORT",
+                other.uid
+            )
+        );
+        assert_eq!(
+            ours("nccl-find/relay/7/x", Ok(other)),
+            Err(format!(
+                "the process listening at @nccl-find/relay/7/x (pid 42) runs as another user (uid {}): \
+                 not our relay. Set NCCL_FIND_STORE_RELAY=0 (every worker its own client of the store), \
+                 or pass --init tcp://HOST:PORT",
+                other.uid
+            ))
+        );
+        let mine = libc::ucred { uid: me(), ..other };
+        assert_eq!(ours("nccl-find/relay/7/x", Ok(mine)), Ok(42));
+        let refused = || Err(io::Error::from_raw_os_error(libc::ECONNREFUSED));
+        assert_eq!(
+            held("nccl-find/relay/7/x", refused()),
+            "another process holds this node's relay name @nccl-find/relay/7/x and does not answer \
+             (Connection refused (os error 111)): a second job with the same run id, store and node \
+             rank? Give each job its own --rdzv-id, pass --init tcp://HOST:PORT, or set \
+             NCCL_FIND_STORE_RELAY=0"
+        );
     }
 
     /// Bytes from a fixed-seed generator: the same every run.
