@@ -1189,12 +1189,18 @@ impl RelayKv {
 
     /// The relay's answer as a value, or a failure.
     fn answer(&self, r: io::Result<(u8, Vec<u8>)>) -> Result<Vec<u8>, Failed> {
-        let name = &self.name;
+        let (name, pid) = (&self.name, self.pid);
         let lost = |e: io::Error| {
-            fail(format!(
-                "the node's relay (local rank 0, at @{name}) stopped answering ({e}): it failed or left? \
-                 Check its output"
-            ))
+            match closed(&e) {
+            true => fail(format!(
+                "local rank 0 (pid {pid}), which relays for this node's processes at @{name}, went away: \
+                 check its output"
+            )),
+            false => fail(format!(
+                "the node's relay (local rank 0, pid {pid}, at @{name}) stopped answering ({e}): it \
+                 failed or hangs? Check its output"
+            )),
+        }
         };
         match r.map_err(lost)? {
             (0, v) => Ok(v),
@@ -1785,6 +1791,30 @@ mod tests {
              (Connection refused (os error 111)): a second job with the same run id, store and node \
              rank? Give each job its own --rdzv-id, pass --init tcp://HOST:PORT, or set \
              NCCL_FIND_STORE_RELAY=0"
+        );
+    }
+
+    #[test]
+    fn a_relay_that_goes_away_is_named_with_its_process() {
+        // A relay that takes the hello, then its process is gone.
+        let node = Node::new(&unique("away"), "/p/", 0, 2, 1);
+        let l = UnixListener::bind_addr(&node.addr().unwrap()).unwrap();
+        let relay = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            read_frame(&mut s, |_| MAX_FRAME).unwrap();
+            write_frame(&mut s, 0, b"").unwrap();
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut kv = RelayKv::connect(&node, 1, 2, deadline).unwrap();
+        relay.join().unwrap();
+        assert_eq!(
+            kv.put("k", b"v").unwrap_err(),
+            format!(
+                "local rank 0 (pid {}), which relays for this node's processes at @{}, went away: check \
+                 its output",
+                std::process::id(),
+                node.name
+            )
         );
     }
 
