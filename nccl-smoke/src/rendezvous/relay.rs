@@ -708,7 +708,8 @@ struct Relay {
     /// The rank of the process the relay runs in.
     own: usize,
     shared: Arc<Shared>,
-    peers: Vec<Option<Peer>>,
+    /// The connections open now, by id.
+    peers: std::collections::HashMap<usize, Peer>,
     /// Ranks that said hello, and have not left.
     members: usize,
     /// Ranks that said hello, ever.
@@ -743,7 +744,7 @@ impl Relay {
             size,
             own,
             shared,
-            peers: Vec::new(),
+            peers: std::collections::HashMap::new(),
             members: 0,
             joined: 0,
             gone: Vec::new(),
@@ -773,12 +774,7 @@ impl Relay {
                 },
             };
             match ev {
-                Event::Joined(id, peer) => {
-                    if self.peers.len() <= id {
-                        self.peers.resize_with(id + 1, || None);
-                    }
-                    self.peers[id] = Some(peer);
-                }
+                Event::Joined(id, peer) => self.joined(id, peer),
                 Event::Opened(hub) => self.opened(hub),
                 Event::Frame(id, op, body) => self.frame(id, op, &body),
                 Event::Gone(id) => {
@@ -798,8 +794,12 @@ impl Relay {
         }
     }
 
+    fn joined(&mut self, id: usize, peer: Peer) {
+        self.peers.insert(id, peer);
+    }
+
     fn reply(&mut self, id: usize, r: Result<Vec<u8>, Failed>) {
-        let Some(Some(p)) = self.peers.get_mut(id) else {
+        let Some(p) = self.peers.get_mut(&id) else {
             return;
         };
         let _ = p.w.set_write_timeout(Some(Duration::from_secs(10)));
@@ -816,7 +816,7 @@ impl Relay {
 
     /// Closes connection `id`; where it was a local rank's, that rank left.
     fn drop_peer(&mut self, id: usize) {
-        let Some(p) = self.peers.get_mut(id).and_then(Option::take) else {
+        let Some(p) = self.peers.remove(&id) else {
             return;
         };
         let _ = p.w.shutdown(std::net::Shutdown::Both);
@@ -874,9 +874,8 @@ impl Relay {
     }
 
     fn frame(&mut self, id: usize, op: u8, body: &[u8]) {
-        let rank = match self.peers.get(id) {
-            Some(Some(p)) => p.rank,
-            _ => return,
+        let Some(rank) = self.peers.get(&id).map(|p| p.rank) else {
+            return;
         };
         if let (Some(q), true) = (self.pending.as_mut(), op != HELLO) {
             return q.push_back((id, op, body.to_vec()));
@@ -930,12 +929,12 @@ impl Relay {
                 self.size
             )));
         }
-        if self.peers.iter().flatten().any(|p| p.rank == Some(rank)) {
+        if self.peers.values().any(|p| p.rank == Some(rank)) {
             return Err(fail(format!(
                 "rank {rank} is already at this node's relay (two processes with one rank?)"
             )));
         }
-        if let Some(Some(p)) = self.peers.get_mut(id) {
+        if let Some(p) = self.peers.get_mut(&id) {
             p.rank = Some(rank);
         }
         self.members += 1;
@@ -1026,7 +1025,7 @@ impl Relay {
     /// fewer processes came to the node than `LOCAL_WORLD_SIZE` says.
     fn too_few(&self) -> String {
         let mut came = self.gone.clone();
-        came.extend(self.peers.iter().flatten().filter_map(|p| p.rank));
+        came.extend(self.peers.values().filter_map(|p| p.rank));
         format!(
             "only {} of LOCAL_WORLD_SIZE={} processes came to this node's relay (ranks {}): one never \
              started, or fewer run on this node than torchrun says (check --nproc-per-node)",
@@ -1818,6 +1817,18 @@ mod tests {
         );
     }
 
+    #[test]
+    fn connections_that_came_and_went_leave_nothing_behind() {
+        let hub = Box::new(MemHub(Store::new(4))) as Box<dyn Hub>;
+        let mut r = Relay::new(Ok(hub), 4, 2, 0, Arc::default());
+        for id in 0..1000 {
+            let (a, _b) = UnixStream::pair().unwrap();
+            r.joined(id, peer(a));
+            r.closed(id);
+        }
+        assert_eq!(r.peers.len(), 0);
+    }
+
     /// Bytes from a fixed-seed generator: the same every run.
     fn noise(seed: &mut u64, n: usize) -> Vec<u8> {
         (0..n)
@@ -1842,9 +1853,9 @@ mod tests {
         for i in 0..4000 {
             let (a, b) = UnixStream::pair().unwrap();
             b.set_nonblocking(true).unwrap();
-            r.peers.push(Some(peer(a)));
+            let id = i;
+            r.joined(id, peer(a));
             keep.push(b);
-            let id = r.peers.len() - 1;
             let op = [HELLO, PUT, GET, FENCE, 0, 9][i % 6];
             let len = (noise(&mut seed, 1)[0] % 40) as usize;
             let mut body = noise(&mut seed, len);
@@ -1971,7 +1982,7 @@ mod tests {
         let hub = Box::new(MemHub(store)) as Box<dyn Hub>;
         let mut r = Relay::new(Ok(hub), 4, 2, 0, Arc::default());
         let (a, b) = UnixStream::pair().unwrap();
-        r.peers.push(Some(peer(a)));
+        r.joined(0, peer(a));
         let sink = std::thread::spawn(move || {
             let mut b = b;
             let _ = b.read_to_end(&mut Vec::new());
