@@ -157,7 +157,8 @@ pub(super) const NO_RELAY: &str = "NCCL_FIND_STORE_RELAY";
 
 /// The node's relay, where torchrun says how many workers share this node
 /// (`LOCAL_WORLD_SIZE` above 1) and which node it is (`GROUP_RANK`); `None`
-/// (every rank its own client of the store) otherwise.
+/// (every rank its own client of the store) otherwise, or where
+/// [`NO_RELAY`] turns it off (the node's variables then unread).
 fn relay_node(
     env: &LaunchEnv,
     store: &str,
@@ -167,6 +168,20 @@ fn relay_node(
     from: &mut Vec<&'static str>,
 ) -> Result<Option<Node>, String> {
     let launcher = AGENT_STORE.launcher;
+    let on = match env.get(NO_RELAY).map_err(|e| format!("{launcher}: {e}"))? {
+        None => None,
+        Some("0") => {
+            from.push(NO_RELAY);
+            return Ok(None);
+        }
+        Some("1") => Some(NO_RELAY),
+        Some(v) => {
+            return Err(format!(
+                "{launcher}: {NO_RELAY}={} is neither 0 (every process its own client of the store) nor 1",
+                super::printable(v, 40)
+            ))
+        }
+    };
     let size = env
         .number("LOCAL_WORLD_SIZE")
         .map_err(|e| format!("{launcher}: {e}"))?;
@@ -184,20 +199,7 @@ fn relay_node(
     }
     from.push("LOCAL_WORLD_SIZE");
     from.push("GROUP_RANK");
-    match env.get(NO_RELAY).map_err(|e| format!("{launcher}: {e}"))? {
-        None => {}
-        Some("0") => {
-            from.push(NO_RELAY);
-            return Ok(None);
-        }
-        Some("1") => from.push(NO_RELAY),
-        Some(v) => {
-            return Err(format!(
-                "{launcher}: {NO_RELAY}={} is neither 0 (every process its own client of the store) nor 1",
-                super::printable(v, 40)
-            ))
-        }
-    }
+    from.extend(on);
     if size == 1 {
         return Ok(None);
     }
@@ -614,12 +616,23 @@ mod tests {
                 )
             );
         }
-        // Turned off, or on by name.
-        let off = detect(&store_env(&[("LOCAL_WORLD_SIZE", "2"), (NO_RELAY, "0")]))
-            .unwrap()
-            .unwrap();
-        assert!(store_of(&off).ends_with("node: None }"));
-        assert!(off.from.ends_with(&["GROUP_RANK", "NCCL_FIND_STORE_RELAY"]));
+        // Turned off, or on by name. Off, the node's variables are not
+        // read: what the relay would have refused does not matter.
+        for lws in ["2", "two", "5"] {
+            let off = detect(&store_env(&[("LOCAL_WORLD_SIZE", lws), (NO_RELAY, "0")]))
+                .unwrap()
+                .unwrap();
+            assert!(store_of(&off).ends_with("node: None }"));
+            assert_eq!(
+                &off.from[5..],
+                [
+                    "LOCAL_RANK",
+                    "TORCHELASTIC_RUN_ID",
+                    "TORCHELASTIC_RESTART_COUNT",
+                    "NCCL_FIND_STORE_RELAY"
+                ]
+            );
+        }
         let on = detect(&store_env(&[("LOCAL_WORLD_SIZE", "2"), (NO_RELAY, "1")]))
             .unwrap()
             .unwrap();
