@@ -288,18 +288,6 @@ fn runs(ranks: &[usize]) -> Vec<(usize, usize)> {
     out
 }
 
-/// `ranks` in words, runs of consecutive ones as `first-last`: `0-3, 7`.
-fn spans(ranks: &[usize]) -> String {
-    let words: Vec<String> = runs(ranks)
-        .into_iter()
-        .map(|(first, n)| match n {
-            1 => first.to_string(),
-            _ => format!("{first}-{}", first + n - 1),
-        })
-        .collect();
-    words.join(", ")
-}
-
 /// `text`'s first `max` characters, and how many bytes were left out.
 fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     match text.char_indices().nth(max) {
@@ -1044,7 +1032,7 @@ impl Relay {
              started, or fewer run on this node than torchrun says (check --nproc-per-node)",
             self.joined,
             self.size,
-            spans(&came)
+            super::list(&came)
         )
     }
 
@@ -1480,7 +1468,7 @@ mod tests {
             assert_eq!(
                 f.message,
                 "test launcher: only 2 of LOCAL_WORLD_SIZE=3 processes came to this node's relay \
-                 (ranks 0-1): one never started, or fewer run on this node than torchrun says (check \
+                 (ranks 0, 1): one never started, or fewer run on this node than torchrun says (check \
                  --nproc-per-node); barrier 0: missing [2]"
             );
         }
@@ -1685,7 +1673,7 @@ mod tests {
             .map(|mut kv| std::thread::spawn(move || kv.fence(soon).unwrap_err()))
             .collect();
         for (r, h) in hs.into_iter().enumerate() {
-            let came = ["0-1", "2-3"][r / 2];
+            let came = ["0, 1", "2, 3"][r / 2];
             let message = format!(
                 "only 2 of LOCAL_WORLD_SIZE=3 processes came to this node's relay (ranks {came}): \
                  one never started, or fewer run on this node than torchrun says (check \
