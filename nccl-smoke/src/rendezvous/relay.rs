@@ -2187,25 +2187,30 @@ mod tests {
         ticks as f64 / hz as f64
     }
 
+    /// The child's side of the test below: a relay for a node of `n`, left
+    /// 5 descriptors, serving until the test is done.
+    fn serve_with_five_descriptors_left(n: usize) {
+        let node = Node::new(&unique("emfile"), "/p/", 0, n, 0);
+        let store = Store::new(n);
+        serve(&node, 0, n, move || {
+            Ok(Box::new(MemHub(store)) as Box<dyn Hub>)
+        })
+        .unwrap();
+        // Then a limit that leaves 5 free (no other thread opens any; one
+        // an accept waits on, not yet shown open, is among them).
+        let limit = limit_leaving(5);
+        limit_fds(limit, fd_limit().1);
+        println!("child: {} {limit}", node.name);
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    }
+
     /// Runs out of descriptors after 5 connections: the child serves, the
     /// test connects (so that only the relay's descriptors count there).
     #[test]
     fn out_of_descriptors_the_relay_says_so_to_each_process_and_never_spins() {
         let n = 20;
         if in_child() {
-            let node = Node::new(&unique("emfile"), "/p/", 0, n, 0);
-            let store = Store::new(n);
-            serve(&node, 0, n, move || {
-                Ok(Box::new(MemHub(store)) as Box<dyn Hub>)
-            })
-            .unwrap();
-            // Then a limit that leaves 5 free (no other thread opens any;
-            // one an accept waits on, not yet shown open, is among them).
-            let limit = limit_leaving(5);
-            limit_fds(limit, fd_limit().1);
-            println!("child: {} {limit}", node.name);
-            // Serves until the test is done.
-            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+            serve_with_five_descriptors_left(n);
             return;
         }
         let mut c = child("out_of_descriptors_the_relay_says_so_to_each_process_and_never_spins");
