@@ -42,7 +42,7 @@ pub fn make(parent: &Path, prefix: &str) -> Result<PathBuf, String> {
 
 /// Removes the directories [`make`] made in `parent` (names starting with
 /// `prefix`) whose process is provably gone, looking into at most
-/// [`MAX_LOOKED`] of them; returns those removed.
+/// 64 of them; returns those removed.
 pub fn sweep(parent: &Path, prefix: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return Vec::new();
