@@ -448,44 +448,31 @@ fn a_restarted_torchrun_group_meets_under_its_own_restart_count() {
 
 #[test]
 fn static_torchrun_meets_through_its_agent_store() {
-    let (Some(lib), Some(tr)) = (wheel_lib(), installed("NCCL_FIND_TORCHRUN")) else {
-        return;
-    };
-    let d = Scratch::new("static");
-    let tmp = TmpDir::new("torchrun-static");
-    let port = free_port();
-    let o = torchrun(
-        &tr,
-        &d,
-        &tmp,
-        &lib,
-        &[
-            "--master-addr=127.0.0.1".into(),
-            format!("--master-port={port}"),
-            "--nnodes=1".into(),
-            "--node-rank=0".into(),
-            "--nproc-per-node=4".into(),
-        ],
+    // The newest torch names its variable TORCH_NCCL_ASYNC_ERROR_HANDLING.
+    static_torchrun_meets(
+        "NCCL_FIND_TORCHRUN",
+        "static",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING",
     );
-    let name = relay_name(&d, &format!("127.0.0.1:{port}"), "/nccl-find/none/0/", 0);
-    let want = format!(
-        "note: exchange: torchrun-store via torchrun, at tcp://127.0.0.1:{port} (the agent's TCPStore; \
-         keys under /nccl-find/none/0/{} {}",
-        relayed(4, &name),
-        torchrun_from("TORCH_NCCL_ASYNC_ERROR_HANDLING")
-    );
-    expect_met(&d, &tmp, 4, &o, Admits::Store, &|_, line| {
-        assert_eq!(line, want)
-    });
 }
 
 #[test]
 fn torch_2_1_torchrun_meets_in_the_old_protocol() {
-    let (Some(lib), Some(tr)) = (wheel_lib(), installed("NCCL_FIND_TORCHRUN_OLD")) else {
+    // torch 2.1 names its variable NCCL_ASYNC_ERROR_HANDLING: the old
+    // protocol is tried first.
+    static_torchrun_meets("NCCL_FIND_TORCHRUN_OLD", "old", "NCCL_ASYNC_ERROR_HANDLING");
+}
+
+/// Four processes under the torchrun that `launcher` names, with a static
+/// `--master-addr/--master-port`, meet through its agent's store; `var` is
+/// the torch variable the report names (it says which protocol was tried
+/// first).
+fn static_torchrun_meets(launcher: &str, name: &str, var: &str) {
+    let (Some(lib), Some(tr)) = (wheel_lib(), installed(launcher)) else {
         return;
     };
-    let d = Scratch::new("old");
-    let tmp = TmpDir::new("torchrun-old");
+    let d = Scratch::new(name);
+    let tmp = TmpDir::new(&format!("torchrun-{name}"));
     let port = free_port();
     let o = torchrun(
         &tr,
@@ -500,14 +487,12 @@ fn torch_2_1_torchrun_meets_in_the_old_protocol() {
             "--nproc-per-node=4".into(),
         ],
     );
-    // torch 2.1 names its variable NCCL_ASYNC_ERROR_HANDLING: the old
-    // protocol is tried first.
     let name = relay_name(&d, &format!("127.0.0.1:{port}"), "/nccl-find/none/0/", 0);
     let want = format!(
         "note: exchange: torchrun-store via torchrun, at tcp://127.0.0.1:{port} (the agent's TCPStore; \
          keys under /nccl-find/none/0/{} {}",
         relayed(4, &name),
-        torchrun_from("NCCL_ASYNC_ERROR_HANDLING")
+        torchrun_from(var)
     );
     expect_met(&d, &tmp, 4, &o, Admits::Store, &|_, line| {
         assert_eq!(line, want)
