@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 mod common;
 use common::{
-    marked_processes, named, recorded, sh_record, skip_launcher, unique, wheel_lib,
+    marked_processes, named, names, recorded, sh_record, skip_launcher, unique, wheel_lib,
     without_launchers, TmpDir,
 };
 
@@ -42,15 +42,6 @@ fn scratch(name: &str) -> PathBuf {
     ));
     std::fs::create_dir(&d).unwrap();
     d
-}
-
-fn names(d: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 /// The wrapper each rank runs in: our command, its stdout, stderr and exit

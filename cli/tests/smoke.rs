@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, text, wheel_lib, without_launchers};
+use common::{free_port, names, text, wheel_lib, without_launchers};
 
 fn spawn(args: &[String], vars: &[(&str, &str)]) -> Child {
     without_launchers(&mut Command::new(env!("CARGO_BIN_EXE_nccl-find")))
@@ -737,16 +737,6 @@ fn sigterm_then_sigkill_50_ms_later_leaves_nothing_and_sighup_cleans_up() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The entries of `dir`, sorted.
-fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 /// A run killed with SIGKILL cannot clean up after itself, and need not:
 /// NCCL's log is a file with no name (never anything in TMPDIR), and the
 /// next job at the same rendezvous path takes over the killed run's file
@@ -786,11 +776,11 @@ fn a_killed_run_leaves_nothing_in_tmpdir_and_the_next_job_takes_over_its_file() 
         .collect();
     assert_eq!(unnamed.len(), 1, "{unnamed:?}");
     assert!(unnamed[0].ends_with(" (deleted)"), "{unnamed:?}");
-    assert_eq!(entries(&tmp), Vec::<String>::new());
+    assert_eq!(names(&tmp), Vec::<String>::new());
     killed.kill().unwrap();
     killed.wait().unwrap();
-    assert_eq!(entries(&tmp), Vec::<String>::new());
-    assert_eq!(entries(&dir), ["rdv", "tmp"], "the killed run's file stays");
+    assert_eq!(names(&tmp), Vec::<String>::new());
+    assert_eq!(names(&dir), ["rdv", "tmp"], "the killed run's file stays");
     // The next job at that path.
     let (k0, k1) = (rank(0, "60"), rank(1, "60"));
     let (o0, o1) = (
@@ -798,8 +788,8 @@ fn a_killed_run_leaves_nothing_in_tmpdir_and_the_next_job_takes_over_its_file() 
         text(&k1.wait_with_output().unwrap()),
     );
     assert_eq!((o0.0, o1.0), (0, 0), "{o0:?}\n{o1:?}");
-    assert_eq!(entries(&tmp), Vec::<String>::new());
-    assert_eq!(entries(&dir), ["tmp"]);
+    assert_eq!(names(&tmp), Vec::<String>::new());
+    assert_eq!(names(&dir), ["tmp"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

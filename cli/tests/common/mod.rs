@@ -74,6 +74,16 @@ pub fn without_launchers(c: &mut Command) -> &mut Command {
     c
 }
 
+/// The names of the entries of `dir`, sorted.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
 /// A name no other scratch thing has: `what`, this process's id and the
 /// clock.
 pub fn unique(what: &str) -> String {
