@@ -12,14 +12,21 @@ fn main() {
     // them an rpath, so that they load the NCCL they were linked against.
     // (Dependents' binaries use nccl_find::emit_rpath_from_dep instead.)
     // `-Xlinker` passes the directory verbatim (`-Wl,` would split it at a
-    // comma); one the loader cannot take in RUNPATH (`:`, `$`) gets none.
+    // comma); one the loader cannot take in an rpath (`:`, `$`) gets none.
     if !matches!(nccl.linking, nccl_find::Linking::Static { .. }) {
         if let Some(dir) = nccl
             .lib_dir
             .to_str()
             .filter(|d| !d.contains([':', '$', '\n', '\r']))
         {
-            for arg in ["-Xlinker", "-rpath", "-Xlinker", dir] {
+            // DT_RPATH, searched before LD_LIBRARY_PATH (DT_RUNPATH is after).
+            for arg in [
+                "-Wl,--disable-new-dtags",
+                "-Xlinker",
+                "-rpath",
+                "-Xlinker",
+                dir,
+            ] {
                 println!("cargo:rustc-link-arg-examples={arg}");
             }
         }

@@ -124,6 +124,7 @@ pub mod internal {
     pub use crate::emit::cargo::{
         directives, escape, has_line_break, rerun_env, rpath_directives, rpath_from_vars,
     };
+    pub use crate::emit::durable::{lexical_risk, rpath_risk};
     pub use crate::emit::kept::{fnv1a_hex, safe_ancestors};
     pub use crate::emit::loader_dir::{check_loader_path, LOADER_NAMES};
     pub use crate::emit::text::report;

@@ -457,3 +457,119 @@ fn an_installed_binary_keeps_its_nccl_after_its_target_dir_is_gone() {
     assert_loads(&run(&bin, &[]), w, "installed, its target dir gone");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `cargo install --git` (as from crates.io) builds in a temporary target
+/// dir of its own, `$TMPDIR/cargo-installXXXXXX`, and deletes it. No rpath
+/// entry of the installed binary may name it, or anything else below /tmp:
+/// once it is gone, any user could make it again with a `libnccl.so.2` of
+/// their own in it. The binary keeps its NCCL through the kept copy in the
+/// user's cache.
+#[test]
+fn cargo_install_from_git_leaves_no_rpath_into_its_temporary_target_dir() {
+    let Some(all) = wheels() else { return };
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let w = &all[all.len() - 1];
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let fetched = clean(&mut Command::new(&cargo))
+        .current_dir(example_dir())
+        .args(["fetch", "--quiet", "--locked"])
+        .output()
+        .expect("running cargo fetch");
+    assert!(fetched.status.success(), "{}", text(&fetched.stderr));
+    // The example as a git repository of its own, nccl-find by absolute path.
+    let repo = scratch("git-repo");
+    for f in ["Cargo.toml", "Cargo.lock", "build.rs", "src/main.rs"] {
+        std::fs::create_dir_all(repo.join(f).parent().unwrap()).unwrap();
+        std::fs::copy(example_dir().join(f), repo.join(f)).unwrap();
+    }
+    let manifest = std::fs::read_to_string(repo.join("Cargo.toml")).unwrap();
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(
+        repo.join("Cargo.toml"),
+        manifest.replace(
+            "nccl-find = { path = \"../..\" }",
+            &format!("nccl-find = {{ path = \"{}\" }}", here.display()),
+        ),
+    )
+    .unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .current_dir(&repo)
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .output()
+            .expect("running git");
+        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "example"]);
+    let root = scratch("git-install-root");
+    let tmp = std::env::temp_dir();
+    let before = install_dirs(&tmp);
+    let out = clean(&mut Command::new(&cargo))
+        .env("XDG_CACHE_HOME", cache())
+        .env("NCCL_HOME", &w.home)
+        .env_remove("TMPDIR")
+        .args(["install", "-v", "--locked", "--debug"])
+        .args(["--no-default-features", "--features", "dynamic-loading"])
+        .arg("--git")
+        .arg(format!("file://{}", repo.display()))
+        .arg("--root")
+        .arg(&root)
+        .output()
+        .expect("running cargo install");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "cargo install:\n{err}");
+    // It did build in /tmp/cargo-install*, and that is gone now.
+    assert!(
+        err.contains(&format!("{}/cargo-install", tmp.display())),
+        "{err}"
+    );
+    assert_eq!(
+        install_dirs(&tmp),
+        before,
+        "cargo install left its target dir"
+    );
+    // Nothing nccl-find had to warn about: the kept copy serves.
+    assert!(!err.contains("warning: cudarc-nccl"), "{err}");
+    let bin = root.join("bin/cudarc-nccl");
+    let elf = nccl_find::internal::read_elf(&bin).unwrap();
+    assert_eq!(elf.runpath, None);
+    let rpath = elf.rpath.expect("a DT_RPATH");
+    let entries: Vec<&str> = rpath.split(':').collect();
+    assert_eq!(
+        entries,
+        kept_dirs(&w.library)
+            .iter()
+            .map(|d| d.to_str().unwrap())
+            .collect::<Vec<_>>()
+    );
+    for e in &entries {
+        assert!(
+            !e.starts_with("/tmp/") && !e.contains("cargo-install"),
+            "{rpath}"
+        );
+    }
+    assert_loads(&run(&bin, &[]), w, "installed from git");
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(&repo);
+}
+
+/// The `cargo-install*` directories in `tmp`.
+fn install_dirs(tmp: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(tmp)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("cargo-install"))
+        .collect();
+    out.sort();
+    out
+}

@@ -107,13 +107,24 @@ fn scratch(ws: &Path, readme: &str) {
         &ws.join("app/src/main.rs"),
         "fn main() {\n    let mut v = 0;\n    // SAFETY: ncclGetVersion writes one int.\n    \
          let rc = unsafe { my_nccl_sys::ncclGetVersion(&mut v) };\n    \
-         println!(\"NCCL {}.{}.{} rc {rc}\", v / 10000, v / 100 % 100, v % 100);\n}\n",
+         println!(\"NCCL {}.{}.{} rc {rc}\", v / 10000, v / 100 % 100, v % 100);\n    \
+         // The file the loader mapped, as the kernel says.\n    \
+         let maps = std::fs::read_to_string(\"/proc/self/maps\").unwrap();\n    \
+         for l in maps.lines().filter(|l| l.contains(\"libnccl\")).take(1) {\n        \
+         eprintln!(\"mapped {}\", l.split_whitespace().last().unwrap());\n    }\n}\n",
     );
+}
+
+/// The file the app says the loader mapped (its stderr's `mapped` line).
+fn mapped(run: &std::process::Output) -> PathBuf {
+    let err = String::from_utf8_lossy(&run.stderr);
+    let line = err.lines().find_map(|l| l.strip_prefix("mapped "));
+    PathBuf::from(line.unwrap_or_else(|| panic!("no mapped line: {err}")))
 }
 
 /// Builds the app with `vars` and runs it with no loader variables.
 fn build_and_run(ws: &Path, vars: &[(&str, &Path)]) -> String {
-    let (_, run) = build_then_run(ws, vars);
+    let (_, run) = build_then_run(ws, vars, None);
     assert!(
         run.status.success(),
         "{vars:?}: {}",
@@ -122,9 +133,13 @@ fn build_and_run(ws: &Path, vars: &[(&str, &Path)]) -> String {
     String::from_utf8_lossy(&run.stdout).into_owned()
 }
 
-/// Builds the app (which must succeed), and runs it: the build's stderr,
-/// and how the run went.
-fn build_then_run(ws: &Path, vars: &[(&str, &Path)]) -> (String, std::process::Output) {
+/// Builds the app (which must succeed), and runs it with `LD_LIBRARY_PATH`
+/// as given (else unset): the build's stderr, and how the run went.
+fn build_then_run(
+    ws: &Path,
+    vars: &[(&str, &Path)],
+    ld_library_path: Option<&Path>,
+) -> (String, std::process::Output) {
     let mut cmd = Command::new(env!("CARGO"));
     cmd.current_dir(ws)
         .args(["build", "-p", "app", "--offline"])
@@ -144,11 +159,12 @@ fn build_then_run(ws: &Path, vars: &[(&str, &Path)]) -> (String, std::process::O
     let out = cmd.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{vars:?}:\n{err}");
-    let run = Command::new(ws.join("target/debug/app"))
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .unwrap();
-    (err, run)
+    let mut run = Command::new(ws.join("target/debug/app"));
+    match ld_library_path {
+        Some(p) => run.env("LD_LIBRARY_PATH", p),
+        None => run.env_remove("LD_LIBRARY_PATH"),
+    };
+    (err, run.output().unwrap())
 }
 
 fn copy(from: &Path, to: &Path) {
@@ -207,19 +223,42 @@ fn a_sys_crate_from_the_readme_builds_links_and_runs() {
     let _ = std::fs::copy(repo().join("Cargo.lock"), ws.join("Cargo.lock"));
     let expect = format!("NCCL {version} rc 0\n");
     // As pip installs it.
+    let (_, run) = build_then_run(&ws, &[("NCCL_HOME", &wheel)], None);
+    assert_eq!(String::from_utf8_lossy(&run.stdout), expect, "wheel");
+    let chosen = std::fs::canonicalize(wheel.join("lib/libnccl.so.2")).unwrap();
+    assert_eq!(mapped(&run), chosen);
+    // An older NCCL first on LD_LIBRARY_PATH (a module system's, another
+    // package's): the binary's DT_RPATH comes first, so it still maps the
+    // chosen one. With a DT_RUNPATH it would map 2.21.5.
+    let elf = nccl_find::internal::read_elf(&ws.join("target/debug/app")).unwrap();
+    assert_eq!(elf.runpath, None);
+    let older = Path::new(&std::env::var_os("NCCL_FIND_WHEELS").unwrap())
+        .join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib");
+    assert!(older.join("libnccl.so.2").is_file(), "{}", older.display());
+    let run = Command::new(ws.join("target/debug/app"))
+        .env("LD_LIBRARY_PATH", &older)
+        .output()
+        .unwrap();
     assert_eq!(
-        build_and_run(&ws, &[("NCCL_HOME", &wheel)]),
+        String::from_utf8_lossy(&run.stdout),
         expect,
-        "wheel"
+        "LD_LIBRARY_PATH"
     );
+    assert_eq!(mapped(&run), chosen);
     // As dpkg installs it (under a sysroot, as nothing here may touch /usr).
+    // On the target it lies in a directory the loader searches by default,
+    // so the binary gets no rpath (one to /usr/lib/<multiarch> would put
+    // every library there ahead of LD_LIBRARY_PATH; one to the sysroot
+    // would name a place the target does not have): here it runs with the
+    // sysroot's directory on LD_LIBRARY_PATH, as it would from the default
+    // directory there.
     let sysroot = ws.join("dpkg-root");
     dpkg_tree(&sysroot, &wheel, &version);
-    assert_eq!(
-        build_and_run(&ws, &[("NCCL_SYSROOT", &sysroot)]),
-        expect,
-        "dpkg"
-    );
+    let lib = sysroot.join("usr/lib/x86_64-linux-gnu");
+    let (_, run) = build_then_run(&ws, &[("NCCL_SYSROOT", &sysroot)], Some(&lib));
+    assert_eq!(String::from_utf8_lossy(&run.stdout), expect, "dpkg");
+    let elf = nccl_find::internal::read_elf(&ws.join("target/debug/app")).unwrap();
+    assert_eq!((elf.rpath, elf.runpath), (None, None), "dpkg");
     // As a source build leaves it.
     let checkout = ws.join("src/nccl");
     source_tree(&checkout, &wheel, &version);
@@ -277,7 +316,7 @@ fn a_wrapper_crate_between_the_app_and_the_sys_crate() {
     // A wrapper that passes nothing on: the app's build warns, and the
     // binary cannot find libnccl.so.2.
     write(&ws.join("wrapper/build.rs"), "fn main() {}\n");
-    let (err, run) = build_then_run(&ws, &[("NCCL_HOME", &wheel)]);
+    let (err, run) = build_then_run(&ws, &[("NCCL_HOME", &wheel)], None);
     assert!(
         err.contains(
             "warning: app@0.1.0: nccl-find: no rpath was given: DEP_NCCL_LIB_DIR is not set"
@@ -292,7 +331,7 @@ fn a_wrapper_crate_between_the_app_and_the_sys_crate() {
         "fn main() {\n    if let Some(dir) = std::env::var_os(\"DEP_NCCL_LIB_DIR\") {\n        \
          println!(\"cargo:nccl_lib_dir={}\", dir.to_string_lossy());\n    }\n}\n",
     );
-    let (err, run) = build_then_run(&ws, &[("NCCL_HOME", &wheel)]);
+    let (err, run) = build_then_run(&ws, &[("NCCL_HOME", &wheel)], None);
     assert!(!err.contains("no rpath was given"), "{err}");
     assert_eq!(
         String::from_utf8_lossy(&run.stdout),

@@ -192,6 +192,7 @@ fn the_readme_first_screen_has_what_a_new_user_needs() {
         "benchmarks",
         "testing",
         "json",
+        "build-systems",
     ] {
         let link = format!("(docs/{page}.md)");
         assert!(readme.contains(&link), "the README does not link {link}");

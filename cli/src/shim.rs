@@ -26,6 +26,13 @@ pub fn loader_env(nccl: Option<&Nccl>, error: Option<&ErrorKind>) -> ExitCode {
     };
     match make(n) {
         Ok(dir) => {
+            let home = n.library_real.parent().unwrap_or(std::path::Path::new("/"));
+            if let Some(why) = nccl_find::internal::rpath_risk(home) {
+                eprintln!(
+                    "nccl-find: warning: the selected library's directory is no safe place to load from: \
+                     {why}. Install NCCL in a directory of your own outside /tmp"
+                );
+            }
             use std::os::unix::ffi::OsStrExt;
             let old = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
             // The bytes as they are: an entry that is not UTF-8 stays the
@@ -65,17 +72,55 @@ fn hash(path: &Path) -> String {
     nccl_find::internal::fnv1a_hex(path.as_os_str().as_bytes())
 }
 
-/// The cache: `XDG_CACHE_HOME` when it is an absolute path, else `$HOME/.cache`.
-fn cache_home() -> Result<PathBuf, String> {
+/// The caches to use, in order: `XDG_CACHE_HOME` when it is an absolute
+/// path, then `$HOME/.cache`.
+fn cache_homes() -> Vec<(PathBuf, &'static str)> {
+    let mut out = Vec::new();
     if let Some(x) = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
         if x.is_absolute() {
-            return Ok(x);
+            out.push((x, "XDG_CACHE_HOME"));
         }
     }
-    match std::env::var_os("HOME").map(PathBuf::from) {
-        Some(h) if h.is_absolute() => Ok(h.join(".cache")),
-        _ => Err("neither XDG_CACHE_HOME nor HOME names an absolute directory: set XDG_CACHE_HOME to a directory of yours".into()),
+    if let Some(h) = std::env::var_os("HOME").map(PathBuf::from) {
+        if h.is_absolute() {
+            out.push((h.join(".cache"), "HOME"));
+        }
     }
+    out
+}
+
+/// The first cache that stays this user's: every directory from / to it
+/// is this user's or root's and writable by no one else (as ssh checks
+/// ~/.ssh), and it lies in no temporary directory. Otherwise another user
+/// could swap the library in, or make the directory again once it is gone,
+/// after this run: then there is none, and the message says why.
+fn safe_cache(uid: u32) -> Result<PathBuf, String> {
+    let mut why_not = Vec::new();
+    for (cache, from) in cache_homes() {
+        let checked = nccl_find::internal::check_loader_path(&cache, "the cache directory")
+            .map_err(|e| e.to_string())
+            .and_then(|()| nccl_find::internal::safe_ancestors(&cache, uid));
+        match checked {
+            Ok(()) => {
+                if !why_not.is_empty() {
+                    eprintln!(
+                        "nccl-find: note: {}, so another user could swap the library in: using {} instead",
+                        why_not.join("; "),
+                        cache.display()
+                    );
+                }
+                return Ok(cache);
+            }
+            Err(why) => why_not.push(format!("{why} (the cache from {from})")),
+        }
+    }
+    if why_not.is_empty() {
+        why_not.push("neither XDG_CACHE_HOME nor HOME names an absolute directory".into());
+    }
+    Err(format!(
+        "set XDG_CACHE_HOME to a directory of your own, outside /tmp, that no one else can write: {}",
+        why_not.join("; ")
+    ))
 }
 
 /// Creates `dir` (mode 0700) if it is missing, then checks it: a real
@@ -116,7 +161,6 @@ fn private_dir(dir: &Path, uid: u32, private: bool) -> Result<(), String> {
     }
 }
 
-/// Makes (or refreshes) the loader directory for `n` and returns it.
 /// Makes (or brings up to date) the loader directory for `n`'s library in
 /// the user's cache, and returns it.
 pub fn make(n: &Nccl) -> Result<PathBuf, String> {
@@ -128,9 +172,7 @@ pub fn make(n: &Nccl) -> Result<PathBuf, String> {
     }
     // SAFETY: geteuid takes nothing, cannot fail, and touches no memory of ours.
     let uid = unsafe { libc::geteuid() };
-    let cache = cache_home()?;
-    nccl_find::internal::check_loader_path(&cache, "the cache directory")
-        .map_err(|e| e.to_string())?;
+    let cache = safe_cache(uid)?;
     if !cache.is_dir() {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -143,22 +185,6 @@ pub fn make(n: &Nccl) -> Result<PathBuf, String> {
                 )
             })?;
     }
-    // Every directory from / to the cache must be this user's or root's and
-    // writable by no one else (as ssh checks ~/.ssh): otherwise another user
-    // could swap the library in after this run. Then a private directory of
-    // this run's own serves instead, and the user is told.
-    let cache = match nccl_find::internal::safe_ancestors(&cache, uid) {
-        Ok(()) => cache,
-        Err(why) => {
-            let private = private_fallback(uid)?;
-            eprintln!(
-                "nccl-find: {why}, so another user could replace the library there: using the private \
-                 directory {} instead",
-                private.display()
-            );
-            private
-        }
-    };
     let top = cache.join("nccl-find");
     private_dir(&top, uid, false)?;
     let loader = top.join("loader");
@@ -166,24 +192,6 @@ pub fn make(n: &Nccl) -> Result<PathBuf, String> {
     let dir = loader.join(hash(&n.library_real));
     nccl_find::make_loader_dir(&dir, &n.library_real, 0o700).map_err(|e| e.to_string())?;
     private_dir(&dir, uid, true)?;
-    Ok(dir)
-}
-
-/// A new directory of this run's own, mode 0700, in the system's temporary
-/// directory (made, not found: an existing name is never taken over).
-fn private_fallback(uid: u32) -> Result<PathBuf, String> {
-    let base = std::env::temp_dir();
-    nccl_find::internal::safe_ancestors(&base, uid).map_err(|why| {
-        format!("{why}; and the cache was unsafe too: set XDG_CACHE_HOME to a directory of yours")
-    })?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = base.join(format!("nccl-find-{uid}-{}-{stamp:x}", std::process::id()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     Ok(dir)
 }
 

@@ -184,7 +184,10 @@ fn a_cache_path_that_cannot_be_carried_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(text(&out.stdout), "");
     assert!(
-        text(&out.stderr).starts_with("nccl-find: the cache directory \""),
+        text(&out.stderr).starts_with(
+            "nccl-find: set XDG_CACHE_HOME to a directory of your own, outside /tmp, that no one \
+             else can write: the cache directory \""
+        ),
         "{}",
         text(&out.stderr)
     );
@@ -219,12 +222,16 @@ fn nothing_found_says_so() {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-/// A cache another user could write in (world-writable, or theirs): the
-/// loader directory goes to a private directory of this run's own instead,
-/// and the user is told why. Nothing is made in the unsafe cache.
+/// A cache another user could write in (world-writable, theirs, or in the
+/// temporary directory): the loader directory goes to `$HOME/.cache`
+/// instead, and the user is told why; with no safe cache at all, nothing is
+/// made anywhere (never a directory in /tmp, which would outlive the run
+/// and could be made again by another user), and the message says what to
+/// set. Nothing is made in the unsafe cache.
 #[test]
-fn an_unsafe_cache_root_falls_back_to_a_private_directory_and_says_so() {
+fn an_unsafe_cache_root_falls_back_to_home_or_fails_and_says_so() {
     let is_root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    let tmp_before = temp_entries();
     for (tag, mode, owner) in [("open", 0o777, None), ("theirs", 0o755, Some(65534))] {
         if owner.is_some() && !is_root {
             eprintln!("skipped: making a directory of another user's needs root");
@@ -240,9 +247,6 @@ fn an_unsafe_cache_root_falls_back_to_a_private_directory_and_says_so() {
                 .unwrap();
             assert!(ok.success());
         }
-        let out = run(&cache, &[]);
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{err}");
         let why = match owner {
             None => format!("{} has mode 777: others can write in it", cache.display()),
             Some(uid) => format!(
@@ -250,30 +254,80 @@ fn an_unsafe_cache_root_falls_back_to_a_private_directory_and_says_so() {
                 cache.display()
             ),
         };
-        let prefix = format!(
-            "nccl-find: {why}, so another user could replace the library there: using the private directory {}/nccl-find-",
-            std::env::temp_dir().display()
+        // HOME's cache is safe: it serves.
+        let home = scratch(&format!("{tag}-home"));
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let out = run(&cache, &[("HOME", home.to_str().unwrap())]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert_eq!(
+            err,
+            format!(
+                "nccl-find: note: {why} (the cache from XDG_CACHE_HOME), so another user could swap \
+                 the library in: using {}/.cache instead\n",
+                home.display()
+            )
         );
-        assert!(err.starts_with(&prefix), "{err}");
-        let at = err.find("the private directory ").unwrap() + "the private directory ".len();
-        let private = PathBuf::from(err[at..].split(" instead").next().unwrap());
-        assert_eq!(std::fs::metadata(&private).unwrap().mode() & 0o777, 0o700);
         let out_text = text(&out.stdout);
         assert!(
             out_text.starts_with(&format!(
-                "LD_LIBRARY_PATH={}/nccl-find/loader/",
-                private.display()
+                "LD_LIBRARY_PATH={}/.cache/nccl-find/loader/",
+                home.display()
             )),
             "{out_text}"
+        );
+        // No safe cache at all: exit 1, and what to set.
+        let out = run(&cache, &[("HOME", cache.to_str().unwrap())]);
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.stdout, b"");
+        assert_eq!(
+            text(&out.stderr),
+            format!(
+                "nccl-find: set XDG_CACHE_HOME to a directory of your own, outside /tmp, that no \
+                 one else can write: {why} (the cache from XDG_CACHE_HOME); {why} (the cache from \
+                 HOME)\n"
+            )
         );
         assert_eq!(
             std::fs::read_dir(&cache).unwrap().count(),
             0,
             "the unsafe cache was written to"
         );
-        std::fs::remove_dir_all(&private).unwrap();
+        let _ = std::fs::remove_dir_all(&home);
         let _ = std::fs::remove_dir_all(&cache);
     }
+    // A cache in the temporary directory, safe as the directory itself is.
+    let home = scratch("tmp-home");
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let in_tmp = Path::new("/tmp").join(format!("nccl-find-test-cache-{}", std::process::id()));
+    let out = run(&in_tmp, &[("HOME", home.to_str().unwrap())]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "nccl-find: note: {} lies in the temporary directory /tmp, which is cleaned, and where \
+             another user could re-create it once it is gone (the cache from XDG_CACHE_HOME)",
+            in_tmp.display()
+        )),
+        "{err}"
+    );
+    assert!(!in_tmp.exists());
+    assert_eq!(temp_entries(), tmp_before, "a directory was left in /tmp");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// The entries of the temporary directory named as earlier versions named
+/// their private fallback (`nccl-find-<uid>-<pid>-<stamp>`).
+fn temp_entries() -> Vec<String> {
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    let prefix = format!("nccl-find-{uid}-");
+    let mut out: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    out.sort();
+    out
 }
 
 /// An `LD_LIBRARY_PATH` entry that is not UTF-8 keeps its bytes.

@@ -120,9 +120,10 @@ fn version_example_against_each_real_wheel_links_verbatim() {
             elf.needed
         );
         let lib_dir = std::fs::canonicalize(home.join("lib")).unwrap();
+        // DT_RPATH, which LD_LIBRARY_PATH cannot override; no DT_RUNPATH.
         assert_eq!(
-            elf.runpath.as_deref(),
-            Some(lib_dir.to_str().unwrap()),
+            (elf.rpath.as_deref(), elf.runpath.as_deref()),
+            (Some(lib_dir.to_str().unwrap()), None),
             "{dist}"
         );
         let out = run(&bin);
@@ -317,9 +318,10 @@ fn a_dependent_crate_reads_the_links_metadata_and_runs_by_rpath() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let bin = target_dir().join("debug/nccl-dependent");
     let lib_dir = std::fs::canonicalize(home.join("lib")).unwrap();
+    let elf = read_elf(&bin).unwrap();
     assert_eq!(
-        read_elf(&bin).unwrap().runpath.as_deref(),
-        Some(lib_dir.to_str().unwrap())
+        (elf.rpath.as_deref(), elf.runpath.as_deref()),
+        (Some(lib_dir.to_str().unwrap()), None)
     );
     let out = run(&bin);
     let include = std::fs::canonicalize(home.join("include")).unwrap();

@@ -54,15 +54,7 @@ pub(crate) fn resolve(ctx: &Ctx, runpath: &[PathBuf], cross: bool) -> Loader {
             places.push((ctx.path(path), "loader cache".to_string()));
         }
     }
-    let mut defaults = Vec::new();
-    if let Some(ma) = ctx.target.multiarch {
-        defaults.push(format!("/lib/{ma}"));
-        defaults.push(format!("/usr/lib/{ma}"));
-    }
-    for d in ["/lib64", "/usr/lib64", "/lib", "/usr/lib"] {
-        defaults.push(d.to_string());
-    }
-    for d in &defaults {
+    for d in &default_dirs(ctx.target.multiarch) {
         places.push((ctx.path(d).join(SONAME), "default dir".to_string()));
     }
 
@@ -87,6 +79,20 @@ pub(crate) fn resolve(ctx: &Ctx, runpath: &[PathBuf], cross: bool) -> Loader {
         visible,
         used_ld_library_path: !cross,
     }
+}
+
+/// The directories the loader searches last, after the cache: the
+/// multiarch ones (Debian), then `/lib64`, `/usr/lib64`, `/lib`, `/usr/lib`.
+pub(crate) fn default_dirs(multiarch: Option<&str>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(ma) = multiarch {
+        out.push(format!("/lib/{ma}"));
+        out.push(format!("/usr/lib/{ma}"));
+    }
+    for d in ["/lib64", "/usr/lib64", "/lib", "/usr/lib"] {
+        out.push(d.to_string());
+    }
+    out
 }
 
 /// What the loader's pick means for the library a program is linked

@@ -72,6 +72,16 @@ pub fn directives(n: &Nccl) -> Vec<String> {
         out.push(format!("cargo:include={}", inc.display()));
     }
     out.push(format!("cargo:lib_dir={lib_dir}"));
+    // Under a sysroot, the directory the target will have, for the final
+    // binary's rpath (emit_rpath_from_dep).
+    if let Ok(rest) = n.lib_dir.strip_prefix(&n.report.root) {
+        if n.report.root.parent().is_some() {
+            out.push(format!(
+                "cargo:run_lib_dir={}",
+                Path::new("/").join(rest).display()
+            ));
+        }
+    }
     let root = match &n.root {
         Some(r) => r.clone(),
         None => prefix(n),
@@ -137,14 +147,32 @@ pub fn emit_rpath_from_dep() -> Option<PathBuf> {
 /// What [`emit_rpath_from_dep`] prints, for these variables, and the
 /// directory it gives.
 pub fn rpath_from_vars(vars: &[(String, std::ffi::OsString)]) -> (Vec<String>, Option<PathBuf>) {
-    let mut out = vec!["cargo:rerun-if-env-changed=DEP_NCCL_LIB_DIR".to_string()];
-    let direct = vars.iter().rev().find(|(k, _)| k == "DEP_NCCL_LIB_DIR");
+    let mut out = vec![
+        "cargo:rerun-if-env-changed=DEP_NCCL_LIB_DIR".to_string(),
+        "cargo:rerun-if-env-changed=DEP_NCCL_RUN_LIB_DIR".to_string(),
+    ];
+    let get = |name: &str| vars.iter().rev().find(|(k, _)| k == name);
+    // The directory the binary will have at run time: under a sysroot, the
+    // -sys crate says it apart from the one it linked (`run_lib_dir`).
+    let direct = get("DEP_NCCL_RUN_LIB_DIR").or_else(|| get("DEP_NCCL_LIB_DIR"));
+    // Wrappers that pass it on under links keys of their own:
+    // `DEP_<KEY>_NCCL_LIB_DIR`, and `DEP_<KEY>_NCCL_RUN_LIB_DIR` beside it
+    // under a sysroot.
     let mut passed: Vec<&(String, std::ffi::OsString)> = Vec::new();
     for v in vars {
         let k = &v.0;
-        if k.starts_with("DEP_") && k.ends_with("_NCCL_LIB_DIR") && k != "DEP_NCCL_LIB_DIR" {
+        let own = k == "DEP_NCCL_LIB_DIR" || k == "DEP_NCCL_RUN_LIB_DIR";
+        if !k.starts_with("DEP_") || own {
+            continue;
+        }
+        if k.ends_with("_NCCL_RUN_LIB_DIR") {
             out.push(format!("cargo:rerun-if-env-changed={k}"));
             passed.push(v);
+        } else if let Some(key) = k.strip_suffix("_NCCL_LIB_DIR") {
+            out.push(format!("cargo:rerun-if-env-changed={k}"));
+            if get(&format!("{key}_NCCL_RUN_LIB_DIR")).is_none() {
+                passed.push(v);
+            }
         }
     }
     let warn = |out: &mut Vec<String>, why: String| {
@@ -177,23 +205,52 @@ pub fn rpath_from_vars(vars: &[(String, std::ffi::OsString)]) -> (Vec<String>, O
         }
     };
     let dir = PathBuf::from(value);
-    match rpath_directives(&dir) {
-        Ok(mut lines) => {
-            out.append(&mut lines);
-            (out, Some(dir))
-        }
+    let mut lines = match rpath_directives(&dir) {
+        Ok(lines) => lines,
         Err(why) => {
             warn(&mut out, format!("{name}: {why}"));
-            (out, None)
+            return (out, None);
+        }
+    };
+    // A directory the loader searches anyway needs no rpath, and one there
+    // would put every library in it ahead of LD_LIBRARY_PATH.
+    let triple = get("TARGET").map(|(_, v)| v.to_string_lossy().into_owned());
+    let target = crate::target::Target::new(&triple.unwrap_or_else(crate::target::built_for));
+    for d in crate::check::loader::default_dirs(target.multiarch) {
+        if dir == Path::new(&d) {
+            return (out, Some(dir));
         }
     }
+    // The place it names outlives the build, and no one else may make it.
+    let on_target = name.ends_with("_RUN_LIB_DIR");
+    let risk = if on_target {
+        super::durable::lexical_risk(&dir)
+    } else {
+        super::durable::rpath_risk(&dir)
+    };
+    if let Some(why) = risk {
+        warn(
+            &mut out,
+            format!(
+                "{why}. Install NCCL in a directory of your own outside any temporary or shared \
+                 directory (a virtualenv under your home, say), or start the program with \
+                 LD_LIBRARY_PATH naming it"
+            ),
+        );
+        return (out, None);
+    }
+    out.append(&mut lines);
+    (out, Some(dir))
 }
 
-/// The directives that give a binary an rpath to `dir`: `-Xlinker -rpath
-/// -Xlinker <dir>`, so that no character of the directory is interpreted
+/// The directives that give a binary an rpath to `dir` that wins over
+/// `LD_LIBRARY_PATH`: `-Wl,--disable-new-dtags` (the linker then writes
+/// `DT_RPATH`, which the loader searches before `LD_LIBRARY_PATH`, instead
+/// of `DT_RUNPATH`, searched after it) and `-Xlinker -rpath -Xlinker
+/// <dir>`, so that no character of the directory is interpreted
 /// (`-Wl,-rpath,<dir>` would split it at commas). Refused when `dir` is not
 /// UTF-8 or holds a line break, which a directive cannot carry, or a `:`
-/// (the loader splits RUNPATH there, and a relative half would be searched
+/// (the loader splits an rpath there, and a relative half would be searched
 /// from wherever the program starts) or a `$` (the loader expands
 /// `$ORIGIN`, `$LIB`, `$PLATFORM` in it).
 pub fn rpath_directives(dir: &Path) -> Result<Vec<String>, String> {
@@ -210,17 +267,19 @@ pub fn rpath_directives(dir: &Path) -> Result<Vec<String>, String> {
         ));
     }
     for (c, why) in [
-        (':', "the loader splits RUNPATH at `:`"),
-        ('$', "the loader expands `$` in RUNPATH"),
+        (':', "the loader splits an rpath at `:`"),
+        ('$', "the loader expands `$` in an rpath"),
     ] {
         if text.contains(c) {
             return Err(format!(
-                "{} holds `{c}`, and {why}: move NCCL to a directory without it, or set LD_LIBRARY_PATH",
+                "{} holds `{c}`, and {why}: move NCCL to a directory without it, or set \
+                 LD_LIBRARY_PATH",
                 escape(text)
             ));
         }
     }
     Ok(vec![
+        "cargo:rustc-link-arg=-Wl,--disable-new-dtags".into(),
         "cargo:rustc-link-arg=-Xlinker".into(),
         "cargo:rustc-link-arg=-rpath".into(),
         "cargo:rustc-link-arg=-Xlinker".into(),

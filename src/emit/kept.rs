@@ -6,8 +6,9 @@
 //! `$XDG_CACHE_HOME/nccl-find/loader-dirs/<key>` (else `~/.cache/…`), named
 //! after the library file, and the loader falls back to it when the first
 //! one is gone. The cache is checked as ssh checks `~/.ssh`: every directory
-//! from `/` down is the user's or root's and writable by no one else (a
-//! root-owned sticky directory such as `/tmp` excepted).
+//! from `/` down is the user's or root's and writable by no one else; a
+//! sticky directory such as `/tmp` is no exception, since an rpath to a copy
+//! there outlives the copy, and anyone can make it again once it is gone.
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
@@ -53,8 +54,9 @@ fn cache_base() -> Result<PathBuf, String> {
 }
 
 /// Every directory from `/` to `path` that exists must be a directory owned
-/// by `uid` or root and writable by no one else, unless it is root's and
-/// sticky (`/tmp`). Links on the way are followed first.
+/// by `uid` or root and writable by no one else (a sticky `/tmp` included),
+/// and `path` must not lie in a temporary directory. Links on the way are
+/// followed first.
 pub fn safe_ancestors(path: &Path, uid: u32) -> Result<(), String> {
     let mut existing = path.to_path_buf();
     while !existing.exists() {
@@ -64,6 +66,9 @@ pub fn safe_ancestors(path: &Path, uid: u32) -> Result<(), String> {
     }
     let real = std::fs::canonicalize(&existing)
         .map_err(|e| format!("cannot resolve {}: {e}", existing.display()))?;
+    if let Some(why) = super::durable::lexical_risk(path) {
+        return Err(why);
+    }
     let mut at = PathBuf::new();
     for c in real.components() {
         at.push(c);
@@ -73,7 +78,6 @@ pub fn safe_ancestors(path: &Path, uid: u32) -> Result<(), String> {
         let m = std::fs::symlink_metadata(&at)
             .map_err(|e| format!("cannot read {}: {e}", at.display()))?;
         let mode = m.mode() & 0o7777;
-        let sticky_root = m.uid() == 0 && mode & 0o1000 != 0;
         let why = if !m.is_dir() {
             Some("is not a directory".to_string())
         } else if m.uid() != uid && m.uid() != 0 {
@@ -81,7 +85,7 @@ pub fn safe_ancestors(path: &Path, uid: u32) -> Result<(), String> {
                 "belongs to user {}, not to you (user {uid}) or root",
                 m.uid()
             ))
-        } else if mode & 0o022 != 0 && !sticky_root {
+        } else if mode & 0o1022 != 0 {
             Some(format!("has mode {mode:o}: others can write in it"))
         } else {
             None
@@ -144,12 +148,21 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn scratch(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("nccl-find-kept-{tag}-{}", std::process::id()));
+    /// A private scratch directory under `target/`, or `None` (said) when
+    /// `target/` itself lies where any user may write, as in a clone in /tmp.
+    fn scratch(tag: &str) -> Option<PathBuf> {
+        let d = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(format!("nccl-find-kept-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
-        d
+        if let Err(why) = safe_ancestors(&d, std::fs::metadata("/proc/self").unwrap().uid()) {
+            eprintln!("skipped: target/ is no private place here: {why}");
+            let _ = std::fs::remove_dir_all(&d);
+            return None;
+        }
+        Some(d)
     }
 
     fn library(d: &Path) -> PathBuf {
@@ -160,7 +173,9 @@ mod tests {
 
     #[test]
     fn a_cache_others_can_write_in_is_refused_naming_the_directory() {
-        let d = scratch("open");
+        let Some(d) = scratch("open") else {
+            return;
+        };
         let lib = library(&d);
         let cache = d.join("cache");
         std::fs::create_dir(&cache).unwrap();
@@ -180,8 +195,30 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_in_the_temporary_directory_is_refused() {
+        let Some(d) = scratch("tmp") else {
+            return;
+        };
+        let lib = library(&d);
+        let cache = Path::new("/tmp").join(format!("nccl-find-kept-cache-{}", std::process::id()));
+        let e = kept_dir_in(cache.clone(), &lib).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "{} lies in the temporary directory /tmp, which is cleaned, and where another user \
+                 could re-create it once it is gone",
+                cache.display()
+            )
+        );
+        assert!(!cache.exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
     fn a_file_where_a_directory_belongs_is_refused() {
-        let d = scratch("file");
+        let Some(d) = scratch("file") else {
+            return;
+        };
         let lib = library(&d);
         let cache = d.join("cache");
         std::fs::create_dir(&cache).unwrap();
@@ -196,7 +233,9 @@ mod tests {
 
     #[test]
     fn the_key_follows_the_file() {
-        let d = scratch("key");
+        let Some(d) = scratch("key") else {
+            return;
+        };
         let lib = library(&d);
         let k1 = key(&lib, &std::fs::metadata(&lib).unwrap());
         assert_eq!(k1.len(), 16);

@@ -352,24 +352,6 @@ fn link_into(dir: &Path, name: &str, target: &Path) -> Result<(), LoaderDirError
     })
 }
 
-/// The directives that make a binary load from `dir`: a link search (for
-/// `-lnccl`), and a `DT_RPATH` to it. The linker writes `DT_RPATH`, which
-/// the loader searches before `LD_LIBRARY_PATH`, only with
-/// `--disable-new-dtags` (otherwise it writes `DT_RUNPATH`, searched after).
-/// The directory is passed with `-Xlinker`, verbatim, so a `,` in it is safe.
-pub fn loader_dir_directives(dir: &Path) -> Result<Vec<String>, LoaderDirError> {
-    check_loader_path(dir, "the loader directory")?;
-    let d = dir.display();
-    Ok(vec![
-        format!("cargo:rustc-link-search=native={d}"),
-        "cargo:rustc-link-arg=-Wl,--disable-new-dtags".to_string(),
-        "cargo:rustc-link-arg=-Xlinker".to_string(),
-        "cargo:rustc-link-arg=-rpath".to_string(),
-        "cargo:rustc-link-arg=-Xlinker".to_string(),
-        format!("cargo:rustc-link-arg={d}"),
-    ])
-}
-
 /// Why the loader might still pick another library than the loader
 /// directory's, judged from the build's environment.
 fn build_warnings(dir: &Path) -> Vec<String> {
@@ -442,6 +424,13 @@ fn check_target_os() -> Result<(), LoaderDirError> {
 
 /// Makes the loader directory `$OUT_DIR/nccl-loader` for `library` and
 /// prints the directives; the shared part of the two `emit_*` functions.
+///
+/// The binary gets a `DT_RPATH` entry for each directory that will stay
+/// the user's: the one in `OUT_DIR` unless that is temporary (`cargo
+/// install` builds in one), and the kept copy in the user's cache unless
+/// that lies where another user could make it again. Neither is given when
+/// the library itself lies in such a place: a warning says why, and what
+/// to do.
 fn emit_for(library: &Path, rerun: Vec<String>) -> Result<LoaderDir, LoaderDirError> {
     print_all(&rerun);
     check_target_os()?;
@@ -455,31 +444,57 @@ fn emit_for(library: &Path, rerun: Vec<String>) -> Result<LoaderDir, LoaderDirEr
     for k in ["LD_PRELOAD", "CARGO_ENCODED_RUSTFLAGS"] {
         lines.push(format!("cargo:rerun-if-env-changed={k}"));
     }
-    lines.append(&mut loader_dir_directives(&dir)?);
-    // A second rpath entry, searched when the first directory is gone.
-    match super::kept::kept_dir(&made.library) {
-        Ok(kept) => {
-            for arg in ["-Xlinker", "-rpath", "-Xlinker"] {
-                lines.push(format!("cargo:rustc-link-arg={arg}"));
-            }
-            lines.push(format!("cargo:rustc-link-arg={}", kept.display()));
-            lines.push(format!(
-                "cargo:rerun-if-changed={}",
-                kept.join("libnccl.so.2").display()
-            ));
-            made.kept = Some(kept);
+    check_loader_path(&dir, "the loader directory")?;
+    lines.push(format!("cargo:rustc-link-search=native={}", dir.display()));
+    let mut rpath: Vec<PathBuf> = Vec::new();
+    let mut why_not: Vec<String> = Vec::new();
+    let home = made.library.parent().unwrap_or(Path::new("/"));
+    if let Some(why) = super::durable::rpath_risk(home) {
+        why_not.push(format!("the library's own directory: {why}"));
+    } else {
+        match super::durable::rpath_risk(&dir) {
+            None => rpath.push(dir.clone()),
+            Some(why) => why_not.push(why),
         }
-        Err(why) => lines.push(format!(
-            "cargo:warning=nccl-find: {}",
-            crate::lines::escape(&format!(
-                "no copy of the loader directory in your cache ({why}): the binary finds its NCCL only \
-                 while {} exists, so an installed one (cargo install) will not. Set XDG_CACHE_HOME to a \
-                 directory of yours, or use `nccl-find --loader-env` where it runs",
-                dir.display()
-            ))
-        )),
+        // A second entry, searched when the first directory is gone.
+        match super::kept::kept_dir(&made.library) {
+            Ok(kept) => {
+                lines.push(format!(
+                    "cargo:rerun-if-changed={}",
+                    kept.join("libnccl.so.2").display()
+                ));
+                rpath.push(kept.clone());
+                made.kept = Some(kept);
+            }
+            Err(why) => why_not.push(format!("no copy in your cache: {why}")),
+        }
     }
-    made.warnings = build_warnings(&dir);
+    if !rpath.is_empty() {
+        lines.push("cargo:rustc-link-arg=-Wl,--disable-new-dtags".to_string());
+    }
+    for d in &rpath {
+        check_loader_path(d, "the loader directory")?;
+        for arg in ["-Xlinker", "-rpath", "-Xlinker"] {
+            lines.push(format!("cargo:rustc-link-arg={arg}"));
+        }
+        lines.push(format!("cargo:rustc-link-arg={}", d.display()));
+    }
+    let fix =
+        "Set XDG_CACHE_HOME to a directory of your own (not below /tmp), or start the program \
+               after `eval \"$(nccl-find --loader-env)\"`";
+    if rpath.is_empty() {
+        made.warnings.push(format!(
+            "no rpath was given, so the binary finds no NCCL of its own: {}. {fix}",
+            why_not.join("; ")
+        ));
+    } else if made.kept.is_none() {
+        made.warnings.push(format!(
+            "the binary finds its NCCL only while {} exists ({}), so an installed one (cargo install) will not. {fix}",
+            dir.display(),
+            why_not.join("; ")
+        ));
+    }
+    made.warnings.append(&mut build_warnings(&dir));
     for w in &made.warnings {
         lines.push(format!(
             "cargo:warning=nccl-find: {}",
@@ -590,22 +605,6 @@ mod tests {
             assert!(e.to_string().starts_with("the loader directory"), "{e}");
         }
         check_loader_path(Path::new("/a,b/c d"), "x").unwrap();
-    }
-
-    #[test]
-    fn directives_pass_the_dir_verbatim() {
-        let d = loader_dir_directives(Path::new("/t/a,b")).unwrap();
-        assert_eq!(
-            d,
-            [
-                "cargo:rustc-link-search=native=/t/a,b",
-                "cargo:rustc-link-arg=-Wl,--disable-new-dtags",
-                "cargo:rustc-link-arg=-Xlinker",
-                "cargo:rustc-link-arg=-rpath",
-                "cargo:rustc-link-arg=-Xlinker",
-                "cargo:rustc-link-arg=/t/a,b",
-            ]
-        );
     }
 
     #[test]

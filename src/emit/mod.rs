@@ -2,6 +2,7 @@
 //! (Cargo directives for build scripts come with the linking work.)
 
 pub mod cargo;
+pub(crate) mod durable;
 pub(crate) mod kept;
 pub mod loader_dir;
 pub mod text;

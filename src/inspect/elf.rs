@@ -20,7 +20,11 @@ pub struct ElfInfo {
     pub soname: Option<String>,
     /// `DT_NEEDED` entries.
     pub needed: Vec<String>,
-    /// `DT_RUNPATH`, or `DT_RPATH` when there is no `RUNPATH`.
+    /// `DT_RPATH`: searched before `LD_LIBRARY_PATH`, for this object's
+    /// dependencies and theirs, unless the object also has a `DT_RUNPATH`.
+    pub rpath: Option<String>,
+    /// `DT_RUNPATH`: searched after `LD_LIBRARY_PATH`, for this object's
+    /// own dependencies only.
     pub runpath: Option<String>,
     /// The text after `NCCL version `, e.g. `2.21.5+cuda12.4`.
     pub version_text: Option<String>,
@@ -246,6 +250,7 @@ fn info(mut elf: Elf) -> Result<ElfInfo, String> {
     let mut info = ElfInfo {
         soname: None,
         needed: Vec::new(),
+        rpath: None,
         runpath: None,
         version_text: None,
         machine: elf.machine,
@@ -253,7 +258,6 @@ fn info(mut elf: Elf) -> Result<ElfInfo, String> {
     if let Some((dynbytes, strs)) = elf.with_strings(SHT_DYNAMIC, ".dynamic")? {
         let r = &elf.r;
         let ent = if r.wide { 16 } else { 8 };
-        let mut rpath = None;
         for e in dynbytes.chunks_exact(ent) {
             let tag = r.word(e, 0, 0);
             let val = r.word(e, 8, 4) as usize;
@@ -265,13 +269,10 @@ fn info(mut elf: Elf) -> Result<ElfInfo, String> {
                     }
                 }
                 14 => info.soname = cstr(&strs, val),
-                15 => rpath = cstr(&strs, val),
+                15 => info.rpath = cstr(&strs, val),
                 29 => info.runpath = cstr(&strs, val),
                 _ => {}
             }
-        }
-        if info.runpath.is_none() {
-            info.runpath = rpath;
         }
     }
     let mut scanned = 0u64;
