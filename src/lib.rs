@@ -120,6 +120,7 @@ pub use version::{CudaVersion, Version};
 #[doc(hidden)]
 pub mod internal {
     pub use crate::api::{cfgs_for, introduced_in, LEVELS};
+    pub use crate::check::ldso::{LoaderFacts, Mapped, Object, Process, Via};
     pub use crate::check::STATIC_SYSTEM_LIBS;
     pub use crate::emit::cargo::{
         directives, escape, has_line_break, rerun_env, rpath_directives, rpath_from_vars,

@@ -16,7 +16,7 @@ use std::process::Command;
 
 use proptest::prelude::*;
 
-const KEYS: [&str; 15] = [
+const KEYS: [&str; 16] = [
     "rustc-link-search",
     "rustc-link-lib",
     "rustc-link-arg",
@@ -24,6 +24,7 @@ const KEYS: [&str; 15] = [
     "rerun-if-changed",
     "include",
     "lib_dir",
+    "run_lib_dir",
     "root",
     "version",
     "version_code",

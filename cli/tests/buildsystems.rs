@@ -77,7 +77,8 @@ fn tools(names: &[&str]) -> bool {
 
 /// A scratch directory for one test, empty.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nccl-find-bs-{}-{name}", std::process::id()));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("nccl-find-bs-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

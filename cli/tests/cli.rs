@@ -137,7 +137,8 @@ fn cflags_and_libs_build_a_c_program_against_a_real_wheel() {
         eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
         return;
     };
-    let venv = std::env::temp_dir().join(format!("nccl-find-cli-cc-{}", std::process::id()));
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("nccl-find-cli-cc-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&venv);
     let nv = venv.join("lib/python3.11/site-packages/nvidia");
     std::fs::create_dir_all(&nv).unwrap();

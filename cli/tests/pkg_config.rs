@@ -220,7 +220,8 @@ fn plain_static_still_refuses_what_cannot_link_statically() {
 /// plain command keeps -l:libnccl.so.2.
 #[test]
 fn a_wheel_is_linked_through_a_loader_directory() {
-    let cache = std::env::temp_dir().join(format!("nccl-find-pc-cache-{}", std::process::id()));
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("nccl-find-pc-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::create_dir_all(&cache).unwrap();
     let root = tree("gpu-image");

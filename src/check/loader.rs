@@ -1,10 +1,12 @@
-//! Which `libnccl.so.2` the dynamic loader will load at run time, worked
-//! out from files as glibc's `ld.so` does for a program without `DT_RPATH`:
-//! `LD_LIBRARY_PATH`, then the program's `RUNPATH`, then the loader cache,
-//! then the default directories. Nothing is run.
+//! Which `libnccl.so.2` the dynamic loader will load at run time for a
+//! program with no rpath of its own, worked out from files by the loader
+//! model ([`super::ldso`]): `LD_LIBRARY_PATH`, then the program's
+//! `RUNPATH` (`Config::runpath`), then the loader cache, then the system
+//! directories. Nothing is run.
 
 use std::path::{Path, PathBuf};
 
+use super::ldso::{LoaderFacts, Object, Process, Via};
 use crate::context::Ctx;
 use crate::inspect::library::file_version;
 use crate::version::Version;
@@ -38,37 +40,59 @@ pub struct Loader {
 const SONAME: &str = "libnccl.so.2";
 
 pub(crate) fn resolve(ctx: &Ctx, runpath: &[PathBuf], cross: bool) -> Loader {
-    let mut places: Vec<(PathBuf, String)> = Vec::new();
+    let arch = ctx.target.triple.split('-').next().unwrap_or("");
+    let mut facts = LoaderFacts::for_target(ctx.root, ctx.target.multiarch, arch);
+    let mut ld_var = String::from("LD_LIBRARY_PATH");
     if !cross {
         if let Some((var, dirs)) = ctx.var_list("LD_LIBRARY_PATH") {
-            for d in dirs {
-                places.push((d.join(SONAME), var.name.clone()));
-            }
+            ld_var = var.name.clone();
+            facts.ld_library_path = dirs
+                .iter()
+                .map(|d| Path::new("/").join(d.strip_prefix(ctx.root).unwrap_or(d)))
+                .collect();
         }
-    }
-    for d in runpath {
-        places.push((d.join(SONAME), "RUNPATH".to_string()));
     }
     for (name, path) in ctx.ld_cache() {
         if name == SONAME {
-            places.push((ctx.path(path), "loader cache".to_string()));
+            facts.cache.push((name.clone(), PathBuf::from(path)));
         }
     }
-    for d in &default_dirs(ctx.target.multiarch) {
-        places.push((ctx.path(d).join(SONAME), "default dir".to_string()));
+    // A program not built yet, with the RUNPATH it was told it will have.
+    let mut program = Object::default();
+    if !runpath.is_empty() {
+        let dirs: Vec<String> = runpath
+            .iter()
+            .map(|d| {
+                Path::new("/")
+                    .join(d.strip_prefix(ctx.root).unwrap_or(d))
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        program.runpath = Some(dirs.join(":"));
     }
-
+    let process = Process::with_program(&facts, ctx.root, program);
     let mut visible: Vec<Visible> = Vec::new();
-    for (path, via) in places {
-        let Ok(real) = ctx.canonical(&path) else {
+    for (path, via) in process.places(SONAME, 0) {
+        let Some(real) = process.file(&path) else {
             continue;
         };
         if visible.iter().any(|v| v.real == real) {
             continue;
         }
+        let via = match via {
+            Via::LdLibraryPath => ld_var.clone(),
+            Via::Runpath(_) => "RUNPATH".to_string(),
+            other => other.to_string(),
+        };
         let (version, _) = file_version(&real);
+        // The name the loader opens, its directory under the root.
+        let shown = match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) => ctx.path(dir).join(name),
+            _ => ctx.path(&path),
+        };
         visible.push(Visible {
-            path,
+            path: shown,
             real,
             via,
             version,

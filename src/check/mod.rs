@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 #[cfg(feature = "cc")]
 pub(crate) mod compile;
 pub(crate) mod cuda_headers;
+pub mod ldso;
 pub(crate) mod link;
 pub mod loader;
 

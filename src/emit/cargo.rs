@@ -151,60 +151,19 @@ pub fn rpath_from_vars(vars: &[(String, std::ffi::OsString)]) -> (Vec<String>, O
         "cargo:rerun-if-env-changed=DEP_NCCL_LIB_DIR".to_string(),
         "cargo:rerun-if-env-changed=DEP_NCCL_RUN_LIB_DIR".to_string(),
     ];
-    let get = |name: &str| vars.iter().rev().find(|(k, _)| k == name);
-    // The directory the binary will have at run time: under a sysroot, the
-    // -sys crate says it apart from the one it linked (`run_lib_dir`).
-    let direct = get("DEP_NCCL_RUN_LIB_DIR").or_else(|| get("DEP_NCCL_LIB_DIR"));
-    // Wrappers that pass it on under links keys of their own:
-    // `DEP_<KEY>_NCCL_LIB_DIR`, and `DEP_<KEY>_NCCL_RUN_LIB_DIR` beside it
-    // under a sysroot.
-    let mut passed: Vec<&(String, std::ffi::OsString)> = Vec::new();
-    for v in vars {
-        let k = &v.0;
-        let own = k == "DEP_NCCL_LIB_DIR" || k == "DEP_NCCL_RUN_LIB_DIR";
-        if !k.starts_with("DEP_") || own {
-            continue;
-        }
-        if k.ends_with("_NCCL_RUN_LIB_DIR") {
-            out.push(format!("cargo:rerun-if-env-changed={k}"));
-            passed.push(v);
-        } else if let Some(key) = k.strip_suffix("_NCCL_LIB_DIR") {
-            out.push(format!("cargo:rerun-if-env-changed={k}"));
-            if get(&format!("{key}_NCCL_RUN_LIB_DIR")).is_none() {
-                passed.push(v);
-            }
-        }
-    }
     let warn = |out: &mut Vec<String>, why: String| {
         out.push(format!(
             "cargo:warning=nccl-find: no rpath was given: {}",
             escape(&why)
         ));
     };
-    let (name, value) = match (direct, passed.first()) {
-        (Some((k, v)), _) => (k, v),
-        (None, Some((k, v))) if passed.iter().all(|p| p.1 == *v) => (k, v),
-        (None, Some(_)) => {
-            let names: Vec<&str> = passed.iter().map(|p| p.0.as_str()).collect();
-            warn(
-                &mut out,
-                format!("{} disagree: keep one NCCL in the build", names.join(", ")),
-            );
-            return (out, None);
-        }
-        (None, None) => {
-            warn(
-                &mut out,
-                "DEP_NCCL_LIB_DIR is not set: cargo passes it only to packages that depend directly on \
-                 the `links = \"nccl\"` -sys crate, so the binary will need LD_LIBRARY_PATH to start. Add that \
-                 -sys crate to this package's [dependencies], or have the crate in between re-emit it (a \
-                 `links` key of its own, and `cargo:nccl_lib_dir=<its DEP_NCCL_LIB_DIR>` in its build script)."
-                    .to_string(),
-            );
+    let (name, dir) = match metadata_dir(vars, &mut out) {
+        Ok(found) => found,
+        Err(why) => {
+            warn(&mut out, why);
             return (out, None);
         }
     };
-    let dir = PathBuf::from(value);
     let mut lines = match rpath_directives(&dir) {
         Ok(lines) => lines,
         Err(why) => {
@@ -214,7 +173,8 @@ pub fn rpath_from_vars(vars: &[(String, std::ffi::OsString)]) -> (Vec<String>, O
     };
     // A directory the loader searches anyway needs no rpath, and one there
     // would put every library in it ahead of LD_LIBRARY_PATH.
-    let triple = get("TARGET").map(|(_, v)| v.to_string_lossy().into_owned());
+    let triple = vars.iter().rev().find(|(k, _)| k == "TARGET");
+    let triple = triple.map(|(_, v)| v.to_string_lossy().into_owned());
     let target = crate::target::Target::new(&triple.unwrap_or_else(crate::target::built_for));
     for d in crate::check::loader::default_dirs(target.multiarch) {
         if dir == Path::new(&d) {
@@ -222,8 +182,7 @@ pub fn rpath_from_vars(vars: &[(String, std::ffi::OsString)]) -> (Vec<String>, O
         }
     }
     // The place it names outlives the build, and no one else may make it.
-    let on_target = name.ends_with("_RUN_LIB_DIR");
-    let risk = if on_target {
+    let risk = if name.ends_with("_RUN_LIB_DIR") {
         super::durable::lexical_risk(&dir)
     } else {
         super::durable::rpath_risk(&dir)
@@ -241,6 +200,60 @@ pub fn rpath_from_vars(vars: &[(String, std::ffi::OsString)]) -> (Vec<String>, O
     }
     out.append(&mut lines);
     (out, Some(dir))
+}
+
+/// The variable that names NCCL's directory for the final binary, and the
+/// directory; or why there is none. A rerun line for each wrapper's
+/// variable goes to `out`.
+///
+/// The -sys crate's own (`DEP_NCCL_RUN_LIB_DIR`, the directory the target
+/// will have under a sysroot, else `DEP_NCCL_LIB_DIR`) comes first; then
+/// wrappers' that pass it on under links keys of their own
+/// (`DEP_<KEY>_NCCL_RUN_LIB_DIR`, else `DEP_<KEY>_NCCL_LIB_DIR`), which must
+/// agree.
+fn metadata_dir(
+    vars: &[(String, std::ffi::OsString)],
+    out: &mut Vec<String>,
+) -> Result<(String, PathBuf), String> {
+    let get = |name: &str| vars.iter().rev().find(|(k, _)| k == name);
+    let direct = get("DEP_NCCL_RUN_LIB_DIR").or_else(|| get("DEP_NCCL_LIB_DIR"));
+    let mut passed: Vec<&(String, std::ffi::OsString)> = Vec::new();
+    for v in vars {
+        let k = &v.0;
+        let own = k == "DEP_NCCL_LIB_DIR" || k == "DEP_NCCL_RUN_LIB_DIR";
+        if !k.starts_with("DEP_") || own {
+            continue;
+        }
+        if k.ends_with("_NCCL_RUN_LIB_DIR") {
+            out.push(format!("cargo:rerun-if-env-changed={k}"));
+            passed.push(v);
+        } else if let Some(key) = k.strip_suffix("_NCCL_LIB_DIR") {
+            out.push(format!("cargo:rerun-if-env-changed={k}"));
+            if get(&format!("{key}_NCCL_RUN_LIB_DIR")).is_none() {
+                passed.push(v);
+            }
+        }
+    }
+    match (direct, passed.first()) {
+        (Some((k, v)), _) => Ok((k.clone(), PathBuf::from(v))),
+        (None, Some((k, v))) if passed.iter().all(|p| p.1 == *v) => {
+            Ok((k.clone(), PathBuf::from(v)))
+        }
+        (None, Some(_)) => {
+            let names: Vec<&str> = passed.iter().map(|p| p.0.as_str()).collect();
+            Err(format!(
+                "{} disagree: keep one NCCL in the build",
+                names.join(", ")
+            ))
+        }
+        (None, None) => Err(
+            "DEP_NCCL_LIB_DIR is not set: cargo passes it only to packages that depend directly on \
+             the `links = \"nccl\"` -sys crate, so the binary will need LD_LIBRARY_PATH to start. Add that \
+             -sys crate to this package's [dependencies], or have the crate in between re-emit it (a \
+             `links` key of its own, and `cargo:nccl_lib_dir=<its DEP_NCCL_LIB_DIR>` in its build script)."
+                .to_string(),
+        ),
+    }
 }
 
 /// The directives that give a binary an rpath to `dir` that wins over
