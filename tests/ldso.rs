@@ -200,6 +200,34 @@ fn both(
     (real, predicted)
 }
 
+/// One shape: the program, how it runs, and the file it must map.
+struct Case {
+    what: &'static str,
+    prog: PathBuf,
+    ld: Vec<PathBuf>,
+    preload: Vec<PathBuf>,
+    dlopen: Vec<String>,
+    expect: Vec<PathBuf>,
+}
+
+fn case(
+    what: &'static str,
+    prog: PathBuf,
+    ld: Vec<PathBuf>,
+    preload: Vec<PathBuf>,
+    dlopen: Vec<String>,
+    expect: Vec<PathBuf>,
+) -> Case {
+    Case {
+        what,
+        prog,
+        ld,
+        preload,
+        dlopen,
+        expect,
+    }
+}
+
 #[test]
 fn the_model_maps_what_the_real_loader_maps() {
     let Some(lab) = Lab::new() else { return };
@@ -212,19 +240,12 @@ fn the_model_maps_what_the_real_loader_maps() {
     let s = |p: PathBuf| p.display().to_string();
     let rpath = |dirs: &str| format!("-Wl,--disable-new-dtags,-rpath,{dirs}");
     let runpath = |dirs: &str| format!("-Wl,--enable-new-dtags,-rpath,{dirs}");
-    let mut cases: Vec<(
-        &str,
-        PathBuf,
-        Vec<PathBuf>,
-        Vec<PathBuf>,
-        Vec<&str>,
-        Vec<PathBuf>,
-    )> = Vec::new();
+    let mut cases: Vec<Case> = Vec::new();
 
     // 1-3: the program's own DT_RPATH wins over LD_LIBRARY_PATH; its
     // DT_RUNPATH does not; alone, its DT_RUNPATH serves.
     let p = lab.program("p-rpath", &["-La", "-l:libnccl.so.2", &rpath(&s(d("a")))]);
-    cases.push((
+    cases.push(case(
         "DT_RPATH over LD_LIBRARY_PATH",
         p,
         vec![d("b")],
@@ -236,7 +257,7 @@ fn the_model_maps_what_the_real_loader_maps() {
         "p-runpath",
         &["-La", "-l:libnccl.so.2", &runpath(&s(d("a")))],
     );
-    cases.push((
+    cases.push(case(
         "LD_LIBRARY_PATH over DT_RUNPATH",
         p.clone(),
         vec![d("b")],
@@ -244,7 +265,7 @@ fn the_model_maps_what_the_real_loader_maps() {
         vec![],
         vec![b.clone()],
     ));
-    cases.push((
+    cases.push(case(
         "DT_RUNPATH alone",
         p,
         vec![],
@@ -266,7 +287,7 @@ fn the_model_maps_what_the_real_loader_maps() {
             &rpath(&format!("{}:{}", s(d("m")), s(d("a")))),
         ],
     );
-    cases.push((
+    cases.push(case(
         "a loader's DT_RPATH",
         p,
         vec![d("b")],
@@ -282,7 +303,7 @@ fn the_model_maps_what_the_real_loader_maps() {
             &runpath(&format!("{}:{}", s(d("m")), s(d("a")))),
         ],
     );
-    cases.push((
+    cases.push(case(
         "a loader's DT_RUNPATH serves no one else",
         p.clone(),
         vec![],
@@ -290,7 +311,7 @@ fn the_model_maps_what_the_real_loader_maps() {
         vec![],
         vec![],
     ));
-    cases.push((
+    cases.push(case(
         "... LD_LIBRARY_PATH then",
         p,
         vec![d("b")],
@@ -302,7 +323,7 @@ fn the_model_maps_what_the_real_loader_maps() {
     // 6: $ORIGIN in the library's own DT_RPATH, before LD_LIBRARY_PATH.
     lab.mid("o/lib", &[&rpath("$ORIGIN/../../c")]);
     let p = lab.program("p-origin", &["-Lo/lib", "-lmid", &rpath(&s(d("o/lib")))]);
-    cases.push((
+    cases.push(case(
         "$ORIGIN in a library's DT_RPATH",
         p,
         vec![d("b")],
@@ -322,7 +343,7 @@ fn the_model_maps_what_the_real_loader_maps() {
             &rpath(&format!("{}:{}", s(d("r/lib")), s(d("a")))),
         ],
     );
-    cases.push((
+    cases.push(case(
         "a library's DT_RUNPATH turns DT_RPATHs off",
         p.clone(),
         vec![],
@@ -330,7 +351,7 @@ fn the_model_maps_what_the_real_loader_maps() {
         vec![],
         vec![c.clone()],
     ));
-    cases.push((
+    cases.push(case(
         "... and comes after LD_LIBRARY_PATH",
         p,
         vec![d("b")],
@@ -362,7 +383,7 @@ fn the_model_maps_what_the_real_loader_maps() {
             &rpath(&format!("{}:{}", s(d("t/top")), s(d("a")))),
         ],
     );
-    cases.push((
+    cases.push(case(
         "the nearest loader's DT_RPATH",
         p,
         vec![d("b")],
@@ -373,7 +394,7 @@ fn the_model_maps_what_the_real_loader_maps() {
 
     // 9: LD_PRELOAD wins over every path.
     let p = lab.program("p-preload", &["-La", "-l:libnccl.so.2", &rpath(&s(d("a")))]);
-    cases.push((
+    cases.push(case(
         "LD_PRELOAD",
         p,
         vec![],
@@ -387,20 +408,20 @@ fn the_model_maps_what_the_real_loader_maps() {
     let p = lab.program("p-dlopen", &[]);
     let m = s(d("m/libmid.so"));
     let by_path = s(c.clone());
-    cases.push((
+    cases.push(case(
         "loaded by path, then needed",
         p.clone(),
         vec![d("b")],
         vec![],
-        vec![by_path.leak(), m.clone().leak()],
+        vec![by_path, m.clone()],
         vec![c.clone()],
     ));
-    cases.push((
+    cases.push(case(
         "needed, found through LD_LIBRARY_PATH",
         p.clone(),
         vec![d("b")],
         vec![],
-        vec![m.leak()],
+        vec![m],
         vec![b.clone()],
     ));
 
@@ -415,7 +436,7 @@ fn the_model_maps_what_the_real_loader_maps() {
             &rpath(&format!("{}/$PLATFORM", s(d("plat")))),
         ],
     );
-    cases.push((
+    cases.push(case(
         "$PLATFORM",
         p,
         vec![d("b")],
@@ -432,28 +453,44 @@ fn the_model_maps_what_the_real_loader_maps() {
     };
     lab.nccl("hw");
     let p = lab.program("p-hwcaps", &["-La", "-l:libnccl.so.2"]);
-    cases.push(("glibc-hwcaps", p, vec![d("hw")], vec![], vec![], vec![hw]));
+    cases.push(case(
+        "glibc-hwcaps",
+        p,
+        vec![d("hw")],
+        vec![],
+        vec![],
+        vec![hw],
+    ));
 
     // 13: nothing anywhere: both say so.
     let p = lab.program("p-none", &["-La", "-l:libnccl.so.2"]);
-    cases.push(("nowhere", p, vec![], vec![], vec![], vec![]));
+    cases.push(case("nowhere", p, vec![], vec![], vec![], vec![]));
 
     // 14: the same file under two names is mapped once.
     symlink("libnccl.so.2", d("a/libnccl.so")).unwrap();
     let p = lab.program("p-twice", &["-La", "-l:libnccl.so.2", &rpath(&s(d("a")))]);
     let alias = s(d("a/libnccl.so"));
-    cases.push((
+    cases.push(case(
         "one file, two names",
         p,
         vec![],
         vec![],
-        vec![alias.leak()],
+        vec![alias],
         vec![a.clone()],
     ));
 
     let mut wrong = Vec::new();
-    for (what, prog, ld, pre, open, expect) in &cases {
-        let (real, model) = both(prog, ld, pre, open);
+    for Case {
+        what,
+        prog,
+        ld,
+        preload,
+        dlopen,
+        expect,
+    } in &cases
+    {
+        let open: Vec<&str> = dlopen.iter().map(String::as_str).collect();
+        let (real, model) = both(prog, ld, preload, &open);
         if real != *expect || model != real {
             wrong.push(format!(
                 "{what}: expected {expect:?}, the loader mapped {real:?}, the model says {model:?}"
