@@ -109,7 +109,8 @@ struct Cli {
     /// Say nothing on stderr when NCCL is not found
     #[arg(long, help_heading = PKG_CONFIG)]
     silence_errors: bool,
-    /// Print NCCL_INCLUDE_DIR=, NCCL_LIB_DIR=, NCCL_HOME= lines for a shell's eval
+    /// Print `export NCCL_INCLUDE_DIR=`, NCCL_LIB_DIR=, NCCL_HOME=, NCCL_ROOT= lines for a
+    /// shell's eval (for a wheel, a lib dir where -lnccl links)
     #[arg(long, group = "mode")]
     env: bool,
     /// Print an LD_LIBRARY_PATH for a shell's eval that makes programs which
@@ -386,7 +387,7 @@ fn print_value(
     let out = if cli.modversion {
         Ok(n.version.to_string().into_bytes())
     } else if cli.env {
-        Ok(pkgflags::env(n))
+        Ok(pkgflags::env(n, env_prefix(asked, n).as_deref()))
     } else if cli.print_variables {
         Ok(pkgflags::VARIABLES.join("\n").into_bytes())
     } else if let Some(name) = &cli.variable {
@@ -436,6 +437,28 @@ fn pkg_config_flags(asked: &Asked, n: &Nccl) -> Result<Vec<u8>, String> {
         None
     };
     pkgflags::flags(n, asked.parts, loader_dir.as_deref())
+}
+
+/// For `--env` where the install has no `libnccl.so` (a wheel): a prefix
+/// in the user's cache whose `lib/libnccl.so` links to the wheel's
+/// `libnccl.so.2` and whose `include/` is the wheel's, so that `-lnccl`
+/// and `NCCL_HOME`-style builds link. `None` otherwise, or with a warning
+/// when none can be made.
+fn env_prefix(asked: &Asked, n: &Nccl) -> Option<PathBuf> {
+    if !matches!(n.linking, nccl_find::Linking::DynamicVerbatim) {
+        return None;
+    }
+    match shim::make_prefix(n) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            asked.say(&format!(
+                "warning: -lnccl will not link from NCCL_LIB_DIR, the wheel's own lib dir (it has only \
+                 libnccl.so.2: link -l:libnccl.so.2), since no loader directory could be made. To make \
+                 one, {e}"
+            ));
+            None
+        }
+    }
 }
 
 /// 2 for a malformed version requirement (a usage error), 1 for any other

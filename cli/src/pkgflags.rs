@@ -268,23 +268,32 @@ pub fn excluded<'a>(cs: &'a [Constraint], version: &nccl_find::Version) -> Optio
         .find(|c| c.op == "!=" && padded(&c.version).ok().as_deref() == Some(v.as_str()))
 }
 
-/// `--env`: lines a POSIX shell can `eval`, each path byte for byte.
-pub fn env(n: &Nccl) -> Vec<u8> {
-    let home = prefix(n);
+/// `--env`: `export` lines a POSIX shell can `eval`, so that the builds it
+/// starts see them, each path byte for byte. `NCCL_HOME` and `NCCL_ROOT`
+/// (which CMake's `find_package` reads) name the same prefix. With
+/// `prefix`, a directory whose `lib/libnccl.so` and `include/` lead to the
+/// install (for a wheel, which has no `libnccl.so`), `NCCL_LIB_DIR` and the
+/// prefix are that directory's, so that `-lnccl` links.
+pub fn env(n: &Nccl, prefix_dir: Option<&Path>) -> Vec<u8> {
     let include = n.include_paths.first().cloned().unwrap_or_default();
-    let lines: Vec<Vec<u8>> = [
-        ("NCCL_INCLUDE_DIR", include),
-        ("NCCL_LIB_DIR", n.lib_dir.clone()),
-        ("NCCL_HOME", home),
-    ]
-    .iter()
-    .map(|(k, v)| {
-        let mut l = format!("{k}=").into_bytes();
-        l.extend(quote(v.as_os_str().as_bytes()));
-        l
-    })
-    .collect();
-    lines.join(&b'\n')
+    let (lib, home) = match prefix_dir {
+        Some(d) => (d.to_path_buf(), d.to_path_buf()),
+        None => (n.lib_dir.clone(), prefix(n)),
+    };
+    let mut out = Vec::new();
+    for (k, v) in [
+        ("NCCL_INCLUDE_DIR", &include),
+        ("NCCL_LIB_DIR", &lib),
+        ("NCCL_HOME", &home),
+        ("NCCL_ROOT", &home),
+    ] {
+        if !out.is_empty() {
+            out.push(b'\n');
+        }
+        out.extend_from_slice(format!("export {k}=").as_bytes());
+        out.extend(quote(v.as_os_str().as_bytes()));
+    }
+    out
 }
 
 /// Single-quotes a value for a POSIX shell when it needs it (inside single

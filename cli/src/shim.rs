@@ -195,6 +195,51 @@ pub fn make(n: &Nccl) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// The loader directory for `n`, made a prefix too: `lib` (a link to
+/// itself, so `lib/libnccl.so` is there) and `include` (a link to the
+/// install's include dir), for builds that take `NCCL_HOME/lib` and
+/// `NCCL_HOME/include`.
+pub fn make_prefix(n: &Nccl) -> Result<PathBuf, String> {
+    let dir = make(n)?;
+    let include = n.include_paths.first().ok_or_else(|| {
+        format!(
+            "the selected NCCL in {} has no include dir",
+            n.lib_dir.display()
+        )
+    })?;
+    link(&dir, "lib", Path::new("."))?;
+    link(&dir, "include", include)?;
+    Ok(dir)
+}
+
+/// `dir/name` made a link to `target`: a new link renamed over the old one,
+/// which must itself be a link (never a file or directory of someone else's).
+fn link(dir: &Path, name: &str, target: &Path) -> Result<(), String> {
+    let at = dir.join(name);
+    match std::fs::symlink_metadata(&at) {
+        Ok(m) if m.file_type().is_symlink() => {
+            if std::fs::read_link(&at).ok().as_deref() == Some(target) {
+                return Ok(());
+            }
+        }
+        Ok(_) => {
+            return Err(format!(
+                "{} is not a link that nccl-find made: remove it, and run again",
+                at.display()
+            ))
+        }
+        Err(_) => {}
+    }
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(target, &tmp)
+        .and_then(|()| std::fs::rename(&tmp, &at))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("making the link {}: {e}", at.display())
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

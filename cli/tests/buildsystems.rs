@@ -459,3 +459,75 @@ fn cmake_and_meson_build_and_run_against_a_real_wheel() {
     answered_all(&dir, CMAKE_CALLS);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A project that finds NCCL the way PyTorch's FindNCCL does: the
+/// `NCCL_INCLUDE_DIR` and `NCCL_LIB_DIR` variables (and `NCCL_ROOT` on
+/// CMake's prefix path), then `find_library(nccl)`. A wheel's own lib dir
+/// defeats that (it has only `libnccl.so.2`); after `eval "$(nccl-find
+/// --env)"` the exported variables name a directory where `-lnccl` links,
+/// and the program builds and runs.
+#[test]
+fn a_findnccl_style_cmake_project_builds_after_eval_env() {
+    if !tools(&["cmake", "cc"]) {
+        return;
+    }
+    let dir = scratch("findnccl");
+    let Some(venv) = wheel_venv(&dir) else {
+        return;
+    };
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("v.c"), PROGRAM).unwrap();
+    std::fs::write(
+        src.join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.13)\n\
+         project(v C)\n\
+         set(NCCL_INCLUDE_DIR $ENV{NCCL_INCLUDE_DIR} CACHE PATH \"NCCL's headers\")\n\
+         set(NCCL_LIB_DIR $ENV{NCCL_LIB_DIR} CACHE PATH \"NCCL's libraries\")\n\
+         list(APPEND CMAKE_PREFIX_PATH $ENV{NCCL_ROOT})\n\
+         find_path(NCCL_INCLUDE_DIRS NAMES nccl.h HINTS ${NCCL_INCLUDE_DIR})\n\
+         find_library(NCCL_LIBRARIES NAMES nccl HINTS ${NCCL_LIB_DIR})\n\
+         include(FindPackageHandleStandardArgs)\n\
+         find_package_handle_standard_args(NCCL DEFAULT_MSG NCCL_INCLUDE_DIRS NCCL_LIBRARIES)\n\
+         add_executable(v v.c)\n\
+         target_include_directories(v PRIVATE ${NCCL_INCLUDE_DIRS})\n\
+         target_link_libraries(v ${NCCL_LIBRARIES})\n",
+    )
+    .unwrap();
+    let nccl_find = env!("CARGO_BIN_EXE_nccl-find");
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let shell = |script: &str, build: &str| {
+        let mut c = Command::new("sh");
+        for v in STEERING {
+            c.env_remove(v);
+        }
+        c.current_dir(&dir)
+            .env("VIRTUAL_ENV", &venv)
+            .env("XDG_CACHE_HOME", &cache)
+            .args(["-c", script, "sh", nccl_find, build])
+            .output()
+            .unwrap()
+    };
+    // nccl.h includes cuda_runtime.h: the CUDA include dirs come from
+    // --cflags, as a CUDA toolkit's would come from CUDA_HOME.
+    let configure = "set -e; eval \"$(\"$1\" --env)\"; \
+                     cmake -S src -B \"$2\" -DCMAKE_C_FLAGS=\"$(\"$1\" --cflags-only-I)\"; \
+                     cmake --build \"$2\"";
+    let out = shell(configure, "build");
+    assert!(out.status.success(), "{}", both(&out));
+    runs(&dir.join("build/v"), "22105 22105\n");
+    // The same project with the wheel's own dirs, as --env gave them
+    // before: find_library finds no libnccl.so there.
+    let plain = "set -e; eval \"$(\"$1\" --env)\"; \
+                 export NCCL_LIB_DIR=\"$VIRTUAL_ENV/lib/python3.11/site-packages/nvidia/nccl/lib\" NCCL_ROOT=; \
+                 cmake -S src -B \"$2\"";
+    let out = shell(plain, "build-plain");
+    assert!(!out.status.success());
+    assert!(
+        both(&out).contains("Could NOT find NCCL (missing: NCCL_LIBRARIES)"),
+        "{}",
+        both(&out)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -170,17 +170,62 @@ fn cflags_and_libs_build_a_c_program_against_a_real_wheel() {
         .output()
         .unwrap();
     assert!(cc.status.success(), "cc {flags}: {}", text(&cc.stderr));
-    let env = text(&run(&["--env"], &vars).stdout);
-    let lib_dir = env
-        .lines()
-        .find_map(|l| l.strip_prefix("NCCL_LIB_DIR="))
-        .unwrap()
-        .to_string();
+    // Linked verbatim against the wheel's own lib dir: it runs from there.
+    let wheel_lib = venv.join("lib/python3.11/site-packages/nvidia/nccl/lib");
     let ran = Command::new(&exe)
-        .env("LD_LIBRARY_PATH", &lib_dir)
+        .env("LD_LIBRARY_PATH", &wheel_lib)
         .output()
         .unwrap();
     assert_eq!(text(&ran.stdout), "22105 22105\n");
+    // From `eval "$(nccl-find --env)"`, as a Makefile uses the variables
+    // (`-I$NCCL_INCLUDE_DIR -L$NCCL_LIB_DIR -lnccl`), in a child shell that
+    // sees only what was exported; nccl.h's CUDA headers from --cflags.
+    let cache = venv.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let script = "set -e; eval \"$(\"$1\" --env)\"; \
+                  sh -c 'cc \"$0\" -o \"$1\" $2 -I\"$NCCL_INCLUDE_DIR\" -L\"$NCCL_LIB_DIR\" -lnccl && \
+                  LD_LIBRARY_PATH=\"$NCCL_LIB_DIR\" \"$1\"' \"$2\" \"$3\" \"$(\"$1\" --cflags-only-I)\"";
+    let out = Command::new("sh")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("VIRTUAL_ENV", &venv)
+        .env("XDG_CACHE_HOME", &cache)
+        .args(["-c", script, "sh", env!("CARGO_BIN_EXE_nccl-find")])
+        .arg(&src)
+        .arg(venv.join("v-env"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), text(&out.stdout).as_str()),
+        (Some(0), "22105 22105\n"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The lib dir it exported is the loader directory, whose libnccl.so
+    // (which -lnccl opens) leads to the wheel's libnccl.so.2.
+    let env = text(
+        &run(
+            &["--env"],
+            &[
+                ("VIRTUAL_ENV", venv.to_str().unwrap()),
+                ("XDG_CACHE_HOME", cache.to_str().unwrap()),
+            ],
+        )
+        .stdout,
+    );
+    let lib_dir = env
+        .lines()
+        .find_map(|l| l.strip_prefix("export NCCL_LIB_DIR="))
+        .unwrap()
+        .to_string();
+    assert!(
+        lib_dir.starts_with(&format!("{}/nccl-find/loader/", cache.display())),
+        "{env}"
+    );
+    assert_eq!(
+        std::fs::canonicalize(Path::new(&lib_dir).join("libnccl.so")).unwrap(),
+        std::fs::canonicalize(wheel_lib.join("libnccl.so.2")).unwrap()
+    );
     std::fs::remove_dir_all(&venv).unwrap();
 }
 

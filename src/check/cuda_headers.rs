@@ -32,11 +32,31 @@ const CUDA_COMPANIONS: [(&str, &str, &str, &str); 2] = [
 /// needs and lacks, the dir holding that (wheels are looked for beside a
 /// wheel's NCCL, in `site-packages/nvidia/`).
 pub(crate) fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, String> {
-    // Wheels beside a wheel's NCCL: `site-packages/nvidia/<wheel dir>`.
-    let nvidia = match c.root.as_deref().and_then(Path::parent) {
-        Some(p) if p.ends_with("nvidia") => Some(p),
-        _ => None,
-    };
+    // Wheels beside a wheel's NCCL: `site-packages/nvidia/<wheel dir>`,
+    // found from the install's root, else from its header or its library
+    // (links resolved), as when the variables `nccl-find --env` exports
+    // (a loader directory, and the wheel's include dir) name the wheel.
+    let mut nvidia = None;
+    for nccl in [
+        c.root.as_deref(),
+        c.header
+            .as_deref()
+            .and_then(Path::parent)
+            .and_then(Path::parent),
+        c.library_real
+            .as_deref()
+            .and_then(Path::parent)
+            .and_then(Path::parent),
+    ] {
+        if let Some(p) = nccl.and_then(Path::parent) {
+            if nvidia.is_none()
+                && p.ends_with("nvidia")
+                && nccl.is_some_and(|n| n.ends_with("nccl"))
+            {
+                nvidia = Some(p);
+            }
+        }
+    }
     let beside = |sub: &str| match nvidia {
         Some(n) => vec![n.join(sub)],
         None => Vec::new(),
