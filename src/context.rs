@@ -151,6 +151,50 @@ impl<'a> Ctx<'a> {
         self.list_of(self.var(name)?)
     }
 
+    /// `LD_LIBRARY_PATH`'s directories, less those cargo itself puts there
+    /// for a build script or `cargo run` (its target directory's profile and
+    /// `deps`, and the toolchain's `lib` and `lib/rustlib/<host>/lib`, known
+    /// from `OUT_DIR` and `CARGO`): they are not the user's, hold no NCCL,
+    /// and are not there when the program runs.
+    pub fn ld_library_path(&self) -> Option<(Var, Vec<PathBuf>)> {
+        let (var, dirs) = self.var_list("LD_LIBRARY_PATH")?;
+        let cargos = self.cargo_dirs();
+        if cargos.is_empty() {
+            return Some((var, dirs));
+        }
+        let mut mine = Vec::with_capacity(dirs.len());
+        for d in dirs {
+            if !cargos.contains(&d) && !is_rustlib(&d, &cargos) {
+                mine.push(d);
+            }
+        }
+        Some((var, mine))
+    }
+
+    /// The directories cargo puts on a build script's `LD_LIBRARY_PATH`,
+    /// under the root as `var_list` gives them, from `OUT_DIR`
+    /// (`<target>/<profile>/build/<pkg>/out`, also under `<triple>/` when
+    /// cross-compiling) and `CARGO` (`<toolchain>/bin/cargo`).
+    fn cargo_dirs(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        if let Some(o) = self.env.peek("OUT_DIR") {
+            let o = PathBuf::from(o);
+            if let Some(profile) = o.ancestors().nth(3) {
+                let name = profile.file_name().unwrap_or_default();
+                for base in profile.ancestors().skip(1).take(2) {
+                    out.push(self.path(base.join(name)));
+                    out.push(self.path(base.join(name).join("deps")));
+                }
+            }
+        }
+        if let Some(c) = self.env.peek("CARGO") {
+            if let Some(toolchain) = Path::new(&c).ancestors().nth(2) {
+                out.push(self.path(toolchain.join("lib")));
+            }
+        }
+        out
+    }
+
     /// A pkg-config variable, looked up as the `pkg-config` crate does:
     /// `<NAME>_<target>`, `<NAME>_<target with underscores>`, then
     /// `HOST_<NAME>` (host == target) or `TARGET_<NAME>` (cross), then
@@ -352,6 +396,21 @@ pub(crate) fn order(keys: &[Vec<u64>]) -> Vec<usize> {
         out.push(i);
     }
     out
+}
+
+/// Whether `d` is `<toolchain>/lib/rustlib/<host>/lib` for one of cargo's
+/// `<toolchain>/lib` directories.
+fn is_rustlib(d: &Path, cargos: &[PathBuf]) -> bool {
+    let Some(rustlib) = d.parent().and_then(Path::parent) else {
+        return false;
+    };
+    if !d.ends_with("lib") || !rustlib.ends_with("lib/rustlib") {
+        return false;
+    }
+    match rustlib.parent() {
+        Some(lib) => cargos.contains(&lib.to_path_buf()),
+        None => false,
+    }
 }
 
 #[cfg(test)]

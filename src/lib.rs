@@ -32,7 +32,7 @@
 //! | 1 | explicit dirs | `NCCL_INCLUDE_DIR` + `NCCL_LIB_DIR` (both, or neither: one alone is an error) |
 //! | 2 | NCCL_HOME | `NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`: `include/` + `lib/`, `lib64/`, `lib/<multiarch>/`; or a source build's `build/include` + `build/lib` |
 //! | 3 | pkg-config | `nccl.pc` on `PKG_CONFIG_PATH`, then `PKG_CONFIG_LIBDIR` or the default dirs (`PKG_CONFIG_SYSROOT_DIR` honoured), each read as the `pkg-config` crate reads it (below); skipped when `NCCL_NO_PKG_CONFIG` is set. An `nccl.pc` whose directories hold no NCCL (some distro packages ship one with the build machine's `prefix=/usr/local`) is named in a warning and bypassed; `doctor` warns C and CMake users |
-//! | 4 | pip | `nvidia-nccl-cu*` wheels in `PYTHONPATH`, `VIRTUAL_ENV`, `CONDA_PREFIX`, the Pythons on `PATH` (the command only: see below), pyenv, the user site, system site/dist-packages |
+//! | 4 | pip | `nvidia-nccl-cu*` wheels in `PYTHONPATH`, `VIRTUAL_ENV`, `CONDA_PREFIX`, the Pythons on `PATH`, pyenv, the user site, system site/dist-packages |
 //! | 5 | prefix | `CONDA_PREFIX`, NVIDIA HPC SDK `comm_libs` (`NVHPC_ROOT`, `/opt/nvidia/hpc_sdk`), `EBROOTNCCL` |
 //! | 6 | Spack | `SPACK_ROOT`: every `nccl-<version>-<hash>` prefix under `$SPACK_ROOT/opt/spack`, in Spack 1.0's layout (`<platform>-<target>/`) and the older one (`<platform>-<os>-<target>/<compiler>-<version>/`), newest first, named from its `.spack/spec.json` |
 //! | 7 | CUDA toolkit | `CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`, `CUDA_TOOLKIT_ROOT_DIR`, `/usr/local/cuda`, `/usr/local/cuda-*` (newest first), `/opt/cuda`, with `targets/<arch>-linux` |

@@ -11,7 +11,6 @@ use crate::emit::cargo;
 use crate::env::{Env, Var};
 use crate::error::Error;
 use crate::inspect::Candidate;
-use crate::origin::SourceKind;
 use crate::problem::ErrorKind;
 use crate::report::{Nccl, Report};
 use crate::select::{self, Requirement};
@@ -270,7 +269,6 @@ impl Config {
         }
         let outcome = match found {
             Ok(c) => {
-                warn_if_found_through_path(&ctx, &c);
                 let opts = check::Options {
                     loader: !self.no_loader_check,
                     statik: self.statik,
@@ -309,7 +307,7 @@ impl Config {
             None => None,
         };
         report.requirement = req.as_ref().map(|r| r.1.clone());
-        let mut cands = select::candidates(ctx, sources::collect(ctx)?);
+        let mut cands = select::search(ctx, req.as_ref())?;
         let result = select::select(&mut cands, req.as_ref());
         report.candidates = cands;
         report.selected = result.as_ref().ok().copied();
@@ -330,17 +328,4 @@ fn checked(n: Nccl) -> Result<Nccl, Error> {
         }
     }
     Ok(n)
-}
-
-/// A wheel found through a python on `PATH`, which build scripts do not
-/// search: say what to set for cargo builds.
-fn warn_if_found_through_path(ctx: &Ctx, c: &Candidate) {
-    if c.origin.source == SourceKind::Pip && c.origin.detail.ends_with("(PATH)") {
-        ctx.warn(format!(
-            "this install was found through a python on PATH, which a build script does not search \
-             (a PATH change would rerun it): for cargo builds set NCCL_HOME={}, or activate the \
-             environment (VIRTUAL_ENV).",
-            ctx.show(c.root.as_deref().unwrap_or(&c.place))
-        ));
-    }
 }

@@ -19,6 +19,7 @@ use crate::inspect::{self, Candidate, Status};
 use crate::problem::{ErrorKind, Problem};
 use crate::req::VersionReq;
 use crate::sources::Site;
+
 use crate::version::{lenient_version, or_empty};
 
 /// A version requirement, as given to `Config`.
@@ -80,19 +81,50 @@ fn invalid(requirement: &str, why: String) -> ErrorKind {
     }
 }
 
-/// Inspects every site and keeps one candidate per install: the same files
-/// found again are noted on the first ("also via"); a path with a line
-/// break rejects its install; an explicit install shadowed by another is
-/// warned about.
-pub(crate) fn candidates(ctx: &Ctx, sites: Vec<Site>) -> Vec<Candidate> {
-    let mut cands: Vec<Candidate> = Vec::new();
-    // Each kept candidate's header and library, links resolved once: a
-    // thousand Spack installs are compared pairwise, by bytes, not by
-    // resolving both paths again for each pair.
-    let mut keys: Vec<Files> = Vec::new();
-    for site in sites {
+/// Steps 1 and 2: runs the sources in order and inspects every site each
+/// proposes, keeping one candidate per install. In a build script the
+/// search ends after the first source that names an install explicitly,
+/// or that yields an install that is usable and meets the requirement: the
+/// sources after it cannot change the answer, so their variables are not
+/// read (each read would be one more rerun trigger). The command
+/// (`--print`, `doctor`) runs them all, to show every install.
+pub(crate) fn search(
+    ctx: &Ctx,
+    req: Option<&(VersionReq, String)>,
+) -> Result<Vec<Candidate>, ErrorKind> {
+    let mut found = Found {
+        cands: Vec::new(),
+        keys: Vec::new(),
+    };
+    for source in crate::sources::SOURCES {
+        let sites = (source.search)(ctx)?;
+        let mut explicit = false;
+        for site in sites {
+            explicit |= site.explicit;
+            found.add(ctx, site);
+        }
+        if ctx.build_script && (explicit || found.any_meets(req)) {
+            break;
+        }
+    }
+    Ok(found.finish(ctx))
+}
+
+/// The candidates so far, one per install, with their files resolved.
+struct Found {
+    cands: Vec<Candidate>,
+    /// Each kept candidate's header and library, links resolved once: a
+    /// thousand Spack installs are compared pairwise, by bytes, not by
+    /// resolving both paths again for each pair.
+    keys: Vec<Files>,
+}
+
+impl Found {
+    /// Inspects a site: the same files found again are noted on the first
+    /// ("also via"); a path with a line break rejects its install.
+    fn add(&mut self, ctx: &Ctx, site: Site) {
         let Some(mut c) = inspect::inspect_site(ctx, site) else {
-            continue;
+            return;
         };
         if let Some(p) = c.line_break().map(Path::to_path_buf) {
             let problem = Problem::LineBreak { path: p };
@@ -113,32 +145,47 @@ pub(crate) fn candidates(ctx: &Ctx, sites: Vec<Site>) -> Vec<Candidate> {
             c.status = Status::Rejected(problem);
         }
         let key = Files::of(&c);
-        if !c.explicit && c.lib_dir.is_none() && header_seen(&keys, &key) {
+        if !c.explicit && c.lib_dir.is_none() && header_seen(&self.keys, &key) {
             // A shared include dir (/usr/include) seen again beside a
             // library dir with no NCCL: nothing new.
-            continue;
+            return;
         }
-        match same_install_in(&keys, &key) {
-            Some(i) => cands[i].also_found_by.push(c.origin),
+        match same_install_in(&self.keys, &key) {
+            Some(i) => self.cands[i].also_found_by.push(c.origin),
             None => {
-                cands.push(c);
-                keys.push(key);
+                self.cands.push(c);
+                self.keys.push(key);
             }
         }
     }
-    for c in cands.iter().skip(1) {
-        if !c.explicit {
-            continue;
+
+    /// Whether an install found so far is usable and meets the requirement.
+    fn any_meets(&self, req: Option<&(VersionReq, String)>) -> bool {
+        for c in &self.cands {
+            if c.is_usable() && meets(c, req) {
+                return true;
+            }
         }
-        if let Some(p) = c.problem() {
-            ctx.warn(format!(
-                "{} is set but shadowed by {}; it is ignored. Note: {p}",
-                c.origin.variable.as_deref().unwrap_or(""),
-                cands[0].origin.variable.as_deref().unwrap_or("")
-            ));
-        }
+        false
     }
-    cands
+
+    /// The candidates, an explicit install shadowed by another warned about.
+    fn finish(self, ctx: &Ctx) -> Vec<Candidate> {
+        let cands = self.cands;
+        for c in cands.iter().skip(1) {
+            if !c.explicit {
+                continue;
+            }
+            if let Some(p) = c.problem() {
+                ctx.warn(format!(
+                    "{} is set but shadowed by {}; it is ignored. Note: {p}",
+                    c.origin.variable.as_deref().unwrap_or(""),
+                    cands[0].origin.variable.as_deref().unwrap_or("")
+                ));
+            }
+        }
+        cands
+    }
 }
 
 /// A candidate's header and library, links resolved (a path that cannot

@@ -143,3 +143,243 @@ fn only_what_decides_the_answer_reruns_the_build_script() {
     }
     std::fs::remove_dir_all(&ws).unwrap();
 }
+
+/// Every variable that can steer the probe, taken out of the builds below
+/// so that each mode sets only its own.
+const STEERING: &[&str] = &[
+    "NCCL_HOME",
+    "NCCL_ROOT",
+    "NCCL_DIR",
+    "NCCL_INCLUDE_DIR",
+    "NCCL_LIB_DIR",
+    "NCCL_SYSROOT",
+    "NCCL_STATIC",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "PYTHONPATH",
+    "PYTHONUSERBASE",
+    "PYENV_ROOT",
+    "PKG_CONFIG_PATH",
+    "LD_LIBRARY_PATH",
+    "LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "SPACK_ROOT",
+    "EBROOTNCCL",
+];
+
+/// A build of the scratch crate with exactly `vars` steering it; `None`
+/// takes a variable out.
+fn build_mode(ws: &Path, vars: &[(&str, Option<String>)]) -> Output {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(ws)
+        .args(["build", "-v", "--offline"])
+        .env("CARGO_TARGET_DIR", ws.join("target"))
+        // HOME changes below: cargo's and rustup's own homes stay put.
+        .env(
+            "CARGO_HOME",
+            std::env::var("CARGO_HOME").unwrap_or(format!("{home}/.cargo")),
+        )
+        .env(
+            "RUSTUP_HOME",
+            std::env::var("RUSTUP_HOME").unwrap_or(format!("{home}/.rustup")),
+        );
+    for v in STEERING {
+        cmd.env_remove(v);
+    }
+    for (k, v) in vars {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{vars:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The most common installs, each through the variable people use: a wheel
+/// in an active virtualenv, a venv reached only through `PATH` (Docker
+/// images), a conda prefix, dpkg's packages (under a sysroot here), and
+/// `NCCL_HOME`. In each, setting, changing or unsetting `LD_LIBRARY_PATH`
+/// (the run-time loader's), `PATH` or `HOME` (which only locate) reruns
+/// nothing. The search stops at the source that found the install, so the
+/// later sources' variables are never read (LD_LIBRARY_PATH is the last
+/// source's); cargo's own `LD_LIBRARY_PATH` entries are not searched.
+#[test]
+fn in_every_common_mode_the_loaders_and_locators_variables_rerun_nothing() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ws = repo.join("target/reruns-modes-ws");
+    let _ = std::fs::remove_dir_all(&ws);
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(
+        ws.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"rerun-probe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [workspace]\n\n[build-dependencies]\nnccl-find = {{ path = \"{}\" }}\n",
+            repo.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("build.rs"),
+        "fn main() { nccl_find::Config::new().probe_or_exit(); }\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("src/lib.rs"), "").unwrap();
+    let _ = std::fs::copy(repo.join("Cargo.lock"), ws.join("Cargo.lock"));
+    let trees = common::trees();
+    let venv = trees.join("wheel-venv/venv");
+    let path = std::env::var("PATH").unwrap_or_default();
+    let s = |p: &Path| Some(p.display().to_string());
+    type Mode<'a> = (&'a str, Vec<(&'a str, Option<String>)>, &'a str);
+    let modes: Vec<Mode> = vec![
+        ("VIRTUAL_ENV", vec![("VIRTUAL_ENV", s(&venv))], "2.21.5"),
+        (
+            "a venv on PATH",
+            vec![(
+                "PATH",
+                Some(format!("{}:{path}", venv.join("bin").display())),
+            )],
+            "2.21.5",
+        ),
+        (
+            "CONDA_PREFIX",
+            vec![("CONDA_PREFIX", s(&trees.join("conda/opt/conda/envs/ml")))],
+            "2.19.3",
+        ),
+        (
+            "dpkg",
+            vec![("NCCL_SYSROOT", s(&trees.join("dpkg")))],
+            "2.28.3",
+        ),
+        (
+            "NCCL_HOME",
+            vec![(
+                "NCCL_HOME",
+                s(&trees.join("tarball/opt/nccl_2.21.5-1+cuda12.4_x86_64")),
+            )],
+            "2.21.5",
+        ),
+    ];
+    let output = || -> String {
+        let mut newest: Option<(std::time::SystemTime, String)> = None;
+        for e in std::fs::read_dir(ws.join("target/debug/build")).unwrap() {
+            let f = e.unwrap().path().join("output");
+            let (Ok(m), Ok(text)) = (std::fs::metadata(&f), std::fs::read_to_string(&f)) else {
+                continue;
+            };
+            let t = m.modified().unwrap();
+            if newest.as_ref().map_or(true, |(n, _)| t > *n) {
+                newest = Some((t, text));
+            }
+        }
+        newest.expect("a build script output").1
+    };
+    for (mode, vars, version) in &modes {
+        let out = build_mode(&ws, vars);
+        assert!(ran_build_script(&out), "{mode}: the first build runs it");
+        let text = output();
+        assert!(
+            text.contains(&format!("cargo:version={version}\n")),
+            "{mode}: {text}"
+        );
+        let reruns = text.matches("cargo:rerun-if-env-changed=").count();
+        eprintln!("{mode}: {reruns} rerun-if-env-changed lines");
+        for v in ["LD_LIBRARY_PATH", "LIBRARY_PATH", "PATH", "HOME"] {
+            assert!(
+                !text.contains(&format!("cargo:rerun-if-env-changed={v}\n")),
+                "{mode}: {v} is a rerun trigger:\n{text}"
+            );
+        }
+        let mode_path = vars
+            .iter()
+            .find(|(k, _)| *k == "PATH")
+            .and_then(|(_, v)| v.clone())
+            .unwrap_or(path.clone());
+        let elsewhere = ws.display().to_string();
+        for (name, value) in [
+            (
+                "LD_LIBRARY_PATH",
+                Some("/opt/other/lib:/usr/local/lib".to_string()),
+            ),
+            ("HOME", Some(elsewhere.clone())),
+            ("HOME", None),
+            ("PATH", Some(format!("{elsewhere}:{mode_path}"))),
+        ] {
+            let mut changed = vars.clone();
+            changed.retain(|(k, _)| *k != name);
+            changed.push((name, value.clone()));
+            let out = build_mode(&ws, &changed);
+            assert!(
+                !ran_build_script(&out),
+                "{mode}: {name}={value:?} reran the build script:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&ws);
+}
+
+/// Inside a build script cargo puts its target directory and its
+/// toolchain's libraries first on `LD_LIBRARY_PATH`: the probe neither
+/// searches nor shows them, while the user's own entries are searched.
+#[test]
+fn cargos_own_ld_library_path_entries_are_not_searched() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ws = repo.join("target/reruns-cargo-ldpath-ws");
+    let _ = std::fs::remove_dir_all(&ws);
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(
+        ws.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"looked-probe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [workspace]\n\n[build-dependencies]\nnccl-find = {{ path = \"{}\" }}\n",
+            repo.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("build.rs"),
+        "fn main() {\n    println!(\"cargo:warning=LD_LIBRARY_PATH {:?}\", std::env::var(\"LD_LIBRARY_PATH\"));\n    \
+         let (r, _) = nccl_find::Config::new().cargo_metadata(false).report();\n    \
+         for l in &r.looked {\n        println!(\"cargo:warning=looked {}\", l.path.display());\n    }\n}\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("src/lib.rs"), "").unwrap();
+    let _ = std::fs::copy(repo.join("Cargo.lock"), ws.join("Cargo.lock"));
+    let mine = ws.join("mine-lib");
+    std::fs::create_dir_all(&mine).unwrap();
+    let out = build_mode(
+        &ws,
+        &[("LD_LIBRARY_PATH", Some(mine.display().to_string()))],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Cargo did put its own there.
+    let target = ws.join("target/debug");
+    assert!(
+        err.contains(&format!("LD_LIBRARY_PATH Ok(\"{}:", target.display())),
+        "{err}"
+    );
+    let looked: Vec<&str> = err
+        .lines()
+        .filter_map(|l| {
+            l.split_once("warning: looked-probe@0.1.0: looked ")
+                .map(|x| x.1)
+        })
+        .collect();
+    assert!(looked.contains(&mine.to_str().unwrap()), "{err}");
+    let toolchain = Path::new(env!("CARGO")).ancestors().nth(2).unwrap();
+    for l in &looked {
+        assert!(
+            !l.starts_with(target.to_str().unwrap()) && !l.starts_with(toolchain.to_str().unwrap()),
+            "cargo's own {l} was searched:\n{err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&ws);
+}

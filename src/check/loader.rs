@@ -44,7 +44,7 @@ pub(crate) fn resolve(ctx: &Ctx, runpath: &[PathBuf], cross: bool) -> Loader {
     let mut facts = LoaderFacts::for_target(ctx.root, ctx.target.multiarch, arch);
     let mut ld_var = String::from("LD_LIBRARY_PATH");
     if !cross {
-        if let Some((var, dirs)) = ctx.var_list("LD_LIBRARY_PATH") {
+        if let Some((var, dirs)) = ctx.ld_library_path() {
             ld_var = var.name.clone();
             facts.ld_library_path = dirs
                 .iter()

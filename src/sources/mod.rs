@@ -117,7 +117,7 @@ pub(crate) static SOURCES: &[Source] = &[
         id: "pip",
         name: "pip",
         describe: "pip wheels nvidia-nccl-cu*: VIRTUAL_ENV, CONDA_PREFIX, python on PATH, pyenv, user site, system site-packages",
-        doc: "`nvidia-nccl-cu*` wheels in `PYTHONPATH`, `VIRTUAL_ENV`, `CONDA_PREFIX`, the Pythons on `PATH` (the command only: see below), pyenv, the user site, system site/dist-packages",
+        doc: "`nvidia-nccl-cu*` wheels in `PYTHONPATH`, `VIRTUAL_ENV`, `CONDA_PREFIX`, the Pythons on `PATH`, pyenv, the user site, system site/dist-packages",
         search: |ctx| Ok(pip::sites(ctx)),
     },
     Source {
@@ -199,24 +199,6 @@ impl fmt::Display for SourceKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// Runs every source in order and returns their sites. In a build script,
-/// a source that names an install explicitly ends the search: what it names
-/// wins outright, so later sources cannot change the answer, and their
-/// variables are not read (each read would be one more rerun trigger). The
-/// command (`--print`, `doctor`) runs them all, to show every install.
-pub(crate) fn collect(ctx: &Ctx) -> Result<Vec<Site>, ErrorKind> {
-    let mut sites = Vec::new();
-    for s in SOURCES {
-        let mut found = (s.search)(ctx)?;
-        let explicit = found.iter().any(|site| site.explicit);
-        sites.append(&mut found);
-        if explicit && ctx.build_script {
-            break;
-        }
-    }
-    Ok(sites)
 }
 
 /// The search order as a Markdown table, as the crate's documentation and

@@ -5,7 +5,7 @@
 //!
 //! Site-packages are tried in this order: `PYTHONPATH` entries, the active
 //! virtualenv (`VIRTUAL_ENV`), the conda env (`CONDA_PREFIX`), the
-//! interpreters on `PATH` (not in a build script), pyenv's versions (`PYENV_ROOT`, else
+//! interpreters on `PATH`, pyenv's versions (`PYENV_ROOT`, else
 //! `~/.pyenv`), the user site (`PYTHONUSERBASE`, else `~/.local`), and the
 //! system's `dist-packages` / `site-packages`.
 
@@ -78,9 +78,12 @@ fn places(ctx: &Ctx) -> Vec<(PathBuf, String)> {
     places
 }
 
-/// `HOME`, when it is set.
+/// `HOME`, when it is set. Read as a locator, no rerun trigger: it only
+/// says where pyenv and the user site are, and what they led to is
+/// watched as files; a change of `HOME` alone (`sudo`, another shell) must
+/// not rebuild everything above the -sys crate.
 fn home_dir(ctx: &Ctx) -> Option<PathBuf> {
-    let home = ctx.env.raw("HOME")?;
+    let home = ctx.env.informing(|| ctx.env.raw("HOME"))?;
     Some(ctx.value_path("HOME", &home))
 }
 
@@ -94,15 +97,13 @@ fn var_or_home(ctx: &Ctx, name: &str, home: Option<&Path>, in_home: &str) -> Opt
 }
 
 /// The prefixes of the interpreters on `PATH` (`<prefix>/bin/python3`),
-/// with why. Not in a build script: a PATH search there would rerun it (and
-/// rebuild everything above it) whenever PATH changes, as between an IDE
-/// and a terminal. The command searches PATH and says what to set.
+/// with why: a venv reached only through `PATH`, as Docker images set it
+/// up. `PATH` is read as a locator, no rerun trigger: what it led to is
+/// watched as files, and an IDE and a terminal whose `PATH`s differ must
+/// not rerun the build script (and rebuild everything above it) on each
+/// switch.
 fn path_pythons(ctx: &Ctx) -> Vec<(PathBuf, String)> {
-    let path = if ctx.build_script {
-        None
-    } else {
-        ctx.var_list("PATH")
-    };
+    let path = ctx.env.informing(|| ctx.var_list("PATH"));
     let Some((var, dirs)) = path else {
         return Vec::new();
     };

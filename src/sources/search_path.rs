@@ -11,8 +11,8 @@ use super::{file_name_str, Ctx, Origin, Site, SourceKind};
 /// The sites of this source.
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let mut dirs: Vec<(PathBuf, String)> = Vec::new();
-    for name in ["LIBRARY_PATH", "LD_LIBRARY_PATH"] {
-        if let Some((var, list)) = ctx.var_list(name) {
+    for list in [ctx.var_list("LIBRARY_PATH"), ctx.ld_library_path()] {
+        if let Some((var, list)) = list {
             for dir in list {
                 dirs.push((dir, var.name.clone()));
             }
