@@ -76,7 +76,7 @@ pub(crate) fn open_regular(path: &Path) -> io::Result<(File, u64)> {
 }
 
 /// Reads a whole regular file of at most `max` bytes.
-pub(crate) fn read_bounded(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+pub fn read_bounded(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let (file, len) = open_regular(path)?;
     if len > max {
         return Err(io::Error::new(

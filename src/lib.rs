@@ -129,9 +129,10 @@ pub mod internal {
     pub use crate::emit::kept::{fnv1a_hex, safe_ancestors};
     pub use crate::emit::loader_dir::{check_loader_path, LOADER_NAMES};
     pub use crate::emit::text::report;
+    pub use crate::files::read_bounded;
     pub use crate::inspect::elf::{
-        dynamic_symbols, dynamic_symbols_bytes, parse_version_text, read_elf, read_elf_bytes,
-        ElfInfo,
+        dynamic_symbols, dynamic_symbols_bytes, imports, parse_version_text, read_dynamic,
+        read_elf, read_elf_bytes, ElfInfo,
     };
     pub use crate::inspect::header::{parse_header, Header};
     pub use crate::ldcache::parse_ld_cache;

@@ -10,6 +10,7 @@ use nccl_find::{Config, Nccl, Report};
 use serde_json::{json, Value};
 
 use crate::host::{Facts, Iface};
+use crate::python;
 
 mod rdma;
 
@@ -38,6 +39,7 @@ impl Level {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Area {
     Nccl,
+    Python,
     Driver,
     Variables,
     Network,
@@ -51,6 +53,7 @@ impl Area {
     fn word(self) -> &'static str {
         match self {
             Area::Nccl => "NCCL",
+            Area::Python => "Python",
             Area::Driver => "GPU and driver",
             Area::Variables => "NCCL variables",
             Area::Network => "Network",
@@ -334,20 +337,25 @@ fn loader_verdict(f: &mut Findings, n: &Nccl) {
                 n.lib_dir.display()
             )),
         ),
+        // A note: whether it fails depends on what a program needs; the
+        // Python area says it for the packages that will run.
         Verdict::OtherOlder(p) => f.add(
             Area::Nccl,
-            Level::Problem,
+            Level::Note,
             format!(
-                "the run-time loader picks {} (NCCL {}), not the selected NCCL {}: {}",
+                "a program linked against the selected NCCL {} with no rpath of its own would map {} (NCCL {}): {}",
+                n.library_version,
                 report.logical(&p.path).display(),
                 p.version.as_ref().map_or("?".into(), |v| v.to_string()),
-                n.library_version,
                 match &p.version {
-                    Some(_) => "an older minor version, so expect `undefined symbol` errors for what it lacks",
-                    None => "its version cannot be read, so expect `undefined symbol` errors if it is older",
+                    Some(_) => "an older minor version, so it fails with `undefined symbol` if it uses what that lacks",
+                    None => "its version cannot be read, so it fails with `undefined symbol` if that is older and lacks what it uses",
                 }
             ),
-            fix(),
+            Some(format!(
+                "nccl_find::emit_rpath_from_dep in the program's build script (a DT_RPATH wins over LD_LIBRARY_PATH), or put {} first on LD_LIBRARY_PATH",
+                n.lib_dir.display()
+            )),
         ),
         Verdict::OtherCompatible(p) => {
             let theirs = p.version.as_ref().map_or("?".into(), |v| v.to_string());
@@ -712,10 +720,17 @@ fn env_from_json(v: &Value) -> Result<Vec<(String, String)>, String> {
 }
 
 /// Every check, in the order the areas are printed.
-fn findings(inputs: &Inputs, result: &Result<Nccl, nccl_find::Error>) -> Findings {
+fn findings(
+    inputs: &Inputs,
+    result: &Result<Nccl, nccl_find::Error>,
+    py: Option<&PythonReport>,
+) -> Findings {
     let facts = &inputs.facts;
     let mut f = Findings::default();
     check_nccl(&mut f, result);
+    if let Some(py) = py {
+        check_python(&mut f, py);
+    }
     check_driver(&mut f, facts, result.as_ref().ok());
     check_env(&mut f, &inputs.env);
     check_network(&mut f, &facts.interfaces, &inputs.env);
@@ -729,7 +744,149 @@ fn findings(inputs: &Inputs, result: &Result<Nccl, nccl_find::Error>) -> Finding
 /// changes shape.
 const DOCTOR_SCHEMA: u32 = 1;
 
-fn to_json(f: &Findings, facts: &Facts) -> String {
+/// The Python environment and what each package that uses NCCL does there.
+pub struct PythonReport {
+    env: python::PyEnv,
+    outcomes: Vec<python::Outcome>,
+    orders: Vec<String>,
+}
+
+impl PythonReport {
+    /// The environment `--python` names, or the one in use; `None` when
+    /// there is none.
+    pub fn gather(explicit: Option<&Path>) -> Option<PythonReport> {
+        let env = python::find_env(explicit)?;
+        let facts = python::machine_facts();
+        let (outcomes, orders) = python::assess(&env, &facts);
+        Some(PythonReport {
+            env,
+            outcomes,
+            orders,
+        })
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "prefix": self.env.prefix.display().to_string(),
+            "python": self.env.python.display().to_string(),
+            "found_by": self.env.how,
+            "packages": self.outcomes.iter().map(|o| json!({
+                "package": o.package,
+                "version": o.version,
+                "site_packages": o.site.display().to_string(),
+                "library": o.library.as_ref().map(|p| p.display().to_string()),
+                "nccl_version": o.nccl_version,
+                "how": o.how,
+                "binds": match &o.binding { python::Binding::Now(_) => "at import", python::Binding::Lazy => "when called" },
+                "imports": o.imports.len(),
+                "missing": o.missing,
+                "requires": o.requires,
+            })).collect::<Vec<_>>(),
+            "import_order": self.orders,
+        })
+    }
+}
+
+/// The Python area: for each package that uses NCCL, the file it maps and
+/// whether that has what it imports; a problem only where a process that
+/// will run gets a library lacking what it needs.
+fn check_python(f: &mut Findings, py: &PythonReport) {
+    let env = &py.env;
+    if py.outcomes.is_empty() {
+        f.add(
+            Area::Python,
+            Level::Ok,
+            format!(
+                "{} ({}): no package that uses NCCL (torch, cupy, jax, paddle, vllm, nccl4py)",
+                env.prefix.display(),
+                env.how
+            ),
+            None,
+        );
+    }
+    for o in &py.outcomes {
+        let name = match &o.version {
+            Some(v) => format!("{} {v}", o.package),
+            None => o.package.to_string(),
+        };
+        let fix = Some(match &o.requires {
+            Some(r) => format!("pip install '{r}' (what {name} asks for)"),
+            None => "pip install -U nvidia-nccl-cu12 (or -cu13, as your CUDA)".to_string(),
+        });
+        let consumer = match &o.binding {
+            python::Binding::Now(c) => c
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            python::Binding::Lazy => String::new(),
+        };
+        let Some(lib) = &o.library else {
+            let (level, what) = match o.binding {
+                python::Binding::Now(_) => (
+                    Level::Problem,
+                    format!(
+                        "`import {}` fails with `libnccl.so.2: cannot open shared object file`",
+                        o.package
+                    ),
+                ),
+                python::Binding::Lazy => (Level::Note, "its NCCL calls fail".to_string()),
+            };
+            f.add(
+                Area::Python,
+                level,
+                format!("{name} finds no libnccl.so.2: {what}"),
+                fix,
+            );
+            continue;
+        };
+        let mapped = format!(
+            "{name} maps {} (NCCL {}; {})",
+            lib.display(),
+            o.nccl_version.as_deref().unwrap_or("?"),
+            o.how
+        );
+        match (&o.binding, o.missing.first()) {
+            (python::Binding::Now(_), Some(first)) => f.add(
+                Area::Python,
+                Level::Problem,
+                format!(
+                    "{mapped}, which lacks {} of the {} NCCL functions {consumer} imports: `import {}` fails with `undefined symbol: {first}`",
+                    o.missing.len(),
+                    o.imports.len(),
+                    o.package
+                ),
+                fix,
+            ),
+            (python::Binding::Now(_), None) => f.add(
+                Area::Python,
+                Level::Ok,
+                format!("{mapped}: it has all {} NCCL functions {consumer} imports", o.imports.len()),
+                None,
+            ),
+            (python::Binding::Lazy, _) => f.add(
+                Area::Python,
+                Level::Ok,
+                format!("{mapped}: it looks each NCCL function up when it calls it"),
+                None,
+            ),
+        }
+    }
+    for o in &py.orders {
+        let level = if o.contains("fails with") {
+            Level::Problem
+        } else {
+            Level::Note
+        };
+        f.add(
+            Area::Python,
+            level,
+            format!("in one process, {o}: libnccl.so.2 is loaded once, and the first to load it decides"),
+            Some("keep one NCCL in the environment (one nvidia-nccl wheel), or import the package whose NCCL the others can use first".into()),
+        );
+    }
+}
+
+fn to_json(f: &Findings, facts: &Facts, py: Option<&PythonReport>) -> String {
     let (problems, notes) = (f.count(Level::Problem), f.count(Level::Note));
     let out = json!({
         "schema": DOCTOR_SCHEMA,
@@ -740,6 +897,7 @@ fn to_json(f: &Findings, facts: &Facts) -> String {
             "area": x.area.word(), "level": x.level.word(), "text": x.text, "fix": x.fix,
         })).collect::<Vec<_>>(),
         "facts": facts.to_json(),
+        "python": py.map(PythonReport::to_json),
     });
     serde_json::to_string_pretty(&out).expect("JSON from plain values")
 }
@@ -801,7 +959,13 @@ fn read_facts_file(path: &Path) -> Result<String, String> {
 }
 
 /// Runs every check and prints the findings.
-pub fn run(config: &Config, as_json: bool, facts_file: Option<&Path>, color: When) -> ExitCode {
+pub fn run(
+    config: &Config,
+    as_json: bool,
+    facts_file: Option<&Path>,
+    color: When,
+    py: Option<PythonReport>,
+) -> ExitCode {
     let inputs = match facts_file {
         None => Inputs::gather(),
         Some(p) => match Inputs::from_file(p) {
@@ -816,9 +980,9 @@ pub fn run(config: &Config, as_json: bool, facts_file: Option<&Path>, color: Whe
         },
     };
     let result = config.probe();
-    let f = findings(&inputs, &result);
+    let f = findings(&inputs, &result, py.as_ref());
     if as_json {
-        println!("{}", to_json(&f, &inputs.facts));
+        println!("{}", to_json(&f, &inputs.facts, py.as_ref()));
     } else {
         print!("{}", paint(&to_text(&f), color.enabled()));
     }

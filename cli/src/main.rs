@@ -12,6 +12,7 @@ mod doctor;
 mod host;
 mod json;
 mod pkgflags;
+mod python;
 mod shim;
 mod smoke;
 mod style;
@@ -150,6 +151,11 @@ enum Command {
         /// Treat DIR as the filesystem root (sysroots, tests)
         #[arg(long, value_name = "DIR")]
         root: Option<PathBuf>,
+        /// The Python environment to judge: an interpreter or an
+        /// environment's directory (default: VIRTUAL_ENV, CONDA_PREFIX, the
+        /// python on PATH)
+        #[arg(long, value_name = "PATH")]
+        python: Option<PathBuf>,
     },
     /// Prove NCCL works: a verified all-reduce on every GPU, in one process
     /// or across processes and nodes (exit 0 only if every element of every
@@ -226,11 +232,17 @@ fn main() -> ExitCode {
             json,
             host_facts,
             root,
+            python,
         }) => {
             if let Some(r) = root {
                 config.root(r);
             }
-            doctor::run(&config, *json, host_facts.as_deref(), cli.color)
+            // Python processes run on this machine, not in a sysroot.
+            let py = match root.is_none() && cli.root.is_none() {
+                true => doctor::PythonReport::gather(python.as_deref()),
+                false => None,
+            };
+            doctor::run(&config, *json, host_facts.as_deref(), cli.color, py)
         }
         Some(Command::Smoke(args)) => smoke::run(args, || smoke::probed_library(&config)),
         None => answer(&cli, &asked, config, &constraints),

@@ -26,7 +26,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::inspect::elf::read_elf;
+use crate::inspect::elf::read_dynamic;
 
 /// What the loader knows before it searches: the machine's facts.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -402,7 +402,7 @@ impl<'a> Process<'a> {
 
     /// The object at `path` (as the process names it), read from `real`.
     fn read(&self, path: &Path, real: PathBuf) -> Object {
-        let elf = read_elf(&real).unwrap_or_default();
+        let elf = read_dynamic(&real).unwrap_or_default();
         Object {
             path: path.to_path_buf(),
             real,

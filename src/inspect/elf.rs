@@ -111,6 +111,8 @@ struct Elf {
 const SHT_DYNAMIC: u32 = 6;
 const SHT_STRTAB: u32 = 3;
 const SHT_DYNSYM: u32 = 11;
+const SHT_RELA: u32 = 4;
+const SHT_REL: u32 = 9;
 
 impl Elf {
     fn open(path: &Path) -> Result<Elf, String> {
@@ -246,15 +248,88 @@ pub fn dynamic_symbols_bytes(data: &[u8]) -> Result<Vec<String>, String> {
     symbols(Elf::from_bytes(data)?)
 }
 
-fn info(mut elf: Elf) -> Result<ElfInfo, String> {
+/// [`read_elf`] without looking for the version text: the dynamic
+/// section's names only, for the loader model, which reads every object a
+/// process maps (a `libtorch_cuda.so` is over 1 GB).
+pub fn read_dynamic(path: &Path) -> Result<ElfInfo, String> {
+    let mut elf = Elf::open(path)?;
     let mut info = ElfInfo {
-        soname: None,
-        needed: Vec::new(),
-        rpath: None,
-        runpath: None,
-        version_text: None,
         machine: elf.machine,
+        ..ElfInfo::default()
     };
+    dynamic_names(&mut elf, &mut info)?;
+    Ok(info)
+}
+
+/// The names of the symbols an object imports from others (undefined in
+/// its `.dynsym`, global or weak, and not weak references), in the order
+/// its relocations bind them, which is the order in which the loader,
+/// binding all at once (`RTLD_NOW`, as Python imports extensions), meets
+/// them: the first one no library defines is the one its `undefined
+/// symbol` error names.
+pub fn imports(path: &Path) -> Result<Vec<String>, String> {
+    let mut elf = Elf::open(path)?;
+    let Some((syms, strs)) = elf.with_strings(SHT_DYNSYM, ".dynsym")? else {
+        return Ok(Vec::new());
+    };
+    let wide = elf.r.wide;
+    let ent = if wide { 24 } else { 16 };
+    let count = syms.len() / ent;
+    // Each undefined, strongly referenced symbol, by its index.
+    let mut names: Vec<Option<String>> = Vec::with_capacity(count);
+    for e in syms.chunks_exact(ent) {
+        let name = elf.r.uint(e, 0, 4) as usize;
+        let (info, shndx) = if wide {
+            (e[4], elf.r.uint(e, 6, 2))
+        } else {
+            (e[12], elf.r.uint(e, 14, 2))
+        };
+        let strong = info >> 4 == 1;
+        names.push(match cstr(&strs, name) {
+            Some(n) if shndx == 0 && strong && !n.is_empty() => Some(n),
+            _ => None,
+        });
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut taken = vec![false; count];
+    let relocs: Vec<(u64, u64, u32)> = elf
+        .sections
+        .iter()
+        .filter(|s| s.kind == SHT_RELA || s.kind == SHT_REL)
+        .map(|s| (s.offset, s.size, s.kind))
+        .collect();
+    for (offset, size, kind) in relocs {
+        if size > MAX_SCAN {
+            return Err("a relocation section is implausibly large".into());
+        }
+        let data = elf.r.bytes(offset, size, "a relocation section")?;
+        let step = match (wide, kind == SHT_RELA) {
+            (true, true) => 24,
+            (true, false) => 16,
+            (false, true) => 12,
+            (false, false) => 8,
+        };
+        for r in data.chunks_exact(step) {
+            let info = elf.r.word(r, 8, 4);
+            let sym = if wide { info >> 32 } else { info >> 8 } as usize;
+            if sym < count && !taken[sym] {
+                taken[sym] = true;
+                if let Some(n) = &names[sym] {
+                    out.push(n.clone());
+                }
+            }
+        }
+    }
+    for (i, n) in names.into_iter().enumerate() {
+        if let (false, Some(n)) = (taken[i], n) {
+            out.push(n);
+        }
+    }
+    Ok(out)
+}
+
+/// Reads `DT_SONAME`, `DT_NEEDED`, `DT_RPATH` and `DT_RUNPATH` into `info`.
+fn dynamic_names(elf: &mut Elf, info: &mut ElfInfo) -> Result<(), String> {
     if let Some((dynbytes, strs)) = elf.with_strings(SHT_DYNAMIC, ".dynamic")? {
         let r = &elf.r;
         let ent = if r.wide { 16 } else { 8 };
@@ -275,6 +350,15 @@ fn info(mut elf: Elf) -> Result<ElfInfo, String> {
             }
         }
     }
+    Ok(())
+}
+
+fn info(mut elf: Elf) -> Result<ElfInfo, String> {
+    let mut info = ElfInfo {
+        machine: elf.machine,
+        ..ElfInfo::default()
+    };
+    dynamic_names(&mut elf, &mut info)?;
     let mut scanned = 0u64;
     for s in &elf.sections {
         match cstr(&elf.names, s.name as usize) {

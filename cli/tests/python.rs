@@ -1,0 +1,235 @@
+//! `nccl-find doctor`'s Python area against real PyTorch from PyPI (the
+//! newest, and 2.1.2), judged by the real interpreter: the `libnccl.so.2`
+//! doctor says torch will map is the one `import torch` maps
+//! (`/proc/self/maps`), and where doctor says the import fails, it fails
+//! with exactly the `undefined symbol` doctor names.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The venv of the python in `var` (set by scripts/launchers), or `None`
+/// (said) when the test command did not install it.
+fn venv(var: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).filter(|v| !v.is_empty()) {
+        Some(py) => Some(Path::new(&py).parent()?.parent()?.to_path_buf()),
+        None => {
+            common::skip_launcher(&format!(
+                "{var} is unset (scripts/launchers installs torch)"
+            ));
+            None
+        }
+    }
+}
+
+fn wheels() -> Option<PathBuf> {
+    match std::env::var_os("NCCL_FIND_WHEELS") {
+        Some(w) => Some(PathBuf::from(w)),
+        None => {
+            assert!(
+                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
+                "NCCL_FIND_WHEELS is unset; run scripts/test"
+            );
+            eprintln!("skipped: NCCL_FIND_WHEELS is unset");
+            None
+        }
+    }
+}
+
+/// Every variable that could point the probe or the loader elsewhere.
+const STEERING: &[&str] = &[
+    "NCCL_HOME",
+    "NCCL_ROOT",
+    "NCCL_DIR",
+    "NCCL_INCLUDE_DIR",
+    "NCCL_LIB_DIR",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "CUDA_HOME",
+    "CUDA_PATH",
+];
+
+/// `doctor --json` for the environment `venv`, with `ld` as `LD_LIBRARY_PATH`.
+fn doctor(venv: &Path, ld: Option<&Path>) -> (Output, serde_json::Value) {
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/facts-healthy.json");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
+    for v in STEERING {
+        cmd.env_remove(v);
+    }
+    cmd.args(["doctor", "--json", "--host-facts"])
+        .arg(&facts)
+        .env("VIRTUAL_ENV", venv);
+    if let Some(ld) = ld {
+        cmd.env("LD_LIBRARY_PATH", ld);
+    }
+    let out = cmd.output().unwrap();
+    let json = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out, json)
+}
+
+/// `import torch` in the venv's interpreter: the `libnccl` file it mapped,
+/// or the last line of its error.
+fn import_torch(venv: &Path, ld: Option<&Path>) -> Result<PathBuf, String> {
+    let mut cmd = Command::new(venv.join("bin/python"));
+    for v in STEERING {
+        cmd.env_remove(v);
+    }
+    if let Some(ld) = ld {
+        cmd.env("LD_LIBRARY_PATH", ld);
+    }
+    let out = cmd
+        .args([
+            "-W",
+            "ignore",
+            "-c",
+            "import torch\nfor l in open('/proc/self/maps'):\n    if 'libnccl' in l:\n        print(l.split()[-1]); break",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        return Err(err.trim_end().lines().last().unwrap_or("").to_string());
+    }
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(!line.is_empty(), "torch mapped no libnccl: {err}");
+    Ok(std::fs::canonicalize(line).unwrap())
+}
+
+/// The one package doctor judged: torch's entry of `python.packages`.
+fn torch_entry(json: &serde_json::Value) -> &serde_json::Value {
+    let pkgs = json["python"]["packages"]
+        .as_array()
+        .expect("python.packages");
+    assert_eq!(pkgs.len(), 1, "{pkgs:?}");
+    assert_eq!(pkgs[0]["package"], "torch");
+    &pkgs[0]
+}
+
+/// An older NCCL first on `LD_LIBRARY_PATH` reaches no torch: the newest
+/// torch preloads its wheel's NCCL by path, torch 2.1.2's libtorch_cuda.so
+/// has a DT_RPATH to it. Doctor says which file each maps, the interpreter
+/// maps exactly that, and nothing is a problem (exit 0).
+#[test]
+fn an_older_nccl_on_ld_library_path_reaches_no_torch() {
+    let Some(w) = wheels() else { return };
+    let older = w.join("nvidia_nccl_cu11-2.13.4/nvidia/nccl/lib");
+    assert!(older.join("libnccl.so.2").is_file());
+    for var in ["NCCL_FIND_TORCH_PYTHON", "NCCL_FIND_TORCH_PYTHON_OLD"] {
+        let Some(venv) = venv(var) else { continue };
+        for ld in [None, Some(older.as_path())] {
+            let (out, json) = doctor(&venv, ld);
+            let entry = torch_entry(&json);
+            let real = import_torch(&venv, ld).unwrap_or_else(|e| panic!("{var}: {e}"));
+            assert_eq!(
+                entry["library"].as_str(),
+                Some(real.to_str().unwrap()),
+                "{var} {ld:?}: {entry}"
+            );
+            assert!(real.starts_with(&venv), "{}", real.display());
+            assert_eq!(entry["missing"], serde_json::json!([]), "{entry}");
+            assert_eq!(
+                (out.status.code(), json["healthy"].as_bool()),
+                (Some(0), Some(true)),
+                "{var} {ld:?}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+}
+
+/// The newest torch beside an NCCL older than what it imports (a venv whose
+/// `nvidia/nccl` is the 2.28.9 wheel: torch 2.15 imports functions of
+/// 2.29): doctor says `import torch` fails, names the first missing
+/// function as the loader does, and exits 1; the interpreter fails with
+/// exactly that `undefined symbol`.
+#[test]
+fn a_torch_whose_own_nccl_is_too_old_fails_as_doctor_says() {
+    let Some(w) = wheels() else { return };
+    let Some(real) = venv("NCCL_FIND_TORCH_PYTHON") else {
+        return;
+    };
+    let old = w.join("nvidia_nccl_cu13-2.28.9/nvidia/nccl");
+    assert!(old.join("lib/libnccl.so.2").is_file());
+    // The venv again, made of links, with the older wheel's nvidia/nccl.
+    let fake = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("torch-old-nccl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&fake);
+    let sp_of = |v: &Path| -> PathBuf {
+        let lib = v.join("lib");
+        let py = std::fs::read_dir(&lib)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().into_string().unwrap())
+            .find(|n| n.starts_with("python3"))
+            .unwrap();
+        lib.join(py).join("site-packages")
+    };
+    let real_sp = sp_of(&real);
+    let sp = fake.join(real_sp.strip_prefix(&real).unwrap());
+    std::fs::create_dir_all(sp.join("nvidia")).unwrap();
+    std::fs::create_dir_all(fake.join("bin")).unwrap();
+    std::fs::copy(real.join("pyvenv.cfg"), fake.join("pyvenv.cfg")).unwrap();
+    std::os::unix::fs::symlink(
+        std::fs::canonicalize(real.join("bin/python")).unwrap(),
+        fake.join("bin/python"),
+    )
+    .unwrap();
+    for e in std::fs::read_dir(&real_sp).unwrap().flatten() {
+        if e.file_name() != "nvidia" {
+            std::os::unix::fs::symlink(e.path(), sp.join(e.file_name())).unwrap();
+        }
+    }
+    for e in std::fs::read_dir(real_sp.join("nvidia")).unwrap().flatten() {
+        if e.file_name() != "nccl" {
+            std::os::unix::fs::symlink(e.path(), sp.join("nvidia").join(e.file_name())).unwrap();
+        }
+    }
+    std::os::unix::fs::symlink(&old, sp.join("nvidia/nccl")).unwrap();
+
+    let (out, json) = doctor(&fake, None);
+    let entry = torch_entry(&json);
+    let first = entry["missing"][0]
+        .as_str()
+        .expect("a missing function")
+        .to_string();
+    assert_eq!(
+        entry["library"].as_str(),
+        Some(
+            std::fs::canonicalize(old.join("lib/libnccl.so.2"))
+                .unwrap()
+                .to_str()
+                .unwrap()
+        )
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let problem = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["area"] == "Python" && f["level"] == "problem")
+        .expect("a Python problem");
+    assert!(
+        problem["text"].as_str().unwrap().ends_with(&format!(
+            "`import torch` fails with `undefined symbol: {first}`"
+        )),
+        "{problem}"
+    );
+    assert!(
+        problem["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("pip install 'nvidia-nccl-cu"),
+        "{problem}"
+    );
+    let err = import_torch(&fake, None).expect_err("import torch should fail");
+    assert!(
+        err.ends_with(&format!("libtorch_cuda.so: undefined symbol: {first}")),
+        "doctor said {first}; python said: {err}"
+    );
+    let _ = std::fs::remove_dir_all(&fake);
+}
