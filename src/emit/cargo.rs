@@ -259,9 +259,9 @@ fn metadata_dir(
 /// The directives that give a binary an rpath to `dir` that wins over
 /// `LD_LIBRARY_PATH`: `-Wl,--disable-new-dtags` (the linker then writes
 /// `DT_RPATH`, which the loader searches before `LD_LIBRARY_PATH`, instead
-/// of `DT_RUNPATH`, searched after it) and `-Xlinker -rpath -Xlinker
-/// <dir>`, so that no character of the directory is interpreted
-/// (`-Wl,-rpath,<dir>` would split it at commas). Refused when `dir` is not
+/// of `DT_RUNPATH`, searched after it) and
+/// `-Xlinker -rpath -Xlinker <dir>`, so that no character of the directory
+/// is interpreted (`-Wl,-rpath,<dir>` would split it at commas). Refused when `dir` is not
 /// UTF-8 or holds a line break, which a directive cannot carry, or a `:`
 /// (the loader splits an rpath there, and a relative half would be searched
 /// from wherever the program starts) or a `$` (the loader expands
