@@ -805,71 +805,7 @@ fn check_python(f: &mut Findings, py: &PythonReport) {
         );
     }
     for o in &py.outcomes {
-        let name = match &o.version {
-            Some(v) => format!("{} {v}", o.package),
-            None => o.package.to_string(),
-        };
-        let fix = Some(match &o.requires {
-            Some(r) => format!("pip install '{r}' (what {name} asks for)"),
-            None => "pip install -U nvidia-nccl-cu12 (or -cu13, as your CUDA)".to_string(),
-        });
-        let consumer = match &o.binding {
-            python::Binding::Now(c) => c
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            python::Binding::Lazy => String::new(),
-        };
-        let Some(lib) = &o.library else {
-            let (level, what) = match o.binding {
-                python::Binding::Now(_) => (
-                    Level::Problem,
-                    format!(
-                        "`import {}` fails with `libnccl.so.2: cannot open shared object file`",
-                        o.package
-                    ),
-                ),
-                python::Binding::Lazy => (Level::Note, "its NCCL calls fail".to_string()),
-            };
-            f.add(
-                Area::Python,
-                level,
-                format!("{name} finds no libnccl.so.2: {what}"),
-                fix,
-            );
-            continue;
-        };
-        let mapped = format!(
-            "{name} maps {} (NCCL {}; {})",
-            lib.display(),
-            o.nccl_version.as_deref().unwrap_or("?"),
-            o.how
-        );
-        match (&o.binding, o.missing.first()) {
-            (python::Binding::Now(_), Some(first)) => f.add(
-                Area::Python,
-                Level::Problem,
-                format!(
-                    "{mapped}, which lacks {} of the {} NCCL functions {consumer} imports: `import {}` fails with `undefined symbol: {first}`",
-                    o.missing.len(),
-                    o.imports.len(),
-                    o.package
-                ),
-                fix,
-            ),
-            (python::Binding::Now(_), None) => f.add(
-                Area::Python,
-                Level::Ok,
-                format!("{mapped}: it has all {} NCCL functions {consumer} imports", o.imports.len()),
-                None,
-            ),
-            (python::Binding::Lazy, _) => f.add(
-                Area::Python,
-                Level::Ok,
-                format!("{mapped}: it looks each NCCL function up when it calls it"),
-                None,
-            ),
-        }
+        python_outcome(f, o);
     }
     for o in &py.orders {
         let level = if o.contains("fails with") {
@@ -883,6 +819,76 @@ fn check_python(f: &mut Findings, py: &PythonReport) {
             format!("in one process, {o}: libnccl.so.2 is loaded once, and the first to load it decides"),
             Some("keep one NCCL in the environment (one nvidia-nccl wheel), or import the package whose NCCL the others can use first".into()),
         );
+    }
+}
+
+/// One package's finding: the file it maps, and whether that has what it
+/// imports.
+fn python_outcome(f: &mut Findings, o: &python::Outcome) {
+    let name = match &o.version {
+        Some(v) => format!("{} {v}", o.package),
+        None => o.package.to_string(),
+    };
+    let fix = Some(match &o.requires {
+        Some(r) => format!("pip install '{r}' (what {name} asks for)"),
+        None => "pip install -U nvidia-nccl-cu12 (or -cu13, as your CUDA)".to_string(),
+    });
+    let consumer = match &o.binding {
+        python::Binding::Now(c) => c
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        python::Binding::Lazy => String::new(),
+    };
+    let Some(lib) = &o.library else {
+        let (level, what) = match o.binding {
+            python::Binding::Now(_) => (
+                Level::Problem,
+                format!(
+                    "`import {}` fails with `libnccl.so.2: cannot open shared object file`",
+                    o.package
+                ),
+            ),
+            python::Binding::Lazy => (Level::Note, "its NCCL calls fail".to_string()),
+        };
+        f.add(
+            Area::Python,
+            level,
+            format!("{name} finds no libnccl.so.2: {what}"),
+            fix,
+        );
+        return;
+    };
+    let mapped = format!(
+        "{name} maps {} (NCCL {}; {})",
+        lib.display(),
+        o.nccl_version.as_deref().unwrap_or("?"),
+        o.how
+    );
+    match (&o.binding, o.missing.first()) {
+        (python::Binding::Now(_), Some(first)) => f.add(
+            Area::Python,
+            Level::Problem,
+            format!(
+                "{mapped}, which lacks {} of the {} NCCL functions {consumer} imports: `import {}` fails with `undefined symbol: {first}`",
+                o.missing.len(),
+                o.imports.len(),
+                o.package
+            ),
+            fix,
+        ),
+        (python::Binding::Now(_), None) => f.add(
+            Area::Python,
+            Level::Ok,
+            format!("{mapped}: it has all {} NCCL functions {consumer} imports", o.imports.len()),
+            None,
+        ),
+        (python::Binding::Lazy, _) => f.add(
+            Area::Python,
+            Level::Ok,
+            format!("{mapped}: it looks each NCCL function up when it calls it"),
+            None,
+        ),
     }
 }
 
