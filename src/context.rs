@@ -19,6 +19,7 @@ pub(crate) struct Ctx<'a> {
     pub target: &'a Target,
     pub looked: RefCell<Vec<Looked>>,
     pub warnings: RefCell<Vec<String>>,
+    pub notes: RefCell<Vec<String>>,
     pub misleading_pc: RefCell<Vec<MisleadingPc>>,
     /// Running as a build script: searches that depend on `PATH` are left
     /// out, so that a `PATH` change never reruns the build script.
@@ -34,6 +35,7 @@ impl<'a> Ctx<'a> {
             target,
             looked: RefCell::default(),
             warnings: RefCell::default(),
+            notes: RefCell::default(),
             misleading_pc: RefCell::default(),
             build_script: false,
             ld_cache: std::cell::OnceCell::new(),
@@ -138,11 +140,22 @@ impl<'a> Ctx<'a> {
         });
     }
 
-    /// Records a warning for the report.
+    /// Records a warning: something the user can and should act on, which
+    /// a build script prints as a `cargo:warning`.
     pub fn warn(&self, message: String) {
         let mut w = self.warnings.borrow_mut();
         if !w.contains(&message) {
             w.push(message);
+        }
+    }
+
+    /// Records a note: something nccl-find already worked around (an
+    /// install skipped, a wrong `nccl.pc` bypassed). `--print` and `--json`
+    /// show it; a build script does not print it.
+    pub fn note(&self, message: String) {
+        let mut n = self.notes.borrow_mut();
+        if !n.contains(&message) {
+            n.push(message);
         }
     }
 

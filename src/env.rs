@@ -52,7 +52,7 @@ impl std::fmt::Display for EnvRead {
         match &self.value {
             None => write!(f, "{} unset", self.name),
             Some(v) if v.is_empty() => write!(f, "{} = \"\" (empty, treated as unset)", self.name),
-            Some(v) => write!(f, "{} = {}", self.name, v.to_string_lossy()),
+            Some(v) => write!(f, "{} = {}", self.name, crate::lines::escape_os(v)),
         }
     }
 }
@@ -65,9 +65,10 @@ pub(crate) struct Var {
 }
 
 impl Var {
-    /// The variable as reports show it: `NAME=value`.
+    /// The variable as reports show it: `NAME=value`, its control
+    /// characters and bytes that are not UTF-8 escaped.
     pub(crate) fn setting(&self) -> String {
-        format!("{}={}", self.name, self.value.to_string_lossy())
+        format!("{}={}", self.name, crate::lines::escape_os(&self.value))
     }
 }
 

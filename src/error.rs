@@ -1,5 +1,6 @@
-//! The one error type. Its message lists every place looked and every
-//! candidate rejected with its reason, and says what to do.
+//! The one error type. Its message leads with the fix: the install that
+//! came nearest and what it lacks, the others, what to do. Every place
+//! looked and every variable read follow with `NCCL_FIND_VERBOSE=1`.
 
 use std::fmt;
 
@@ -12,7 +13,7 @@ use crate::report::Report;
 #[derive(Clone)]
 pub struct Error {
     // One pointer wide, so that `Result<_, Error>` stays small for callers.
-    inner: Box<(ErrorKind, Report)>,
+    inner: Box<(ErrorKind, Report, bool)>,
 }
 
 impl fmt::Debug for Error {
@@ -24,8 +25,15 @@ impl fmt::Debug for Error {
 impl Error {
     pub(crate) fn new(kind: ErrorKind, report: Report) -> Error {
         Error {
-            inner: Box::new((kind, report)),
+            inner: Box::new((kind, report, false)),
         }
+    }
+
+    /// The message in full: every place looked, every variable read
+    /// (`NCCL_FIND_VERBOSE=1`).
+    pub(crate) fn verbose(mut self, on: bool) -> Error {
+        self.inner.2 = on;
+        self
     }
 
     /// True under docs.rs (`DOCS_RS` set), where nothing is probed and
@@ -53,17 +61,22 @@ impl Error {
         &self.inner.1
     }
 
-    /// The first line of the message.
+    /// The head of the message: what went wrong; where an install came near,
+    /// that install, what it lacks and the fix (then on a second line).
     pub fn headline(&self) -> String {
-        self.kind().headline()
+        crate::emit::text::headline(self.kind(), self.report())
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "nccl-find: {}", self.headline())?;
-        f.write_str(&crate::emit::text::details(self.report()))?;
-        f.write_str(&crate::emit::text::advice(self.kind(), self.report()))
+        if self.inner.2 {
+            f.write_str(&crate::emit::text::details(self.report()))?;
+            f.write_str(&crate::emit::text::advice(self.kind(), self.report()))
+        } else {
+            f.write_str(&crate::emit::text::brief(self.kind(), self.report()))
+        }
     }
 }
 

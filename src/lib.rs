@@ -31,7 +31,7 @@
 //! |---|---|---|
 //! | 1 | explicit dirs | `NCCL_INCLUDE_DIR` + `NCCL_LIB_DIR` (both, or neither: one alone is an error) |
 //! | 2 | NCCL_HOME | `NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`: `include/` + `lib/`, `lib64/`, `lib/<multiarch>/`; or a source build's `build/include` + `build/lib` |
-//! | 3 | pkg-config | `nccl.pc` on `PKG_CONFIG_PATH`, then `PKG_CONFIG_LIBDIR` or the default dirs (`PKG_CONFIG_SYSROOT_DIR` honoured), each read as the `pkg-config` crate reads it (below); skipped when `NCCL_NO_PKG_CONFIG` is set. An `nccl.pc` whose directories hold no NCCL (some distro packages ship one with the build machine's `prefix=/usr/local`) is named in a warning and bypassed; `doctor` warns C and CMake users |
+//! | 3 | pkg-config | `nccl.pc` on `PKG_CONFIG_PATH`, then `PKG_CONFIG_LIBDIR` or the default dirs (`PKG_CONFIG_SYSROOT_DIR` honoured), each read as the `pkg-config` crate reads it (below); skipped when `NCCL_NO_PKG_CONFIG` is set. An `nccl.pc` whose directories hold no NCCL (some distro packages ship one with the build machine's `prefix=/usr/local`) is bypassed and named in a note (a warning where the tree it sits in holds an NCCL to name with `NCCL_HOME`, as a source build's does); `doctor` warns C and CMake users |
 //! | 4 | pip | `nvidia-nccl-cu*` wheels in `PYTHONPATH`, `VIRTUAL_ENV`, `CONDA_PREFIX`, the Pythons on `PATH`, pyenv, the user site, system site/dist-packages |
 //! | 5 | prefix | `CONDA_PREFIX`, NVIDIA HPC SDK `comm_libs` (`NVHPC_ROOT`, `/opt/nvidia/hpc_sdk`), `EBROOTNCCL` |
 //! | 6 | Spack | `SPACK_ROOT`: every `nccl-<version>-<hash>` prefix under `$SPACK_ROOT/opt/spack`, in Spack 1.0's layout (`<platform>-<target>/`) and the older one (`<platform>-<os>-<target>/<compiler>-<version>/`), newest first, named from its `.spack/spec.json` |
@@ -128,7 +128,7 @@ pub mod internal {
     pub use crate::emit::durable::{lexical_risk, rpath_risk};
     pub use crate::emit::kept::{fnv1a_hex, safe_ancestors};
     pub use crate::emit::loader_dir::{check_loader_path, LOADER_NAMES};
-    pub use crate::emit::text::report;
+    pub use crate::emit::text::{headline, report};
     pub use crate::files::read_bounded;
     pub use crate::inspect::elf::{
         dynamic_symbols, dynamic_symbols_bytes, imports, parse_version_text, read_dynamic,
@@ -136,6 +136,7 @@ pub mod internal {
     };
     pub use crate::inspect::header::{parse_header, Header};
     pub use crate::ldcache::parse_ld_cache;
+    pub use crate::lines::escape_os;
     pub use crate::sources::pkgconfig::parse_pc;
     pub use crate::sources::search_order_markdown;
     pub use crate::sources::spack::spack_spec_json;

@@ -175,16 +175,30 @@ impl Config {
     /// Under docs.rs (`DOCS_RS` set) it looks at nothing, prints nothing, and
     /// returns [`ErrorKind::DocsRs`]; [`Config::probe_or_exit`] turns that into `None`.
     pub fn probe(&self) -> Result<Nccl, Error> {
+        self.probe_printing(true)
+    }
+
+    /// [`Config::probe`]; `reruns_on_failure` says whether a failure still
+    /// prints the rerun triggers (for a build script that goes on without
+    /// NCCL, and must run again once NCCL appears).
+    fn probe_printing(&self, reruns_on_failure: bool) -> Result<Nccl, Error> {
         let (report, outcome) = self.run();
         let emit = self.build_script(&self.env());
         let result = match outcome {
             Ok(post) => checked(Nccl::from_report(report, post)),
             Err(kind) => Err(Error::new(kind, report)),
         };
+        // How much a failure's message says: read only where the probe
+        // failed, and no rerun trigger (a failed build script runs again
+        // anyway).
+        let result = result.map_err(|e| {
+            let verbose = self.env().peek("NCCL_FIND_VERBOSE");
+            e.verbose(verbose.is_some_and(|v| !v.is_empty() && v != "0"))
+        });
         if emit {
             match &result {
                 Ok(n) => cargo::print(&cargo::directives(n)),
-                Err(e) if *e.kind() != ErrorKind::DocsRs => {
+                Err(e) if *e.kind() != ErrorKind::DocsRs && reruns_on_failure => {
                     cargo::print(&cargo::rerun_env(&e.report().env))
                 }
                 Err(_) => {}
@@ -193,11 +207,12 @@ impl Config {
         result
     }
 
-    /// For build scripts: [`Config::probe`], and on failure print the whole
-    /// message to stderr and exit with status 1 (no panic, no backtrace).
-    /// `None` under docs.rs, where nothing is probed.
+    /// For build scripts: [`Config::probe`], and on failure print the
+    /// message to stderr and exit with status 1 (no panic, no backtrace),
+    /// with no rerun triggers before it: cargo runs a failed build script
+    /// again anyway. `None` under docs.rs, where nothing is probed.
     pub fn probe_or_exit(&self) -> Option<Nccl> {
-        match self.probe() {
+        match self.probe_printing(false) {
             Ok(n) => Some(n),
             Err(e) if *e.kind() == ErrorKind::DocsRs => None,
             Err(e) => {
@@ -281,6 +296,7 @@ impl Config {
         };
         report.looked = ctx.looked.take();
         report.warnings = ctx.warnings.take();
+        report.notes = ctx.notes.take();
         report.misleading_pc = ctx.misleading_pc.take();
         report.env = env.reads();
         (report, outcome)

@@ -317,7 +317,7 @@ impl fmt::Display for Problem {
                 "{} {why}, which a cargo directive cannot carry exactly: a build script would name \
                  another path, and the link would fail. Rename it, or use an install whose path is plain \
                  text.",
-                crate::lines::escape(&path.to_string_lossy())
+                crate::lines::escape_os(path.as_os_str())
             ),
             Problem::Unsatisfied {
                 version,

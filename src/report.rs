@@ -29,8 +29,13 @@ pub struct Report {
     pub looked: Vec<Looked>,
     /// Every variable read.
     pub env: Vec<EnvRead>,
-    /// Things worth knowing that stopped nothing.
+    /// Things the user can and should act on, though they stopped nothing.
+    /// A build script prints each as a `cargo:warning`.
     pub warnings: Vec<String>,
+    /// Things nccl-find already worked around (an install skipped, an
+    /// `nccl.pc` with a wrong `prefix=` bypassed): `nccl-find --print` and
+    /// `--json` show them, a build script does not print them.
+    pub notes: Vec<String>,
     /// `nccl.pc` files whose directories hold no NCCL (a wrong `prefix=`).
     pub misleading_pc: Vec<MisleadingPc>,
     /// Which `libnccl.so.2` the run-time loader would load.
@@ -51,6 +56,7 @@ impl Report {
             looked: Vec::new(),
             env: Vec::new(),
             warnings: Vec::new(),
+            notes: Vec::new(),
             misleading_pc: Vec::new(),
             loader: Loader::default(),
             cross: false,

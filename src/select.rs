@@ -129,18 +129,14 @@ impl Found {
         if let Some(p) = c.line_break().map(Path::to_path_buf) {
             let problem = Problem::LineBreak { path: p };
             if !c.explicit {
-                ctx.warn(format!("an install was skipped: {problem}"));
+                ctx.note(format!("an install was skipped: {problem}"));
             }
             c.status = Status::Rejected(problem);
-        } else if let Some((p, why)) = c.not_carried().filter(|_| ctx.build_script) {
+        } else if let Some(problem) = c.build_script_refuses().filter(|_| ctx.build_script) {
             // Only a build script prints paths as directives; the command
-            // shows such an install, and its `--env` keeps the bytes.
-            let problem = Problem::NotCarried {
-                path: p.to_path_buf(),
-                why,
-            };
+            // shows such an install (marked), and its `--env` keeps the bytes.
             if !c.explicit {
-                ctx.warn(format!("an install was skipped: {problem}"));
+                ctx.note(format!("an install was skipped: {problem}"));
             }
             c.status = Status::Rejected(problem);
         }

@@ -179,15 +179,15 @@ fn the_import_check_catches_each_kind_of_wrong_import() {
     // Up, sideways, through the root, from an unknown module.
     assert_eq!(
         v("inspect", "use crate::probe::Config;"),
-        ["f.rs:1: `inspect` (layer 6) imports `probe` (layer 12): imports run down the layers only"]
+        ["f.rs:1: `inspect` (layer 7) imports `probe` (layer 13): imports run down the layers only"]
     );
     assert_eq!(
-        v("env", "x = crate::files::read_bounded(p, 1);"),
-        ["f.rs:1: `env` (layer 0) imports `files` (layer 0): imports run down the layers only"]
+        v("req", "x = crate::files::read_bounded(p, 1);"),
+        ["f.rs:1: `req` (layer 0) imports `files` (layer 0): imports run down the layers only"]
     );
     assert_eq!(
         v("sources", "use crate::{context::Ctx, inspect::Candidate};"),
-        ["f.rs:1: `sources` (layer 5) imports `inspect` (layer 6): imports run down the layers only"]
+        ["f.rs:1: `sources` (layer 6) imports `inspect` (layer 7): imports run down the layers only"]
     );
     assert_eq!(
         v("emit", "use crate::Nccl;"),

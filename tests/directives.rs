@@ -309,21 +309,36 @@ fn paths_a_directive_cannot_carry_are_refused_in_a_build_script() {
             )),
             "{e}"
         );
-        // Found through LIBRARY_PATH: skipped, with a warning.
+        // Found through LIBRARY_PATH: skipped (a note), and named first in
+        // the failure as the nearest miss.
         let mut lib = home.clone();
         lib.push("/lib");
         let e = probe(true, vec![("LIBRARY_PATH", lib.clone())]).unwrap_err();
         assert_eq!(*e.kind(), nccl_find::ErrorKind::NotFound, "{e}");
         assert!(
             e.report()
-                .warnings
+                .notes
                 .iter()
                 .any(|w| w.starts_with("an install was skipped: ") && w.contains(why)),
             "{:?}",
-            e.report().warnings
+            e.report().notes
         );
-        // The command shows it.
+        assert!(e.report().warnings.is_empty(), "{:?}", e.report().warnings);
+        let head = e.headline();
+        assert!(
+            head.starts_with("no NCCL here can be used. The nearest: NCCL 2.21.5")
+                && head.contains(&format!(
+                    "{why}, which a cargo directive cannot carry exactly"
+                )),
+            "{head}"
+        );
+        // The command takes it, marked as one a build script refuses.
         let n = probe(false, vec![("NCCL_HOME", home)]).unwrap();
         assert_eq!(n.version.to_string(), "2.21.5");
+        let refused = n.report.selected().unwrap().build_script_refuses();
+        assert!(
+            matches!(&refused, Some(nccl_find::Problem::NotCarried { why: w, .. }) if *w == why),
+            "{refused:?}"
+        );
     }
 }

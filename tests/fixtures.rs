@@ -89,14 +89,22 @@ fn runtime_only_dpkg_says_install_libnccl_dev() {
         ),
         other => panic!("{other:?}"),
     }
+    // The package found is named first, with the apt line; no advice to
+    // install NCCL some other way.
     let msg = e.to_string();
-    assert!(msg.starts_with("nccl-find: NCCL was not found.\n"), "{msg}");
     assert!(
-        msg.contains("  - Only the runtime package libnccl2 2.28.3-1+cuda13.0 is installed."),
+        msg.starts_with("nccl-find: no NCCL here can be used. The nearest: NCCL 2.28.3 (CUDA 13.0) at /usr/lib/x86_64-linux-gnu"),
         "{msg}"
     );
-    assert!(msg.contains("pip install nvidia-nccl-cu12"), "{msg}");
-    assert!(msg.contains("Looked in ("), "{msg}");
+    assert!(
+        msg.lines().nth(1).unwrap().ends_with(
+            "Only the runtime package libnccl2 2.28.3-1+cuda13.0 is installed. Install the headers: \
+             apt install libnccl-dev=2.28.3-1+cuda13.0"
+        ),
+        "{msg}"
+    );
+    assert!(!msg.contains("pip install nvidia-nccl-cu12"), "{msg}");
+    assert!(!msg.contains("Looked in ("), "{msg}");
 }
 
 #[test]
@@ -564,6 +572,19 @@ fn nothing_installed_lists_where_it_looked_and_how_to_install() {
     )
     .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::NotFound);
+    let brief = e.to_string();
+    assert!(brief.contains("  - CUDA_HOME=/usr/local/cuda-12.4: no such directory."));
+    assert!(!brief.contains("Looked in"), "{brief}");
+    // Every place and variable, on request.
+    let e = probe(
+        "empty",
+        &[
+            ("CUDA_HOME", "/usr/local/cuda-12.4"),
+            ("NCCL_VERSION", "2.28.3-1"),
+            ("NCCL_FIND_VERBOSE", "1"),
+        ],
+    )
+    .unwrap_err();
     let msg = e.to_string();
     for needle in [
         "nccl-find: NCCL was not found.",
@@ -837,8 +858,10 @@ fn a_pc_file_with_the_build_machines_prefix_is_named_and_bypassed() {
             "-I/usr/local/include -L/usr/local/lib"
         )]
     );
+    // Bypassed already: a note for --print, no build's warning.
+    assert!(n.report.warnings.is_empty(), "{:?}", n.report.warnings);
     assert!(
-        n.report.warnings.iter().any(|w| w.starts_with(
+        n.report.notes.iter().any(|w| w.starts_with(
             "/usr/lib/x86_64-linux-gnu/pkgconfig/nccl.pc says prefix=/usr/local (-I/usr/local/include \
              -L/usr/local/lib), but there is no nccl.h and no libnccl there"
         )),
@@ -970,10 +993,12 @@ fn a_source_builds_nccl_pc_names_the_tree_that_holds_nccl() {
     // Following the advice works.
     let n = found("source-build", &[("NCCL_HOME", "/src/nccl/build")]);
     assert_eq!(n.version.to_string(), "2.23.4");
-    // A distro's misleading nccl.pc sits in no such tree: no advice.
+    // A distro's misleading nccl.pc sits in no such tree: no advice, and
+    // no build's warning (a note for --print).
     let n = found("dpkg-wrong-pc", &[]);
     assert_eq!(n.report.misleading_pc[0].tree, None);
-    assert!(!n.report.warnings[0].contains("NCCL_HOME"));
+    assert!(n.report.warnings.is_empty(), "{:?}", n.report.warnings);
+    assert!(!n.report.notes[0].contains("NCCL_HOME"));
 }
 
 #[test]

@@ -17,8 +17,13 @@ fn source(kind: SourceKind, display: &str) -> Value {
     json!({"kind": kind.id(), "display": display})
 }
 
+/// A path: exact where it is UTF-8, else with each byte that is not written
+/// as `\xNN` (such an install also has `build_script_refuses`).
 fn path(p: &Path) -> Value {
-    Value::String(p.display().to_string())
+    match p.to_str() {
+        Some(s) => Value::String(s.to_string()),
+        None => Value::String(nccl_find::internal::escape_os(p.as_os_str())),
+    }
 }
 
 fn opt_path(p: Option<&Path>) -> Value {
@@ -55,6 +60,7 @@ fn candidate(c: &Candidate) -> Value {
         "cuda_version": c.cuda_version.map(|v| v.to_string()),
         "conflict": c.conflict,
         "also_found_by": c.also_found_by.iter().map(|o| o.detail.clone()).collect::<Vec<_>>(),
+        "build_script_refuses": c.build_script_refuses().map(|p| p.to_string()),
     })
 }
 
@@ -107,8 +113,9 @@ pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String
             "name": e.name,
             "value": e.value.as_ref().map(|v| v.to_string_lossy().into_owned()),
         })).collect::<Vec<_>>(),
-        "error": error.map(|k| k.headline()),
+        "error": error.map(|k| nccl_find::internal::headline(k, r)),
         "warnings": r.warnings,
+        "notes": r.notes,
         "target": r.target,
         "requirement": r.requirement,
         "looked": r.looked.iter().map(|l| json!({

@@ -321,8 +321,10 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
         Ok(n) => (&n.report, Some(n), None),
         Err(e) => (e.report(), None, Some(e.kind())),
     };
+    // The failure's first line: the install that came nearest and its fix.
+    let headline = result.as_ref().err().map(nccl_find::Error::headline);
     if cli.loader_env {
-        return shim::loader_env(nccl, error);
+        return shim::loader_env(nccl, headline.as_deref());
     }
     // A `!=` the selected version breaks: not found, as pkg-config says.
     let unwanted = nccl.and_then(|n| pkgflags::excluded(constraints, &n.version));
@@ -338,17 +340,17 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
     if cli.json {
         println!("{}", json::report(report, nccl, error));
     } else if asked.check_only {
-        if let Some(kind) = error {
-            asked.say(&kind.headline());
+        if let Some(h) = &headline {
+            asked.say(h);
         }
     } else if asked.parts.any() || prints_value(cli) {
-        return print_value(cli, asked, nccl, error);
+        return print_value(cli, asked, nccl, error, headline.as_deref());
     } else {
         let directives = nccl.map(|n| n.cargo_directives()).unwrap_or_default();
         let text = nccl_find::internal::report(report, error, &directives);
         print!("{}", style::paint(&text, cli.color.enabled()));
-        if let Some(kind) = error {
-            eprintln!("nccl-find: {}", kind.headline());
+        if let Some(h) = &headline {
+            eprintln!("nccl-find: {h}");
         }
     }
     exit_status(error)
@@ -384,11 +386,12 @@ fn print_value(
     asked: &Asked,
     nccl: Option<&Nccl>,
     error: Option<&ErrorKind>,
+    headline: Option<&str>,
 ) -> ExitCode {
     let Some(n) = nccl else {
-        let headline = error.map(|k| k.headline()).unwrap_or_default();
+        let headline = headline.unwrap_or_default();
         if cli.short_errors {
-            asked.say(&headline);
+            asked.say(headline);
         } else {
             asked.say(&format!(
                 "{headline}\nRun `nccl-find --print` to see where it looked and what to do."

@@ -13,14 +13,14 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use nccl_find::{ErrorKind, Nccl};
+use nccl_find::Nccl;
 
 /// Prints `LD_LIBRARY_PATH=...` and `export LD_LIBRARY_PATH`, or says why not.
-pub fn loader_env(nccl: Option<&Nccl>, error: Option<&ErrorKind>) -> ExitCode {
+pub fn loader_env(nccl: Option<&Nccl>, headline: Option<&str>) -> ExitCode {
     let Some(n) = nccl else {
         eprintln!(
             "nccl-find: {}\nRun `nccl-find --print` to see where it looked and what to do.",
-            error.map(|k| k.headline()).unwrap_or_default()
+            headline.unwrap_or_default()
         );
         return ExitCode::from(1);
     };

@@ -375,3 +375,75 @@ fn newcomer_print_selects_the_newest_cu12_wheel() {
     assert!(!stdout.contains("is taken for it"), "{stdout}");
     assert!(!stdout.contains("taken from its file name"), "{stdout}");
 }
+
+/// An install under a path that is not UTF-8: `--print` and `--json` take
+/// it as the command does, but name its real bytes (`\xff`, not a lossy
+/// character naming no file), mark it as one a build script refuses, and
+/// preview no directives a build script would not print.
+#[test]
+fn print_marks_an_install_a_build_script_refuses() {
+    use std::os::unix::ffi::OsStringExt;
+    let root =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-not-utf8-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("opt")).unwrap();
+    let name = std::ffi::OsString::from_vec(b"nccl-\xff-2.21".to_vec());
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(tree("tarball/opt/nccl_2.21.5-1+cuda12.4_x86_64"))
+        .arg(root.join("opt").join(&name))
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let mut home = std::ffi::OsString::from("/opt/");
+    home.push(&name);
+    let run = |flag: &str| {
+        Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+            .args([flag, "--root"])
+            .arg(&root)
+            .args(["--target", "x86_64-unknown-linux-gnu"])
+            .env_clear()
+            .env("NCCL_HOME", &home)
+            .output()
+            .unwrap()
+    };
+    let out = run("--print");
+    let print = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{print}");
+    assert!(
+        print.contains("Selected: NCCL 2.21.5 (CUDA 12.4) at /opt/nccl-\\xff-2.21 — NCCL_HOME="),
+        "{print}"
+    );
+    assert!(
+        print.contains("  refused  by a build script: ")
+            && print.contains(
+                "nccl-\\xff-2.21 is not UTF-8, which a cargo directive cannot carry exactly"
+            ),
+        "{print}"
+    );
+    assert!(
+        print.contains(
+            "\nCargo directives a build script gets: none; it refuses this install (above).\n"
+        ),
+        "{print}"
+    );
+    assert!(!print.contains("cargo:rustc-link"), "{print}");
+    assert!(!print.contains('\u{fffd}'), "{print}");
+    let out = run("--json");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &v["candidates"][0];
+    assert!(
+        c["build_script_refuses"]
+            .as_str()
+            .is_some_and(|w| w.contains("is not UTF-8")),
+        "{c}"
+    );
+    assert!(
+        c["library"]
+            .as_str()
+            .is_some_and(|l| l.ends_with("/opt/nccl-\\xff-2.21/lib/libnccl.so")),
+        "{c}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -160,14 +160,16 @@ impl Loader {
     }
 }
 
-/// The warning for a library that will not be the one loaded, if any.
+/// What to say of a library that will not be the one loaded, if anything,
+/// and whether it is a warning (`true`: an older NCCL, the program may
+/// fail) or a note (the same or a newer minor version runs the program).
 pub(crate) fn warning(
     loader: &Loader,
     library: &Path,
     real: &Path,
     version: &Version,
     lib_dir: &Path,
-) -> Option<String> {
+) -> Option<(String, bool)> {
     let fix = format!(
         "Put {} first on LD_LIBRARY_PATH, or give the final binary an rpath (nccl_find::emit_rpath_from_dep in its build script).",
         lib_dir.display()
@@ -189,8 +191,9 @@ pub(crate) fn warning(
         // the final binary's setup (its rpath, from emit_rpath_from_dep,
         // which warns when it cannot give one), and doctor says it.
         Verdict::Same | Verdict::NoneFound => None,
-        Verdict::OtherSameVersion(p) => Some(other(p, "")),
-        Verdict::OtherCompatible(p) => Some(other(
+        Verdict::OtherSameVersion(p) => Some((other(p, ""), false)),
+        Verdict::OtherCompatible(p) => Some((
+            other(
             p,
             match &p.version {
                 Some(v) if v.minor == version.minor => {
@@ -198,10 +201,15 @@ pub(crate) fn warning(
                 }
                 _ => ": a newer minor version runs programs built against older ones",
             },
+            ),
+            false,
         )),
-        Verdict::OtherOlder(p) => Some(other(
-            p,
-            ": expect `undefined symbol` errors for anything newer than that library",
+        Verdict::OtherOlder(p) => Some((
+            other(
+                p,
+                ": expect `undefined symbol` errors for anything newer than that library",
+            ),
+            true,
         )),
     }
 }
@@ -270,16 +278,20 @@ mod tests {
                 "2.{minor}.{patch}"
             );
         }
-        // The build-script warning follows the verdict.
+        // The build-script warning follows the verdict: a warning for an
+        // older NCCL, a note where the program runs.
         let lib = Path::new("/opt/nccl/lib/libnccl.so.2");
         let dir = Path::new("/opt/nccl/lib");
         assert_eq!(warning(&same, lib, mine, &v, dir), None);
-        let w = warning(&copy, lib, mine, &v, dir).unwrap();
+        let (w, act) = warning(&copy, lib, mine, &v, dir).unwrap();
+        assert!(!act);
         assert!(w.starts_with("at run time the loader picks /usr/lib/libnccl.so.2 (NCCL 2.21.5, via loader cache), not the linked /opt/nccl/lib/libnccl.so.2 (NCCL 2.21.5). Put /opt/nccl/lib first"), "{w}");
-        let w = warning(&old, lib, mine, &v, dir).unwrap();
+        let (w, act) = warning(&old, lib, mine, &v, dir).unwrap();
+        assert!(act);
         assert!(w.contains("(NCCL 2.18.1, via loader cache), not the linked /opt/nccl/lib/libnccl.so.2 (NCCL 2.21.5): expect `undefined symbol` errors"), "{w}");
         let newer = seen("/usr/lib/libnccl.so.2", Some(Version::new(2, 21, 7, "")));
-        let w = warning(&loader(Some(newer)), lib, mine, &v, dir).unwrap();
+        let (w, act) = warning(&loader(Some(newer)), lib, mine, &v, dir).unwrap();
+        assert!(!act);
         assert!(w.contains("(NCCL 2.21.7, via loader cache), not the linked /opt/nccl/lib/libnccl.so.2 (NCCL 2.21.5): the same minor version has the same API, so the program runs, with that file's fixes. Put /opt/nccl/lib first"), "{w}");
         assert_eq!(warning(&loader(None), lib, mine, &v, dir), None);
     }

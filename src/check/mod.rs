@@ -132,8 +132,10 @@ pub(crate) fn after_selection(
     }
     if opts.loader && !matches!(linking, Linking::Static { .. }) {
         let library = c.library.clone().unwrap_or_default();
-        if let Some(w) = loader::warning(loader, &library, &library_real, &version, &lib_dir) {
-            ctx.warn(w);
+        match loader::warning(loader, &library, &library_real, &version, &lib_dir) {
+            Some((w, true)) => ctx.warn(w),
+            Some((n, false)) => ctx.note(n),
+            None => {}
         }
     }
     let cuda_include = cuda_headers::cuda_headers(ctx, c);

@@ -128,6 +128,8 @@ pub fn directives(n: &Nccl) -> Vec<String> {
 ///
 /// When neither reaches it, it prints a `cargo:warning` that says so and
 /// what to do, and returns `None`: the binary would need `LD_LIBRARY_PATH`.
+/// Under docs.rs (`DOCS_RS` set), where the -sys crate probes nothing and
+/// nothing is linked, it prints nothing and returns `None`.
 ///
 /// It must live in the final binary's build script: a -sys crate's
 /// `rustc-link-arg` does not reach the binaries of the crates that depend
@@ -147,6 +149,9 @@ pub fn emit_rpath_from_dep() -> Option<PathBuf> {
 /// What [`emit_rpath_from_dep`] prints, for these variables, and the
 /// directory it gives.
 pub fn rpath_from_vars(vars: &[(String, std::ffi::OsString)]) -> (Vec<String>, Option<PathBuf>) {
+    if vars.iter().any(|(k, _)| k == "DOCS_RS") {
+        return (Vec::new(), None);
+    }
     let mut out = vec![
         "cargo:rerun-if-env-changed=DEP_NCCL_LIB_DIR".to_string(),
         "cargo:rerun-if-env-changed=DEP_NCCL_RUN_LIB_DIR".to_string(),

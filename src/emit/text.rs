@@ -9,6 +9,13 @@ use crate::problem::ErrorKind;
 use crate::problem::Problem;
 use crate::report::Report;
 
+/// A path for a message: as the report shows it (the root taken off), with
+/// control characters and bytes that are not UTF-8 escaped (`\xff`), so
+/// that what is printed names the real file.
+fn show(r: &Report, p: &std::path::Path) -> String {
+    crate::lines::escape_os(r.logical(p).as_os_str())
+}
+
 fn describe(r: &Report, c: &Candidate) -> String {
     // The library's version is what runs; a header of another version is
     // named beside it, never mixed into it.
@@ -23,11 +30,126 @@ fn describe(r: &Report, c: &Candidate) -> String {
             let _ = write!(version, " with header {hv}");
         }
     }
-    format!(
-        "{version} at {} — {}",
-        r.logical(&c.place).display(),
-        c.origin
-    )
+    format!("{version} at {} — {}", show(r, &c.place), c.origin)
+}
+
+/// How near a rejected install came to being usable, lower being nearer:
+/// a real NCCL 2 one step from use, then a damaged one, then NCCL 1, then
+/// a variable that names nothing.
+fn closeness(c: &Candidate) -> u8 {
+    match c.problem() {
+        None => 0,
+        Some(
+            Problem::Unsatisfied { .. }
+            | Problem::NoHeader { .. }
+            | Problem::NoLibrary { .. }
+            | Problem::DpkgSkew { .. }
+            | Problem::Mismatch { .. }
+            | Problem::FileNameMismatch { .. }
+            | Problem::NotCarried { .. }
+            | Problem::LineBreak { .. }
+            | Problem::WheelBelow { .. }
+            | Problem::UnbuiltSource { .. },
+        ) => 1,
+        Some(Problem::Nccl1 { .. }) => 3,
+        Some(Problem::Missing { .. } | Problem::NotADirectory { .. } | Problem::NoNccl { .. }) => 4,
+        Some(_) => 2,
+    }
+}
+
+/// The installs that were not selected, nearest to usable first (search
+/// order among equals).
+fn by_closeness(r: &Report) -> Vec<&Candidate> {
+    let mut out = Vec::new();
+    for rank in 0..=4 {
+        out.extend(r.others().filter(|c| closeness(c) == rank));
+    }
+    out
+}
+
+/// The install a failed probe's headline names: the one nearest to usable,
+/// when nothing was selected and the failure is that none could be used.
+fn closest<'r>(kind: &ErrorKind, r: &'r Report) -> Option<&'r Candidate> {
+    match kind {
+        ErrorKind::NotFound if r.selected.is_none() => {
+            by_closeness(r).into_iter().find(|c| closeness(c) < 3)
+        }
+        _ => None,
+    }
+}
+
+/// The head of a failure's message: where an install came near, that
+/// install (first line) and what it lacks, with the fix (second line);
+/// else the kind's own one-line headline.
+pub fn headline(kind: &ErrorKind, r: &Report) -> String {
+    match closest(kind, r) {
+        Some(c) => format!(
+            "no NCCL here can be used. The nearest: {}\n  {}",
+            describe(r, c),
+            why(c)
+        ),
+        None => kind.headline(),
+    }
+}
+
+/// Why an install lost or was rejected.
+fn why(c: &Candidate) -> String {
+    match &c.status {
+        Status::Lost(why) => why.clone(),
+        Status::Rejected(p) => p.to_string(),
+        Status::Selected => String::new(),
+    }
+}
+
+/// At most this many installs and warnings are listed in a failure's
+/// message; `NCCL_FIND_VERBOSE=1` lists all.
+const BRIEF_ITEMS: usize = 3;
+
+/// The body of a failed probe's message, after its headline: the other
+/// installs, nearest first, the warnings, what to do, and where to find
+/// the rest. It fits in 25 lines.
+pub fn brief(kind: &ErrorKind, r: &Report) -> String {
+    let mut s = String::new();
+    let named = closest(kind, r);
+    let explicit = match kind {
+        ErrorKind::Explicit { problem, .. } => Some(problem),
+        _ => None,
+    };
+    let others: Vec<&Candidate> = by_closeness(r)
+        .into_iter()
+        .filter(|c| named.map_or(true, |n| !std::ptr::eq(*c, n)))
+        .filter(|c| explicit.is_none() || c.problem() != explicit)
+        .collect();
+    if !others.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nOther installs found ({}), nearest first:",
+            others.len()
+        );
+        for c in others.iter().take(BRIEF_ITEMS) {
+            let _ = writeln!(s, "  - {}\n      {}", describe(r, c), why(c));
+        }
+        if others.len() > BRIEF_ITEMS {
+            let _ = writeln!(s, "  - and {} more", others.len() - BRIEF_ITEMS);
+        }
+    }
+    if !r.warnings.is_empty() {
+        let _ = writeln!(s, "\nWarnings:");
+        for w in r.warnings.iter().take(BRIEF_ITEMS) {
+            let _ = writeln!(s, "  - {w}");
+        }
+        if r.warnings.len() > BRIEF_ITEMS {
+            let _ = writeln!(s, "  - and {} more", r.warnings.len() - BRIEF_ITEMS);
+        }
+    }
+    s.push_str(&advice(kind, r));
+    let _ = writeln!(
+        s,
+        "\nEvery place looked in ({}) and every variable read ({}): NCCL_FIND_VERBOSE=1, or `nccl-find --print`.",
+        r.looked.len(),
+        r.env.len()
+    );
+    s
 }
 
 /// A loader-visible library's version, in words.
@@ -55,12 +177,19 @@ pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> S
     match r.selected() {
         Some(c) => {
             selected(&mut s, r, c);
-            cargo_directives(&mut s, directives);
+            if c.build_script_refuses().is_some() {
+                let _ = writeln!(
+                    s,
+                    "\nCargo directives a build script gets: none; it refuses this install (above)."
+                );
+            } else {
+                cargo_directives(&mut s, directives);
+            }
         }
         None => {
             let _ = writeln!(s, "Selected: nothing.");
             if let Some(kind) = error {
-                let _ = writeln!(s, "{}", kind.headline());
+                let _ = writeln!(s, "{}", headline(kind, r));
             }
         }
     }
@@ -77,23 +206,26 @@ pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> S
 /// The selected install: where from, header, library, static library.
 fn selected(s: &mut String, r: &Report, c: &Candidate) {
     let _ = writeln!(s, "Selected: {}", describe(r, c));
-    let show = |p: &Option<std::path::PathBuf>| match p {
-        Some(p) => r.logical(p).display().to_string(),
+    let opt = |p: &Option<std::path::PathBuf>| match p {
+        Some(p) => show(r, p),
         None => "none".into(),
     };
     let _ = writeln!(s, "  from     {}", c.origin);
+    if let Some(p) = c.build_script_refuses() {
+        let _ = writeln!(s, "  refused  by a build script: {p}");
+    }
     if let Some(v) = &c.header_version {
         let _ = writeln!(
             s,
             "  header   {} (NCCL {v}, code {})",
-            show(&c.header),
+            opt(&c.header),
             v.code
         );
     }
-    let mut lib = show(&c.library);
+    let mut lib = opt(&c.library);
     if let Some(real) = &c.library_real {
         if Some(real) != c.library.as_ref() {
-            let _ = write!(lib, " -> {}", r.logical(real).display());
+            let _ = write!(lib, " -> {}", show(r, real));
         }
     }
     let _ = writeln!(s, "  library  {lib}");
@@ -113,7 +245,7 @@ fn selected(s: &mut String, r: &Report, c: &Candidate) {
             "           no libnccl.so here: link libnccl.so.2 by file name"
         );
     }
-    let _ = writeln!(s, "  static   {}", show(&c.static_library));
+    let _ = writeln!(s, "  static   {}", opt(&c.static_library));
     for o in &c.also_found_by {
         let _ = writeln!(s, "  also via {o}");
     }
@@ -187,13 +319,13 @@ pub fn details(r: &Report) -> String {
         };
         let _ = writeln!(s, "\n{title} ({}):", others.len());
         for c in others {
-            let (tag, why) = match &c.status {
-                Status::Lost(why) => ("lost", why.clone()),
-                Status::Rejected(p) => ("rejected", p.to_string()),
-                Status::Selected => ("selected", String::new()),
+            let tag = match &c.status {
+                Status::Lost(_) => "lost",
+                Status::Rejected(_) => "rejected",
+                Status::Selected => "selected",
             };
             let _ = writeln!(s, "  [{tag}] {}", describe(r, c));
-            let _ = writeln!(s, "      {why}");
+            let _ = writeln!(s, "      {}", why(c));
             if let Some(conflict) = &c.conflict {
                 let _ = writeln!(s, "      conflict: {conflict}");
             }
@@ -208,19 +340,22 @@ pub fn details(r: &Report) -> String {
             let _ = writeln!(s, "  - {w}");
         }
     }
+    if !r.notes.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nNotes (nothing to act on; a build script does not print these):"
+        );
+        for n in &r.notes {
+            let _ = writeln!(s, "  - {n}");
+        }
+    }
     let _ = writeln!(s, "\nSearch order:");
     for (i, k) in SourceKind::all().enumerate() {
         let _ = writeln!(s, "  {}. {:<13} {}", i + 1, k.name(), k.describe());
     }
     let _ = writeln!(s, "\nLooked in ({} places):", r.looked.len());
     for l in &r.looked {
-        let _ = writeln!(
-            s,
-            "  [{}] {}: {}",
-            l.source,
-            r.logical(&l.path).display(),
-            l.outcome
-        );
+        let _ = writeln!(s, "  [{}] {}: {}", l.source, show(r, &l.path), l.outcome);
     }
     let _ = writeln!(s, "\nVariables read:");
     for e in &r.env {
@@ -231,7 +366,7 @@ pub fn details(r: &Report) -> String {
 
 /// What to do, for an error.
 pub fn advice(kind: &ErrorKind, r: &Report) -> String {
-    let mut s = String::from("\nWhat to do:\n");
+    let mut s = String::new();
     match kind {
         ErrorKind::OnlyOneOfPair { missing, .. } => {
             let _ = writeln!(s, "  - set {missing} too (to the directory holding libnccl.so*/nccl.h), or unset the other.");
@@ -240,9 +375,14 @@ pub fn advice(kind: &ErrorKind, r: &Report) -> String {
             let _ = writeln!(s, "  - write the requirement as a version like \"2.18\" or a semver range like \">=2.18, <3\".");
         }
         ErrorKind::Explicit { variable, .. } => {
+            let mut names = Vec::new();
+            for setting in variable.split(", ") {
+                names.push(setting.split('=').next().unwrap_or(setting));
+            }
             let _ = writeln!(
                 s,
-                "  - fix what is described above, or unset {variable} to let nccl-find search."
+                "  - fix what is described above, or unset {} to let nccl-find search.",
+                names.join(" and ")
             );
         }
         ErrorKind::NoneSatisfies { requirement } => {
@@ -261,14 +401,22 @@ pub fn advice(kind: &ErrorKind, r: &Report) -> String {
         | ErrorKind::CompileCheck { .. }
         | ErrorKind::LineBreak { .. } => {}
     }
-    for c in &r.candidates {
+    // The runtime package's hint, where the headline does not give it.
+    let candidates = if closest(kind, r).is_none() {
+        &r.candidates[..]
+    } else {
+        &[]
+    };
+    for c in candidates {
         if let Some(Problem::NoHeader { hint, .. }) = c.problem() {
             if hint.starts_with("Only the runtime package") {
                 let _ = writeln!(s, "  - {hint}");
             }
         }
     }
-    if matches!(kind, ErrorKind::NotFound | ErrorKind::OnlyNccl1) {
+    // Ways to install NCCL, where nothing came near: never the advice to
+    // install what is there already.
+    if matches!(kind, ErrorKind::NotFound | ErrorKind::OnlyNccl1) && closest(kind, r).is_none() {
         let _ = writeln!(s, "  - pip install nvidia-nccl-cu12        (or -cu13, -cu11 to match your CUDA), inside a virtualenv;");
         let _ = writeln!(s, "    nccl-find then finds it through VIRTUAL_ENV, or set NCCL_HOME=<site-packages>/nvidia/nccl");
         let _ = writeln!(
@@ -281,5 +429,8 @@ pub fn advice(kind: &ErrorKind, r: &Report) -> String {
         );
         let _ = writeln!(s, "  - or point NCCL_HOME at an install (include/nccl.h, lib/libnccl.so*), or set NCCL_INCLUDE_DIR and NCCL_LIB_DIR");
     }
-    s
+    if s.is_empty() {
+        return s;
+    }
+    format!("\nWhat to do:\n{s}")
 }

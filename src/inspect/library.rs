@@ -79,7 +79,9 @@ pub(crate) struct LibInfo {
     /// and whose file name has none: the header's version stands in.
     pub version: Option<Version>,
     pub cuda: Option<CudaVersion>,
-    pub warnings: Vec<String>,
+    /// What was worked around (a stale NCCL 1 beside it, a version taken
+    /// from the file name): notes for the report.
+    pub notes: Vec<String>,
 }
 
 /// The soname's major version, for `libnccl.so.N`.
@@ -113,8 +115,8 @@ pub(crate) fn inspect(files: LibFiles, ctx: &crate::context::Ctx) -> Result<LibI
         Err(e) => return Err(broken(ctx.root, &primary, e)),
     };
     let elf = read_library(ctx, &primary, &real)?;
-    let mut warnings = Vec::new();
-    let (version, cuda) = version_of(&elf, &real, &mut warnings)?;
+    let mut notes = Vec::new();
+    let (version, cuda) = version_of(&elf, &real, &mut notes)?;
     if let Some(v) = &version {
         if v.major == 1 {
             return Err(Problem::Nccl1 {
@@ -128,7 +130,7 @@ pub(crate) fn inspect(files: LibFiles, ctx: &crate::context::Ctx) -> Result<LibI
             Some(v) => format!("NCCL {v}"),
             None => format!("the NCCL 2 library {}", real.display()),
         };
-        warnings.push(format!(
+        notes.push(format!(
             "{} is a stale NCCL 1 library next to {next_to}; remove it.",
             old.display()
         ));
@@ -140,7 +142,7 @@ pub(crate) fn inspect(files: LibFiles, ctx: &crate::context::Ctx) -> Result<LibI
         real,
         version,
         cuda,
-        warnings,
+        notes,
     })
 }
 
@@ -224,7 +226,7 @@ pub(crate) fn file_version(real: &Path) -> (Option<Version>, Option<String>) {
 fn version_of(
     elf: &super::elf::ElfInfo,
     real: &Path,
-    warnings: &mut Vec<String>,
+    notes: &mut Vec<String>,
 ) -> Result<(Option<Version>, Option<CudaVersion>), Problem> {
     let from_text = match &elf.version_text {
         Some(text) => parse_version_text(text),
@@ -243,7 +245,7 @@ fn version_of(
         }
         (Some((t, cuda)), _) => Ok((Some(t), cuda)),
         (None, Some(n)) => {
-            warnings.push(format!(
+            notes.push(format!(
                 "{} has no readable `NCCL version` text; its version, {n}, is taken from its file name.",
                 real.display()
             ));

@@ -135,6 +135,18 @@ impl Candidate {
         None
     }
 
+    /// Why a build script refuses this install where the command takes it:
+    /// a path that no cargo directive can carry exactly (not UTF-8, or a
+    /// name that begins or ends with a blank). `None` when a build script
+    /// takes it as the command does.
+    pub fn build_script_refuses(&self) -> Option<Problem> {
+        let (p, why) = self.not_carried()?;
+        Some(Problem::NotCarried {
+            path: p.to_path_buf(),
+            why,
+        })
+    }
+
     /// The directory holding `nccl.h`.
     pub fn include_dir(&self) -> Option<&Path> {
         match &self.header {
@@ -171,8 +183,9 @@ fn no_header_hint(origin: &Origin) -> String {
         Some(Package::Dpkg { runtime: Some(v), dev: None }) => format!(
             "Only the runtime package libnccl2 {v} is installed. Install the headers: apt install libnccl-dev={v}"
         ),
-        Some(Package::Pip { name, .. }) => format!(
-            "The wheel is incomplete. Reinstall it: pip install --force-reinstall {name}"
+        Some(Package::Pip { name, version }) => format!(
+            "The wheel is incomplete (its include/ was removed, as slimmed images do). Reinstall \
+             it: pip install --force-reinstall --no-deps {name}=={version}"
         ),
         _ => "Install NCCL's development files there, or set NCCL_INCLUDE_DIR and NCCL_LIB_DIR.".into(),
     }
@@ -289,7 +302,6 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         return None;
     }
     let mut c = Candidate::of_site(&site, &found, place);
-    ctx.looked(site.origin.source, &c.place, "NCCL files found");
 
     // An explicitly named place that is a dangling link or a loop: its
     // files are not read (they could only be reached outside the root).
@@ -315,6 +327,15 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         }
         problems.push(Problem::NoNccl { dirs });
     }
+    let outcome = match (header.is_some() || lib.is_some(), problems.first()) {
+        (true, _) => "NCCL files found",
+        (false, Some(Problem::Missing { .. })) => "does not exist",
+        (false, Some(Problem::NotADirectory { .. })) => "a file, not a directory",
+        (false, Some(Problem::BrokenSymlink { .. })) => "a broken symbolic link",
+        (false, Some(Problem::Unreadable { .. })) => "cannot be read",
+        (false, _) => "no NCCL files",
+    };
+    ctx.looked(site.origin.source, &c.place, outcome);
     if let Some(p) = &header {
         match header_version(ctx, p) {
             Ok(v) => c.header_version = Some(v),
@@ -437,12 +458,12 @@ impl Candidate {
         self.static_library = info.files.static_lib.clone();
         self.library_version = info.version.clone();
         self.cuda_version = info.cuda;
-        for w in &info.warnings {
-            ctx.warn(w.clone());
+        for w in &info.notes {
+            ctx.note(w.clone());
         }
         if info.version.is_none() {
             if let Some(hv) = &self.header_version {
-                ctx.warn(format!(
+                ctx.note(format!(
                     "{} is NCCL (soname {}, exports ncclGetVersion) but its version cannot be read \
                      from the file; the header's version, {hv}, is taken for it.",
                     info.real.display(),

@@ -109,7 +109,7 @@ pub(crate) static SOURCES: &[Source] = &[
         id: "pkg_config",
         name: "pkg-config",
         describe: "nccl.pc on PKG_CONFIG_PATH / PKG_CONFIG_LIBDIR / the default pkg-config dirs",
-        doc: "`nccl.pc` on `PKG_CONFIG_PATH`, then `PKG_CONFIG_LIBDIR` or the default dirs (`PKG_CONFIG_SYSROOT_DIR` honoured), each read as the `pkg-config` crate reads it (below); skipped when `NCCL_NO_PKG_CONFIG` is set. An `nccl.pc` whose directories hold no NCCL (some distro packages ship one with the build machine's `prefix=/usr/local`) is named in a warning and bypassed; `doctor` warns C and CMake users",
+        doc: "`nccl.pc` on `PKG_CONFIG_PATH`, then `PKG_CONFIG_LIBDIR` or the default dirs (`PKG_CONFIG_SYSROOT_DIR` honoured), each read as the `pkg-config` crate reads it (below); skipped when `NCCL_NO_PKG_CONFIG` is set. An `nccl.pc` whose directories hold no NCCL (some distro packages ship one with the build machine's `prefix=/usr/local`) is bypassed and named in a note (a warning where the tree it sits in holds an NCCL to name with `NCCL_HOME`, as a source build's does); `doctor` warns C and CMake users",
         search: |ctx| Ok(pkgconfig::sites(ctx)),
     },
     Source {

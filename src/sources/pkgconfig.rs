@@ -314,7 +314,7 @@ fn holds_nccl(incs: &[PathBuf], libs: &[PathBuf]) -> bool {
 }
 
 /// Names an `nccl.pc` whose dirs hold no NCCL (a build machine's
-/// `prefix=`): a warning, and a record for `doctor`.
+/// `prefix=`): a note or a warning, and a record for `doctor`.
 fn misleading(ctx: &Ctx, file: &Path, pc: &PcFile, incs: &[PathBuf], libs: &[PathBuf]) {
     let prefix = match pc.var("prefix") {
         Some(p) => p.to_string(),
@@ -338,13 +338,21 @@ fn misleading(ctx: &Ctx, file: &Path, pc: &PcFile, incs: &[PathBuf], libs: &[Pat
         ),
         None => String::new(),
     };
-    ctx.warn(format!(
+    let text = format!(
         "{} says prefix={prefix} ({flags}), but there is no nccl.h and no libnccl there: the file \
          describes the machine NCCL was built on, or where `make install` would put it. \
          `pkg-config --cflags --libs nccl` gives C and CMake builds wrong flags here; nccl-find \
          ignores the file. Fix its prefix= line, or use `nccl-find --cflags --libs`.{use_tree}",
         ctx.show(file)
-    ));
+    );
+    // Looked past already (a distribution's own file, which dpkg owns and
+    // the user cannot mend): a note. A tree beside it that holds an NCCL
+    // nccl-find does not take by itself (a source build) is for the user
+    // to name: a warning.
+    match tree {
+        Some(_) => ctx.warn(text),
+        None => ctx.note(text),
+    }
     ctx.misleading_pc
         .borrow_mut()
         .push(crate::origin::MisleadingPc {
