@@ -865,22 +865,24 @@ fn python_outcome(f: &mut Findings, o: &python::Outcome) {
         o.nccl_version.as_deref().unwrap_or("?"),
         o.how
     );
-    match (&o.binding, o.missing.first()) {
-        (python::Binding::Now(_), Some(first)) => f.add(
+    match (&o.binding, o.import_failure()) {
+        (python::Binding::Now(_), Some(failure)) => f.add(
             Area::Python,
             Level::Problem,
             format!(
-                "{mapped}, which lacks {} of the {} NCCL functions {consumer} imports: `import {}` fails with `undefined symbol: {first}`",
+                "{mapped}, which lacks {} of the {} NCCL functions {consumer} imports: {failure}",
                 o.missing.len(),
                 o.imports.len(),
-                o.package
             ),
             fix,
         ),
         (python::Binding::Now(_), None) => f.add(
             Area::Python,
             Level::Ok,
-            format!("{mapped}: it has all {} NCCL functions {consumer} imports", o.imports.len()),
+            format!(
+                "{mapped}: it has all {} NCCL functions {consumer} imports",
+                o.imports.len()
+            ),
             None,
         ),
         (python::Binding::Lazy, _) => f.add(

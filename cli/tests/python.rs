@@ -1,8 +1,9 @@
-//! `nccl-find doctor`'s Python area against real PyTorch from PyPI (the
-//! newest, and 2.1.2), judged by the real interpreter: the `libnccl.so.2`
-//! doctor says torch will map is the one `import torch` maps
-//! (`/proc/self/maps`), and where doctor says the import fails, it fails
-//! with exactly the `undefined symbol` doctor names.
+//! `nccl-find doctor`'s Python area against real PyTorch (the newest, and
+//! 2.1.2) and CuPy from PyPI, judged by the real interpreter: the
+//! `libnccl.so.2` doctor says a package will map is the one its import maps
+//! (`/proc/self/maps`), and where doctor says the import fails (or CuPy
+//! goes on without NCCL), it does so with exactly the `undefined symbol`
+//! doctor names.
 
 mod common;
 
@@ -72,9 +73,9 @@ fn doctor(venv: &Path, ld: Option<&Path>) -> (Output, serde_json::Value) {
     (out, json)
 }
 
-/// `import torch` in the venv's interpreter: the `libnccl` file it mapped,
-/// or the last line of its error.
-fn import_torch(venv: &Path, ld: Option<&Path>) -> Result<PathBuf, String> {
+/// `code` in the venv's interpreter, with `ld` as `LD_LIBRARY_PATH`: the
+/// `libnccl` file it mapped (or `None`), and its stderr.
+fn python_maps(venv: &Path, code: &str, ld: Option<&Path>) -> (Option<PathBuf>, String) {
     let mut cmd = Command::new(venv.join("bin/python"));
     for v in STEERING {
         cmd.env_remove(v);
@@ -82,32 +83,89 @@ fn import_torch(venv: &Path, ld: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(ld) = ld {
         cmd.env("LD_LIBRARY_PATH", ld);
     }
-    let out = cmd
-        .args([
-            "-W",
-            "ignore",
-            "-c",
-            "import torch\nfor l in open('/proc/self/maps'):\n    if 'libnccl' in l:\n        print(l.split()[-1]); break",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let code = format!(
+        "{code}\nfor l in open('/proc/self/maps'):\n    if 'libnccl' in l:\n        print(l.split()[-1]); break"
+    );
+    let out = cmd.args(["-W", "always", "-c", &code]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     if !out.status.success() {
-        return Err(err.trim_end().lines().last().unwrap_or("").to_string());
+        return (None, err);
     }
     let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(!line.is_empty(), "torch mapped no libnccl: {err}");
-    Ok(std::fs::canonicalize(line).unwrap())
+    let mapped = (!line.is_empty()).then(|| std::fs::canonicalize(line).unwrap());
+    (mapped, err)
 }
 
-/// The one package doctor judged: torch's entry of `python.packages`.
-fn torch_entry(json: &serde_json::Value) -> &serde_json::Value {
+/// `import torch`: the `libnccl` file it mapped, or the last line of its
+/// error.
+fn import_torch(venv: &Path, ld: Option<&Path>) -> Result<PathBuf, String> {
+    match python_maps(venv, "import torch", ld) {
+        (Some(p), _) => Ok(p),
+        (None, err) => Err(err.trim_end().lines().last().unwrap_or("").to_string()),
+    }
+}
+
+/// A copy of the venv `real` made of links, whose `nvidia/nccl` is `nccl`
+/// (another wheel's).
+fn venv_with_nccl(real: &Path, nccl: &Path, tag: &str) -> PathBuf {
+    let fake = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&fake);
+    let sp_of = |v: &Path| -> PathBuf {
+        let lib = v.join("lib");
+        let py = std::fs::read_dir(&lib)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().into_string().unwrap())
+            .find(|n| n.starts_with("python3"))
+            .unwrap();
+        lib.join(py).join("site-packages")
+    };
+    let real_sp = sp_of(real);
+    let sp = fake.join(real_sp.strip_prefix(real).unwrap());
+    std::fs::create_dir_all(sp.join("nvidia")).unwrap();
+    std::fs::create_dir_all(fake.join("bin")).unwrap();
+    std::fs::copy(real.join("pyvenv.cfg"), fake.join("pyvenv.cfg")).unwrap();
+    std::os::unix::fs::symlink(
+        std::fs::canonicalize(real.join("bin/python")).unwrap(),
+        fake.join("bin/python"),
+    )
+    .unwrap();
+    for e in std::fs::read_dir(&real_sp).unwrap().flatten() {
+        if e.file_name() != "nvidia" {
+            std::os::unix::fs::symlink(e.path(), sp.join(e.file_name())).unwrap();
+        }
+    }
+    for e in std::fs::read_dir(real_sp.join("nvidia")).unwrap().flatten() {
+        if e.file_name() != "nccl" {
+            std::os::unix::fs::symlink(e.path(), sp.join("nvidia").join(e.file_name())).unwrap();
+        }
+    }
+    std::os::unix::fs::symlink(nccl, sp.join("nvidia/nccl")).unwrap();
+    fake
+}
+
+/// The one package doctor judged: its entry of `python.packages`.
+fn entry<'a>(json: &'a serde_json::Value, package: &str) -> &'a serde_json::Value {
     let pkgs = json["python"]["packages"]
         .as_array()
         .expect("python.packages");
     assert_eq!(pkgs.len(), 1, "{pkgs:?}");
-    assert_eq!(pkgs[0]["package"], "torch");
+    assert_eq!(pkgs[0]["package"], package);
     &pkgs[0]
+}
+
+/// doctor's one Python problem, as (text, fix).
+fn python_problem(json: &serde_json::Value) -> (String, String) {
+    let p = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["area"] == "Python" && f["level"] == "problem")
+        .expect("a Python problem");
+    (
+        p["text"].as_str().unwrap().to_string(),
+        p["fix"].as_str().unwrap_or_default().to_string(),
+    )
 }
 
 /// An older NCCL first on `LD_LIBRARY_PATH` reaches no torch: the newest
@@ -123,7 +181,7 @@ fn an_older_nccl_on_ld_library_path_reaches_no_torch() {
         let Some(venv) = venv(var) else { continue };
         for ld in [None, Some(older.as_path())] {
             let (out, json) = doctor(&venv, ld);
-            let entry = torch_entry(&json);
+            let entry = entry(&json, "torch");
             let real = import_torch(&venv, ld).unwrap_or_else(|e| panic!("{var}: {e}"));
             assert_eq!(
                 entry["library"].as_str(),
@@ -156,43 +214,9 @@ fn a_torch_whose_own_nccl_is_too_old_fails_as_doctor_says() {
     let old = w.join("nvidia_nccl_cu13-2.28.9/nvidia/nccl");
     assert!(old.join("lib/libnccl.so.2").is_file());
     // The venv again, made of links, with the older wheel's nvidia/nccl.
-    let fake = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("torch-old-nccl-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&fake);
-    let sp_of = |v: &Path| -> PathBuf {
-        let lib = v.join("lib");
-        let py = std::fs::read_dir(&lib)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().into_string().unwrap())
-            .find(|n| n.starts_with("python3"))
-            .unwrap();
-        lib.join(py).join("site-packages")
-    };
-    let real_sp = sp_of(&real);
-    let sp = fake.join(real_sp.strip_prefix(&real).unwrap());
-    std::fs::create_dir_all(sp.join("nvidia")).unwrap();
-    std::fs::create_dir_all(fake.join("bin")).unwrap();
-    std::fs::copy(real.join("pyvenv.cfg"), fake.join("pyvenv.cfg")).unwrap();
-    std::os::unix::fs::symlink(
-        std::fs::canonicalize(real.join("bin/python")).unwrap(),
-        fake.join("bin/python"),
-    )
-    .unwrap();
-    for e in std::fs::read_dir(&real_sp).unwrap().flatten() {
-        if e.file_name() != "nvidia" {
-            std::os::unix::fs::symlink(e.path(), sp.join(e.file_name())).unwrap();
-        }
-    }
-    for e in std::fs::read_dir(real_sp.join("nvidia")).unwrap().flatten() {
-        if e.file_name() != "nccl" {
-            std::os::unix::fs::symlink(e.path(), sp.join("nvidia").join(e.file_name())).unwrap();
-        }
-    }
-    std::os::unix::fs::symlink(&old, sp.join("nvidia/nccl")).unwrap();
-
+    let fake = venv_with_nccl(&real, &old, "torch-old-nccl");
     let (out, json) = doctor(&fake, None);
-    let entry = torch_entry(&json);
+    let entry = entry(&json, "torch");
     let first = entry["missing"][0]
         .as_str()
         .expect("a missing function")
@@ -207,29 +231,123 @@ fn a_torch_whose_own_nccl_is_too_old_fails_as_doctor_says() {
         )
     );
     assert_eq!(out.status.code(), Some(1));
-    let problem = json["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["area"] == "Python" && f["level"] == "problem")
-        .expect("a Python problem");
+    let (text, fix) = python_problem(&json);
     assert!(
-        problem["text"].as_str().unwrap().ends_with(&format!(
+        text.ends_with(&format!(
             "`import torch` fails with `undefined symbol: {first}`"
         )),
-        "{problem}"
+        "{text}"
     );
-    assert!(
-        problem["fix"]
-            .as_str()
-            .unwrap()
-            .starts_with("pip install 'nvidia-nccl-cu"),
-        "{problem}"
-    );
+    assert!(fix.starts_with("pip install 'nvidia-nccl-cu"), "{fix}");
     let err = import_torch(&fake, None).expect_err("import torch should fail");
     assert!(
         err.ends_with(&format!("libtorch_cuda.so: undefined symbol: {first}")),
         "doctor said {first}; python said: {err}"
+    );
+    let _ = std::fs::remove_dir_all(&fake);
+}
+
+/// The code that makes CuPy load NCCL (its NCCL extension).
+const IMPORT_CUPY_NCCL: &str = "from cupy.cuda import nccl";
+
+/// CuPy loads its venv's wheel by path (cuda.pathfinder, site-packages
+/// first) before its NCCL extension, which has no rpath: an older NCCL
+/// first on `LD_LIBRARY_PATH` reaches it no more than torch. Doctor says
+/// which file CuPy maps, the interpreter maps exactly that, and nothing is
+/// a problem (exit 0).
+#[test]
+fn an_older_nccl_on_ld_library_path_reaches_no_cupy() {
+    let Some(w) = wheels() else { return };
+    let Some(venv) = venv("NCCL_FIND_CUPY_PYTHON") else {
+        return;
+    };
+    let older = w.join("nvidia_nccl_cu11-2.13.4/nvidia/nccl/lib");
+    for ld in [None, Some(older.as_path())] {
+        let (out, json) = doctor(&venv, ld);
+        let entry = entry(&json, "cupy");
+        let (mapped, err) = python_maps(&venv, IMPORT_CUPY_NCCL, ld);
+        let real = mapped.unwrap_or_else(|| panic!("CuPy mapped no libnccl: {err}"));
+        assert_eq!(
+            entry["library"].as_str(),
+            Some(real.to_str().unwrap()),
+            "{ld:?}: {entry}"
+        );
+        assert!(real.starts_with(&venv), "{}", real.display());
+        assert!(
+            entry["how"]
+                .as_str()
+                .unwrap()
+                .starts_with("cuda.pathfinder, from "),
+            "{entry}"
+        );
+        assert_eq!(entry["missing"], serde_json::json!([]), "{entry}");
+        assert_eq!(
+            (out.status.code(), json["healthy"].as_bool()),
+            (Some(0), Some(true)),
+            "{ld:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// CuPy beside an NCCL older than what its NCCL extension imports (the
+/// venv's `nvidia/nccl` is the 2.13.4 wheel; the extension imports
+/// functions of 2.14 and 2.18): doctor names the first missing function as
+/// the loader does, says that CuPy goes on without NCCL, gives CuPy's own
+/// requirement as the fix, and exits 1. The interpreter warns with exactly
+/// that `undefined symbol`, and CuPy's own fix.
+#[test]
+fn a_cupy_whose_nccl_is_too_old_goes_without_nccl_as_doctor_says() {
+    let Some(w) = wheels() else { return };
+    let Some(real) = venv("NCCL_FIND_CUPY_PYTHON") else {
+        return;
+    };
+    let old = w.join("nvidia_nccl_cu11-2.13.4/nvidia/nccl");
+    let fake = venv_with_nccl(&real, &old, "cupy-old-nccl");
+    let (out, json) = doctor(&fake, None);
+    let entry = entry(&json, "cupy");
+    let first = entry["missing"][0]
+        .as_str()
+        .expect("a missing function")
+        .to_string();
+    assert_eq!(
+        entry["library"].as_str(),
+        Some(
+            std::fs::canonicalize(old.join("lib/libnccl.so.2"))
+                .unwrap()
+                .to_str()
+                .unwrap()
+        )
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let (text, fix) = python_problem(&json);
+    assert!(
+        text.ends_with(&format!(
+            "its NCCL extension fails to load (`undefined symbol: {first}`): CuPy warns \
+             \"nccl library could not be loaded\", and cupy.cuda.nccl has no communicator"
+        )),
+        "{text}"
+    );
+    let requires = entry["requires"].as_str().expect("CuPy's requirement");
+    assert_eq!(
+        fix,
+        format!(
+            "pip install '{requires}' (what cupy {} asks for)",
+            entry["version"].as_str().unwrap()
+        )
+    );
+    // The real interpreter: the import goes on, with CuPy's warning naming
+    // the same function, and CuPy's own fix naming the same requirement.
+    let (_, err) = python_maps(&fake, IMPORT_CUPY_NCCL, None);
+    assert!(err.contains("nccl library could not be loaded"), "{err}");
+    assert!(
+        err.contains("/cupy_backends/cuda/libs/nccl.cpython-")
+            && err.contains(&format!(".so: undefined symbol: {first})")),
+        "doctor said {first}; python said: {err}"
+    );
+    assert!(
+        err.contains(&format!("pip install \"{requires}\"")),
+        "{err}"
     );
     let _ = std::fs::remove_dir_all(&fake);
 }

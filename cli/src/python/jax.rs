@@ -12,6 +12,7 @@ pub(super) const ROW: Row = Row {
     dist: "jax_cuda",
     present: |sp| plugin(sp).is_some(),
     load,
+    caught: None,
 };
 
 /// `jax_plugins/xla_cuda<N>/xla_cuda_plugin.so`.
@@ -35,5 +36,6 @@ fn load(sim: &mut Sim, sp: &Path) -> Loaded {
         } else {
             via(sim)
         },
+        requires: None,
     }
 }

@@ -55,6 +55,10 @@ pub struct Row {
     pub present: fn(&Path) -> bool,
     /// Its loading steps in `sim`, for the package in site-packages `sp`.
     pub load: fn(&mut Sim, &Path) -> Loaded,
+    /// Where the package catches a failed import of its NCCL extension
+    /// (`undefined symbol`) and goes on: what it does instead. `None`: the
+    /// import fails.
+    pub caught: Option<&'static str>,
 }
 
 /// What a package's loading steps did.
@@ -64,6 +68,9 @@ pub struct Loaded {
     pub binding: Binding,
     /// How the file got into the process, in words.
     pub how: String,
+    /// What the package itself asks of NCCL, where its distribution's
+    /// metadata does not say (`nvidia-nccl-cu12>=2.18.1,<3`).
+    pub requires: Option<String>,
 }
 
 /// The table of packages, in the order they are reported.
@@ -300,6 +307,30 @@ pub struct Outcome {
     pub missing: Vec<String>,
     /// What its distribution requires of NCCL (`nvidia-nccl-cu13==2.30.7`).
     pub requires: Option<String>,
+    /// What the package does instead where it catches a failed import
+    /// (the row's `caught`).
+    pub caught: Option<&'static str>,
+}
+
+impl Outcome {
+    /// What a function the library lacks does to this package, where it
+    /// binds them at import: the import fails, naming the first missing one
+    /// as the loader does, or the package catches that and goes on.
+    pub fn import_failure(&self) -> Option<String> {
+        let first = self.missing.first()?;
+        if self.binding == Binding::Lazy {
+            return None;
+        }
+        Some(match self.caught {
+            None => format!(
+                "`import {}` fails with `undefined symbol: {first}`",
+                self.package
+            ),
+            Some(instead) => {
+                format!("its NCCL extension fails to load (`undefined symbol: {first}`): {instead}")
+            }
+        })
+    }
 }
 
 /// Every package of the table installed in `env`, each in a process of its
@@ -339,15 +370,9 @@ pub fn assess(env: &PyEnv, facts: &LoaderFacts) -> (Vec<Outcome>, Vec<String>) {
                     b.name,
                     show(&o.library),
                     show(&alone.library),
-                    if !o.missing.is_empty() && o.binding != Binding::Lazy {
-                        format!(
-                            ", which lacks {}: `import {}` then fails with `undefined symbol: {}`",
-                            o.missing.len(),
-                            b.name,
-                            o.missing[0]
-                        )
-                    } else {
-                        String::new()
+                    match o.import_failure() {
+                        Some(f) => format!(", which lacks {}: {f}", o.missing.len()),
+                        None => String::new(),
                     }
                 ));
             }
@@ -398,6 +423,7 @@ fn outcome(sim: &Sim, row: &Row, sp: &Path, loaded: Loaded) -> Outcome {
             .map(|t| t.split('+').next().unwrap_or_default().to_string());
     }
     let (version, requires) = distribution(sp, row.dist);
+    let requires = loaded.requires.or(requires);
     Outcome {
         package: row.name,
         version,
@@ -409,15 +435,19 @@ fn outcome(sim: &Sim, row: &Row, sp: &Path, loaded: Loaded) -> Outcome {
         imports: imports_of,
         missing,
         requires,
+        caught: row.caught,
     }
 }
 
 /// The version of the distribution `dist` in `sp`, and its requirement on
-/// `nvidia-nccl-*`, from its `.dist-info`.
+/// `nvidia-nccl-*`, from its `.dist-info`. `dist` is a name or the start of
+/// one (`cupy` for `cupy_cuda12x`, `jax_cuda` for `jax_cuda13_plugin`); the
+/// exact name wins, else the first in sorted order.
 fn distribution(sp: &Path, dist: &str) -> (Option<String>, Option<String>) {
     let Ok(rd) = std::fs::read_dir(sp) else {
         return (None, None);
     };
+    let mut found: Vec<(bool, String, String, PathBuf)> = Vec::new();
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(stem) = name.strip_suffix(".dist-info") else {
@@ -426,11 +456,18 @@ fn distribution(sp: &Path, dist: &str) -> (Option<String>, Option<String>) {
         let Some((d, v)) = stem.split_once('-') else {
             continue;
         };
-        if !d.eq_ignore_ascii_case(dist) {
+        let d = d.to_ascii_lowercase();
+        let Some(rest) = d.strip_prefix(dist) else {
             continue;
+        };
+        if rest.is_empty() || rest.starts_with(|c: char| c == '_' || c.is_ascii_digit()) {
+            found.push((!rest.is_empty(), d.clone(), v.to_string(), e.path()));
         }
-        let meta = nccl_find::internal::read_bounded(&e.path().join("METADATA"), 1 << 20)
-            .unwrap_or_default();
+    }
+    found.sort();
+    if let Some((_, _, v, info)) = found.into_iter().next() {
+        let meta =
+            nccl_find::internal::read_bounded(&info.join("METADATA"), 1 << 20).unwrap_or_default();
         let requires = String::from_utf8_lossy(&meta)
             .lines()
             .filter_map(|l| l.strip_prefix("Requires-Dist: "))
@@ -442,7 +479,7 @@ fn distribution(sp: &Path, dist: &str) -> (Option<String>, Option<String>) {
                     .replace(' ', "")
                     .replace(['(', ')'], "")
             });
-        return (Some(v.to_string()), requires);
+        return (Some(v), requires);
     }
     (None, None)
 }

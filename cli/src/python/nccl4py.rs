@@ -11,6 +11,7 @@ pub(super) const ROW: Row = Row {
     dist: "nccl4py",
     present: |sp| sp.join("nccl/core").is_dir(),
     load,
+    caught: None,
 };
 
 fn load(sim: &mut Sim, _sp: &Path) -> Loaded {
@@ -18,5 +19,6 @@ fn load(sim: &mut Sim, _sp: &Path) -> Loaded {
     Loaded {
         binding: Binding::Lazy,
         how: how.unwrap_or_else(|| via(sim)),
+        requires: None,
     }
 }

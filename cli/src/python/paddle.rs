@@ -11,6 +11,7 @@ pub(super) const ROW: Row = Row {
     dist: "paddlepaddle",
     present: |sp| sp.join("paddle/__init__.py").is_file(),
     load,
+    caught: None,
 };
 
 fn load(sim: &mut Sim, _sp: &Path) -> Loaded {
@@ -27,5 +28,6 @@ fn load(sim: &mut Sim, _sp: &Path) -> Loaded {
     Loaded {
         binding: Binding::Lazy,
         how,
+        requires: None,
     }
 }

@@ -16,6 +16,7 @@ pub(super) const ROW: Row = Row {
     dist: "torch",
     present: |sp| sp.join("torch/lib/libtorch_cuda.so").is_file(),
     load,
+    caught: None,
 };
 
 fn load(sim: &mut Sim, sp: &Path) -> Loaded {
@@ -59,6 +60,7 @@ fn load(sim: &mut Sim, sp: &Path) -> Loaded {
     Loaded {
         binding: Binding::Now(consumer),
         how,
+        requires: None,
     }
 }
 

@@ -11,6 +11,7 @@ pub(super) const ROW: Row = Row {
     dist: "vllm",
     present: |sp| sp.join("vllm/__init__.py").is_file(),
     load,
+    caught: None,
 };
 
 fn load(sim: &mut Sim, sp: &Path) -> Loaded {
@@ -23,6 +24,7 @@ fn load(sim: &mut Sim, sp: &Path) -> Loaded {
             Loaded {
                 binding: Binding::Lazy,
                 how: "VLLM_NCCL_SO_PATH".into(),
+                requires: None,
             }
         }
         None => {
@@ -30,6 +32,7 @@ fn load(sim: &mut Sim, sp: &Path) -> Loaded {
             Loaded {
                 binding: Binding::Lazy,
                 how: format!("by name, after torch ({})", via(sim)),
+                requires: None,
             }
         }
     }
