@@ -103,6 +103,8 @@ mod sources;
 pub use check::loader::{Loader, Verdict, Visible};
 pub use check::{CompileCheck, LinkArg, Linking, MissingSymbol};
 pub use emit::cargo::emit_rpath_from_dep;
+#[cfg(feature = "loader-dir")]
+#[cfg_attr(docsrs, doc(cfg(feature = "loader-dir")))]
 pub use emit::loader_dir::{emit_loader_dir_from_dep, make_loader_dir, LoaderDir, LoaderDirError};
 pub use env::EnvRead;
 pub use error::Error;
@@ -126,13 +128,20 @@ pub mod internal {
         directives, escape, has_line_break, rerun_env, rpath_directives, rpath_from_vars,
     };
     pub use crate::emit::durable::{lexical_risk, rpath_risk};
-    pub use crate::emit::kept::{fnv1a_hex, safe_ancestors};
+    pub use crate::emit::fnv1a_hex;
+    #[cfg(feature = "loader-dir")]
+    pub use crate::emit::kept::safe_ancestors;
+    #[cfg(feature = "loader-dir")]
     pub use crate::emit::loader_dir::{check_loader_path, LOADER_NAMES};
-    pub use crate::emit::text::{headline, report};
+    pub use crate::emit::text::headline;
+    #[cfg(feature = "command")]
+    pub use crate::emit::text::report;
     pub use crate::files::read_bounded;
+    #[cfg(feature = "command")]
+    pub use crate::inspect::elf::imports;
     pub use crate::inspect::elf::{
-        dynamic_symbols, dynamic_symbols_bytes, imports, parse_version_text, read_dynamic,
-        read_elf, read_elf_bytes, ElfInfo,
+        dynamic_symbols, dynamic_symbols_bytes, parse_version_text, read_dynamic, read_elf,
+        read_elf_bytes, ElfInfo,
     };
     pub use crate::inspect::header::{parse_header, Header};
     pub use crate::ldcache::parse_ld_cache;

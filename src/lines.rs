@@ -26,23 +26,17 @@ pub fn escape(s: &str) -> String {
 /// that is not UTF-8 written as `\xNN`, so that what is shown names the
 /// real file (a lossy conversion would name one that does not exist).
 pub fn escape_os(s: &std::ffi::OsStr) -> String {
-    let mut bytes = s.as_encoded_bytes();
-    let mut out = String::with_capacity(bytes.len());
-    loop {
-        match std::str::from_utf8(bytes) {
-            Ok(text) => {
-                out.push_str(&escape(text));
-                return out;
-            }
-            Err(e) => {
-                let (good, rest) = bytes.split_at(e.valid_up_to());
-                out.push_str(&escape(std::str::from_utf8(good).unwrap_or_default()));
-                let bad = e.error_len().unwrap_or(rest.len());
-                for b in &rest[..bad] {
-                    out.push_str(&format!("\\x{b:02x}"));
-                }
-                bytes = &rest[bad..];
-            }
+    if let Some(text) = s.to_str() {
+        return escape(text);
+    }
+    // Not UTF-8: every byte outside printable ASCII is written out.
+    let mut out = String::new();
+    for &b in s.as_encoded_bytes() {
+        if b == b' ' || b.is_ascii_graphic() {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
         }
     }
+    out
 }

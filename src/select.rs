@@ -12,7 +12,7 @@
 //!    order a directory happens to be listed in.
 
 use std::ops::Bound;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::context::Ctx;
 use crate::inspect::{self, Candidate, Status};
@@ -126,15 +126,17 @@ impl Found {
         let Some(mut c) = inspect::inspect_site(ctx, site) else {
             return;
         };
-        if let Some(p) = c.line_break().map(Path::to_path_buf) {
-            let problem = Problem::LineBreak { path: p };
-            if !c.explicit {
-                ctx.note(format!("an install was skipped: {problem}"));
-            }
-            c.status = Status::Rejected(problem);
-        } else if let Some(problem) = c.build_script_refuses().filter(|_| ctx.build_script) {
-            // Only a build script prints paths as directives; the command
-            // shows such an install (marked), and its `--env` keeps the bytes.
+        // Only a build script prints paths as directives: the command
+        // shows an install whose path is not plain text (marked), and its
+        // `--env` keeps the bytes. A line break no one can carry.
+        let refused = match c.line_break() {
+            Some(p) => Some(Problem::LineBreak {
+                path: p.to_path_buf(),
+            }),
+            None if ctx.build_script => c.build_script_refuses(),
+            None => None,
+        };
+        if let Some(problem) = refused {
             if !c.explicit {
                 ctx.note(format!("an install was skipped: {problem}"));
             }

@@ -483,12 +483,17 @@ fn cargo_install_from_git_leaves_no_rpath_into_its_temporary_target_dir() {
         std::fs::copy(example_dir().join(f), repo.join(f)).unwrap();
     }
     let manifest = std::fs::read_to_string(repo.join("Cargo.toml")).unwrap();
+    let dep = "nccl-find = { path = \"../..\", features = [\"loader-dir\"] }";
+    assert!(manifest.contains(dep), "{manifest}");
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     std::fs::write(
         repo.join("Cargo.toml"),
         manifest.replace(
-            "nccl-find = { path = \"../..\" }",
-            &format!("nccl-find = {{ path = \"{}\" }}", here.display()),
+            dep,
+            &format!(
+                "nccl-find = {{ path = \"{}\", features = [\"loader-dir\"] }}",
+                here.display()
+            ),
         ),
     )
     .unwrap();

@@ -45,7 +45,8 @@ fn scratch(tree: &str, tag: &str) -> PathBuf {
         .join(format!("messages-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&to);
     copy(&common::tree(tree), &to);
-    to
+    // As the probe names it (the target dir may be given as `…/../target`).
+    std::fs::canonicalize(&to).unwrap()
 }
 
 fn copy(from: &Path, to: &Path) {
@@ -74,7 +75,7 @@ fn clean(text: &str, roots: &[(&Path, &str)]) -> String {
 
 #[test]
 fn each_failure_leads_with_its_fix_in_at_most_25_lines() {
-    let trees = common::trees();
+    let trees = std::fs::canonicalize(common::trees()).unwrap();
     let wheel_no_header = scratch("wheel-venv", "no-header");
     let sp = wheel_no_header.join("venv/lib/python3.11/site-packages");
     std::fs::remove_dir_all(sp.join("nvidia/nccl/include")).unwrap();

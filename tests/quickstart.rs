@@ -374,7 +374,7 @@ fn a_hostile_dep_lib_dir_injects_no_directive() {
                 &app.join("Cargo.toml"),
                 &format!(
                     "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n\
-                     [build-dependencies]\nnccl-find = {{ path = \"{}\" }}\n",
+                     [build-dependencies]\nnccl-find = {{ path = \"{}\", features = [\"loader-dir\"] }}\n",
                     repo().display()
                 ),
             );

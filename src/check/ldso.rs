@@ -55,38 +55,37 @@ impl LoaderFacts {
     /// multiarch ones exist under `root`, else `/lib64` and `/usr/lib64`
     /// where those do, else `/lib` and `/usr/lib`; no hwcaps subdirectory.
     pub fn for_target(root: &Path, multiarch: Option<&str>, arch: &str) -> LoaderFacts {
-        let under = |p: &str| root.join(p.trim_start_matches('/'));
-        let mut system_dirs = Vec::new();
-        let mut lib = "lib".to_string();
-        if let Some(ma) = multiarch {
-            if under(&format!("/usr/lib/{ma}")).is_dir() || under(&format!("/lib/{ma}")).is_dir() {
-                system_dirs.push(PathBuf::from(format!("/lib/{ma}")));
-                system_dirs.push(PathBuf::from(format!("/usr/lib/{ma}")));
-                lib = format!("lib/{ma}");
-            }
-        }
-        let lib64 = system_dirs.is_empty() && under("/usr/lib64").is_dir();
-        let tail = if lib64 {
-            lib = "lib64".to_string();
-            ["/lib64", "/usr/lib64"]
-        } else {
-            ["/lib", "/usr/lib"]
-        };
-        for d in tail {
-            system_dirs.push(PathBuf::from(d));
-        }
-        LoaderFacts {
-            system_dirs,
-            lib,
+        let mut facts = LoaderFacts {
             platform: arch.to_string(),
             ..LoaderFacts::default()
+        };
+        let multiarch = multiarch.filter(|ma| {
+            root.join("usr/lib").join(ma).is_dir() || root.join("lib").join(ma).is_dir()
+        });
+        facts.lib = match multiarch {
+            Some(ma) => format!("lib/{ma}"),
+            None if root.join("usr/lib64").is_dir() => "lib64".to_string(),
+            None => "lib".to_string(),
+        };
+        for prefix in ["/", "/usr/"] {
+            facts
+                .system_dirs
+                .push(PathBuf::from(format!("{prefix}{}", facts.lib)));
         }
+        // Debian searches /lib and /usr/lib after its multiarch directories.
+        if multiarch.is_some() {
+            facts.system_dirs.push(PathBuf::from("/lib"));
+            facts.system_dirs.push(PathBuf::from("/usr/lib"));
+        }
+        facts
     }
 
     /// Reads what the real loader says of itself: `ld.so --help` (the
     /// system directories, the `glibc-hwcaps` subdirectories it searches)
     /// and `ld.so --list-diagnostics` (`dl_dst_lib`, `dl_platform`), as the
-    /// two texts. What they do not say is left as it was.
+    /// two texts. What they do not say is left as it was. (Feature `command`.)
+    #[cfg(feature = "command")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "command")))]
     pub fn read_ld_so(&mut self, help: &str, diagnostics: &str) {
         let mut section = "";
         let mut dirs = Vec::new();
@@ -220,6 +219,9 @@ impl<'a> Process<'a> {
 
     /// Starts a program as `execve` and `ld.so` do: the program, its
     /// `LD_PRELOAD` objects, then every `DT_NEEDED`, breadth first.
+    /// (Feature `command`.)
+    #[cfg(feature = "command")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "command")))]
     pub fn exec(facts: &'a LoaderFacts, root: &Path, program: &Path) -> Process<'a> {
         let mut p = Process::new(facts, root);
         let real = p.real(program);
@@ -258,7 +260,9 @@ impl<'a> Process<'a> {
 
     /// `dlopen(name)` called from the object `caller`: the object and its
     /// `DT_NEEDED`, breadth first. The index of the object, or `None` when
-    /// the loader finds no file.
+    /// the loader finds no file. (Feature `command`.)
+    #[cfg(feature = "command")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "command")))]
     pub fn dlopen(&mut self, name: &str, caller: usize) -> Option<usize> {
         let i = self.map(name, caller, false)?;
         self.load_needed(vec![i]);
@@ -364,20 +368,23 @@ impl<'a> Process<'a> {
         } else {
             o.path.parent().map(Path::to_path_buf)
         };
+        let origin = origin.map(|p| p.display().to_string());
+        let tokens = [
+            ("${ORIGIN}", origin.as_deref()),
+            ("$ORIGIN", origin.as_deref()),
+            ("${LIB}", Some(self.facts.lib.as_str())),
+            ("$LIB", Some(self.facts.lib.as_str())),
+            ("${PLATFORM}", Some(self.facts.platform.as_str())),
+            ("$PLATFORM", Some(self.facts.platform.as_str())),
+        ];
         let mut out = Vec::new();
         for entry in rpath.split(':') {
             let mut text = entry.to_string();
-            for (token, value) in [
-                ("ORIGIN", origin.as_ref().map(|p| p.display().to_string())),
-                ("LIB", Some(self.facts.lib.clone())),
-                ("PLATFORM", Some(self.facts.platform.clone())),
-            ] {
-                for spelled in [format!("${{{token}}}"), format!("${token}")] {
-                    if text.contains(&spelled) {
-                        match &value {
-                            Some(v) => text = text.replace(&spelled, v),
-                            None => text.clear(),
-                        }
+            for (spelled, value) in tokens {
+                if text.contains(spelled) {
+                    match value {
+                        Some(v) => text = text.replace(spelled, v),
+                        None => text.clear(),
                     }
                 }
             }
@@ -396,6 +403,7 @@ impl<'a> Process<'a> {
         std::fs::metadata(&real).ok()?.is_file().then_some(real)
     }
 
+    #[cfg(feature = "command")]
     fn real(&self, path: &Path) -> PathBuf {
         self.file(path).unwrap_or_else(|| path.to_path_buf())
     }
@@ -442,6 +450,7 @@ impl<'a> Process<'a> {
 
     /// Maps the `DT_NEEDED` names of the objects in `queue`, breadth first,
     /// as `ld.so` does.
+    #[cfg(feature = "command")]
     fn load_needed(&mut self, mut queue: Vec<usize>) {
         let mut next = 0;
         while next < queue.len() {
@@ -465,6 +474,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "command")]
     fn ld_so_describes_itself() {
         let help = "Usage: ld.so [OPTION]...\n\nShared library search path:\n  (libraries located via /etc/ld.so.cache)\n  /lib/x86_64-linux-gnu (system search path)\n  /usr/lib/x86_64-linux-gnu (system search path)\n  /lib (system search path)\n  /usr/lib (system search path)\n\nSubdirectories of glibc-hwcaps directories, in priority order:\n  x86-64-v4\n  x86-64-v3 (supported, searched)\n  x86-64-v2 (supported, searched)\n\nLegacy HWCAP subdirectories under library search path directories:\n  x86_64 (AT_PLATFORM; supported, searched)\n";
         let diag = "dl_dst_lib=\"lib/x86_64-linux-gnu\"\ndl_hwcap=0x2\ndl_platform=\"x86_64\"\n";

@@ -13,6 +13,7 @@
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
+use super::fnv1a_hex;
 use super::loader_dir::{check_loader_path, make_loader_dir};
 
 /// Makes (or brings up to date) the user-cache copy of the loader directory
@@ -130,17 +131,6 @@ fn key(library: &Path, meta: &std::fs::Metadata) -> String {
     bytes.extend_from_slice(&meta.mtime().to_le_bytes());
     bytes.extend_from_slice(&meta.mtime_nsec().to_le_bytes());
     fnv1a_hex(&bytes)
-}
-
-/// FNV-1a (64 bits) of `bytes`, as 16 hex digits: a short, stable name for
-/// a loader directory (here, and `nccl-find --loader-env`'s).
-pub fn fnv1a_hex(bytes: &[u8]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
 }
 
 #[cfg(test)]

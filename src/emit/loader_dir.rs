@@ -505,6 +505,7 @@ fn emit_for(library: &Path, rerun: Vec<String>) -> Result<LoaderDir, LoaderDirEr
     Ok(made)
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "loader-dir")))]
 impl Nccl {
     /// For the **final binary's** build script, when something opens NCCL
     /// by name at run time (cudarc's `dynamic-loading`) or links it with

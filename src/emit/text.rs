@@ -62,7 +62,11 @@ fn closeness(c: &Candidate) -> u8 {
 fn by_closeness(r: &Report) -> Vec<&Candidate> {
     let mut out = Vec::new();
     for rank in 0..=4 {
-        out.extend(r.others().filter(|c| closeness(c) == rank));
+        for c in r.others() {
+            if closeness(c) == rank {
+                out.push(c);
+            }
+        }
     }
     out
 }
@@ -70,12 +74,11 @@ fn by_closeness(r: &Report) -> Vec<&Candidate> {
 /// The install a failed probe's headline names: the one nearest to usable,
 /// when nothing was selected and the failure is that none could be used.
 fn closest<'r>(kind: &ErrorKind, r: &'r Report) -> Option<&'r Candidate> {
-    match kind {
-        ErrorKind::NotFound if r.selected.is_none() => {
-            by_closeness(r).into_iter().find(|c| closeness(c) < 3)
-        }
-        _ => None,
+    if *kind != ErrorKind::NotFound || r.selected.is_some() {
+        return None;
     }
+    let first = *by_closeness(r).first()?;
+    (closeness(first) < 3).then_some(first)
 }
 
 /// The head of a failure's message: where an install came near, that
@@ -105,43 +108,43 @@ fn why(c: &Candidate) -> String {
 /// message; `NCCL_FIND_VERBOSE=1` lists all.
 const BRIEF_ITEMS: usize = 3;
 
+/// Up to [`BRIEF_ITEMS`] lines under a title, then how many more.
+fn some_of(s: &mut String, title: &str, items: &[String]) {
+    if items.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n{title}");
+    for item in items.iter().take(BRIEF_ITEMS) {
+        let _ = writeln!(s, "  - {item}");
+    }
+    if items.len() > BRIEF_ITEMS {
+        let _ = writeln!(s, "  - and {} more", items.len() - BRIEF_ITEMS);
+    }
+}
+
 /// The body of a failed probe's message, after its headline: the other
 /// installs, nearest first, the warnings, what to do, and where to find
 /// the rest. It fits in 25 lines.
 pub fn brief(kind: &ErrorKind, r: &Report) -> String {
-    let mut s = String::new();
     let named = closest(kind, r);
     let explicit = match kind {
         ErrorKind::Explicit { problem, .. } => Some(problem),
         _ => None,
     };
-    let others: Vec<&Candidate> = by_closeness(r)
-        .into_iter()
-        .filter(|c| named.map_or(true, |n| !std::ptr::eq(*c, n)))
-        .filter(|c| explicit.is_none() || c.problem() != explicit)
-        .collect();
-    if !others.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nOther installs found ({}), nearest first:",
-            others.len()
-        );
-        for c in others.iter().take(BRIEF_ITEMS) {
-            let _ = writeln!(s, "  - {}\n      {}", describe(r, c), why(c));
-        }
-        if others.len() > BRIEF_ITEMS {
-            let _ = writeln!(s, "  - and {} more", others.len() - BRIEF_ITEMS);
+    // The headline's install, or the explicit one it describes, is not
+    // listed again.
+    let mut others = Vec::new();
+    for c in by_closeness(r) {
+        let headline_has = named.is_some_and(|n| std::ptr::eq(c, n))
+            || (explicit.is_some() && c.problem() == explicit);
+        if !headline_has {
+            others.push(format!("{}\n      {}", describe(r, c), why(c)));
         }
     }
-    if !r.warnings.is_empty() {
-        let _ = writeln!(s, "\nWarnings:");
-        for w in r.warnings.iter().take(BRIEF_ITEMS) {
-            let _ = writeln!(s, "  - {w}");
-        }
-        if r.warnings.len() > BRIEF_ITEMS {
-            let _ = writeln!(s, "  - and {} more", r.warnings.len() - BRIEF_ITEMS);
-        }
-    }
+    let mut s = String::new();
+    let title = format!("Other installs found ({}), nearest first:", others.len());
+    some_of(&mut s, &title, &others);
+    some_of(&mut s, "Warnings:", &r.warnings);
     s.push_str(&advice(kind, r));
     let _ = writeln!(
         s,
@@ -153,6 +156,7 @@ pub fn brief(kind: &ErrorKind, r: &Report) -> String {
 }
 
 /// A loader-visible library's version, in words.
+#[cfg(feature = "command")]
 fn seen_version(v: &crate::check::loader::Visible) -> String {
     match &v.version {
         Some(v) => format!("NCCL {v}"),
@@ -161,7 +165,10 @@ fn seen_version(v: &crate::check::loader::Visible) -> String {
 }
 
 /// The full report, for `--print`: `directives` are the cargo directives a
-/// build script would get (empty when nothing was selected).
+/// build script would get (empty when nothing was selected). (Feature
+/// `command`.)
+#[cfg(feature = "command")]
+#[cfg_attr(docsrs, doc(cfg(feature = "command")))]
 pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -204,6 +211,7 @@ pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> S
 }
 
 /// The selected install: where from, header, library, static library.
+#[cfg(feature = "command")]
 fn selected(s: &mut String, r: &Report, c: &Candidate) {
     let _ = writeln!(s, "Selected: {}", describe(r, c));
     let opt = |p: &Option<std::path::PathBuf>| match p {
@@ -253,6 +261,7 @@ fn selected(s: &mut String, r: &Report, c: &Candidate) {
 
 /// The directives a build script gets, the `rerun-if-env-changed` ones
 /// folded into one line.
+#[cfg(feature = "command")]
 fn cargo_directives(s: &mut String, directives: &[String]) {
     if directives.is_empty() {
         return;
@@ -278,6 +287,7 @@ fn cargo_directives(s: &mut String, directives: &[String]) {
 }
 
 /// Which `libnccl.so.2` the run-time loader picks, and what else it sees.
+#[cfg(feature = "command")]
 fn run_time_loader(s: &mut String, r: &Report) {
     let _ = writeln!(s, "\nRun-time loader (libnccl.so.2):");
     match &r.loader.pick {

@@ -111,7 +111,9 @@ struct Elf {
 const SHT_DYNAMIC: u32 = 6;
 const SHT_STRTAB: u32 = 3;
 const SHT_DYNSYM: u32 = 11;
+#[cfg(feature = "command")]
 const SHT_RELA: u32 = 4;
+#[cfg(feature = "command")]
 const SHT_REL: u32 = 9;
 
 impl Elf {
@@ -266,7 +268,9 @@ pub fn read_dynamic(path: &Path) -> Result<ElfInfo, String> {
 /// its relocations bind them, which is the order in which the loader,
 /// binding all at once (`RTLD_NOW`, as Python imports extensions), meets
 /// them: the first one no library defines is the one its `undefined
-/// symbol` error names.
+/// symbol` error names. (Feature `command`.)
+#[cfg(feature = "command")]
+#[cfg_attr(docsrs, doc(cfg(feature = "command")))]
 pub fn imports(path: &Path) -> Result<Vec<String>, String> {
     let mut elf = Elf::open(path)?;
     let Some((syms, strs)) = elf.with_strings(SHT_DYNSYM, ".dynsym")? else {
