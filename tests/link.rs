@@ -12,14 +12,7 @@ fn tree(name: &str) -> PathBuf {
     common::trees().join(name)
 }
 
-fn config(root: &Path, vars: &[(&str, &str)]) -> Config {
-    let mut c = Config::new();
-    c.root(root)
-        .target("x86_64-unknown-linux-gnu")
-        .cargo_metadata(false)
-        .env_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    c
-}
+use common::config;
 
 fn probe(name: &str, vars: &[(&str, &str)]) -> Result<Nccl, Error> {
     config(&tree(name), vars).probe()

@@ -10,19 +10,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use nccl_find::{Config, Error};
+use nccl_find::Error;
 
 /// The most lines a failure's message may take.
 const MAX_LINES: usize = 25;
 
-fn config(root: &Path, vars: &[(&str, &str)]) -> Config {
-    let mut c = Config::new();
-    c.root(root)
-        .target("x86_64-unknown-linux-gnu")
-        .cargo_metadata(false)
-        .env_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    c
-}
+use common::config;
 
 fn failure(root: &Path, vars: &[(&str, &str)], at_least: Option<&str>) -> Error {
     let mut c = config(root, vars);
@@ -248,26 +241,12 @@ fn check(name: &str, got: &str) {
 /// lines.
 #[test]
 fn a_failed_build_shows_the_message_and_nothing_else() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let ws = repo.join("target/messages-ws");
-    let _ = std::fs::remove_dir_all(&ws);
-    std::fs::create_dir_all(ws.join("src")).unwrap();
-    std::fs::write(
-        ws.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"message-probe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [workspace]\n\n[build-dependencies]\nnccl-find = {{ path = \"{}\" }}\n",
-            repo.display()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("build.rs"),
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/messages-ws");
+    common::probe_crate(
+        &ws,
+        "message-probe",
         "fn main() { nccl_find::Config::new().probe_or_exit(); }\n",
-    )
-    .unwrap();
-    std::fs::write(ws.join("src/lib.rs"), "").unwrap();
-    let _ = std::fs::copy(repo.join("Cargo.lock"), ws.join("Cargo.lock"));
+    );
     let build = || {
         let mut cmd = std::process::Command::new(env!("CARGO"));
         cmd.current_dir(&ws)

@@ -36,24 +36,11 @@ fn ran_build_script(out: &Output) -> bool {
 fn only_what_decides_the_answer_reruns_the_build_script() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let ws = repo.join("target/reruns-ws");
-    let _ = std::fs::remove_dir_all(&ws);
-    std::fs::create_dir_all(ws.join("src")).unwrap();
-    std::fs::write(
-        ws.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"rerun-probe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [workspace]\n\n[build-dependencies]\nnccl-find = {{ path = \"{}\" }}\n",
-            repo.display()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("build.rs"),
+    common::probe_crate(
+        &ws,
+        "rerun-probe",
         "fn main() { nccl_find::Config::new().probe_or_exit(); }\n",
-    )
-    .unwrap();
-    std::fs::write(ws.join("src/lib.rs"), "").unwrap();
-    let _ = std::fs::copy(repo.join("Cargo.lock"), ws.join("Cargo.lock"));
+    );
     // A copy of an install, so that its library file can change.
     let fixtures = common::trees();
     let tarball = ws.join("nccl");
@@ -215,24 +202,11 @@ fn build_mode(ws: &Path, vars: &[(&str, Option<String>)]) -> Output {
 fn in_every_common_mode_the_loaders_and_locators_variables_rerun_nothing() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let ws = repo.join("target/reruns-modes-ws");
-    let _ = std::fs::remove_dir_all(&ws);
-    std::fs::create_dir_all(ws.join("src")).unwrap();
-    std::fs::write(
-        ws.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"rerun-probe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [workspace]\n\n[build-dependencies]\nnccl-find = {{ path = \"{}\" }}\n",
-            repo.display()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("build.rs"),
+    common::probe_crate(
+        &ws,
+        "rerun-probe",
         "fn main() { nccl_find::Config::new().probe_or_exit(); }\n",
-    )
-    .unwrap();
-    std::fs::write(ws.join("src/lib.rs"), "").unwrap();
-    let _ = std::fs::copy(repo.join("Cargo.lock"), ws.join("Cargo.lock"));
+    );
     let trees = common::trees();
     let venv = trees.join("wheel-venv/venv");
     let path = std::env::var("PATH").unwrap_or_default();

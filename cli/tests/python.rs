@@ -144,6 +144,54 @@ fn venv_with_nccl(real: &Path, nccl: &Path, tag: &str) -> PathBuf {
     fake
 }
 
+/// A healthy answer: doctor says the package maps `real`, the file its
+/// import mapped, inside the venv, lacking nothing, and doctor exits 0.
+fn maps_its_own(
+    venv: &Path,
+    real: &Path,
+    out: &Output,
+    json: &serde_json::Value,
+    entry: &serde_json::Value,
+    what: &str,
+) {
+    assert_eq!(
+        entry["library"].as_str(),
+        Some(real.to_str().unwrap()),
+        "{what}: {entry}"
+    );
+    assert!(real.starts_with(venv), "{}", real.display());
+    assert_eq!(entry["missing"], serde_json::json!([]), "{entry}");
+    assert_eq!(
+        (out.status.code(), json["healthy"].as_bool()),
+        (Some(0), Some(true)),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// The venv `real` again, made of links, with the older wheel `old` as its
+/// `nvidia/nccl`, judged by doctor: the package maps `old`'s library,
+/// which lacks a function, and doctor exits 1. The venv, the package's
+/// entry, the first missing function, and doctor's problem (text, fix).
+fn with_older_nccl(
+    real: &Path,
+    old: &Path,
+    package: &str,
+) -> (PathBuf, serde_json::Value, String, String, String) {
+    let fake = venv_with_nccl(real, old, &format!("{package}-old-nccl"));
+    let (out, json) = doctor(&fake, None);
+    let entry = entry(&json, package).clone();
+    let first = entry["missing"][0]
+        .as_str()
+        .expect("a missing function")
+        .to_string();
+    let lib = std::fs::canonicalize(old.join("lib/libnccl.so.2")).unwrap();
+    assert_eq!(entry["library"].as_str(), lib.to_str());
+    assert_eq!(out.status.code(), Some(1));
+    let (text, fix) = python_problem(&json);
+    (fake, entry, first, text, fix)
+}
+
 /// The one package doctor judged: its entry of `python.packages`.
 fn entry<'a>(json: &'a serde_json::Value, package: &str) -> &'a serde_json::Value {
     let pkgs = json["python"]["packages"]
@@ -183,19 +231,7 @@ fn an_older_nccl_on_ld_library_path_reaches_no_torch() {
             let (out, json) = doctor(&venv, ld);
             let entry = entry(&json, "torch");
             let real = import_torch(&venv, ld).unwrap_or_else(|e| panic!("{var}: {e}"));
-            assert_eq!(
-                entry["library"].as_str(),
-                Some(real.to_str().unwrap()),
-                "{var} {ld:?}: {entry}"
-            );
-            assert!(real.starts_with(&venv), "{}", real.display());
-            assert_eq!(entry["missing"], serde_json::json!([]), "{entry}");
-            assert_eq!(
-                (out.status.code(), json["healthy"].as_bool()),
-                (Some(0), Some(true)),
-                "{var} {ld:?}: {}",
-                String::from_utf8_lossy(&out.stdout)
-            );
+            maps_its_own(&venv, &real, &out, &json, entry, &format!("{var} {ld:?}"));
         }
     }
 }
@@ -213,25 +249,7 @@ fn a_torch_whose_own_nccl_is_too_old_fails_as_doctor_says() {
     };
     let old = w.join("nvidia_nccl_cu13-2.28.9/nvidia/nccl");
     assert!(old.join("lib/libnccl.so.2").is_file());
-    // The venv again, made of links, with the older wheel's nvidia/nccl.
-    let fake = venv_with_nccl(&real, &old, "torch-old-nccl");
-    let (out, json) = doctor(&fake, None);
-    let entry = entry(&json, "torch");
-    let first = entry["missing"][0]
-        .as_str()
-        .expect("a missing function")
-        .to_string();
-    assert_eq!(
-        entry["library"].as_str(),
-        Some(
-            std::fs::canonicalize(old.join("lib/libnccl.so.2"))
-                .unwrap()
-                .to_str()
-                .unwrap()
-        )
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let (text, fix) = python_problem(&json);
+    let (fake, _, first, text, fix) = with_older_nccl(&real, &old, "torch");
     assert!(
         text.ends_with(&format!(
             "`import torch` fails with `undefined symbol: {first}`"
@@ -267,25 +285,13 @@ fn an_older_nccl_on_ld_library_path_reaches_no_cupy() {
         let entry = entry(&json, "cupy");
         let (mapped, err) = python_maps(&venv, IMPORT_CUPY_NCCL, ld);
         let real = mapped.unwrap_or_else(|| panic!("CuPy mapped no libnccl: {err}"));
-        assert_eq!(
-            entry["library"].as_str(),
-            Some(real.to_str().unwrap()),
-            "{ld:?}: {entry}"
-        );
-        assert!(real.starts_with(&venv), "{}", real.display());
+        maps_its_own(&venv, &real, &out, &json, entry, &format!("{ld:?}"));
         assert!(
             entry["how"]
                 .as_str()
                 .unwrap()
                 .starts_with("cuda.pathfinder, from "),
             "{entry}"
-        );
-        assert_eq!(entry["missing"], serde_json::json!([]), "{entry}");
-        assert_eq!(
-            (out.status.code(), json["healthy"].as_bool()),
-            (Some(0), Some(true)),
-            "{ld:?}: {}",
-            String::from_utf8_lossy(&out.stdout)
         );
     }
 }
@@ -303,24 +309,7 @@ fn a_cupy_whose_nccl_is_too_old_goes_without_nccl_as_doctor_says() {
         return;
     };
     let old = w.join("nvidia_nccl_cu11-2.13.4/nvidia/nccl");
-    let fake = venv_with_nccl(&real, &old, "cupy-old-nccl");
-    let (out, json) = doctor(&fake, None);
-    let entry = entry(&json, "cupy");
-    let first = entry["missing"][0]
-        .as_str()
-        .expect("a missing function")
-        .to_string();
-    assert_eq!(
-        entry["library"].as_str(),
-        Some(
-            std::fs::canonicalize(old.join("lib/libnccl.so.2"))
-                .unwrap()
-                .to_str()
-                .unwrap()
-        )
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let (text, fix) = python_problem(&json);
+    let (fake, entry, first, text, fix) = with_older_nccl(&real, &old, "cupy");
     assert!(
         text.ends_with(&format!(
             "its NCCL extension fails to load (`undefined symbol: {first}`): CuPy warns \

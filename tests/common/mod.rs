@@ -76,3 +76,34 @@ fn restore_links() {
             .unwrap_or_else(|e| panic!("making the link {}: {e}", at.display()));
     }
 }
+
+/// A crate of its own workspace at `dir` (made afresh) whose build script
+/// is `build_rs` and whose one build-dependency is this repository's
+/// nccl-find, with this repository's lockfile.
+pub fn probe_crate(dir: &Path, name: &str, build_rs: &str) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [workspace]\n\n[build-dependencies]\nnccl-find = {{ path = \"{}\" }}\n",
+            crate_dir().display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("build.rs"), build_rs).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "").unwrap();
+    let _ = std::fs::copy(crate_dir().join("Cargo.lock"), dir.join("Cargo.lock"));
+}
+
+/// A probe of the tree at `root` for x86-64 Linux, with exactly `vars` as
+/// its environment, printing no directives.
+pub fn config(root: &Path, vars: &[(&str, &str)]) -> nccl_find::Config {
+    let mut c = nccl_find::Config::new();
+    c.root(root)
+        .target("x86_64-unknown-linux-gnu")
+        .cargo_metadata(false)
+        .env_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    c
+}
