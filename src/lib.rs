@@ -53,7 +53,7 @@
 //! In a build script the probe also declares and sets one cfg per NCCL API
 //! level at or below the header's version, so that a crate can gate calls to
 //! newer functions (`#[cfg(nccl_2_18)]` around `ncclCommSplit`). The levels:
-//! `nccl_2_0`, `nccl_2_2`, `nccl_2_3_4`, `nccl_2_4`, `nccl_2_7`, `nccl_2_10`, `nccl_2_11`, `nccl_2_13`, `nccl_2_14`, `nccl_2_18`, `nccl_2_19`, `nccl_2_23`, `nccl_2_24`, `nccl_2_27`, `nccl_2_28_3`.
+//! `nccl_2_0`, `nccl_2_2`, `nccl_2_3_4`, `nccl_2_4`, `nccl_2_7`, `nccl_2_10`, `nccl_2_11`, `nccl_2_13`, `nccl_2_14`, `nccl_2_17_1`, `nccl_2_18`, `nccl_2_19`, `nccl_2_22_3`, `nccl_2_23`, `nccl_2_24`, `nccl_2_27`, `nccl_2_28_3`, `nccl_2_28_7`, `nccl_2_29_2`, `nccl_2_29_7`, `nccl_2_30_3`, `nccl_2_30_4`, `nccl_2_30_7`, `nccl_2_31_2`, `nccl_2_32_3`.
 //!
 //! ## Refusals
 //!
@@ -121,7 +121,7 @@ pub use version::{CudaVersion, Version};
 /// release may change it.
 #[doc(hidden)]
 pub mod internal {
-    pub use crate::api::{cfgs_for, introduced_in, LEVELS};
+    pub use crate::api::{cfgs_for, introduced_in, releases as catalog_releases, LEVELS};
     pub use crate::check::ldso::{LoaderFacts, Mapped, Object, Process, Via};
     pub use crate::check::STATIC_SYSTEM_LIBS;
     pub use crate::emit::cargo::{

@@ -64,6 +64,7 @@ fn dynamic_directives_are_exact() {
             "cargo:rustc-cfg=nccl_2_11",
             "cargo:rustc-cfg=nccl_2_13",
             "cargo:rustc-cfg=nccl_2_14",
+            "cargo:rustc-cfg=nccl_2_17_1",
             "cargo:rustc-cfg=nccl_2_18",
             "cargo:rustc-cfg=nccl_2_19",
         ]
@@ -97,7 +98,7 @@ fn dynamic_directives_are_exact() {
         all.iter()
             .filter(|d| d.starts_with("cargo:rustc-check-cfg=cfg(nccl_"))
             .count(),
-        15
+        nccl_find::internal::LEVELS.len()
     );
 }
 
@@ -262,8 +263,8 @@ fn required_symbols_are_checked_in_the_library_file() {
             assert_eq!(
                 names,
                 [
-                    ("ncclCommSplit", Some("2.18")),
-                    ("ncclMemFree", Some("2.19")),
+                    ("ncclCommSplit", Some("2.18.1")),
+                    ("ncclMemFree", Some("2.19.1")),
                     ("myOwnThing", None)
                 ]
             );
@@ -271,9 +272,9 @@ fn required_symbols_are_checked_in_the_library_file() {
         other => panic!("{other:?}"),
     }
     assert!(e.headline().ends_with(
-        "is NCCL 2.28.3, which lacks ncclCommSplit (added in NCCL 2.18), ncclMemFree (added in NCCL 2.19), \
-         myOwnThing (not an NCCL function nccl-find knows). Install NCCL 2.19 or newer (e.g. pip install \
-         nvidia-nccl-cu12), or point NCCL_HOME at one."
+        "is NCCL 2.28.3, which lacks ncclCommSplit (added in NCCL 2.18.1), ncclMemFree (added in NCCL \
+         2.19.1), myOwnThing (not an NCCL function nccl-find knows). Install NCCL 2.19.1 or newer (e.g. pip \
+         install nvidia-nccl-cu12), or point NCCL_HOME at one."
     ), "{}", e.headline());
 }
 

@@ -324,9 +324,9 @@ fn required_symbols_against_real_libraries() {
         .unwrap_err();
     assert!(
         e.headline().ends_with(
-            "is NCCL 2.13.4, which lacks ncclCommInitRankConfig (added in NCCL 2.14), ncclCommSplit \
-             (added in NCCL 2.18). Install NCCL 2.18 or newer (e.g. pip install nvidia-nccl-cu12), or point \
-             NCCL_HOME at one."
+            "is NCCL 2.13.4, which lacks ncclCommInitRankConfig (added in NCCL 2.14.3), ncclCommSplit \
+             (added in NCCL 2.18.1). Install NCCL 2.18.1 or newer (e.g. pip install nvidia-nccl-cu12), or \
+             point NCCL_HOME at one."
         ),
         "{}",
         e.headline()
