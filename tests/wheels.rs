@@ -407,6 +407,71 @@ fn cuda_headers_beside_a_wheel_say_which_wheel_is_missing() {
     );
 }
 
+/// CUDA 13's header wheels (`nvidia-cuda-runtime`, `-crt`, `-cccl`, 13.x)
+/// all put their headers in one `nvidia/cu13/include`: beside a cu13 NCCL
+/// wheel they are found there, and each one missing is named by the name
+/// it has for CUDA 13 (not the deprecated `-cu13` one).
+#[test]
+fn cuda_13_headers_beside_a_cu13_wheel() {
+    let Some(dir) = wheels_dir() else { return };
+    let root = Root::new("cuda13inc", &dir.join(WHEELS[2].0));
+    let sp = root.0.join("venv/lib/python3.11/site-packages");
+    std::fs::remove_dir_all(&sp).unwrap();
+    std::fs::create_dir_all(sp.join("nvidia/cu13")).unwrap();
+    place(
+        &dir.join(WHEELS[2].0).join("nvidia/nccl"),
+        &sp.join("nvidia/nccl"),
+    );
+    let probe = || {
+        Config::new()
+            .root(&root.0)
+            .cargo_metadata(false)
+            .env_vars([("VIRTUAL_ENV", "/venv")])
+            .probe()
+            .unwrap()
+            .cuda_include_dirs
+    };
+    let err = probe().unwrap_err();
+    assert!(err.starts_with("no cuda_runtime.h (looked in "), "{err}");
+    assert!(
+        err.ends_with(
+            "pip install 'nvidia-cuda-runtime==13.*' 'nvidia-cuda-crt==13.*' 'nvidia-cuda-cccl==13.*' \
+             beside the NCCL wheel"
+        ),
+        "{err}"
+    );
+    let steps = [
+        (
+            "nvidia_cuda_runtime-13.0.96",
+            "which includes crt/host_config.h",
+            "'nvidia-cuda-crt==13.*'",
+        ),
+        (
+            "nvidia_cuda_crt-13.0.88",
+            "which includes nv/target",
+            "'nvidia-cuda-cccl==13.*'",
+        ),
+    ];
+    for (dist, says, install) in steps {
+        place(
+            &dir.join(dist).join("nvidia/cu13/."),
+            &sp.join("nvidia/cu13"),
+        );
+        let err = probe().unwrap_err();
+        assert!(err.contains(says), "{dist}: {err}");
+        assert!(
+            err.contains(&format!("pip install {install} beside the NCCL wheel")),
+            "{err}"
+        );
+    }
+    place(
+        &dir.join("nvidia_cuda_cccl-13.0.85/nvidia/cu13/."),
+        &sp.join("nvidia/cu13"),
+    );
+    let nv = root.0.join("venv/lib/python3.11/site-packages/nvidia");
+    assert_eq!(probe().unwrap(), [nv.join("cu13/include")]);
+}
+
 #[cfg(feature = "cc")]
 #[test]
 fn compile_and_run_check_against_a_real_wheel() {
@@ -454,4 +519,31 @@ fn compile_and_run_check_against_a_real_wheel() {
         .unwrap_or_else(|e| panic!("{e}"));
     let c = n.compile_check.unwrap();
     assert_eq!((c.runtime_code, c.header_code), (22105, 22105));
+    // The newest cu13 wheel, with CUDA 13's header wheels in nvidia/cu13.
+    let wheels = all_wheels(&dir);
+    let w = &wheels[newest(&wheels, "nvidia-nccl-cu13").expect("a cu13 wheel")];
+    let root = Root::new("cc13", &dir.join(&w.dist));
+    let sp = root.0.join("venv/lib/python3.11/site-packages");
+    std::fs::create_dir_all(sp.join("nvidia/cu13")).unwrap();
+    for dist in [
+        "nvidia_cuda_runtime-13.0.96",
+        "nvidia_cuda_crt-13.0.88",
+        "nvidia_cuda_cccl-13.0.85",
+    ] {
+        place(
+            &dir.join(dist).join("nvidia/cu13/."),
+            &sp.join("nvidia/cu13"),
+        );
+    }
+    let n = Config::new()
+        .root(&root.0)
+        .cargo_metadata(false)
+        .env_vars([("VIRTUAL_ENV", "/venv")])
+        .compile_check(true)
+        .probe()
+        .unwrap_or_else(|e| panic!("{}: {e}", w.dist));
+    let c = n.compile_check.unwrap();
+    let code = n.version.code;
+    assert_eq!((c.runtime_code, c.header_code), (code, code), "{}", w.dist);
+    assert_eq!(n.version.to_string(), w.version);
 }

@@ -304,6 +304,60 @@ fn bindgen_over_a_real_wheel_matches_the_pregenerated_bindings() {
     std::fs::remove_dir_all(&venv).unwrap();
 }
 
+/// The newest CUDA 13 wheel, with CUDA 13's header wheels (all in one
+/// `nvidia/cu13/include`) beside it: bindgen finds `cuda_runtime.h` there,
+/// and the bindings have what 2.29 added.
+#[test]
+fn bindgen_over_the_newest_cu13_wheel_with_cuda_13_headers() {
+    let Some(w) = wheels() else { return };
+    let _g = CARGO.lock().unwrap_or_else(|e| e.into_inner());
+    let mut nccl: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir(&w)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let v = name.strip_prefix("nvidia_nccl_cu13-")?;
+            let key = v.split('.').map(|x| x.parse().unwrap_or(0)).collect();
+            Some((key, e.path()))
+        })
+        .collect();
+    nccl.sort();
+    let (version, newest) = nccl.pop().expect("a cu13 wheel");
+    let venv = repo().join(format!("target/bindgen13-venv-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&venv);
+    let nv = venv.join("lib/python3.11/site-packages/nvidia");
+    std::fs::create_dir_all(nv.join("cu13/include")).unwrap();
+    std::os::unix::fs::symlink(newest.join("nvidia/nccl"), nv.join("nccl")).unwrap();
+    for dist in [
+        "nvidia_cuda_runtime-13.0.96",
+        "nvidia_cuda_crt-13.0.88",
+        "nvidia_cuda_cccl-13.0.85",
+    ] {
+        let inc = w.join(dist).join("nvidia/cu13/include");
+        for e in std::fs::read_dir(&inc).unwrap().flatten() {
+            std::os::unix::fs::symlink(e.path(), nv.join("cu13/include").join(e.file_name()))
+                .unwrap();
+        }
+    }
+    let bin = build_example(&[("VIRTUAL_ENV", venv.to_str().unwrap())], &["bindgen"]);
+    let v: Vec<String> = version.iter().map(u32::to_string).collect();
+    assert_eq!(text(&run(&bin).stdout), format!("NCCL {}\n", v.join(".")));
+    let generated = std::fs::read_dir(target_dir().join("debug/build"))
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path().join("out/bindings.rs");
+            let t = std::fs::metadata(&p).ok()?.modified().ok()?;
+            Some((t, p))
+        })
+        .max()
+        .map(|(_, p)| std::fs::read_to_string(p).unwrap())
+        .expect("bindgen wrote bindings.rs");
+    for f in ["ncclCommInitRank", "ncclCommSuspend", "ncclCommResume"] {
+        assert!(generated.contains(&format!("pub fn {f}(")), "{f}");
+    }
+    std::fs::remove_dir_all(&venv).unwrap();
+}
+
 #[test]
 fn a_dependent_crate_reads_the_links_metadata_and_runs_by_rpath() {
     let Some(w) = wheels() else { return };

@@ -9,23 +9,37 @@ use crate::inspect::Candidate;
 use crate::problem::list;
 use crate::sources::cuda;
 
-/// Headers that the CUDA runtime headers include but that pip's
-/// `nvidia-cuda-runtime-cu*` wheel does not ship: `(file, included from,
-/// the wheel's include dir beside it, the wheel)`. A CUDA toolkit has all.
-const CUDA_COMPANIONS: [(&str, &str, &str, &str); 2] = [
-    (
-        "crt/host_config.h",
-        "cuda_runtime.h",
-        "cuda_nvcc/include",
-        "nvidia-cuda-nvcc",
-    ),
-    (
-        "nv/target",
-        "cuda_fp16.h",
-        "cuda_cccl/include",
-        "nvidia-cuda-cccl",
-    ),
+/// Headers that the CUDA runtime headers include but that pip's CUDA
+/// runtime wheel does not ship: `(file, included from, the wheel that
+/// has it)`. A CUDA toolkit has all.
+const CUDA_COMPANIONS: [(&str, &str, &str); 2] = [
+    ("crt/host_config.h", "cuda_runtime.h", "crt"),
+    ("nv/target", "cuda_fp16.h", "cccl"),
 ];
+
+/// Where pip's CUDA wheels for CUDA `major` put their headers, under
+/// `site-packages/nvidia/`, and what to install: CUDA 12's wheels each have
+/// a directory (`cuda_runtime/include`) and a `-cu12` name; CUDA 13's all
+/// share `cu13/include` and are named without it (`nvidia-cuda-runtime`,
+/// pinned to the major), `crt/` coming from `nvidia-cuda-crt` instead of
+/// the nvcc wheel.
+fn wheel(part: &str, major: u32) -> (String, String) {
+    if major >= 13 {
+        let name = match part {
+            "runtime" => "nvidia-cuda-runtime",
+            "crt" => "nvidia-cuda-crt",
+            _ => "nvidia-cuda-cccl",
+        };
+        (format!("cu{major}/include"), format!("'{name}=={major}.*'"))
+    } else {
+        let (dir, name) = match part {
+            "runtime" => ("cuda_runtime", "nvidia-cuda-runtime"),
+            "crt" => ("cuda_nvcc", "nvidia-cuda-nvcc"),
+            _ => ("cuda_cccl", "nvidia-cuda-cccl"),
+        };
+        (format!("{dir}/include"), format!("{name}-cu{major}"))
+    }
+}
 
 /// The include dirs that make `nccl.h`'s `#include <cuda_runtime.h>` work:
 /// the one holding `cuda_runtime.h`, plus, for each companion header it
@@ -61,25 +75,26 @@ pub(crate) fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, Str
         Some(n) => vec![n.join(sub)],
         None => Vec::new(),
     };
-    let cu = match c.cuda_version {
-        Some(v) => format!("cu{}", v.major),
-        None => "cu12".to_string(),
-    };
-    let mut extra = beside("cuda_runtime/include");
+    let major = c.cuda_version.map_or(12, |v| v.major);
+    let (runtime_dir, runtime_wheel) = wheel("runtime", major);
+    let mut extra = beside(&runtime_dir);
     extra.push(ctx.path("/usr/include"));
     let runtime = match cuda::find_file(ctx, c.cuda_version, "cuda_runtime.h", &["include"], extra) {
         Ok(found) => found,
         Err(looked) => {
             return Err(format!(
                 "no cuda_runtime.h (looked in {}). Install the CUDA toolkit and set CUDA_HOME, or pip install \
-                 nvidia-cuda-runtime-{cu} nvidia-cuda-nvcc-{cu} nvidia-cuda-cccl-{cu} beside the NCCL wheel",
-                list(&looked)
+                 {runtime_wheel} {} {} beside the NCCL wheel",
+                list(&looked),
+                wheel("crt", major).1,
+                wheel("cccl", major).1
             ))
         }
     };
     let dir = runtime.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut dirs = vec![dir.clone()];
-    for (file, from, wheel_dir, wheel) in CUDA_COMPANIONS {
+    for (file, from, part) in CUDA_COMPANIONS {
+        let (wheel_dir, wheel) = wheel(part, major);
         let needed = match crate::files::read_bounded(&dir.join(from), 4 << 20) {
             Ok(text) => String::from_utf8_lossy(&text).contains(file),
             Err(_) => false,
@@ -88,12 +103,12 @@ pub(crate) fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, Str
             continue;
         }
         let found =
-            match cuda::find_file(ctx, c.cuda_version, file, &["include"], beside(wheel_dir)) {
+            match cuda::find_file(ctx, c.cuda_version, file, &["include"], beside(&wheel_dir)) {
                 Ok(found) => found,
                 Err(looked) => {
                     return Err(format!(
                     "{} has {from}, which includes {file}, and no {file} was found (looked in {}). \
-                     pip install {wheel}-{cu} beside the NCCL wheel, or use the CUDA toolkit",
+                     pip install {wheel} beside the NCCL wheel, or use the CUDA toolkit",
                     dir.display(),
                     list(&looked)
                 ))
