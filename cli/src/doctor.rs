@@ -9,9 +9,10 @@ use nccl_find::Verdict;
 use nccl_find::{Config, Nccl, Report};
 use serde_json::{json, Value};
 
-use crate::host::{Facts, Iface};
+use crate::host::Facts;
 use crate::python;
 
+mod network;
 mod rdma;
 
 use crate::style::{paint, When};
@@ -134,48 +135,6 @@ const KNOBS: [(&str, &str); 14] = [
     ("NCCL_IB_GID_INDEX", "the RoCE GID index"),
     ("NCCL_ALGO", "forces the collective algorithms"),
 ];
-
-/// Interfaces NCCL can use: an IPv4 or IPv6 address that is not IPv6 loopback.
-fn usable(i: &Iface) -> bool {
-    i.addrs.iter().any(|a| !(a.v6 && a.ip == "::1"))
-}
-
-/// What NCCL would choose, and by which rule.
-fn nccl_pick<'a>(ifaces: &'a [Iface], ifname: Option<&str>) -> (Vec<&'a Iface>, String) {
-    let find = |spec: &str| -> Vec<&'a Iface> {
-        ifaces
-            .iter()
-            .filter(|i| usable(i) && nccl_smoke::net::ifname_matches(&i.name, spec))
-            .collect()
-    };
-    if let Some(spec) = ifname {
-        return (find(spec), format!("NCCL_SOCKET_IFNAME={spec}"));
-    }
-    for (spec, why) in [
-        ("ib", "its default rule takes ib* interfaces first"),
-        (
-            "^docker,lo",
-            "its default rule takes anything but docker* and lo when there is no ib*",
-        ),
-        ("docker", "its default rule falls back to docker*"),
-        ("lo", "its default rule falls back to lo"),
-    ] {
-        let got = find(spec);
-        if !got.is_empty() {
-            return (got, why.to_string());
-        }
-    }
-    (Vec::new(), "no interface has a usable address".into())
-}
-
-fn describe(i: &Iface) -> String {
-    let addrs: Vec<String> = i
-        .addrs
-        .iter()
-        .map(|a| format!("{}/{}", a.ip, a.prefix))
-        .collect();
-    format!("{} {}", i.name, addrs.join(" "))
-}
 
 /// The NCCL area: the install found (or why none was), and what will mislead
 /// builds and the run-time loader.
@@ -497,122 +456,6 @@ fn check_env(f: &mut Findings, env: &[(String, String)]) {
     }
 }
 
-/// The Network area: the interfaces, the one NCCL would use, and the ones
-/// that can mislead it.
-fn check_network(f: &mut Findings, ifaces: &[Iface], env: &[(String, String)]) {
-    let list: Vec<String> = ifaces.iter().map(describe).collect();
-    f.add(
-        Area::Network,
-        Level::Ok,
-        format!("interfaces: {}", list.join("; ")),
-        None,
-    );
-    let ifname = env
-        .iter()
-        .find(|(k, _)| k == "NCCL_SOCKET_IFNAME")
-        .map(|(_, v)| v.as_str());
-    let (picked, why) = nccl_pick(ifaces, ifname);
-    let suggestion = ifname_suggestion(ifaces);
-    match picked.first() {
-        None => f.add(
-            Area::Network,
-            Level::Problem,
-            format!("NCCL would find no interface ({why})"),
-            Some(format!(
-                "NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to one of {}",
-                ifaces
-                    .iter()
-                    .map(|i| i.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        ),
-        Some(first) => check_chosen(f, first, &why, &suggestion),
-    }
-    let chosen = picked.first().map(|p| p.name.as_str());
-    check_bridges(f, ifaces, chosen, &suggestion);
-}
-
-/// The `NCCL_SOCKET_IFNAME` to suggest: the first real NIC, else a rule that
-/// leaves out bridges and loopback.
-fn ifname_suggestion(ifaces: &[Iface]) -> String {
-    let real = ifaces.iter().find(|i| {
-        usable(i) && !i.name.starts_with("docker") && !i.name.starts_with("virbr") && i.name != "lo"
-    });
-    match real {
-        Some(i) => format!(
-            "NCCL_SOCKET_IFNAME=={} (the real NIC), or NCCL_SOCKET_IFNAME=^docker,virbr,lo",
-            i.name
-        ),
-        None => "NCCL_SOCKET_IFNAME=^docker,virbr,lo".to_string(),
-    }
-}
-
-/// The interface NCCL would use: whether other nodes can reach it.
-fn check_chosen(f: &mut Findings, first: &Iface, why: &str, suggestion: &str) {
-    f.add(
-        Area::Network,
-        Level::Ok,
-        format!("NCCL would use {} ({why})", first.name),
-        None,
-    );
-    if first.name.starts_with("virbr") {
-        f.add(
-            Area::Network,
-            Level::Problem,
-            format!("{} is libvirt's bridge, which other nodes cannot reach; NCCL's default rule does not skip virbr*", first.name),
-            Some(suggestion.to_string()),
-        );
-    } else if first.name.starts_with("docker") || first.name == "lo" {
-        f.add(
-            Area::Network,
-            Level::Note,
-            format!(
-                "NCCL would use {}: fine on one node, unreachable from others",
-                first.name
-            ),
-            Some(format!("for several nodes, {suggestion}")),
-        );
-    }
-    for a in first
-        .addrs
-        .iter()
-        .filter(|a| !a.routed && !a.link_local && a.ip != "::1")
-    {
-        f.add(
-            Area::Network,
-            Level::Problem,
-            format!("{} has {} with no route through it: peers that try it get `No route to host` and NCCL `unhandled system error`", first.name, a.ip),
-            Some(format!("{suggestion}; or NCCL_SOCKET_FAMILY=AF_INET{}", if a.v6 { "" } else { "6" })),
-        );
-    }
-}
-
-/// Docker and libvirt bridges that NCCL did not choose but could.
-fn check_bridges(f: &mut Findings, ifaces: &[Iface], chosen: Option<&str>, suggestion: &str) {
-    for i in ifaces.iter().filter(|i| Some(i.name.as_str()) != chosen) {
-        if i.name.starts_with("docker") {
-            f.add(
-                Area::Network,
-                Level::Note,
-                format!("{} is there: NCCL's default rule skips docker*, but a NCCL_SOCKET_IFNAME prefix can still match it (for example `NCCL_SOCKET_IFNAME=^docker0`)", i.name),
-                None,
-            );
-        }
-        if i.name.starts_with("virbr") {
-            f.add(
-                Area::Network,
-                Level::Note,
-                format!(
-                    "{} (libvirt's bridge) is there and NCCL's default rule does not skip it",
-                    i.name
-                ),
-                Some(suggestion.to_string()),
-            );
-        }
-    }
-}
-
 fn check_shm(f: &mut Findings, facts: &Facts) {
     const MIB: u64 = 1 << 20;
     match facts.shm_bytes {
@@ -733,7 +576,14 @@ fn findings(
     }
     check_driver(&mut f, facts, result.as_ref().ok());
     check_env(&mut f, &inputs.env);
-    check_network(&mut f, &facts.interfaces, &inputs.env);
+    let version = result.as_ref().ok().map(|n| {
+        (
+            n.library_version.major,
+            n.library_version.minor,
+            n.library_version.patch,
+        )
+    });
+    network::check(&mut f, &facts.interfaces, &inputs.env, version);
     rdma::check(&mut f, facts, &inputs.env);
     check_shm(&mut f, facts);
     check_mpi(&mut f, facts);
@@ -1004,20 +854,6 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::Addr;
-
-    fn iface(name: &str, ip: &str) -> Iface {
-        Iface {
-            name: name.into(),
-            addrs: vec![Addr {
-                ip: ip.into(),
-                prefix: 24,
-                v6: ip.contains(':'),
-                link_local: false,
-                routed: true,
-            }],
-        }
-    }
 
     /// The findings as (area, level, text, fix).
     fn rows(f: &Findings) -> Vec<(Area, Level, &str, Option<&str>)> {
@@ -1042,7 +878,7 @@ mod tests {
         );
         let mut f = Findings::default();
         check_env(&mut f, &inputs.env);
-        check_network(&mut f, &inputs.facts.interfaces, &inputs.env);
+        network::check(&mut f, &inputs.facts.interfaces, &inputs.env, None);
         assert_eq!(
             rows(&f),
             [
@@ -1101,28 +937,5 @@ mod tests {
         assert_eq!(bad.err().unwrap(), "\"env\": NCCL_DEBUG is not a string");
         let bad = Inputs::from_json(&json!({"env": ["NCCL_DEBUG=WARN"]}));
         assert_eq!(bad.err().unwrap(), "\"env\" is not an object of variables");
-    }
-
-    #[test]
-    fn nccl_interface_rules() {
-        let all = [
-            iface("lo", "127.0.0.1"),
-            iface("docker0", "172.17.0.1"),
-            iface("eth0", "10.0.0.2"),
-            iface("ib0", "10.1.0.2"),
-        ];
-        assert_eq!(nccl_pick(&all, None).0[0].name, "ib0");
-        assert_eq!(nccl_pick(&all[..3], None).0[0].name, "eth0");
-        assert_eq!(nccl_pick(&all[..2], None).0[0].name, "docker0");
-        assert_eq!(nccl_pick(&all[..1], None).0[0].name, "lo");
-        assert_eq!(nccl_pick(&all, Some("^docker,lo,ib")).0[0].name, "eth0");
-        assert_eq!(nccl_pick(&all, Some("=eth")).0.len(), 0);
-        assert_eq!(nccl_pick(&all, Some("eth,ib")).0.len(), 2);
-        let v = [iface("virbr0", "192.168.122.1"), iface("eth0", "10.0.0.2")];
-        assert_eq!(
-            nccl_pick(&v, None).0[0].name,
-            "virbr0",
-            "NCCL does not skip virbr*"
-        );
     }
 }

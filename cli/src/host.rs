@@ -30,6 +30,8 @@ pub struct Addr {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Iface {
     pub name: String,
+    /// Up and attached (`IFF_RUNNING`): NCCL 2.28.3 and later skip the rest.
+    pub running: bool,
     pub addrs: Vec<Addr>,
 }
 
@@ -75,6 +77,7 @@ impl Facts {
             },
             "interfaces": self.interfaces.iter().map(|i| json!({
                 "name": i.name,
+                "running": i.running,
                 "addrs": i.addrs.iter().map(|a| json!({
                     "ip": a.ip, "prefix": a.prefix, "v6": a.v6, "link_local": a.link_local, "routed": a.routed,
                 })).collect::<Vec<_>>(),
@@ -104,6 +107,8 @@ impl Facts {
             }
             interfaces.push(Iface {
                 name: s(&i["name"]).ok_or("an interface without \"name\"")?,
+                // Facts files from before this key: running.
+                running: i["running"].as_bool().unwrap_or(true),
                 addrs,
             });
         }
@@ -198,10 +203,12 @@ fn interfaces() -> Vec<Iface> {
                 }
                 _ => continue,
             };
+            let running = ifa.ifa_flags & libc::IFF_RUNNING as libc::c_uint != 0;
             match out.iter_mut().find(|i| i.name == name) {
                 Some(i) => i.addrs.push(addr),
                 None => out.push(Iface {
                     name,
+                    running,
                     addrs: vec![addr],
                 }),
             }

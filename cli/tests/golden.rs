@@ -432,3 +432,58 @@ fn doctor_points_a_source_builds_nccl_pc_at_its_tree() {
         "{out}"
     );
 }
+
+/// NCCL's choice of interface follows the version doctor finds: before
+/// 2.28.3 libvirt's bridge is taken like any NIC and interfaces that are
+/// not running count; from 2.28.3 both are skipped.
+#[test]
+fn doctor_follows_the_interface_rule_of_the_nccl_it_finds() {
+    let addr = |ip: &str| serde_json::json!({"ip": ip, "prefix": 24, "routed": true});
+    let facts = serde_json::json!({
+        "driver": {"version": 13000, "gpus": 1},
+        "shm_bytes": 1u64 << 30,
+        "interfaces": [
+            {"name": "lo", "running": true, "addrs": [addr("127.0.0.1")]},
+            {"name": "virbr0", "running": true, "addrs": [addr("192.168.122.1")]},
+            {"name": "eth0", "running": false, "addrs": [addr("10.0.0.5")]},
+            {"name": "eth1", "running": true, "addrs": [addr("10.0.1.5")]},
+        ],
+    });
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("facts-virbr-{}.json", std::process::id()));
+    std::fs::write(&file, facts.to_string()).unwrap();
+    let network = |out: &str| -> String {
+        out.split("\nNetwork:\n")
+            .nth(1)
+            .unwrap()
+            .split("\n\n")
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let f = file.display().to_string();
+    let (code, out, _) = run(
+        "wheel-venv",
+        &["doctor", "--host-facts", &f],
+        &[("VIRTUAL_ENV", "/venv")],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        network(&out),
+        "  ok       interfaces: lo 127.0.0.1/24; virbr0 192.168.122.1/24; eth0 (not running) 10.0.0.5/24; eth1 10.0.1.5/24
+  ok       NCCL would use virbr0 (NCCL 2.21.5's default rule takes anything but docker* and lo when there is no ib*)
+  problem  virbr0 is libvirt's bridge, which other nodes cannot reach; NCCL 2.21.5's default rule does not skip virbr* (NCCL 2.28.3 and later do)
+           fix: NCCL_SOCKET_IFNAME==eth1 (the real NIC), or NCCL_SOCKET_IFNAME=^docker,virbr,lo
+  note     eth0 is not running (down, or no link): NCCL 2.21.5's default rule can still take it (NCCL 2.28.3 and later skip interfaces that are not running)"
+    );
+    let (code, out, _) = run("gpu-image", &["doctor", "--host-facts", &f], &[VENV]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        network(&out),
+        "  ok       interfaces: lo 127.0.0.1/24; virbr0 192.168.122.1/24; eth0 (not running) 10.0.0.5/24; eth1 10.0.1.5/24
+  ok       NCCL would use eth1 (NCCL 2.28.9's default rule takes anything but docker*, lo and virbr* when there is no ib*)
+  note     virbr0 is there: NCCL 2.28.9's default rule skips it, unless NCCL_SOCKET_IFNAME lets it in
+  note     eth0 is not running (down, or no link): NCCL 2.28.9's default rule skips it"
+    );
+    let _ = std::fs::remove_file(&file);
+}
