@@ -89,17 +89,6 @@ impl Findings {
     }
 }
 
-/// The variables nccl-find itself reads to locate NCCL; not NCCL's knobs.
-const OURS: [&str; 7] = [
-    "NCCL_HOME",
-    "NCCL_ROOT",
-    "NCCL_DIR",
-    "NCCL_INCLUDE_DIR",
-    "NCCL_LIB_DIR",
-    "NCCL_STATIC",
-    "NCCL_SYSROOT",
-];
-
 /// NCCL's knobs and what setting them means.
 const KNOBS: [(&str, &str); 14] = [
     (
@@ -412,31 +401,45 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
     }
 }
 
-fn check_env(f: &mut Findings, env: &[(String, String)]) {
+fn check_env(f: &mut Findings, inputs: &Inputs) {
+    let env = &inputs.env;
     let mut any = false;
-    for (k, v) in env {
-        if !k.starts_with("NCCL_") || OURS.contains(&k.as_str()) {
+    for ((k, v), source) in env.iter().zip(&inputs.sources) {
+        if !crate::settings::is_nccls(k) {
             continue;
         }
         any = true;
+        // Where a configuration file set it, say which.
+        let set = match source {
+            crate::settings::Source::Environment => format!("{k}={v}"),
+            crate::settings::Source::File(p) => format!("{k}={v} from {}", p.display()),
+        };
         if k == "NCCL_VERSION" {
-            f.add(Area::Variables, Level::Note, format!("{k}={v} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
+            f.add(Area::Variables, Level::Note, format!("{set} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
             continue;
         }
         match KNOBS.iter().find(|(n, _)| n == k) {
             Some((_, what)) => f.add(
                 Area::Variables,
                 Level::Note,
-                format!("{k}={v} ({what})"),
+                format!("{set} ({what})"),
                 None,
             ),
             None => f.add(
                 Area::Variables,
                 Level::Note,
-                format!("{k}={v} is not a variable nccl-find knows"),
+                format!("{set} is not a variable nccl-find knows"),
                 Some("check its spelling against NCCL's documentation".into()),
             ),
         }
+    }
+    for u in &inputs.unread {
+        f.add(
+            Area::Variables,
+            Level::Note,
+            format!("NCCL's configuration file {u}: NCCL reads nothing from it"),
+            None,
+        );
     }
     if !any {
         f.add(
@@ -500,36 +503,57 @@ fn check_mpi(f: &mut Findings, facts: &Facts) {
 /// (`--host-facts`) so that tests can fix them.
 struct Inputs {
     facts: Facts,
-    /// The `NCCL_*` variables, sorted by name.
+    /// The `NCCL_*` settings in force, sorted by name: the environment's,
+    /// then NCCL's configuration files'.
     env: Vec<(String, String)>,
+    /// Where each of `env` came from, in the same order.
+    sources: Vec<crate::settings::Source>,
+    /// Configuration files NCCL would read that could not be read.
+    unread: Vec<String>,
 }
 
 impl Inputs {
     /// Reads the machine and the process environment.
-    fn gather() -> Inputs {
+    fn gather(root: &Path) -> Inputs {
+        Inputs::with_env(Facts::gather(), process_env(), root)
+    }
+
+    /// The settings in force from the environment `env` and NCCL's
+    /// configuration files, read under `root` (`~` is `HOME`).
+    fn with_env(facts: Facts, env: Vec<(String, String)>, root: &Path) -> Inputs {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let (settings, unread) = crate::settings::in_force(&env, home.as_deref(), root);
+        let mut env = Vec::new();
+        let mut sources = Vec::new();
+        for s in settings {
+            env.push((s.name, s.value));
+            sources.push(s.source);
+        }
         Inputs {
-            facts: Facts::gather(),
-            env: process_env(),
+            facts,
+            env,
+            sources,
+            unread,
         }
     }
 
     /// Reads a facts file: the keys `Facts::to_json` writes, and `env`, an
     /// object of variables that then stands for the whole environment
     /// (without it, the process environment is read).
-    fn from_file(path: &Path) -> Result<Inputs, String> {
+    fn from_file(path: &Path, root: &Path) -> Result<Inputs, String> {
         let text = read_facts_file(path)?;
         let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-        Inputs::from_json(&v)
+        Inputs::from_json(&v, root)
     }
 
     /// The facts file's contents; see `from_file`.
-    fn from_json(v: &Value) -> Result<Inputs, String> {
+    fn from_json(v: &Value, root: &Path) -> Result<Inputs, String> {
         let facts = Facts::from_json(v)?;
         let env = match v.get("env") {
             None | Some(Value::Null) => process_env(),
             Some(vars) => env_from_json(vars)?,
         };
-        Ok(Inputs { facts, env })
+        Ok(Inputs::with_env(facts, env, root))
     }
 }
 
@@ -575,7 +599,7 @@ fn findings(
         check_python(&mut f, py);
     }
     check_driver(&mut f, facts, result.as_ref().ok());
-    check_env(&mut f, &inputs.env);
+    check_env(&mut f, inputs);
     let version = result.as_ref().ok().map(|n| {
         (
             n.library_version.major,
@@ -819,14 +843,15 @@ fn read_facts_file(path: &Path) -> Result<String, String> {
 /// Runs every check and prints the findings.
 pub fn run(
     config: &Config,
+    root: &Path,
     as_json: bool,
     facts_file: Option<&Path>,
     color: When,
     py: Option<PythonReport>,
 ) -> ExitCode {
     let inputs = match facts_file {
-        None => Inputs::gather(),
-        Some(p) => match Inputs::from_file(p) {
+        None => Inputs::gather(root),
+        Some(p) => match Inputs::from_file(p, root) {
             Ok(i) => i,
             Err(e) => {
                 eprintln!(
@@ -855,6 +880,13 @@ pub fn run(
 mod tests {
     use super::*;
 
+    impl Inputs {
+        /// A facts file's contents, with no configuration file anywhere.
+        fn from_json_at_root(v: &Value) -> Result<Inputs, String> {
+            Inputs::from_json(v, Path::new("/nonexistent-root"))
+        }
+    }
+
     /// The findings as (area, level, text, fix).
     fn rows(f: &Findings) -> Vec<(Area, Level, &str, Option<&str>)> {
         f.0.iter()
@@ -866,7 +898,7 @@ mod tests {
     fn nccl_variables_come_from_the_injected_inputs() {
         // Whatever this process's environment holds, the facts' `env` is
         // doctor's whole environment; variables other than NCCL_* are left out.
-        let inputs = Inputs::from_json(&json!({
+        let inputs = Inputs::from_json_at_root(&json!({
             "interfaces": [{"name": "eth0", "addrs": [{"ip": "10.0.0.5", "prefix": 24, "routed": true}]}],
             "env": {"NCCL_SOCKET_IFNAME": "ib", "PATH": "/bin", "NCCL_DEBUG": "INFO"},
         }))
@@ -877,7 +909,7 @@ mod tests {
             [var("NCCL_DEBUG", "INFO"), var("NCCL_SOCKET_IFNAME", "ib")]
         );
         let mut f = Findings::default();
-        check_env(&mut f, &inputs.env);
+        check_env(&mut f, &inputs);
         network::check(&mut f, &inputs.facts.interfaces, &inputs.env, None);
         assert_eq!(
             rows(&f),
@@ -912,10 +944,10 @@ mod tests {
 
     #[test]
     fn an_empty_injected_environment_is_nccl_s_defaults() {
-        let inputs = Inputs::from_json(&json!({"env": {}})).unwrap();
+        let inputs = Inputs::from_json_at_root(&json!({"env": {}})).unwrap();
         assert!(inputs.env.is_empty());
         let mut f = Findings::default();
-        check_env(&mut f, &inputs.env);
+        check_env(&mut f, &inputs);
         assert_eq!(
             rows(&f),
             [
@@ -933,9 +965,9 @@ mod tests {
                 ),
             ]
         );
-        let bad = Inputs::from_json(&json!({"env": {"NCCL_DEBUG": 1}}));
+        let bad = Inputs::from_json_at_root(&json!({"env": {"NCCL_DEBUG": 1}}));
         assert_eq!(bad.err().unwrap(), "\"env\": NCCL_DEBUG is not a string");
-        let bad = Inputs::from_json(&json!({"env": ["NCCL_DEBUG=WARN"]}));
+        let bad = Inputs::from_json_at_root(&json!({"env": ["NCCL_DEBUG=WARN"]}));
         assert_eq!(bad.err().unwrap(), "\"env\" is not an object of variables");
     }
 }

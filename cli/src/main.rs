@@ -13,6 +13,7 @@ mod host;
 mod json;
 mod pkgflags;
 mod python;
+mod settings;
 mod shim;
 mod smoke;
 mod style;
@@ -242,7 +243,9 @@ fn main() -> ExitCode {
                 true => doctor::PythonReport::gather(python.as_deref()),
                 false => None,
             };
-            doctor::run(&config, *json, host_facts.as_deref(), cli.color, py)
+            let root = root.as_deref().or(cli.root.as_deref());
+            let root = root.unwrap_or(std::path::Path::new("/"));
+            doctor::run(&config, root, *json, host_facts.as_deref(), cli.color, py)
         }
         Some(Command::Smoke(args)) => smoke::run(args, || smoke::probed_library(&config)),
         None => answer(&cli, &asked, config, &constraints),

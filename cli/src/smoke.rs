@@ -84,10 +84,13 @@ fn watch_interrupts(wake: Option<libc::c_int>) {
                 libc::SIGTERM => "SIGTERM",
                 _ => "SIGHUP",
             };
-            let _ = writeln!(
-                std::io::stderr(),
-                "nccl-find smoke: interrupted ({name}); the files this run wrote were removed"
+            // One write: stderr is unbuffered, and a formatted line would go
+            // out in pieces, of which a SIGKILL (mpirun's follows its SIGTERM
+            // within a millisecond) could leave half.
+            let line = format!(
+                "nccl-find smoke: interrupted ({name}); the files this run wrote were removed\n"
             );
+            let _ = std::io::stderr().write_all(line.as_bytes());
             std::process::exit(128 + i32::from(b));
         }
         if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
@@ -614,6 +617,8 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
             return ExitCode::from(2);
         }
     };
+    // What the user set, before the capture of NCCL's log sets its own.
+    let settings = settings_in_force();
     let wake = handle_interrupts();
     let capture = Capture::start(a.json);
     watch_interrupts(wake);
@@ -626,6 +631,9 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     let mut out = std::io::stdout();
     if let (Some(m), false) = (&meeting, a.json) {
         let _ = writeln!(out, "{who}note: {}", m.line());
+    }
+    if let (Some(line), false) = (settings_line(&settings), a.json) {
+        let _ = writeln!(out, "{who}{line}");
     }
     if let Some(n) = capture.swept_note() {
         if !a.json {
@@ -652,6 +660,10 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     };
     if a.json {
         let mut doc = json_report(code, &verdict, wall, &events, &warnings, judged.as_ref());
+        doc["settings"] = json!(settings
+            .iter()
+            .map(|s| json!({"name": s.name, "value": s.value, "source": s.source.to_string()}))
+            .collect::<Vec<_>>());
         if let Some(m) = &meeting {
             doc["exchange"] = m.json();
         }
@@ -660,30 +672,46 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
         let _ = writeln!(std::io::stdout(), "{text}");
     } else {
-        let mut err = std::io::stderr();
-        if !warnings.is_empty() {
-            let _ = writeln!(err, "{who}NCCL's last warnings:");
-            for w in &warnings {
-                let _ = writeln!(err, "{who}  {w}");
-            }
-        }
-        if let Some(v) = &judged {
-            let _ = writeln!(std::io::stdout(), "{who}hardware: {}", v.line);
-            if let Some(line) = sockets_why(v) {
-                let _ = writeln!(std::io::stdout(), "{who}hardware: {line}");
-            }
-        }
-        let _ = writeln!(std::io::stdout(), "{who}{verdict}");
-        if code != 0 {
-            let _ = writeln!(err, "nccl-find smoke: {verdict}");
-        }
+        print_ending(&who, &warnings, judged.as_ref(), &settings, &verdict, code);
     }
     ExitCode::from(code)
 }
 
+/// The text report's last lines: NCCL's last warnings (stderr), what the
+/// hardware allowed, and the verdict.
+fn print_ending(
+    who: &str,
+    warnings: &[String],
+    judged: Option<&smoke::verdict::Verdict>,
+    settings: &[crate::settings::Setting],
+    verdict: &str,
+    code: u8,
+) {
+    let mut err = std::io::stderr();
+    if !warnings.is_empty() {
+        let _ = writeln!(err, "{who}NCCL's last warnings:");
+        for w in warnings {
+            let _ = writeln!(err, "{who}  {w}");
+        }
+    }
+    if let Some(v) = judged {
+        let _ = writeln!(std::io::stdout(), "{who}hardware: {}", v.line);
+        if let Some(line) = sockets_why(v, settings) {
+            let _ = writeln!(std::io::stdout(), "{who}hardware: {line}");
+        }
+    }
+    let _ = writeln!(std::io::stdout(), "{who}{verdict}");
+    if code != 0 {
+        let _ = writeln!(err, "nccl-find smoke: {verdict}");
+    }
+}
+
 /// Why NCCL chose sockets although an RDMA adapter is ACTIVE here, from
 /// doctor's findings on this machine.
-fn sockets_why(v: &smoke::verdict::Verdict) -> Option<String> {
+fn sockets_why(
+    v: &smoke::verdict::Verdict,
+    settings: &[crate::settings::Setting],
+) -> Option<String> {
     let Some(smoke::verdict::Transport::Net(t)) = &v.transport else {
         return None;
     };
@@ -691,10 +719,41 @@ fn sockets_why(v: &smoke::verdict::Verdict) -> Option<String> {
     if !t.starts_with("NET/Socket") {
         return None;
     }
-    let env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("NCCL_"))
+    let env: Vec<(String, String)> = settings
+        .iter()
+        .map(|s| (s.name.clone(), s.value.clone()))
         .collect();
     crate::doctor::sockets_despite_an_adapter(t, &crate::host::Facts::gather(), &env)
+}
+
+/// The settings line of the report, where any is set: each `NAME=value`,
+/// and the file it came from where a configuration file set it.
+fn settings_line(settings: &[crate::settings::Setting]) -> Option<String> {
+    if settings.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = settings
+        .iter()
+        .map(|s| match &s.source {
+            crate::settings::Source::Environment => format!("{}={}", s.name, s.value),
+            crate::settings::Source::File(p) => format!("{}={} ({})", s.name, s.value, p.display()),
+        })
+        .collect();
+    Some(format!(
+        "settings: {}",
+        nccl_find::internal::escape(&list.join(", "))
+    ))
+}
+
+/// The `NCCL_*` settings NCCL will run with here: this process's
+/// environment, then NCCL's configuration files.
+fn settings_in_force() -> Vec<crate::settings::Setting> {
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+        .filter(|(k, _)| k.starts_with("NCCL_"))
+        .collect();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    crate::settings::in_force(&env, home.as_deref(), std::path::Path::new("/")).0
 }
 
 /// The hardware verdict at the largest size, after a run that finished.

@@ -487,3 +487,57 @@ fn doctor_follows_the_interface_rule_of_the_nccl_it_finds() {
     );
     let _ = std::fs::remove_file(&file);
 }
+
+/// NCCL's configuration files, read as NCCL reads them under a private
+/// root: the environment wins, then `~/.nccl.conf` (or `NCCL_CONF_FILE`),
+/// then `/etc/nccl.conf`; each setting says where it came from, and what a
+/// file sets is checked like the environment (an interface that is not
+/// there).
+#[test]
+fn doctor_reads_nccls_configuration_files() {
+    let root =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("conf-root-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::create_dir_all(root.join("home/u")).unwrap();
+    std::fs::write(
+        root.join("etc/nccl.conf"),
+        "# the site's settings\nNCCL_SOCKET_IFNAME=eth9\nNCCL_IB_HCA=mlx5_0\nNCCL_DEBUG=WARN\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("home/u/.nccl.conf"), "NCCL_IB_HCA=mlx5_1\r\n").unwrap();
+    let facts = golden_dir().join("facts-healthy.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .args(["doctor", "--root"])
+        .arg(&root)
+        .arg("--host-facts")
+        .arg(&facts)
+        .env_clear()
+        .env("HOME", "/home/u")
+        .env("NCCL_DEBUG", "INFO")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).replace(&root.display().to_string(), "<ROOT>");
+    let area = |name: &str| -> String {
+        text.split(&format!("\n{name}:\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {name} area in:\n{text}"))
+            .split("\n\n")
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        area("NCCL variables"),
+        "  note     NCCL_DEBUG=INFO (NCCL's log level: VERSION, WARN, INFO or TRACE)
+  note     NCCL_IB_HCA=mlx5_1 from /home/u/.nccl.conf (the InfiniBand adapters NCCL may use)
+  note     NCCL_SOCKET_IFNAME=eth9 from /etc/nccl.conf (the network interfaces NCCL may use: prefixes, ^ to exclude, = for exact names)"
+    );
+    assert!(
+        area("Network").contains("NCCL would find no interface (NCCL_SOCKET_IFNAME=eth9)"),
+        "{}",
+        area("Network")
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -239,7 +239,10 @@ fn expect_met(
             ("0\n", ""),
             "rank {r}: {all}"
         );
-        let lines: Vec<&str> = out.lines().collect();
+        // torch 2.1's torchrun sets NCCL_ASYNC_ERROR_HANDLING=1 for its
+        // workers, which the report lists among the settings in force.
+        let settings = format!("[rank {r}] settings: NCCL_ASYNC_ERROR_HANDLING=1");
+        let lines: Vec<&str> = out.lines().filter(|l| *l != settings).collect();
         // Rank 0 of our TCP rendezvous: a line for each rank that joined.
         let joins = if admits == Admits::Tcp && r == 0 {
             world - 1

@@ -825,3 +825,50 @@ fn a_bare_lib_name_loads_the_file_that_was_checked() {
     );
     std::fs::remove_dir_all(&here).unwrap();
 }
+
+/// The report lists the NCCL settings in force, as NCCL will read them:
+/// the environment, then `~/.nccl.conf`, each from a file named; not
+/// nccl-find's own variables; in `--json` too.
+#[test]
+fn the_report_lists_the_settings_nccl_runs_with() {
+    let Some(lib) = wheel_lib() else { return };
+    let home = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("settings-home-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join(".nccl.conf"),
+        "NCCL_IB_HCA=mlx5_1\nNCCL_SOCKET_IFNAME=eth9\n",
+    )
+    .unwrap();
+    let run = |json: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
+        without_launchers(&mut cmd)
+            .args(["smoke", "--lib"])
+            .arg(&lib)
+            .args(if json { &["--json"][..] } else { &[][..] })
+            .env("HOME", &home)
+            .env("NCCL_SOCKET_IFNAME", "lo")
+            .env("NCCL_FIND_TOKEN", "not-a-setting")
+            .env("NCCL_HOME", "/not/a/setting");
+        cmd.output().unwrap()
+    };
+    let o = text(&run(false));
+    let conf = home.join(".nccl.conf");
+    assert!(
+        o.1.starts_with(&format!(
+            "settings: NCCL_IB_HCA=mlx5_1 ({}), NCCL_SOCKET_IFNAME=lo\n",
+            conf.display()
+        )),
+        "{o:?}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&run(true).stdout).unwrap();
+    assert_eq!(
+        v["settings"],
+        serde_json::json!([
+            {"name": "NCCL_IB_HCA", "value": "mlx5_1", "source": conf.display().to_string()},
+            {"name": "NCCL_SOCKET_IFNAME", "value": "lo", "source": "the environment"},
+        ])
+    );
+    std::fs::remove_dir_all(&home).unwrap();
+}

@@ -1,0 +1,198 @@
+//! The `NCCL_*` settings in force, as NCCL reads them (`initEnv` in its
+//! `src/misc/param.cc`): the environment, then `NCCL_CONF_FILE` (else
+//! `~/.nccl.conf`), then `/etc/nccl.conf`. A file's line is `NAME=value`
+//! (everything before the first `=` is the name, as it is; a line without
+//! `=`, or starting with `#`, sets nothing), and NCCL sets each name only
+//! where it is not set yet: the environment wins, then the first file.
+//! nccl-find's own variables (`NCCL_HOME`, `NCCL_FIND_*`) are no settings.
+
+use std::path::{Path, PathBuf};
+
+/// nccl-find's own variables (which install to link), which NCCL does not
+/// read.
+const OURS: [&str; 9] = [
+    "NCCL_HOME",
+    "NCCL_ROOT",
+    "NCCL_DIR",
+    "NCCL_INCLUDE_DIR",
+    "NCCL_LIB_DIR",
+    "NCCL_STATIC",
+    "NCCL_DYNAMIC",
+    "NCCL_SYSROOT",
+    "NCCL_NO_PKG_CONFIG",
+];
+
+/// Whether `name` is one of NCCL's settings: `NCCL_*`, but not nccl-find's
+/// own (`NCCL_FIND_*`, `NCCL_HOME` and the other install variables).
+pub fn is_nccls(name: &str) -> bool {
+    name.starts_with("NCCL_") && !name.starts_with("NCCL_FIND_") && !OURS.contains(&name)
+}
+
+/// Where a setting came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The process's environment.
+    Environment,
+    /// A configuration file NCCL reads.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Environment => f.write_str("the environment"),
+            Source::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// One setting in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    pub name: String,
+    pub value: String,
+    pub source: Source,
+}
+
+/// The most a configuration file is read: NCCL's own lines are at most
+/// 4 KiB; a file of settings is far smaller than this.
+const MAX_FILE: u64 = 1 << 20;
+
+/// The files NCCL reads, in its order: `NCCL_CONF_FILE` (from `env`), else
+/// `$HOME/.nccl.conf`; then `/etc/nccl.conf`. Paths are taken under `root`
+/// (`/` but for tests and sysroots), and shown as NCCL names them.
+pub fn files(env: &[(String, String)], home: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    match env.iter().find(|(k, _)| k == "NCCL_CONF_FILE") {
+        Some((_, f)) if !f.is_empty() => out.push(PathBuf::from(f)),
+        _ => {
+            if let Some(h) = home {
+                out.push(h.join(".nccl.conf"));
+            }
+        }
+    }
+    out.push(PathBuf::from("/etc/nccl.conf"));
+    out
+}
+
+/// The `NCCL_*` settings in force, sorted by name, each with its source;
+/// and what could not be read (a file that is there but is no regular file,
+/// or cannot be read), in words.
+pub fn in_force(
+    env: &[(String, String)],
+    home: Option<&Path>,
+    root: &Path,
+) -> (Vec<Setting>, Vec<String>) {
+    let mut out: Vec<Setting> = env
+        .iter()
+        .filter(|(k, _)| is_nccls(k))
+        .map(|(k, v)| Setting {
+            name: k.clone(),
+            value: v.clone(),
+            source: Source::Environment,
+        })
+        .collect();
+    let mut unread = Vec::new();
+    for file in files(env, home) {
+        let real = root.join(file.strip_prefix("/").unwrap_or(&file));
+        let data = match nccl_find::internal::read_bounded(&real, MAX_FILE) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                unread.push(format!("{}: {e}", file.display()));
+                continue;
+            }
+        };
+        for (name, value) in parse(&String::from_utf8_lossy(&data)) {
+            if is_nccls(&name) && !out.iter().any(|s| s.name == name) {
+                out.push(Setting {
+                    name,
+                    value,
+                    source: Source::File(file.clone()),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    (out, unread)
+}
+
+/// A file's `NAME=value` lines, as NCCL reads them (names and values cut at
+/// 1023 bytes, a line's `\r` taken off as NCCL does from 2.30.3).
+fn parse(text: &str) -> Vec<(String, String)> {
+    let cut = |s: &str| -> String {
+        let mut end = s.len().min(1023);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s[..end].to_string()
+    };
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        if let Some((name, value)) = line.split_once('=') {
+            out.push((cut(name), cut(value)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nccl_reads_its_files_so() {
+        assert_eq!(
+            parse(
+                "# a comment\nNCCL_DEBUG=INFO\r\nno equals sign\nNCCL_A=b=c\n NCCL_B=x\nNCCL_C=\n"
+            ),
+            [
+                ("NCCL_DEBUG".to_string(), "INFO".to_string()),
+                ("NCCL_A".into(), "b=c".into()),
+                (" NCCL_B".into(), "x".into()),
+                ("NCCL_C".into(), "".into()),
+            ]
+        );
+        let root = std::env::temp_dir().join(format!("nccl-find-settings-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::create_dir_all(root.join("home/u")).unwrap();
+        std::fs::write(
+            root.join("etc/nccl.conf"),
+            "NCCL_SOCKET_IFNAME=eth0\nNCCL_IB_HCA=mlx5_0\nNCCL_DEBUG=WARN\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("home/u/.nccl.conf"), "NCCL_IB_HCA=mlx5_1\n").unwrap();
+        let env = vec![("NCCL_DEBUG".to_string(), "INFO".to_string())];
+        let (got, unread) = in_force(&env, Some(Path::new("/home/u")), &root);
+        let show: Vec<String> = got
+            .iter()
+            .map(|s| format!("{}={} ({})", s.name, s.value, s.source))
+            .collect();
+        assert_eq!(
+            show,
+            [
+                "NCCL_DEBUG=INFO (the environment)",
+                "NCCL_IB_HCA=mlx5_1 (/home/u/.nccl.conf)",
+                "NCCL_SOCKET_IFNAME=eth0 (/etc/nccl.conf)",
+            ]
+        );
+        assert!(unread.is_empty());
+        // NCCL_CONF_FILE replaces ~/.nccl.conf; /etc/nccl.conf still counts.
+        std::fs::write(root.join("etc/mine.conf"), "NCCL_IB_HCA=mlx5_2\n").unwrap();
+        let env = vec![("NCCL_CONF_FILE".to_string(), "/etc/mine.conf".to_string())];
+        let (got, _) = in_force(&env, Some(Path::new("/home/u")), &root);
+        let hca = got.iter().find(|s| s.name == "NCCL_IB_HCA").unwrap();
+        assert_eq!(hca.value, "mlx5_2");
+        // A directory where the file should be is said, not read.
+        std::fs::remove_file(root.join("home/u/.nccl.conf")).unwrap();
+        std::fs::create_dir(root.join("home/u/.nccl.conf")).unwrap();
+        let (_, unread) = in_force(&[], Some(Path::new("/home/u")), &root);
+        assert_eq!(unread.len(), 1, "{unread:?}");
+        assert!(unread[0].starts_with("/home/u/.nccl.conf: "), "{unread:?}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
