@@ -179,6 +179,48 @@ fn an_efa_style_plugin_on_the_loader_path() {
     has(&r, "  note     NCCL_NET_PLUGIN=none: NCCL uses its internal transports (InfiniBand verbs, sockets)\n");
 }
 
+/// NCCL_NET_PLUGIN is a comma list (2.27.3 on), each name tried in turn;
+/// and the five other families (GIN, RMA, tuner, profiler, env) are found
+/// by the same rule, each by its variable.
+#[test]
+fn every_plugin_family_by_nccls_rule() {
+    let mut hw = ib_host(("ACTIVE", "LinkUp"));
+    hw["plugins"] = json!([
+        {"path": "/opt/aws/lib/libnccl-net-aws.so", "version": null},
+        {"path": "/usr/lib/x86_64-linux-gnu/libnccl-tuner.so", "version": "2.1"},
+        {"path": "/opt/p/libnccl-profiler-inspector.so", "version": null},
+    ]);
+    let (code, r) = doctor("net-list", hw.clone(), &[("NCCL_NET_PLUGIN", "ofi,aws")]);
+    assert_eq!(code, 0, "{r}");
+    has(
+        &r,
+        "  ok       NCCL loads the network plugin /opt/aws/lib/libnccl-net-aws.so\n",
+    );
+    // The tuner is loaded by its default name; the profiler by its own.
+    has(&r, "  note     NCCL will load the tuner plugin /usr/lib/x86_64-linux-gnu/libnccl-tuner.so (version 2.1)\n           fix: NCCL_TUNER_PLUGIN=none if it is not wanted\n");
+    assert!(!r.contains("profiler plugin"), "{r}");
+    let (code, r) = doctor(
+        "profiler",
+        hw.clone(),
+        &[
+            ("NCCL_PROFILER_PLUGIN", "inspector"),
+            ("NCCL_TUNER_PLUGIN", "none"),
+        ],
+    );
+    assert_eq!(code, 0, "{r}");
+    has(
+        &r,
+        "  note     NCCL will load the profiler plugin /opt/p/libnccl-profiler-inspector.so\n",
+    );
+    assert!(!r.contains("tuner plugin"), "{r}");
+    let (code, r) = doctor("gin-missing", hw.clone(), &[("NCCL_GIN_PLUGIN", "mine")]);
+    assert_eq!(code, 1, "{r}");
+    has(&r, "  problem  NCCL_GIN_PLUGIN=mine names libnccl-gin-mine.so, which is not on the loader's path: NCCL runs without a gin plugin\n");
+    let (code, r) = doctor("static", hw, &[("NCCL_NET_PLUGIN", "STATIC_PLUGIN")]);
+    assert_eq!(code, 0, "{r}");
+    has(&r, "  note     NCCL_NET_PLUGIN names STATIC_PLUGIN: NCCL looks for a plugin linked into the program itself\n");
+}
+
 #[test]
 fn nccl_ib_hca_in_each_of_its_syntaxes() {
     let hw = ib_host(("ACTIVE", "LinkUp"));
@@ -229,5 +271,10 @@ fn doctor_json_carries_the_adapter_facts() {
         .unwrap();
     std::fs::remove_file(&file).unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["facts"]["rdma_hardware"], ib_host(("DOWN", "Disabled")));
+    // Written as `plugins` (every family); a facts file's `net_plugins`
+    // (written before) is still read.
+    let mut want = ib_host(("DOWN", "Disabled"));
+    let old = want.as_object_mut().unwrap().remove("net_plugins").unwrap();
+    want["plugins"] = old;
+    assert_eq!(v["facts"]["rdma_hardware"], want);
 }

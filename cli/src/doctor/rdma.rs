@@ -3,7 +3,7 @@
 //! GPUDirect RDMA, `NCCL_IB_HCA`, RoCE GIDs, and the plugin NCCL will load.
 
 use super::{Area, Findings, Level};
-use crate::host::rdma::{Adapter, Plugin, RdmaHw};
+use crate::host::rdma::{Adapter, Plugin, RdmaHw, PLUGIN_FAMILIES};
 use crate::host::Facts;
 
 /// A locked-memory limit below this fails NCCL's registrations.
@@ -37,6 +37,10 @@ pub(super) fn check(f: &mut Findings, facts: &Facts, env: &[(String, String)]) {
         roce(f, &hw.adapters, var(env, "NCCL_IB_GID_INDEX"));
     }
     plugin(f, &hw.plugins, var(env, "NCCL_NET_PLUGIN"));
+    for family in &PLUGIN_FAMILIES[1..] {
+        let name = format!("NCCL_{}_PLUGIN", family.to_ascii_uppercase());
+        other_plugin(f, &hw.plugins, family, &name, var(env, &name));
+    }
 }
 
 fn libraries(f: &mut Findings, facts: &Facts, adapters: bool) {
@@ -375,36 +379,46 @@ fn file_name(p: &Plugin) -> &str {
     p.path.rsplit('/').next().unwrap_or(&p.path)
 }
 
-fn plugin(f: &mut Findings, plugins: &[Plugin], setting: Option<&str>) {
-    let area = Area::Rdma;
-    match setting {
-        Some(v) if v.eq_ignore_ascii_case("none") => f.add(
-            area,
-            Level::Note,
-            "NCCL_NET_PLUGIN=none: NCCL uses its internal transports (InfiniBand verbs, sockets)",
-            None,
-        ),
-        Some(v) => {
-            let wanted: Vec<String> = if v.contains('/') || v.contains(".so") {
-                vec![v.rsplit('/').next().unwrap_or(v).to_string()]
-            } else {
-                vec![format!("libnccl-net-{v}.so"), v.to_string()]
-            };
-            match plugins.iter().find(|p| wanted.iter().any(|w| file_name(p) == w)) {
-                Some(p) => f.add(area, Level::Ok, format!("NCCL loads the network plugin {}", shown(p)), None),
-                None => f.add(
-                    area,
-                    Level::Problem,
-                    format!(
-                        "NCCL_NET_PLUGIN={v} names {}, which is not on the loader's path: NCCL falls back to its \
-                         internal transports, and the fabric the plugin drives (EFA, for one) is not used",
-                        wanted[0]
-                    ),
-                    Some("put the plugin's directory on LD_LIBRARY_PATH, or install it (aws-ofi-nccl for EFA)".into()),
-                ),
+/// The file NCCL opens for one name of a plugin family, by its rule
+/// (`openPluginLib`): the name as it is (a path, or a file name the loader
+/// searches for); then, for a bare name (no `/`, not `lib….so`),
+/// `libnccl-<family>-<name>.so`. Unset: `libnccl-<family>.so`. The names
+/// tried, and the plugin found.
+fn plugin_for<'a>(
+    plugins: &'a [Plugin],
+    family: &str,
+    name: Option<&str>,
+) -> (Vec<String>, Option<&'a Plugin>) {
+    let mut tried = Vec::new();
+    match name {
+        None => tried.push(format!("libnccl-{family}.so")),
+        Some(n) => {
+            tried.push(n.to_string());
+            let library = n.starts_with("lib") && n.ends_with(".so");
+            if !n.contains('/') && !library {
+                tried.push(format!("libnccl-{family}-{n}.so"));
             }
         }
-        None => match plugins.iter().find(|p| file_name(p) == "libnccl-net.so") {
+    }
+    for t in &tried {
+        let hit = plugins.iter().find(|p| match t.contains('/') {
+            true => p.path == *t,
+            false => file_name(p) == t,
+        });
+        if hit.is_some() {
+            return (tried, hit);
+        }
+    }
+    (tried, None)
+}
+
+/// The network plugin: `NCCL_NET_PLUGIN` is a comma list since 2.27.3, each
+/// name tried in turn; `none` means NCCL's internal transports;
+/// `STATIC_PLUGIN`, a plugin linked into the program.
+fn plugin(f: &mut Findings, plugins: &[Plugin], setting: Option<&str>) {
+    let area = Area::Rdma;
+    let Some(v) = setting else {
+        match plugin_for(plugins, "net", None).1 {
             Some(p) => f.add(
                 area,
                 Level::Note,
@@ -420,7 +434,84 @@ fn plugin(f: &mut Findings, plugins: &[Plugin], setting: Option<&str>) {
                 "no network plugin (libnccl-net.so) on the loader's path: NCCL uses its internal transports",
                 None,
             ),
-        },
+        }
+        return;
+    };
+    if v.eq_ignore_ascii_case("none") {
+        f.add(
+            area,
+            Level::Note,
+            "NCCL_NET_PLUGIN=none: NCCL uses its internal transports (InfiniBand verbs, sockets)",
+            None,
+        );
+        return;
+    }
+    let mut tried = Vec::new();
+    for name in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name.eq_ignore_ascii_case("STATIC_PLUGIN") {
+            f.add(area, Level::Note, "NCCL_NET_PLUGIN names STATIC_PLUGIN: NCCL looks for a plugin linked into the program itself", None);
+            return;
+        }
+        let (names, hit) = plugin_for(plugins, "net", Some(name));
+        if let Some(p) = hit {
+            f.add(
+                area,
+                Level::Ok,
+                format!("NCCL loads the network plugin {}", shown(p)),
+                None,
+            );
+            return;
+        }
+        tried.extend(names);
+    }
+    let first = tried
+        .iter()
+        .find(|t| t.starts_with("libnccl-"))
+        .or(tried.first());
+    f.add(
+        area,
+        Level::Problem,
+        format!(
+            "NCCL_NET_PLUGIN={v} names {}, which is not on the loader's path: NCCL falls back to its \
+             internal transports, and the fabric the plugin drives (EFA, for one) is not used",
+            first.map_or("nothing", String::as_str)
+        ),
+        Some("put the plugin's directory on LD_LIBRARY_PATH, or install it (aws-ofi-nccl for EFA)".into()),
+    );
+}
+
+/// A plugin of another family (GIN, RMA, tuner, profiler, env): said where
+/// NCCL will load one, or where one was asked for and is not there.
+fn other_plugin(
+    f: &mut Findings,
+    plugins: &[Plugin],
+    family: &str,
+    var: &str,
+    setting: Option<&str>,
+) {
+    if setting.is_some_and(|v| v.eq_ignore_ascii_case("none")) {
+        return;
+    }
+    match plugin_for(plugins, family, setting) {
+        (_, Some(p)) => f.add(
+            Area::Rdma,
+            Level::Note,
+            format!("NCCL will load the {family} plugin {}", shown(p)),
+            Some(format!("{var}=none if it is not wanted")),
+        ),
+        (tried, None) => {
+            if let Some(v) = setting {
+                f.add(
+                    Area::Rdma,
+                    Level::Problem,
+                    format!(
+                        "{var}={v} names {}, which is not on the loader's path: NCCL runs without a {family} plugin",
+                        tried.last().map_or(v, String::as_str)
+                    ),
+                    Some("put the plugin's directory on LD_LIBRARY_PATH, or unset the variable".into()),
+                );
+            }
+        }
     }
 }
 

@@ -32,7 +32,11 @@ pub struct Adapter {
     pub ports: Vec<Port>,
 }
 
-/// A network plugin file NCCL could load.
+/// The plugin families NCCL loads by name (`libnccl-<family>.so`, or
+/// `libnccl-<family>-<name>.so`), each chosen by `NCCL_<FAMILY>_PLUGIN`.
+pub const PLUGIN_FAMILIES: [&str; 6] = ["net", "gin", "rma", "tuner", "profiler", "env"];
+
+/// A plugin file NCCL could load, of any family.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plugin {
     /// The file found (`/usr/lib/libnccl-net.so`).
@@ -54,7 +58,8 @@ pub struct RdmaHw {
     pub memlock_known: bool,
     /// `nvidia_peermem` or `nv_peer_mem`, when loaded.
     pub peermem: Option<String>,
-    /// `libnccl-net*.so*` files on the loader's path, in its search order.
+    /// `libnccl-<family>*.so*` files on the loader's path, every family, in
+    /// its search order.
     pub plugins: Vec<Plugin>,
 }
 
@@ -146,7 +151,7 @@ impl RdmaHw {
                 (true, Some(b)) => json!(b),
             },
             "peermem": self.peermem,
-            "net_plugins": self.plugins.iter().map(|p| json!({"path": p.path, "version": p.version})).collect::<Vec<_>>(),
+            "plugins": self.plugins.iter().map(|p| json!({"path": p.path, "version": p.version})).collect::<Vec<_>>(),
         })
     }
 
@@ -185,13 +190,18 @@ impl RdmaHw {
             memlock,
             memlock_known,
             peermem: v["peermem"].as_str().map(String::from),
-            plugins: arr(&v["net_plugins"])
-                .iter()
-                .map(|p| Plugin {
-                    path: s(&p["path"]),
-                    version: p["version"].as_str().map(String::from),
-                })
-                .collect(),
+            // `net_plugins`: facts written before every family was read.
+            plugins: arr(if v.get("plugins").is_some() {
+                &v["plugins"]
+            } else {
+                &v["net_plugins"]
+            })
+            .iter()
+            .map(|p| Plugin {
+                path: s(&p["path"]),
+                version: p["version"].as_str().map(String::from),
+            })
+            .collect(),
         }
     }
 }
@@ -244,8 +254,38 @@ fn peermem(modules: &Path) -> Option<String> {
     None
 }
 
-/// Every `libnccl-net*.so*` on the loader's path, in its order:
-/// `LD_LIBRARY_PATH`, the loader cache, the default directories.
+/// Whether a file name is a plugin's: `libnccl-<family>` and `.so`.
+fn is_plugin(n: &str) -> bool {
+    let Some(rest) = n.strip_prefix("libnccl-") else {
+        return false;
+    };
+    n.contains(".so")
+        && PLUGIN_FAMILIES.iter().any(|f| {
+            rest.strip_prefix(f)
+                .is_some_and(|r| r.starts_with(['.', '-']))
+        })
+}
+
+/// The plugin files in `dir`, sorted: every entry is read (a library
+/// directory holds thousands), and at most [`MAX_ENTRIES`] that match kept.
+fn plugin_names(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if let Ok(n) = e.file_name().into_string() {
+                if is_plugin(&n) && out.len() < MAX_ENTRIES {
+                    out.push(n);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every plugin file (`libnccl-<family>*.so*`, each family) on the loader's
+/// path, in its order: `LD_LIBRARY_PATH`, the loader cache, the default
+/// directories.
 fn plugins(root: &Path) -> Vec<Plugin> {
     let under = |d: &Path| root.join(d.strip_prefix("/").unwrap_or(d));
     let mut dirs: Vec<PathBuf> = Vec::new();
@@ -275,15 +315,13 @@ fn plugins(root: &Path) -> Vec<Plugin> {
         });
     };
     for d in &dirs {
-        for n in names(d) {
-            if n.starts_with("libnccl-net") && n.contains(".so") {
-                push(d.join(n), &mut out);
-            }
+        for n in plugin_names(d) {
+            push(d.join(n), &mut out);
         }
     }
     if let Some(cache) = small_bytes(&under(Path::new("/etc/ld.so.cache"))) {
         for (name, path) in nccl_find::internal::parse_ld_cache(&cache) {
-            if name.starts_with("libnccl-net") {
+            if is_plugin(&name) {
                 push(under(Path::new(&path)), &mut out);
             }
         }
@@ -297,10 +335,8 @@ fn plugins(root: &Path) -> Vec<Plugin> {
         "/usr/lib",
     ] {
         let d = under(Path::new(d));
-        for n in names(&d) {
-            if n.starts_with("libnccl-net") && n.contains(".so") {
-                push(d.join(n), &mut out);
-            }
+        for n in plugin_names(&d) {
+            push(d.join(n), &mut out);
         }
     }
     out
@@ -324,6 +360,45 @@ mod tests {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
+    }
+
+    /// Every plugin family, in a library directory of more entries than
+    /// any cap: the plugin that comes late in the listing is found.
+    #[test]
+    fn plugins_of_every_family_in_a_large_directory() {
+        let root = std::env::temp_dir().join(format!("nccl-find-plugins-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let lib = root.join("usr/lib/x86_64-linux-gnu");
+        std::fs::create_dir_all(&lib).unwrap();
+        for i in 0..3000 {
+            std::fs::write(lib.join(format!("liba{i:04}.so.1")), "").unwrap();
+        }
+        for n in [
+            "libnccl-net-ofi.so.1.9.1",
+            "libnccl-tuner.so",
+            "libnccl-envy.so",
+            "libnccl-profiler-x.so",
+            "libnccl-rma.so.2",
+        ] {
+            std::fs::write(lib.join(n), "").unwrap();
+        }
+        let got: Vec<(String, Option<String>)> = plugins(&root)
+            .into_iter()
+            .map(|p| (p.path.rsplit('/').next().unwrap().to_string(), p.version))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "libnccl-net-ofi.so.1.9.1".to_string(),
+                    Some("1.9.1".to_string())
+                ),
+                ("libnccl-profiler-x.so".into(), None),
+                ("libnccl-rma.so.2".into(), Some("2".into())),
+                ("libnccl-tuner.so".into(), None),
+            ]
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
