@@ -123,6 +123,12 @@ pub struct Nccl {
     pub cuda_include_dirs: Result<Vec<PathBuf>, String>,
     /// What the compile-and-run check found, when it ran (feature `cc`).
     pub compile_check: Option<CompileCheck>,
+    /// The install's CMake package (`NCCLConfig.cmake`), where present.
+    pub cmake_config: Option<PathBuf>,
+    /// The device API's header, `nccl_device.h`, where present.
+    pub device_header: Option<PathBuf>,
+    /// The device API's bitcode (`libnccl_device.bc`, `.ltoir`), where present.
+    pub device_bitcode: Vec<PathBuf>,
     /// Everything the probe saw, the other installs included.
     pub report: Report,
 }
@@ -156,6 +162,9 @@ impl Nccl {
             linking: post.linking,
             cuda_include_dirs: post.cuda_include,
             compile_check: post.compiled,
+            cmake_config: c.cmake_config.clone(),
+            device_header: c.device_header.clone(),
+            device_bitcode: c.device_bitcode.clone(),
             report,
         }
     }

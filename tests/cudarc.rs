@@ -154,6 +154,9 @@ fn cache() -> PathBuf {
 /// The kept copies of the loader directory for `library`, in [`cache`].
 fn kept_dirs(library: &Path) -> Vec<PathBuf> {
     let dirs = cache().join("nccl-find/loader-dirs");
+    // A copy made for this file as it is now: one made before the file was
+    // installed again (the cache of an earlier run) is another's.
+    let installed = std::fs::metadata(library).unwrap().modified().unwrap();
     let found: Vec<PathBuf> = std::fs::read_dir(&dirs)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -162,6 +165,9 @@ fn kept_dirs(library: &Path) -> Vec<PathBuf> {
                 .ok()
                 .as_deref()
                 == Some(library)
+                && std::fs::symlink_metadata(d)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t >= installed)
         })
         .collect();
     assert!(

@@ -1179,3 +1179,42 @@ fn the_links_list_is_the_trees_links() {
     listed.sort();
     assert_eq!(found, listed);
 }
+
+/// An install's CMake package (`make install` of NCCL 2.29.7 and later puts
+/// `lib/cmake/NCCL/NCCLConfig.cmake`) is reported where it is.
+#[test]
+fn an_installs_cmake_package_is_reported() {
+    let root =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cmake-pkg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(tree("tarball"))
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let home = "/opt/nccl_2.21.5-1+cuda12.4_x86_64";
+    let n = Config::new()
+        .root(&root)
+        .target("x86_64-unknown-linux-gnu")
+        .env_vars([("NCCL_HOME", home)])
+        .probe()
+        .unwrap();
+    assert_eq!(n.cmake_config, None);
+    let pkg = root.join(&home[1..]).join("lib/cmake/NCCL");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("NCCLConfig.cmake"), "# NCCL's\n").unwrap();
+    let n = Config::new()
+        .root(&root)
+        .target("x86_64-unknown-linux-gnu")
+        .env_vars([("NCCL_HOME", home)])
+        .probe()
+        .unwrap();
+    assert_eq!(
+        n.cmake_config.as_deref().map(|p| logical(&n.report, p)),
+        Some(format!("{home}/lib/cmake/NCCL/NCCLConfig.cmake"))
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -407,6 +407,36 @@ fn cuda_headers_beside_a_wheel_say_which_wheel_is_missing() {
     );
 }
 
+/// The device API's parts are reported where a wheel has them: the newest
+/// cu13 wheel carries `nccl_device.h` and the bitcode (`libnccl_device.bc`,
+/// `.ltoir`) beside its library; the oldest has neither.
+#[test]
+fn the_device_api_parts_of_the_newest_wheel() {
+    let Some(dir) = wheels_dir() else { return };
+    let wheels = all_wheels(&dir);
+    let w = &wheels[newest(&wheels, "nvidia-nccl-cu13").expect("a cu13 wheel")];
+    let root = Root::new("device", &dir.join(&w.dist));
+    let n = probe(&root, &[("VIRTUAL_ENV", "/venv")]);
+    let nccl = root.0.join("venv/lib/python3.11/site-packages/nvidia/nccl");
+    assert_eq!(
+        n.device_header.as_deref(),
+        Some(nccl.join("include/nccl_device.h").as_path())
+    );
+    assert_eq!(
+        n.device_bitcode,
+        [
+            nccl.join("lib/libnccl_device.bc"),
+            nccl.join("lib/libnccl_device.ltoir")
+        ],
+        "{}",
+        w.dist
+    );
+    assert_eq!(n.cmake_config, None);
+    let old = Root::new("device-old", &dir.join(WHEELS[0].0));
+    let n = probe(&old, &[("VIRTUAL_ENV", "/venv")]);
+    assert_eq!((n.device_header, n.device_bitcode.len()), (None, 0));
+}
+
 /// CUDA 13's header wheels (`nvidia-cuda-runtime`, `-crt`, `-cccl`, 13.x)
 /// all put their headers in one `nvidia/cu13/include`: beside a cu13 NCCL
 /// wheel they are found there, and each one missing is named by the name

@@ -61,6 +61,9 @@ fn candidate(c: &Candidate) -> Value {
         "conflict": c.conflict,
         "also_found_by": c.also_found_by.iter().map(|o| o.detail.clone()).collect::<Vec<_>>(),
         "build_script_refuses": c.build_script_refuses().map(|p| p.to_string()),
+        "cmake_config": opt_path(c.cmake_config.as_deref()),
+        "device_header": opt_path(c.device_header.as_deref()),
+        "device_bitcode": c.device_bitcode.iter().map(|p| path(p)).collect::<Vec<_>>(),
     })
 }
 
@@ -90,6 +93,9 @@ pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String
                 Err(_) => Vec::new(),
             },
             "cargo_directives": n.cargo_directives(),
+            "cmake_config": opt_path(n.cmake_config.as_deref()),
+            "device_header": opt_path(n.device_header.as_deref()),
+            "device_bitcode": n.device_bitcode.iter().map(|p| path(p)).collect::<Vec<_>>(),
         }),
     };
     let visible = |v: &nccl_find::Visible| {

@@ -254,6 +254,16 @@ fn selected(s: &mut String, r: &Report, c: &Candidate) {
         );
     }
     let _ = writeln!(s, "  static   {}", opt(&c.static_library));
+    if c.cmake_config.is_some() {
+        let _ = writeln!(s, "  cmake    {}", opt(&c.cmake_config));
+    }
+    if c.device_header.is_some() || !c.device_bitcode.is_empty() {
+        let mut parts = vec![opt(&c.device_header)];
+        for b in &c.device_bitcode {
+            parts.push(show(r, b));
+        }
+        let _ = writeln!(s, "  device   {}", parts.join(", "));
+    }
     for o in &c.also_found_by {
         let _ = writeln!(s, "  also via {o}");
     }

@@ -90,6 +90,14 @@ pub struct Candidate {
     pub status: Status,
     /// Set when this install is usable but differs from the selected one.
     pub conflict: Option<String>,
+    /// The install's CMake package (`<lib>/cmake/NCCL/NCCLConfig.cmake`,
+    /// from NCCL 2.29.7's CMake install), where present.
+    pub cmake_config: Option<PathBuf>,
+    /// The device API's header, `nccl_device.h` (NCCL 2.28.3 on), where present.
+    pub device_header: Option<PathBuf>,
+    /// The device API's bitcode beside the library (`libnccl_device.bc`,
+    /// `libnccl_device.ltoir`; the newest wheels), where present.
+    pub device_bitcode: Vec<PathBuf>,
 }
 
 impl Candidate {
@@ -348,6 +356,7 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
             Err(p) => problems.push(p),
         }
     }
+    c.find_parts();
     pair_problems(&site, &c, header.is_some(), &mut problems);
     // NCCL 1 is the most important thing to say; then the order found.
     let mut shown = problems.first();
@@ -441,11 +450,35 @@ impl Candidate {
             cuda_version: None,
             status: Status::Selected,
             conflict: None,
+            cmake_config: None,
+            device_header: None,
+            device_bitcode: Vec::new(),
         };
         if let Some((d, _)) = &found.lib {
             c.lib_dir = Some(d.clone());
         }
         c
+    }
+
+    /// The install's other parts, where present: its CMake package, the
+    /// device API's header and bitcode.
+    fn find_parts(&mut self) {
+        let file = |p: PathBuf| {
+            std::fs::metadata(&p)
+                .is_ok_and(|m| m.is_file())
+                .then_some(p)
+        };
+        if let Some(inc) = self.include_dir() {
+            self.device_header = file(inc.join("nccl_device.h"));
+        }
+        if let Some(lib) = &self.lib_dir {
+            self.cmake_config = file(lib.join("cmake/NCCL/NCCLConfig.cmake"));
+            for name in ["libnccl_device.bc", "libnccl_device.ltoir"] {
+                if let Some(p) = file(lib.join(name)) {
+                    self.device_bitcode.push(p);
+                }
+            }
+        }
     }
 
     /// Takes what was read from the library. A real NCCL whose version
