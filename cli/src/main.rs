@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use nccl_find::{Config, ErrorKind, Nccl};
 use pkgflags::Constraint;
 
+mod cmake;
 mod doctor;
 mod host;
 mod json;
@@ -120,6 +121,11 @@ struct Cli {
     /// in your cache whose libnccl.so, libnccl.so.2, ... link to it
     #[arg(long, group = "mode")]
     loader_env: bool,
+    /// Write NCCLConfig.cmake and NCCLConfigVersion.cmake for the selected
+    /// install into DIR, so that CMake's find_package(NCCL CONFIG) (with
+    /// NCCL_DIR=DIR) gives NCCL::nccl, a wheel's included
+    #[arg(long, value_name = "DIR", group = "mode")]
+    cmake_config: Option<PathBuf>,
     /// Require at least this version; alone, print nothing and exit 0 or 1
     #[arg(long, value_name = "VERSION")]
     atleast_version: Option<String>,
@@ -329,6 +335,9 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
     if cli.loader_env {
         return shim::loader_env(nccl, headline.as_deref());
     }
+    if let Some(dir) = &cli.cmake_config {
+        return cmake_config(nccl, headline.as_deref(), dir);
+    }
     // A `!=` the selected version breaks: not found, as pkg-config says.
     let unwanted = nccl.and_then(|n| pkgflags::excluded(constraints, &n.version));
     if let (Some(n), Some(c)) = (nccl, unwanted) {
@@ -357,6 +366,34 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
         }
     }
     exit_status(error)
+}
+
+/// `--cmake-config DIR`: writes the package, and says how CMake finds it.
+fn cmake_config(nccl: Option<&Nccl>, headline: Option<&str>, dir: &std::path::Path) -> ExitCode {
+    let Some(n) = nccl else {
+        eprintln!(
+            "nccl-find: {}\nRun `nccl-find --print` to see where it looked and what to do.",
+            headline.unwrap_or_default()
+        );
+        return ExitCode::from(1);
+    };
+    match cmake::write(n, dir) {
+        Ok(files) => {
+            for f in files {
+                println!("wrote {}", nccl_find::internal::escape_os(f.as_os_str()));
+            }
+            println!(
+                "find_package(NCCL CONFIG) finds NCCL {} there with -DNCCL_DIR={}",
+                n.library_version,
+                nccl_find::internal::escape_os(dir.as_os_str())
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("nccl-find: --cmake-config: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// `config.probe()`, where pkg-config's `--static` falls back to the

@@ -531,3 +531,115 @@ fn a_findnccl_style_cmake_project_builds_after_eval_env() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `nccl-find --cmake-config DIR` writes a CMake package for the install
+/// found, and a CMake project that asks `find_package(NCCL 2.18 CONFIG)`
+/// builds against `NCCL::nccl` and runs from its build tree: for a real
+/// wheel in a venv (which has no `libnccl.so`, and no CMake package of its
+/// own) and for a source build's `build/` tree. A version the install does
+/// not reach is refused by CMake, as NCCL's own package would.
+#[test]
+fn cmake_config_gives_find_package_an_nccl_target() {
+    if !tools(&["cmake", "cc"]) {
+        return;
+    }
+    let dir = scratch("cmake-config");
+    let Some(venv) = wheel_venv(&dir) else {
+        return;
+    };
+    let source = std::fs::canonicalize(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/trees/source-build"),
+    )
+    .unwrap();
+    /// (name, nccl-find's arguments, its variables, what the program prints)
+    type Case<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a Path)>, &'a str);
+    let cases: [Case; 2] = [
+        (
+            "wheel",
+            vec![],
+            vec![("VIRTUAL_ENV", &venv)],
+            "22105 22105\n",
+        ),
+        (
+            "source",
+            vec!["--root", source.to_str().unwrap()],
+            vec![("NCCL_HOME", Path::new("/src/nccl/build"))],
+            "22304 22304\n",
+        ),
+    ];
+    for (name, args, vars, want) in cases {
+        let pkg = dir.join(name).join("pkg");
+        let mut c = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
+        for v in STEERING {
+            c.env_remove(v);
+        }
+        let out = c
+            .args(&args)
+            .arg("--cmake-config")
+            .arg(&pkg)
+            .envs(vars.iter().map(|(k, v)| (*k, v.as_os_str())))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{name}: {}", both(&out));
+        assert!(
+            text(&out.stdout).ends_with(&format!("-DNCCL_DIR={}\n", pkg.display())),
+            "{}",
+            both(&out)
+        );
+        let src = dir.join(name).join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("v.c"), PROGRAM).unwrap();
+        let project = |req: &str| {
+            format!(
+                "cmake_minimum_required(VERSION 3.13)\nproject(v C)\n\
+                 find_package(NCCL {req} CONFIG REQUIRED)\n\
+                 message(STATUS \"NCCL ${{NCCL_VERSION}}\")\n\
+                 add_executable(v v.c)\ntarget_link_libraries(v NCCL::nccl)\n"
+            )
+        };
+        std::fs::write(src.join("CMakeLists.txt"), project("2.18")).unwrap();
+        let build = dir.join(name).join("build");
+        let cmake = |args: &[&std::ffi::OsStr]| {
+            let mut c = Command::new("cmake");
+            for v in STEERING {
+                c.env_remove(v);
+            }
+            c.args(args).output().unwrap()
+        };
+        let nccl_dir = format!("-DNCCL_DIR={}", pkg.display());
+        let conf = cmake(&[
+            "-S".as_ref(),
+            src.as_os_str(),
+            "-B".as_ref(),
+            build.as_os_str(),
+            nccl_dir.as_ref(),
+        ]);
+        assert!(conf.status.success(), "{name}: cmake: {}", both(&conf));
+        let out = cmake(&["--build".as_ref(), build.as_os_str()]);
+        assert!(
+            out.status.success(),
+            "{name}: cmake --build: {}",
+            both(&out)
+        );
+        runs(&build.join("v"), want);
+        // Too new a version: refused at configure time.
+        std::fs::write(src.join("CMakeLists.txt"), project("2.99")).unwrap();
+        let _ = std::fs::remove_dir_all(&build);
+        let conf = cmake(&[
+            "-S".as_ref(),
+            src.as_os_str(),
+            "-B".as_ref(),
+            build.as_os_str(),
+            nccl_dir.as_ref(),
+        ]);
+        assert!(!conf.status.success(), "{name}: {}", both(&conf));
+        let said = both(&conf);
+        assert!(
+            said.contains(
+                "Could not find a configuration file for package \"NCCL\" that is compatible"
+            ) && said.contains(&format!("{}/NCCLConfig.cmake, version: ", pkg.display())),
+            "{name}: {said}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

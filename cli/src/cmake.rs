@@ -1,0 +1,158 @@
+//! `nccl-find --cmake-config DIR`: a CMake package for the selected install,
+//! so that `find_package(NCCL CONFIG)` gives `NCCL::nccl`, as NCCL's own
+//! `NCCLConfig.cmake` (from 2.29.7's CMake install) does, for installs that
+//! have none: wheels, packages, older releases.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use nccl_find::Nccl;
+
+/// A path as a CMake quoted argument; refused where CMake cannot carry it
+/// (not UTF-8, a line break, or a `;`, which splits a list).
+fn quoted(p: &Path) -> Result<String, String> {
+    let s = p
+        .to_str()
+        .ok_or_else(|| format!("{} is not UTF-8: CMake cannot name it", p.display()))?;
+    if s.contains(['\n', '\r', ';']) {
+        return Err(format!(
+            "{} holds a line break or a `;`, which a CMake list cannot carry",
+            nccl_find::internal::escape(s)
+        ));
+    }
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        if matches!(c, '\\' | '"' | '$') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    Ok(out)
+}
+
+/// The two files' text: `NCCLConfig.cmake` and `NCCLConfigVersion.cmake`.
+fn texts(n: &Nccl) -> Result<(String, String), String> {
+    let mut includes = n.include_paths.clone();
+    if let Ok(cuda) = &n.cuda_include_dirs {
+        for d in cuda {
+            if !includes.contains(d) {
+                includes.push(d.clone());
+            }
+        }
+    }
+    let mut inc = Vec::new();
+    for d in &includes {
+        inc.push(quoted(d)?);
+    }
+    let v = &n.library_version;
+    let mut config = format!(
+        "# NCCLConfig.cmake for NCCL {v} at {}, written by nccl-find {}.\n\
+         # find_package(NCCL CONFIG) gives NCCL::nccl{}; NCCL_VERSION, NCCL_INCLUDE_DIRS,\n\
+         # NCCL_LIBRARIES as NCCL's own NCCLConfig.cmake sets them.\n\
+         set(NCCL_VERSION \"{v}\")\n\
+         set(NCCL_INCLUDE_DIRS {})\n\
+         if(NOT TARGET NCCL::nccl)\n  \
+           add_library(NCCL::nccl SHARED IMPORTED)\n  \
+           set_target_properties(NCCL::nccl PROPERTIES\n    \
+             IMPORTED_LOCATION {}\n    \
+             INTERFACE_INCLUDE_DIRECTORIES \"${{NCCL_INCLUDE_DIRS}}\")\n\
+         endif()\n",
+        nccl_find::internal::escape(&n.lib_dir.display().to_string()),
+        env!("CARGO_PKG_VERSION"),
+        if n.static_library.is_some() {
+            " (and NCCL::nccl_static)"
+        } else {
+            ""
+        },
+        inc.join(" "),
+        quoted(&n.library)?,
+    );
+    if let Some(a) = &n.static_library {
+        config.push_str(&format!(
+            "if(NOT TARGET NCCL::nccl_static)\n  \
+               add_library(NCCL::nccl_static STATIC IMPORTED)\n  \
+               set_target_properties(NCCL::nccl_static PROPERTIES\n    \
+                 IMPORTED_LOCATION {}\n    \
+                 INTERFACE_INCLUDE_DIRECTORIES \"${{NCCL_INCLUDE_DIRS}}\")\n\
+             endif()\n",
+            quoted(a)?
+        ));
+    }
+    config.push_str("set(NCCL_LIBRARIES NCCL::nccl)\nset(NCCL_FOUND TRUE)\n");
+    // As NCCL's own: the same major version, and no older than asked.
+    let version = format!(
+        "# NCCLConfigVersion.cmake for NCCL {v}, written by nccl-find {}.\n\
+         set(PACKAGE_VERSION \"{v}\")\n\
+         if(PACKAGE_FIND_VERSION_MAJOR AND NOT PACKAGE_FIND_VERSION_MAJOR STREQUAL \"{}\")\n  \
+           set(PACKAGE_VERSION_COMPATIBLE FALSE)\n\
+         elseif(PACKAGE_VERSION VERSION_LESS PACKAGE_FIND_VERSION)\n  \
+           set(PACKAGE_VERSION_COMPATIBLE FALSE)\n\
+         else()\n  \
+           set(PACKAGE_VERSION_COMPATIBLE TRUE)\n  \
+           if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)\n    \
+             set(PACKAGE_VERSION_EXACT TRUE)\n  \
+           endif()\n\
+         endif()\n",
+        env!("CARGO_PKG_VERSION"),
+        v.major
+    );
+    Ok((config, version))
+}
+
+/// Writes `text` to `path`, replacing what is there only by a rename: a new
+/// file is created beside it (`O_EXCL`, `O_NOFOLLOW`), so that no link
+/// planted there is followed.
+fn put(path: &Path, text: &str) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension(format!("cmake.{}.tmp", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o644)
+        .open(&tmp)
+        .map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+    let done = f
+        .write_all(text.as_bytes())
+        .and_then(|_| f.sync_all())
+        .and_then(|_| std::fs::rename(&tmp, path));
+    if let Err(e) = done {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("cannot write {}: {e}", path.display()));
+    }
+    Ok(())
+}
+
+/// Writes the package into `dir` (made if need be); the two files written.
+pub fn write(n: &Nccl, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let (config, version) = texts(n)?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut out = Vec::new();
+    for (name, text) in [
+        ("NCCLConfig.cmake", config),
+        ("NCCLConfigVersion.cmake", version),
+    ] {
+        let p = dir.join(name);
+        put(&p, &text)?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_as_cmake_reads_them() {
+        assert_eq!(
+            quoted(Path::new("/opt/a b/$x\"y\\z")).unwrap(),
+            "\"/opt/a b/\\$x\\\"y\\\\z\""
+        );
+        assert!(quoted(Path::new("/opt/a;b")).unwrap_err().contains("`;`"));
+        assert!(quoted(Path::new("/opt/a\nb"))
+            .unwrap_err()
+            .starts_with("/opt/a\\nb holds a line break"));
+    }
+}
