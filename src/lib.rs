@@ -137,12 +137,12 @@ pub mod internal {
     #[cfg(feature = "command")]
     pub use crate::emit::text::report;
     pub use crate::files::read_bounded;
-    #[cfg(feature = "command")]
-    pub use crate::inspect::elf::imports;
     pub use crate::inspect::elf::{
         dynamic_symbols, dynamic_symbols_bytes, parse_version_text, read_dynamic, read_elf,
         read_elf_bytes, ElfInfo,
     };
+    #[cfg(feature = "command")]
+    pub use crate::inspect::elf::{imports, rodata_names};
     pub use crate::inspect::header::{parse_header, Header};
     pub use crate::ldcache::parse_ld_cache;
     pub use crate::lines::escape_os;

@@ -401,7 +401,53 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
     }
 }
 
-fn check_env(f: &mut Findings, inputs: &Inputs) {
+/// The names the NCCL that runs can read: the `NCCL_*` strings of its
+/// library (`None` where there is no library to read), with its version.
+struct Names {
+    version: String,
+    names: Vec<String>,
+}
+
+impl Names {
+    fn of(n: &Nccl) -> Option<Names> {
+        let names = nccl_find::internal::rodata_names(&n.library_real, "NCCL_").ok()?;
+        // A library with no such strings (a stand-in) teaches nothing.
+        (names.len() > 10).then(|| Names {
+            version: n.library_version.to_string(),
+            names,
+        })
+    }
+
+    /// The known name nearest to `name` (fewest edits, at most 3).
+    fn nearest(&self, name: &str) -> Option<&str> {
+        let mut best: Option<(usize, &str)> = None;
+        for n in &self.names {
+            let d = edits(name, n);
+            if d <= 3 && best.is_none_or(|(b, _)| d < b) {
+                best = Some((d, n));
+            }
+        }
+        best.map(|(_, n)| n)
+    }
+}
+
+/// Levenshtein distance, for names of a few dozen letters.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
     let env = &inputs.env;
     let mut any = false;
     for ((k, v), source) in env.iter().zip(&inputs.sources) {
@@ -425,12 +471,32 @@ fn check_env(f: &mut Findings, inputs: &Inputs) {
                 format!("{set} ({what})"),
                 None,
             ),
-            None => f.add(
-                Area::Variables,
-                Level::Note,
-                format!("{set} is not a variable nccl-find knows"),
-                Some("check its spelling against NCCL's documentation".into()),
-            ),
+            None => match names {
+                Some(n) if n.names.iter().any(|x| x == k) => f.add(
+                    Area::Variables,
+                    Level::Note,
+                    format!("{set} (a setting NCCL {} reads)", n.version),
+                    None,
+                ),
+                Some(n) => f.add(
+                    Area::Variables,
+                    Level::Note,
+                    format!(
+                        "{set}: NCCL {}'s library holds no such name, so NCCL ignores it (a plugin may read it)",
+                        n.version
+                    ),
+                    Some(match n.nearest(k) {
+                        Some(near) => format!("did you mean {near}?"),
+                        None => "check its spelling against NCCL's documentation".into(),
+                    }),
+                ),
+                None => f.add(
+                    Area::Variables,
+                    Level::Note,
+                    format!("{set} is not a variable nccl-find knows"),
+                    Some("check its spelling against NCCL's documentation".into()),
+                ),
+            },
         }
     }
     for u in &inputs.unread {
@@ -599,7 +665,8 @@ fn findings(
         check_python(&mut f, py);
     }
     check_driver(&mut f, facts, result.as_ref().ok());
-    check_env(&mut f, inputs);
+    let names = result.as_ref().ok().and_then(Names::of);
+    check_env(&mut f, inputs, names.as_ref());
     let version = result.as_ref().ok().map(|n| {
         (
             n.library_version.major,
@@ -909,7 +976,7 @@ mod tests {
             [var("NCCL_DEBUG", "INFO"), var("NCCL_SOCKET_IFNAME", "ib")]
         );
         let mut f = Findings::default();
-        check_env(&mut f, &inputs);
+        check_env(&mut f, &inputs, None);
         network::check(&mut f, &inputs.facts.interfaces, &inputs.env, None);
         assert_eq!(
             rows(&f),
@@ -947,7 +1014,7 @@ mod tests {
         let inputs = Inputs::from_json_at_root(&json!({"env": {}})).unwrap();
         assert!(inputs.env.is_empty());
         let mut f = Findings::default();
-        check_env(&mut f, &inputs);
+        check_env(&mut f, &inputs, None);
         assert_eq!(
             rows(&f),
             [

@@ -541,3 +541,45 @@ fn doctor_reads_nccls_configuration_files() {
     assert_eq!(out.status.code(), Some(1));
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The names the NCCL that runs reads come from its library (its `NCCL_*`
+/// strings): a setting it holds is named so, one it does not is a likely
+/// misspelling, with the nearest name it holds.
+#[test]
+fn doctor_checks_settings_against_the_library_that_runs() {
+    let Some(w) = std::env::var_os("NCCL_FIND_WHEELS") else {
+        assert!(std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none());
+        eprintln!("skipped: NCCL_FIND_WHEELS is unset");
+        return;
+    };
+    let home = Path::new(&w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl");
+    let facts = serde_json::json!({
+        "env": {"NCCL_SOCKET_IFNAM": "eth0", "NCCL_NET_GDR_READ": "1", "NCCL_DEBUG": "WARN"},
+    });
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("facts-names-{}.json", std::process::id()));
+    std::fs::write(&file, facts.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .args(["doctor", "--host-facts"])
+        .arg(&file)
+        .env_clear()
+        .env("NCCL_HOME", &home)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let area = text
+        .split("\nNCCL variables:\n")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .next()
+        .unwrap();
+    assert_eq!(
+        area,
+        "  note     NCCL_DEBUG=WARN (NCCL's log level: VERSION, WARN, INFO or TRACE)
+  note     NCCL_NET_GDR_READ=1 (a setting NCCL 2.21.5 reads)
+  note     NCCL_SOCKET_IFNAM=eth0: NCCL 2.21.5's library holds no such name, so NCCL ignores it (a plugin may read it)
+           fix: did you mean NCCL_SOCKET_IFNAME?"
+    );
+    let _ = std::fs::remove_file(&file);
+}

@@ -382,6 +382,49 @@ fn info(mut elf: Elf) -> Result<ElfInfo, String> {
     Ok(info)
 }
 
+/// The strings of a library's `.rodata` that are exactly a name starting
+/// with `prefix` and made of capitals, digits and `_` (`NCCL_SOCKET_IFNAME`):
+/// the variables NCCL can read, as the file that runs holds them. Sorted,
+/// each once. (Feature `command`.)
+#[cfg(feature = "command")]
+#[cfg_attr(docsrs, doc(cfg(feature = "command")))]
+pub fn rodata_names(path: &Path, prefix: &str) -> Result<Vec<String>, String> {
+    let mut elf = Elf::open(path)?;
+    let mut out: Vec<String> = Vec::new();
+    let mut scanned = 0u64;
+    let sections: Vec<(u64, u64)> = elf
+        .sections
+        .iter()
+        .filter(|s| cstr(&elf.names, s.name as usize).is_some_and(|n| n.starts_with(".rodata")))
+        .map(|s| (s.offset, s.size))
+        .collect();
+    for (offset, size) in sections {
+        let size = size.min(MAX_SCAN.saturating_sub(scanned));
+        scanned += size;
+        let data = elf.r.bytes(offset, size, "the .rodata section")?;
+        for s in data.split(|b| *b == 0) {
+            let name = s.strip_prefix(prefix.as_bytes()).is_some()
+                && s.len() > prefix.len()
+                && s.iter()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_');
+            if name && out.len() < 65536 {
+                out.push(String::from_utf8_lossy(s).into_owned());
+            }
+        }
+    }
+    let mut bytes: Vec<&[u8]> = Vec::with_capacity(out.len());
+    for n in &out {
+        bytes.push(n.as_bytes());
+    }
+    let mut unique: Vec<String> = Vec::with_capacity(out.len());
+    for i in crate::context::by_bytes(&bytes) {
+        if unique.last() != Some(&out[i]) {
+            unique.push(out[i].clone());
+        }
+    }
+    Ok(unique)
+}
+
 /// The names of the symbols an ELF shared library defines and exports
 /// (`.dynsym` entries that are defined, global or weak), sorted.
 pub fn dynamic_symbols(path: &Path) -> Result<Vec<String>, String> {
