@@ -258,6 +258,20 @@ fn builds_that_must_fail_say_why() {
     }
 }
 
+/// The bindings bindgen wrote last, in the nested target dir.
+fn newest_bindings() -> String {
+    std::fs::read_dir(target_dir().join("debug/build"))
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path().join("out/bindings.rs");
+            let t = std::fs::metadata(&p).ok()?.modified().ok()?;
+            Some((t, p))
+        })
+        .max()
+        .map(|(_, p)| std::fs::read_to_string(p).unwrap())
+        .expect("bindgen wrote bindings.rs")
+}
+
 #[test]
 fn bindgen_over_a_real_wheel_matches_the_pregenerated_bindings() {
     let Some(w) = wheels() else { return };
@@ -276,16 +290,7 @@ fn bindgen_over_a_real_wheel_matches_the_pregenerated_bindings() {
     }
     let bin = build_example(&[("VIRTUAL_ENV", venv.to_str().unwrap())], &["bindgen"]);
     assert_eq!(text(&run(&bin).stdout), "NCCL 2.21.5\n");
-    let generated = std::fs::read_dir(target_dir().join("debug/build"))
-        .unwrap()
-        .filter_map(|e| {
-            let p = e.ok()?.path().join("out/bindings.rs");
-            let t = std::fs::metadata(&p).ok()?.modified().ok()?;
-            Some((t, p))
-        })
-        .max()
-        .map(|(_, p)| std::fs::read_to_string(p).unwrap())
-        .expect("bindgen wrote bindings.rs");
+    let generated = newest_bindings();
     let committed = std::fs::read_to_string(repo().join("nccl-sys/src/bindings.rs")).unwrap();
     let body: String = committed
         .lines()
@@ -342,16 +347,7 @@ fn bindgen_over_the_newest_cu13_wheel_with_cuda_13_headers() {
     let bin = build_example(&[("VIRTUAL_ENV", venv.to_str().unwrap())], &["bindgen"]);
     let v: Vec<String> = version.iter().map(u32::to_string).collect();
     assert_eq!(text(&run(&bin).stdout), format!("NCCL {}\n", v.join(".")));
-    let generated = std::fs::read_dir(target_dir().join("debug/build"))
-        .unwrap()
-        .filter_map(|e| {
-            let p = e.ok()?.path().join("out/bindings.rs");
-            let t = std::fs::metadata(&p).ok()?.modified().ok()?;
-            Some((t, p))
-        })
-        .max()
-        .map(|(_, p)| std::fs::read_to_string(p).unwrap())
-        .expect("bindgen wrote bindings.rs");
+    let generated = newest_bindings();
     for f in ["ncclCommInitRank", "ncclCommSuspend", "ncclCommResume"] {
         assert!(generated.contains(&format!("pub fn {f}(")), "{f}");
     }

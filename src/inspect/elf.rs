@@ -412,17 +412,7 @@ pub fn rodata_names(path: &Path, prefix: &str) -> Result<Vec<String>, String> {
             }
         }
     }
-    let mut bytes: Vec<&[u8]> = Vec::with_capacity(out.len());
-    for n in &out {
-        bytes.push(n.as_bytes());
-    }
-    let mut unique: Vec<String> = Vec::with_capacity(out.len());
-    for i in crate::context::by_bytes(&bytes) {
-        if unique.last() != Some(&out[i]) {
-            unique.push(out[i].clone());
-        }
-    }
-    Ok(unique)
+    Ok(sorted_unique(&out))
 }
 
 /// The names of the symbols an ELF shared library defines and exports
@@ -455,17 +445,22 @@ fn symbols(mut elf: Elf) -> Result<Vec<String>, String> {
         }
     }
     // Sorted by bytes, each name once (callers binary-search the list).
-    let mut bytes: Vec<&[u8]> = Vec::with_capacity(out.len());
-    for n in &out {
+    Ok(sorted_unique(&out))
+}
+
+/// The names sorted by bytes, each once.
+fn sorted_unique(names: &[String]) -> Vec<String> {
+    let mut bytes: Vec<&[u8]> = Vec::with_capacity(names.len());
+    for n in names {
         bytes.push(n.as_bytes());
     }
-    let mut unique: Vec<String> = Vec::with_capacity(out.len());
+    let mut unique: Vec<String> = Vec::with_capacity(names.len());
     for i in crate::context::by_bytes(&bytes) {
-        if unique.last() != Some(&out[i]) {
-            unique.push(out[i].clone());
+        if unique.last() != Some(&names[i]) {
+            unique.push(names[i].clone());
         }
     }
-    Ok(unique)
+    unique
 }
 
 /// Looks for the version text in a range of the file, 1 MiB at a time:
