@@ -448,9 +448,9 @@ fn edits(a: &str, b: &str) -> usize {
 }
 
 fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
-    let env = &inputs.env;
     let mut any = false;
-    for ((k, v), source) in env.iter().zip(&inputs.sources) {
+    for s in &inputs.settings {
+        let (k, v, source) = (&s.name, &s.value, &s.source);
         if !crate::settings::is_nccls(k) {
             continue;
         }
@@ -515,7 +515,7 @@ fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
             None,
         );
     }
-    if !env.iter().any(|(k, _)| k == "NCCL_DEBUG") {
+    if !inputs.settings.iter().any(|s| s.name == "NCCL_DEBUG") {
         f.add(
             Area::Variables,
             Level::Note,
@@ -570,10 +570,8 @@ fn check_mpi(f: &mut Findings, facts: &Facts) {
 struct Inputs {
     facts: Facts,
     /// The `NCCL_*` settings in force, sorted by name: the environment's,
-    /// then NCCL's configuration files'.
-    env: Vec<(String, String)>,
-    /// Where each of `env` came from, in the same order.
-    sources: Vec<crate::settings::Source>,
+    /// then NCCL's configuration files', each with its source.
+    settings: Vec<crate::settings::Setting>,
     /// Configuration files NCCL would read that could not be read.
     unread: Vec<String>,
 }
@@ -581,26 +579,26 @@ struct Inputs {
 impl Inputs {
     /// Reads the machine and the process environment.
     fn gather(root: &Path) -> Inputs {
-        Inputs::with_env(Facts::gather(), process_env(), root)
+        Inputs::with_env(Facts::gather(), &crate::settings::process_env(), root)
     }
 
     /// The settings in force from the environment `env` and NCCL's
     /// configuration files, read under `root` (`~` is `HOME`).
-    fn with_env(facts: Facts, env: Vec<(String, String)>, root: &Path) -> Inputs {
-        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        let (settings, unread) = crate::settings::in_force(&env, home.as_deref(), root);
-        let mut env = Vec::new();
-        let mut sources = Vec::new();
-        for s in settings {
-            env.push((s.name, s.value));
-            sources.push(s.source);
-        }
+    fn with_env(facts: Facts, env: &[(String, String)], root: &Path) -> Inputs {
+        let (settings, unread) = crate::settings::read(env, root);
         Inputs {
             facts,
-            env,
-            sources,
+            settings,
             unread,
         }
+    }
+
+    /// The settings as `NAME`, `value` pairs, as the checks read them.
+    fn env(&self) -> Vec<(String, String)> {
+        self.settings
+            .iter()
+            .map(|s| (s.name.clone(), s.value.clone()))
+            .collect()
     }
 
     /// Reads a facts file: the keys `Facts::to_json` writes, and `env`, an
@@ -616,25 +614,11 @@ impl Inputs {
     fn from_json(v: &Value, root: &Path) -> Result<Inputs, String> {
         let facts = Facts::from_json(v)?;
         let env = match v.get("env") {
-            None | Some(Value::Null) => process_env(),
+            None | Some(Value::Null) => crate::settings::process_env(),
             Some(vars) => env_from_json(vars)?,
         };
-        Ok(Inputs::with_env(facts, env, root))
+        Ok(Inputs::with_env(facts, &env, root))
     }
-}
-
-/// The `NCCL_*` variables among `vars`, sorted.
-fn nccl_vars(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = vars.filter(|(k, _)| k.starts_with("NCCL_")).collect();
-    env.sort();
-    env
-}
-
-fn process_env() -> Vec<(String, String)> {
-    nccl_vars(
-        std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned()))),
-    )
 }
 
 /// A facts file's `env`: `{"NAME": "value", ...}`.
@@ -649,7 +633,7 @@ fn env_from_json(v: &Value) -> Result<Vec<(String, String)>, String> {
             .ok_or_else(|| format!("\"env\": {k} is not a string"))?;
         env.push((k.clone(), x.to_string()));
     }
-    Ok(nccl_vars(env.into_iter()))
+    Ok(env)
 }
 
 /// Every check, in the order the areas are printed.
@@ -674,8 +658,9 @@ fn findings(
             n.library_version.patch,
         )
     });
-    network::check(&mut f, &facts.interfaces, &inputs.env, version);
-    rdma::check(&mut f, facts, &inputs.env);
+    let env = inputs.env();
+    network::check(&mut f, &facts.interfaces, &env, version);
+    rdma::check(&mut f, facts, &env);
     check_shm(&mut f, facts);
     check_mpi(&mut f, facts);
     f
@@ -972,12 +957,12 @@ mod tests {
         .unwrap();
         let var = |k: &str, v: &str| (k.to_string(), v.to_string());
         assert_eq!(
-            inputs.env,
+            inputs.env(),
             [var("NCCL_DEBUG", "INFO"), var("NCCL_SOCKET_IFNAME", "ib")]
         );
         let mut f = Findings::default();
         check_env(&mut f, &inputs, None);
-        network::check(&mut f, &inputs.facts.interfaces, &inputs.env, None);
+        network::check(&mut f, &inputs.facts.interfaces, &inputs.env(), None);
         assert_eq!(
             rows(&f),
             [
@@ -1012,7 +997,7 @@ mod tests {
     #[test]
     fn an_empty_injected_environment_is_nccl_s_defaults() {
         let inputs = Inputs::from_json_at_root(&json!({"env": {}})).unwrap();
-        assert!(inputs.env.is_empty());
+        assert!(inputs.env().is_empty());
         let mut f = Findings::default();
         check_env(&mut f, &inputs, None);
         assert_eq!(

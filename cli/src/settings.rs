@@ -58,6 +58,20 @@ pub struct Setting {
 /// 4 KiB; a file of settings is far smaller than this.
 const MAX_FILE: u64 = 1 << 20;
 
+/// This process's `NCCL_*` variables.
+pub fn process_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+        .filter(|(k, _)| k.starts_with("NCCL_"))
+        .collect()
+}
+
+/// [`in_force`] with this process's `HOME` as `~`.
+pub fn read(env: &[(String, String)], root: &Path) -> (Vec<Setting>, Vec<String>) {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    in_force(env, home.as_deref(), root)
+}
+
 /// The files NCCL reads, in its order: `NCCL_CONF_FILE` (from `env`), else
 /// `$HOME/.nccl.conf`; then `/etc/nccl.conf`. Paths are taken under `root`
 /// (`/` but for tests and sysroots), and shown as NCCL names them.

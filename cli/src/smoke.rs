@@ -748,12 +748,7 @@ fn settings_line(settings: &[crate::settings::Setting]) -> Option<String> {
 /// The `NCCL_*` settings NCCL will run with here: this process's
 /// environment, then NCCL's configuration files.
 fn settings_in_force() -> Vec<crate::settings::Setting> {
-    let env: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
-        .filter(|(k, _)| k.starts_with("NCCL_"))
-        .collect();
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    crate::settings::in_force(&env, home.as_deref(), std::path::Path::new("/")).0
+    crate::settings::read(&crate::settings::process_env(), std::path::Path::new("/")).0
 }
 
 /// The hardware verdict at the largest size, after a run that finished.
