@@ -145,14 +145,7 @@ fn root_with_install(tag: usize, name: &[u8]) -> Root {
     std::fs::create_dir_all(&opt).unwrap();
     let src = common::trees().join("tarball/opt/nccl_2.21.5-1+cuda12.4_x86_64");
     let dst = opt.join(OsString::from_vec(name.to_vec()));
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(&src)
-        .arg(&dst)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    common::copy_tree(&src, &dst);
     Root(root)
 }
 

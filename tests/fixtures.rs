@@ -340,14 +340,7 @@ fn spack_spec_json_that_is_garbage_huge_or_a_fifo_is_passed_over() {
     // Made in a copy: a crate package cannot hold a FIFO.
     let root = std::env::temp_dir().join(format!("nccl-find-spack-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let ok = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(tree("spack"))
-        .arg(&root)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    common::copy_tree(&tree("spack"), &root);
     let spec = root
         .join(SPACK_NEW.trim_start_matches('/'))
         .join(".spack/spec.json");
@@ -505,14 +498,7 @@ fn broken_symlink_names_the_missing_target() {
     // libnccl.so -> libnccl.so.2 -> a file that is gone, made in a copy.
     let root = std::env::temp_dir().join(format!("nccl-find-broken-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let ok = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(tree("broken-symlinks"))
-        .arg(&root)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    common::copy_tree(&tree("broken-symlinks"), &root);
     let lib = root.join("opt/nccl-broken/lib");
     std::os::unix::fs::symlink("libnccl.so.2.21.5", lib.join("libnccl.so.2")).unwrap();
     std::os::unix::fs::symlink("libnccl.so.2", lib.join("libnccl.so")).unwrap();
@@ -879,14 +865,7 @@ fn dpkg_lists_in_the_multiarch_form_say_where_the_files_are() {
     // The library is moved to a directory only the list knows.
     let root = std::env::temp_dir().join(format!("nccl-find-dpkg-arch-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let ok = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(tree("dpkg"))
-        .arg(&root)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    common::copy_tree(&tree("dpkg"), &root);
     let info = root.join("var/lib/dpkg/info");
     std::fs::remove_file(info.join("libnccl2.list")).unwrap();
     let ma = root.join("usr/lib/x86_64-linux-gnu");
@@ -1187,14 +1166,7 @@ fn an_installs_cmake_package_is_reported() {
     let root =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cmake-pkg-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let ok = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(tree("tarball"))
-        .arg(&root)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    common::copy_tree(&tree("tarball"), &root);
     let home = "/opt/nccl_2.21.5-1+cuda12.4_x86_64";
     let n = Config::new()
         .root(&root)

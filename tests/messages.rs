@@ -37,24 +37,9 @@ fn scratch(tree: &str, tag: &str) -> PathBuf {
     let to = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("messages-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&to);
-    copy(&common::tree(tree), &to);
+    common::copy_tree(&common::tree(tree), &to);
     // As the probe names it (the target dir may be given as `…/../target`).
     std::fs::canonicalize(&to).unwrap()
-}
-
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let kind = e.file_type().unwrap();
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if kind.is_dir() {
-            copy(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
 }
 
 /// The message with the machine's paths written as placeholders.
@@ -86,7 +71,7 @@ fn each_failure_leads_with_its_fix_in_at_most_25_lines() {
         "not-elf",
         "garbage-header",
     ] {
-        copy(&trees.join(t), &many);
+        common::copy_tree(&trees.join(t), &many);
     }
     let many_vars = [
         ("VIRTUAL_ENV", "/venv"),

@@ -44,13 +44,10 @@ fn only_what_decides_the_answer_reruns_the_build_script() {
     // A copy of an install, so that its library file can change.
     let fixtures = common::trees();
     let tarball = ws.join("nccl");
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(fixtures.join("tarball/opt/nccl_2.21.5-1+cuda12.4_x86_64"))
-        .arg(&tarball)
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    common::copy_tree(
+        &fixtures.join("tarball/opt/nccl_2.21.5-1+cuda12.4_x86_64"),
+        &tarball,
+    );
     let path = std::env::var("PATH").unwrap_or_default();
     let home = std::env::var("HOME").unwrap_or_default();
     let base: Vec<(&str, &str)> = vec![

@@ -144,6 +144,17 @@ fn probe(root: &Root, vars: &[(&str, &str)]) -> Nccl {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The CUDA include dirs the probe finds beside the venv of `root`.
+fn cuda_include_dirs(root: &Root) -> Result<Vec<PathBuf>, String> {
+    Config::new()
+        .root(&root.0)
+        .cargo_metadata(false)
+        .env_vars([("VIRTUAL_ENV", "/venv")])
+        .probe()
+        .unwrap()
+        .cuda_include_dirs
+}
+
 /// Calls `ncclGetVersion` in the library file.
 fn loaded_version(lib: &Path) -> i32 {
     // SAFETY: the file is a real libnccl.so.2 from PyPI; loading it runs only
@@ -365,15 +376,7 @@ fn cuda_headers_beside_a_wheel_say_which_wheel_is_missing() {
         )
     };
     link(WHEELS[1].0, "nccl");
-    let probe = || {
-        Config::new()
-            .root(&root.0)
-            .cargo_metadata(false)
-            .env_vars([("VIRTUAL_ENV", "/venv")])
-            .probe()
-            .unwrap()
-            .cuda_include_dirs
-    };
+    let probe = || cuda_include_dirs(&root);
     let err = probe().unwrap_err();
     assert!(err.starts_with("no cuda_runtime.h (looked in "), "{err}");
     assert!(err.ends_with("pip install nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-cccl-cu12 beside the NCCL wheel"));
@@ -452,15 +455,7 @@ fn cuda_13_headers_beside_a_cu13_wheel() {
         &dir.join(WHEELS[2].0).join("nvidia/nccl"),
         &sp.join("nvidia/nccl"),
     );
-    let probe = || {
-        Config::new()
-            .root(&root.0)
-            .cargo_metadata(false)
-            .env_vars([("VIRTUAL_ENV", "/venv")])
-            .probe()
-            .unwrap()
-            .cuda_include_dirs
-    };
+    let probe = || cuda_include_dirs(&root);
     let err = probe().unwrap_err();
     assert!(err.starts_with("no cuda_runtime.h (looked in "), "{err}");
     assert!(

@@ -107,3 +107,17 @@ pub fn config(root: &Path, vars: &[(&str, &str)]) -> nccl_find::Config {
         .env_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     c
 }
+
+/// Copies the tree `from` into `to` (made if need be; what is there is
+/// kept, so that several trees can be laid into one), links as links.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from.join("."))
+        .arg(to)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cp -a {} {}", from.display(), to.display());
+}
