@@ -1168,20 +1168,14 @@ fn an_installs_cmake_package_is_reported() {
     let _ = std::fs::remove_dir_all(&root);
     common::copy_tree(&tree("tarball"), &root);
     let home = "/opt/nccl_2.21.5-1+cuda12.4_x86_64";
-    let n = Config::new()
-        .root(&root)
-        .target("x86_64-unknown-linux-gnu")
-        .env_vars([("NCCL_HOME", home)])
+    let n = common::config(&root, &[("NCCL_HOME", home)])
         .probe()
         .unwrap();
     assert_eq!(n.cmake_config, None);
     let pkg = root.join(&home[1..]).join("lib/cmake/NCCL");
     std::fs::create_dir_all(&pkg).unwrap();
     std::fs::write(pkg.join("NCCLConfig.cmake"), "# NCCL's\n").unwrap();
-    let n = Config::new()
-        .root(&root)
-        .target("x86_64-unknown-linux-gnu")
-        .env_vars([("NCCL_HOME", home)])
+    let n = common::config(&root, &[("NCCL_HOME", home)])
         .probe()
         .unwrap();
     assert_eq!(
