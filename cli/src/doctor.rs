@@ -13,7 +13,10 @@ use crate::host::Facts;
 use crate::python;
 
 mod network;
+mod params;
 mod rdma;
+
+pub(crate) use params::{child as params_child, CHILD_FLAG as PARAMS_CHILD_FLAG};
 
 use crate::style::{paint, When};
 pub(crate) use rdma::sockets_despite_an_adapter;
@@ -402,26 +405,47 @@ fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
 }
 
 /// The names the NCCL that runs can read: the `NCCL_*` strings of its
-/// library (`None` where there is no library to read), with its version.
+/// library (`None` where there is no library to read), with its version,
+/// and its parameters where it can list them (2.30.3 and newer).
 struct Names {
     version: String,
     names: Vec<String>,
+    params: params::Asked,
 }
 
 impl Names {
-    fn of(n: &Nccl) -> Option<Names> {
+    /// Reads the library's strings and asks it for its parameters, with
+    /// `env` as the environment's `NCCL_*` variables.
+    fn of(n: &Nccl, env: &[(String, String)]) -> Option<Names> {
         let names = nccl_find::internal::rodata_names(&n.library_real, "NCCL_").ok()?;
         // A library with no such strings (a stand-in) teaches nothing.
         (names.len() > 10).then(|| Names {
             version: n.library_version.to_string(),
             names,
+            params: params::ask(&n.library_real, env),
         })
+    }
+
+    /// The parameter `key`, where the library listed it.
+    fn param(&self, key: &str) -> Option<&params::Param> {
+        match &self.params {
+            params::Asked::Params(p) => p.iter().find(|p| p.key == key),
+            _ => None,
+        }
+    }
+
+    fn knows(&self, key: &str) -> bool {
+        self.names.iter().any(|x| x == key) || self.param(key).is_some()
     }
 
     /// The known name nearest to `name` (fewest edits, at most 3).
     fn nearest(&self, name: &str) -> Option<&str> {
+        let listed = match &self.params {
+            params::Asked::Params(p) => p.iter().map(|p| p.key.as_str()).collect(),
+            _ => Vec::new(),
+        };
         let mut best: Option<(usize, &str)> = None;
-        for n in &self.names {
+        for n in self.names.iter().map(String::as_str).chain(listed) {
             let d = edits(name, n);
             if d <= 3 && best.is_none_or(|(b, _)| d < b) {
                 best = Some((d, n));
@@ -429,6 +453,25 @@ impl Names {
         }
         best.map(|(_, n)| n)
     }
+
+    /// `doctor --json`'s `nccl_parameters`.
+    fn to_json(&self) -> Value {
+        match &self.params {
+            params::Asked::NoApi => json!({"asked": false, "why": format!(
+                "NCCL {} has no Parameter API (it came in {})", self.version, param_api_release())}),
+            params::Asked::Failed(e) => json!({"asked": false, "why": e}),
+            params::Asked::Params(p) => json!({"asked": true, "parameters": p.iter()
+                .filter(|p| p.key != params::DUMP_ALL)
+                .map(|p| json!({"name": p.key, "value": p.value, "default": p.default,
+                    "set_by": p.set_by, "accepted": p.accepted}))
+                .collect::<Vec<_>>()}),
+        }
+    }
+}
+
+/// The first release with NCCL's Parameter API, from the catalog.
+fn param_api_release() -> &'static str {
+    nccl_find::internal::introduced_in("ncclParamDumpAll").unwrap_or("2.30")
 }
 
 /// Levenshtein distance, for names of a few dozen letters.
@@ -447,6 +490,8 @@ fn edits(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+// Long: one finding per setting, then the library's own values and where
+// the names came from; the cases read best side by side.
 fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
     let mut any = false;
     for s in &inputs.settings {
@@ -464,20 +509,45 @@ fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
             f.add(Area::Variables, Level::Note, format!("{set} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
             continue;
         }
-        match KNOBS.iter().find(|(n, _)| n == k) {
-            Some((_, what)) => f.add(
-                Area::Variables,
-                Level::Note,
-                format!("{set} ({what})"),
-                None,
-            ),
-            None => match names {
-                Some(n) if n.names.iter().any(|x| x == k) => f.add(
+        let param = names.and_then(|n| n.param(k));
+        if let (Some(n), Some(p)) = (names, param) {
+            if p.set_by == "Default" && k != params::DUMP_ALL {
+                f.add(
                     Area::Variables,
-                    Level::Note,
-                    format!("{set} (a setting NCCL {} reads)", n.version),
-                    None,
-                ),
+                    Level::Problem,
+                    format!(
+                        "{set}: NCCL {} ignores this value and uses its default ({})",
+                        n.version,
+                        default_of(p)
+                    ),
+                    Some(format!("{k} takes {}", takes(&p.accepted))),
+                );
+                continue;
+            }
+        }
+        // What NCCL will use, where it said and it is not the default.
+        let uses = match (names, param) {
+            (Some(_), Some(p)) if p.value == p.default => String::new(),
+            (Some(_), Some(p)) if p.value.eq_ignore_ascii_case(v) => {
+                format!("; default: {}", default_of(p))
+            }
+            (Some(n), Some(p)) => {
+                format!(
+                    "; NCCL {} reads {}, default: {}",
+                    n.version,
+                    p.value,
+                    default_of(p)
+                )
+            }
+            _ => String::new(),
+        };
+        match KNOBS.iter().find(|(n, _)| n == k) {
+            Some((_, what)) => f.add(Area::Variables, Level::Note, format!("{set} ({what}{uses})"), None),
+            None => match names {
+                Some(n) if param.is_some() => f.add(Area::Variables, Level::Note,
+                    format!("{set} (a parameter NCCL {} lists{uses})", n.version), None),
+                Some(n) if n.knows(k) => f.add(Area::Variables, Level::Note,
+                    format!("{set} (a setting NCCL {} reads)", n.version), None),
                 Some(n) => f.add(
                     Area::Variables,
                     Level::Note,
@@ -498,6 +568,9 @@ fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
                 ),
             },
         }
+    }
+    if let Some(n) = names {
+        library_values(f, inputs, n, any);
     }
     for u in &inputs.unread {
         f.add(
@@ -522,6 +595,54 @@ fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
             "NCCL_DEBUG is unset, so NCCL says little when it fails",
             Some("NCCL_DEBUG=WARN (or INFO) when something goes wrong".into()),
         );
+    }
+}
+
+/// NCCL's words for what a parameter accepts, after "takes":
+/// `one of A, B`, `a comma-separated list of A, B`, `boolean: 1/T/TRUE …`.
+fn takes(accepted: &str) -> String {
+    let mut c = accepted.chars();
+    let lower = match c.next() {
+        Some(first) => first.to_lowercase().chain(c).collect(),
+        None => "a value NCCL did not describe".to_string(),
+    };
+    if lower.starts_with("comma-separated") {
+        format!("a {lower}")
+    } else {
+        lower
+    }
+}
+
+/// A parameter's default, `none` where NCCL has no word for it.
+fn default_of(p: &params::Param) -> &str {
+    match p.default.as_str() {
+        "<unset>" | "<unknown>" | "" => "none",
+        d => d,
+    }
+}
+
+/// What the library said beyond the settings nccl-find read: values that
+/// something else set (an env plugin), and where the names came from when
+/// it could not be asked.
+fn library_values(f: &mut Findings, inputs: &Inputs, n: &Names, any: bool) {
+    match &n.params {
+        params::Asked::Params(ps) => {
+            for p in ps {
+                let read = inputs.settings.iter().any(|s| s.name == p.key);
+                if !read && p.key != params::DUMP_ALL && p.value != p.default {
+                    f.add(Area::Variables, Level::Note, format!(
+                        "NCCL {} uses {}={} (default: {}), though no variable or configuration file nccl-find read sets it: an env plugin (NCCL_ENV_PLUGIN) did",
+                        n.version, p.key, p.value, default_of(p)), None);
+                }
+            }
+        }
+        params::Asked::NoApi if any => f.add(Area::Variables, Level::Note, format!(
+            "NCCL {} cannot list its parameters (that came in {}): names were checked against the NCCL_* strings in its library and nccl-find's own list",
+            n.version, param_api_release()), None),
+        params::Asked::Failed(e) if any => f.add(Area::Variables, Level::Note, format!(
+            "NCCL {} could not be asked for its parameters ({e}): names were checked against the NCCL_* strings in its library and nccl-find's own list",
+            n.version), None),
+        _ => {}
     }
 }
 
@@ -601,6 +722,16 @@ impl Inputs {
             .collect()
     }
 
+    /// The settings the environment holds (not the configuration files',
+    /// which NCCL reads itself).
+    fn environment(&self) -> Vec<(String, String)> {
+        self.settings
+            .iter()
+            .filter(|s| s.source == crate::settings::Source::Environment)
+            .map(|s| (s.name.clone(), s.value.clone()))
+            .collect()
+    }
+
     /// Reads a facts file: the keys `Facts::to_json` writes, and `env`, an
     /// object of variables that then stands for the whole environment
     /// (without it, the process environment is read).
@@ -641,6 +772,7 @@ fn findings(
     inputs: &Inputs,
     result: &Result<Nccl, nccl_find::Error>,
     py: Option<&PythonReport>,
+    names: Option<&Names>,
 ) -> Findings {
     let facts = &inputs.facts;
     let mut f = Findings::default();
@@ -649,8 +781,7 @@ fn findings(
         check_python(&mut f, py);
     }
     check_driver(&mut f, facts, result.as_ref().ok());
-    let names = result.as_ref().ok().and_then(Names::of);
-    check_env(&mut f, inputs, names.as_ref());
+    check_env(&mut f, inputs, names);
     let version = result.as_ref().ok().map(|n| {
         (
             n.library_version.major,
@@ -820,7 +951,12 @@ fn python_outcome(f: &mut Findings, o: &python::Outcome) {
     }
 }
 
-fn to_json(f: &Findings, facts: &Facts, py: Option<&PythonReport>) -> String {
+fn to_json(
+    f: &Findings,
+    facts: &Facts,
+    py: Option<&PythonReport>,
+    names: Option<&Names>,
+) -> String {
     let (problems, notes) = (f.count(Level::Problem), f.count(Level::Note));
     let out = json!({
         "schema": DOCTOR_SCHEMA,
@@ -832,6 +968,7 @@ fn to_json(f: &Findings, facts: &Facts, py: Option<&PythonReport>) -> String {
         })).collect::<Vec<_>>(),
         "facts": facts.to_json(),
         "python": py.map(PythonReport::to_json),
+        "nccl_parameters": names.map(Names::to_json),
     });
     serde_json::to_string_pretty(&out).expect("JSON from plain values")
 }
@@ -915,9 +1052,16 @@ pub fn run(
         },
     };
     let result = config.probe();
-    let f = findings(&inputs, &result, py.as_ref());
+    let names = result
+        .as_ref()
+        .ok()
+        .and_then(|n| Names::of(n, &inputs.environment()));
+    let f = findings(&inputs, &result, py.as_ref(), names.as_ref());
     if as_json {
-        println!("{}", to_json(&f, &inputs.facts, py.as_ref()));
+        println!(
+            "{}",
+            to_json(&f, &inputs.facts, py.as_ref(), names.as_ref())
+        );
     } else {
         print!("{}", paint(&to_text(&f), color.enabled()));
     }
@@ -1021,5 +1165,58 @@ mod tests {
         assert_eq!(bad.err().unwrap(), "\"env\": NCCL_DEBUG is not a string");
         let bad = Inputs::from_json_at_root(&json!({"env": ["NCCL_DEBUG=WARN"]}));
         assert_eq!(bad.err().unwrap(), "\"env\" is not an object of variables");
+    }
+
+    #[test]
+    fn values_no_setting_explains_came_from_an_env_plugin() {
+        let inputs = Inputs::from_json_at_root(&json!({"env": {"NCCL_DEBUG": "WARN"}})).unwrap();
+        let p = |key: &str, value: &str, default: &str, set_by: &str| params::Param {
+            key: key.into(),
+            value: value.into(),
+            default: default.into(),
+            set_by: set_by.into(),
+            accepted: String::new(),
+        };
+        let names = Names {
+            version: "2.32.3".into(),
+            names: vec!["NCCL_DEBUG".into()],
+            params: params::Asked::Params(vec![
+                p("NCCL_DEBUG", "WARN", "<unknown>", "EnvPlugin"),
+                p("NCCL_SET_THREAD_NAME", "TRUE", "FALSE", "EnvPlugin"),
+                p("NCCL_PARAM_DUMP_ALL", "TRUE", "FALSE", "EnvPlugin"),
+                p("NCCL_NO_CACHE", "<unset>", "<unset>", "Default"),
+            ]),
+        };
+        let mut f = Findings::default();
+        check_env(&mut f, &inputs, Some(&names));
+        assert_eq!(
+            rows(&f),
+            [
+                (
+                    Area::Variables,
+                    Level::Note,
+                    "NCCL_DEBUG=WARN (NCCL's log level: VERSION, WARN, INFO or TRACE; default: none)",
+                    None
+                ),
+                (
+                    Area::Variables,
+                    Level::Note,
+                    "NCCL 2.32.3 uses NCCL_SET_THREAD_NAME=TRUE (default: FALSE), though no variable or configuration file nccl-find read sets it: an env plugin (NCCL_ENV_PLUGIN) did",
+                    None
+                ),
+            ]
+        );
+        // A library that has the API but could not be asked says so, and
+        // what the names were checked against instead.
+        let names = Names {
+            params: params::Asked::Failed("loading it failed (exit status: 1)".into()),
+            ..names
+        };
+        let mut f = Findings::default();
+        check_env(&mut f, &inputs, Some(&names));
+        assert_eq!(
+            rows(&f)[1].2,
+            "NCCL 2.32.3 could not be asked for its parameters (loading it failed (exit status: 1)): names were checked against the NCCL_* strings in its library and nccl-find's own list"
+        );
     }
 }

@@ -225,6 +225,14 @@ fn prints_value(cli: &Cli) -> bool {
 }
 
 fn main() -> ExitCode {
+    // doctor's child, which loads one NCCL library and asks it for its
+    // parameters (never shown in --help: it is no user's command).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let [_, flag, file] = &args[..] {
+        if flag == doctor::PARAMS_CHILD_FLAG {
+            return doctor::params_child(std::path::Path::new(file));
+        }
+    }
     let cli = Cli::parse();
     if !matches!(cli.command, Some(Command::Smoke(_))) {
         json::quiet_on_closed_pipe();

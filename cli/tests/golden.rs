@@ -579,7 +579,87 @@ fn doctor_checks_settings_against_the_library_that_runs() {
         "  note     NCCL_DEBUG=WARN (NCCL's log level: VERSION, WARN, INFO or TRACE)
   note     NCCL_NET_GDR_READ=1 (a setting NCCL 2.21.5 reads)
   note     NCCL_SOCKET_IFNAM=eth0: NCCL 2.21.5's library holds no such name, so NCCL ignores it (a plugin may read it)
-           fix: did you mean NCCL_SOCKET_IFNAME?"
+           fix: did you mean NCCL_SOCKET_IFNAME?
+  note     NCCL 2.21.5 cannot list its parameters (that came in 2.30.3): names were checked against the NCCL_* strings in its library and nccl-find's own list"
     );
     let _ = std::fs::remove_file(&file);
+}
+
+/// NCCL 2.30.3 and newer list their parameters: doctor asks the newest
+/// release itself (a child process that loads that file), with a
+/// configuration file in a private HOME that NCCL reads on its own. A value
+/// NCCL rejects is a problem with the values it takes; a value that is not
+/// the default says the default; the names it lists count as known.
+#[test]
+fn doctor_asks_the_newest_nccl_for_its_parameters() {
+    let Some(w) = std::env::var_os("NCCL_FIND_WHEELS") else {
+        assert!(std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none());
+        eprintln!("skipped: NCCL_FIND_WHEELS is unset");
+        return;
+    };
+    let nccl = Path::new(&w).join("nvidia_nccl_cu12-2.32.3/nvidia/nccl");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("params-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".nccl.conf"), "NCCL_SET_THREAD_NAME=1\n").unwrap();
+    let facts = serde_json::json!({
+        "env": {"NCCL_DEBUG": "warnx", "NCCL_DEBUG_SUBSYS": "INIT,ENV", "NCCL_SOCKET_IFNAM": "eth0"},
+    });
+    let file = dir.join("facts.json");
+    std::fs::write(&file, facts.to_string()).unwrap();
+    let doctor = |json: bool| {
+        Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+            .args(["doctor", "--host-facts"])
+            .arg(&file)
+            .args(json.then_some("--json"))
+            .env_clear()
+            .env("NCCL_HOME", &nccl)
+            .env("HOME", &dir)
+            .output()
+            .unwrap()
+    };
+    let out = doctor(false);
+    let text = String::from_utf8_lossy(&out.stdout).replace(&dir.display().to_string(), "<HOME>");
+    let area = text
+        .split("\nNCCL variables:\n")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .next()
+        .unwrap();
+    assert_eq!(
+        area,
+        "  problem  NCCL_DEBUG=warnx: NCCL 2.32.3 ignores this value and uses its default (none)
+           fix: NCCL_DEBUG takes one of VERSION, WARN, ATTN, INFO, ABORT, TRACE
+  note     NCCL_DEBUG_SUBSYS=INIT,ENV (which subsystems NCCL logs; default: INIT,ENV,BOOTSTRAP)
+  note     NCCL_SET_THREAD_NAME=1 from <HOME>/.nccl.conf (a parameter NCCL 2.32.3 lists; NCCL 2.32.3 reads TRUE, default: FALSE)
+  note     NCCL_SOCKET_IFNAM=eth0: NCCL 2.32.3's library holds no such name, so NCCL ignores it (a plugin may read it)
+           fix: did you mean NCCL_SOCKET_IFNAME?"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&doctor(true).stdout).unwrap();
+    let p = &v["nccl_parameters"];
+    assert_eq!(p["asked"], true);
+    let param = |name: &str| {
+        p["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {p}"))
+            .clone()
+    };
+    assert_eq!(
+        param("NCCL_SET_THREAD_NAME"),
+        serde_json::json!({"name": "NCCL_SET_THREAD_NAME", "value": "TRUE", "default": "FALSE",
+            "set_by": "EnvPlugin", "accepted": "Boolean: 1/T/TRUE or 0/F/FALSE"})
+    );
+    assert_eq!(param("NCCL_DEBUG")["set_by"], "Default");
+    // The child's own switch for private parameters is no finding.
+    assert!(p["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["name"] != "NCCL_PARAM_DUMP_ALL"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
