@@ -791,7 +791,7 @@ fn findings(
     });
     let env = inputs.env();
     network::check(&mut f, &facts.interfaces, &env, version);
-    rdma::check(&mut f, facts, &env);
+    rdma::check(&mut f, facts, &env, names);
     check_shm(&mut f, facts);
     check_mpi(&mut f, facts);
     f

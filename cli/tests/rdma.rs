@@ -16,6 +16,17 @@ fn golden(name: &str) -> PathBuf {
 /// doctor on the dpkg fixture with the healthy facts, `hw` as the RDMA
 /// hardware and `env` as the NCCL variables: (exit status, report).
 fn doctor(tag: &str, hw: Value, env: &[(&str, &str)]) -> (i32, String) {
+    doctor_on(tag, hw, env, None)
+}
+
+/// `doctor`, with the NCCL at `nccl_home` (a real library) instead of the
+/// dpkg fixture where one is given.
+fn doctor_on(
+    tag: &str,
+    hw: Value,
+    env: &[(&str, &str)],
+    nccl_home: Option<&Path>,
+) -> (i32, String) {
     let mut facts: Value =
         serde_json::from_str(&std::fs::read_to_string(golden("facts-healthy.json")).unwrap())
             .unwrap();
@@ -29,12 +40,17 @@ fn doctor(tag: &str, hw: Value, env: &[(&str, &str)]) -> (i32, String) {
     let file = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("rdma-{tag}-{}.json", std::process::id()));
     std::fs::write(&file, facts.to_string()).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
-        .args(["doctor", "--root"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/trees/dpkg"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
+    cmd.arg("doctor").env_clear();
+    match nccl_home {
+        Some(home) => cmd.env("NCCL_HOME", home),
+        None => cmd
+            .arg("--root")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/trees/dpkg")),
+    };
+    let out = cmd
         .arg("--host-facts")
         .arg(&file)
-        .env_clear()
         .env("TARGET", "x86_64-unknown-linux-gnu")
         .output()
         .unwrap();
@@ -219,6 +235,40 @@ fn every_plugin_family_by_nccls_rule() {
     let (code, r) = doctor("static", hw, &[("NCCL_NET_PLUGIN", "STATIC_PLUGIN")]);
     assert_eq!(code, 0, "{r}");
     has(&r, "  note     NCCL_NET_PLUGIN names STATIC_PLUGIN: NCCL looks for a plugin linked into the program itself\n");
+}
+
+/// Which families the NCCL that runs has comes from its library: a real
+/// 2.21.5 reads NCCL_NET_PLUGIN and NCCL_TUNER_PLUGIN only, so a GIN plugin
+/// file and a profiler setting are named as unused, and the tuner loads.
+#[test]
+fn plugin_families_follow_the_nccl_that_runs() {
+    let Some(w) = std::env::var_os("NCCL_FIND_WHEELS") else {
+        assert!(std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none());
+        eprintln!("skipped: NCCL_FIND_WHEELS is unset");
+        return;
+    };
+    let mut hw = ib_host(("ACTIVE", "LinkUp"));
+    hw["plugins"] = json!([
+        {"path": "/usr/lib/x86_64-linux-gnu/libnccl-tuner.so", "version": null},
+        {"path": "/usr/lib/x86_64-linux-gnu/libnccl-gin.so", "version": "1.0"},
+    ]);
+    let env = [("NCCL_PROFILER_PLUGIN", "inspector")];
+    let old = Path::new(&w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl");
+    let (code, r) = doctor_on("families-old", hw.clone(), &env, Some(&old));
+    assert_eq!(code, 0, "{r}");
+    has(
+        &r,
+        "  note     NCCL will load the tuner plugin /usr/lib/x86_64-linux-gnu/libnccl-tuner.so\n",
+    );
+    has(&r, "  note     /usr/lib/x86_64-linux-gnu/libnccl-gin.so (version 1.0) is not used: NCCL 2.21.5 loads no gin plugin (its library never reads NCCL_GIN_PLUGIN)\n");
+    has(&r, "  note     NCCL_PROFILER_PLUGIN=inspector is not used: NCCL 2.21.5 loads no profiler plugin (its library never reads NCCL_PROFILER_PLUGIN)\n");
+    // The newest release has every family: the same host loads the GIN
+    // plugin, and the missing profiler is a problem.
+    let new = Path::new(&w).join("nvidia_nccl_cu12-2.32.3/nvidia/nccl");
+    let (code, r) = doctor_on("families-new", hw, &env, Some(&new));
+    assert_eq!(code, 1, "{r}");
+    has(&r, "  note     NCCL will load the gin plugin /usr/lib/x86_64-linux-gnu/libnccl-gin.so (version 1.0)\n");
+    has(&r, "  problem  NCCL_PROFILER_PLUGIN=inspector names libnccl-profiler-inspector.so, which is not on the loader's path: NCCL runs without a profiler plugin\n");
 }
 
 #[test]

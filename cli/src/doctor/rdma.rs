@@ -26,7 +26,14 @@ fn bytes(b: u64) -> String {
 }
 
 /// Every RDMA and plugin finding.
-pub(super) fn check(f: &mut Findings, facts: &Facts, env: &[(String, String)]) {
+/// `names` is the NCCL library that runs, where it could be read: a family
+/// whose variable it does not hold is one it has no plugins of.
+pub(super) fn check(
+    f: &mut Findings,
+    facts: &Facts,
+    env: &[(String, String)],
+    names: Option<&super::Names>,
+) {
     let hw = &facts.rdma_hw;
     libraries(f, facts, !hw.adapters.is_empty());
     if !hw.adapters.is_empty() {
@@ -39,7 +46,13 @@ pub(super) fn check(f: &mut Findings, facts: &Facts, env: &[(String, String)]) {
     plugin(f, &hw.plugins, var(env, "NCCL_NET_PLUGIN"));
     for family in &PLUGIN_FAMILIES[1..] {
         let name = format!("NCCL_{}_PLUGIN", family.to_ascii_uppercase());
-        other_plugin(f, &hw.plugins, family, &name, var(env, &name));
+        let setting = var(env, &name);
+        match names {
+            Some(n) if !n.names.iter().any(|x| *x == name) => {
+                unread_family(f, &hw.plugins, family, &name, setting, &n.version)
+            }
+            _ => other_plugin(f, &hw.plugins, family, &name, setting),
+        }
     }
 }
 
@@ -515,6 +528,30 @@ fn other_plugin(
     }
 }
 
+/// A family the NCCL that runs has no plugins of (its library never reads
+/// the family's variable: GIN came in 2.29.7, for one): a plugin file or a
+/// setting for it is named, as unused.
+fn unread_family(
+    f: &mut Findings,
+    plugins: &[Plugin],
+    family: &str,
+    var: &str,
+    setting: Option<&str>,
+    version: &str,
+) {
+    let what = match (setting, plugin_for(plugins, family, setting).1) {
+        (Some(v), _) => format!("{var}={v} is"),
+        (None, Some(p)) => format!("{} is", shown(p)),
+        (None, None) => return,
+    };
+    f.add(
+        Area::Rdma,
+        Level::Note,
+        format!("{what} not used: NCCL {version} loads no {family} plugin (its library never reads {var})"),
+        None,
+    );
+}
+
 /// When NCCL chose sockets (`NET/Socket`) although an adapter has an ACTIVE
 /// port: one line naming the port and why, from the same findings as
 /// doctor's (a problem found, `NCCL_IB_DISABLE`, or none known). `None`
@@ -542,7 +579,7 @@ pub(crate) fn sockets_despite_an_adapter(
         return None;
     }
     let mut f = Findings::default();
-    check(&mut f, facts, env);
+    check(&mut f, facts, env, None);
     let mut why: Vec<String> =
         f.0.iter()
             .filter(|x| x.area == Area::Rdma && x.level == Level::Problem)
