@@ -24,6 +24,9 @@ pub(crate) struct Ctx<'a> {
     /// Running as a build script: searches that depend on `PATH` are left
     /// out, so that a `PATH` change never reruns the build script.
     pub build_script: bool,
+    /// The Python environment the program runs from
+    /// (`Config::python_prefix`), searched for wheels.
+    pub python_prefix: Option<PathBuf>,
     ld_cache: std::cell::OnceCell<Vec<(String, String)>>,
 }
 
@@ -38,6 +41,7 @@ impl<'a> Ctx<'a> {
             notes: RefCell::default(),
             misleading_pc: RefCell::default(),
             build_script: false,
+            python_prefix: None,
             ld_cache: std::cell::OnceCell::new(),
         }
     }

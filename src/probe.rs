@@ -41,6 +41,7 @@ pub struct Config {
     runpath: Vec<PathBuf>,
     no_loader_check: bool,
     compile_check: bool,
+    python_prefix: Option<PathBuf>,
 }
 
 impl Config {
@@ -137,6 +138,16 @@ impl Config {
         for s in symbols {
             self.symbols.push(s.to_string());
         }
+        self
+    }
+
+    /// Also looks for NCCL wheels in the Python environment at `prefix`
+    /// (its `lib/python3.*/site-packages`), right after `VIRTUAL_ENV` and
+    /// `CONDA_PREFIX`: for a program installed into a venv, which finds that
+    /// venv's NCCL without the venv being activated. `nccl-find` passes the
+    /// environment it is installed in.
+    pub fn python_prefix(&mut self, prefix: impl Into<PathBuf>) -> &mut Config {
+        self.python_prefix = Some(prefix.into());
         self
     }
 
@@ -276,6 +287,7 @@ impl Config {
         report.root = root.clone();
         let mut ctx = Ctx::new(&env, &root, &target);
         ctx.build_script = self.build_script(&env);
+        ctx.python_prefix = self.python_prefix.clone();
         let found = self.find(&ctx, sysroot.as_ref(), &mut report);
         // What the run-time loader would pick is said in every outcome.
         if !self.no_loader_check {

@@ -259,6 +259,39 @@ fn every_wheel_by_every_route() {
     }
 }
 
+/// A program installed into a venv (`nccl-find` from pip) finds that
+/// venv's wheel from its own location: no variable names it.
+#[test]
+fn the_environment_a_program_is_installed_in() {
+    let Some(dir) = wheels_dir() else { return };
+    let wheels = all_wheels(&dir);
+    let w = &wheels[newest(&wheels, "nvidia-nccl-cu12").unwrap()];
+    let root = Root::new("installed-in", &dir.join(&w.dist));
+    let n = Config::new()
+        .root(&root.0)
+        .target("x86_64-unknown-linux-gnu")
+        .env_vars(Vec::<(String, String)>::new())
+        .python_prefix("/venv")
+        .probe()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(n.origin.source, SourceKind::Pip);
+    assert_eq!(n.version.to_string(), w.version);
+    assert_eq!(
+        n.origin.to_string(),
+        format!(
+            "pip wheel in /venv/lib/python3.11/site-packages (the environment this program is installed in, /venv) [pip nvidia-nccl-cu12 {}]",
+            w.dist_version
+        )
+    );
+    // Without it, nothing is found: no variable led there.
+    let none = Config::new()
+        .root(&root.0)
+        .target("x86_64-unknown-linux-gnu")
+        .env_vars(Vec::<(String, String)>::new())
+        .probe();
+    assert!(none.is_err());
+}
+
 /// The README's "No NCCL yet?" path: a virtualenv holding the newest cu12
 /// wheel, found through `VIRTUAL_ENV`, and what `--print` would select.
 #[test]

@@ -284,11 +284,38 @@ fn configure(cli: &Cli, asked: &Asked) -> Result<(Config, Vec<Constraint>), Exit
     if let Some(r) = &cli.root {
         config.root(r);
     }
+    let doctor_root = matches!(&cli.command, Some(Command::Doctor { root: Some(_), .. }));
+    if cli.root.is_none() && !doctor_root {
+        if let Some(prefix) = installed_prefix() {
+            config.python_prefix(prefix);
+        }
+    }
     let constraints = versions(cli, asked, &mut config)?;
     if cli.statik {
         config.statik(true);
     }
     Ok((config, constraints))
+}
+
+/// The Python environment this program is installed in, where it is one:
+/// `<prefix>/bin/nccl-find` (as pip installs it) with `<prefix>/pyvenv.cfg`
+/// (a venv) or `<prefix>/lib/python3*` (conda, `pip install --user`). The
+/// file the process runs (its links resolved), so a pipx link finds pipx's
+/// venv.
+fn installed_prefix() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?;
+    if bin.file_name()? != "bin" {
+        return None;
+    }
+    let prefix = bin.parent()?;
+    let python_lib = || {
+        std::fs::read_dir(prefix.join("lib")).is_ok_and(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        })
+    };
+    (prefix.join("pyvenv.cfg").is_file() || python_lib()).then(|| prefix.to_path_buf())
 }
 
 /// The versions asked for, by package arguments (`nccl >= 2.18`) and the

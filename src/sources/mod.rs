@@ -116,8 +116,8 @@ pub(crate) static SOURCES: &[Source] = &[
         kind: SourceKind::Pip,
         id: "pip",
         name: "pip",
-        describe: "pip wheels nvidia-nccl-cu*: VIRTUAL_ENV, CONDA_PREFIX, python on PATH, pyenv, user site, system site-packages",
-        doc: "`nvidia-nccl-cu*` wheels in `PYTHONPATH`, `VIRTUAL_ENV`, `CONDA_PREFIX`, the Pythons on `PATH`, pyenv, the user site, system site/dist-packages",
+        describe: "pip wheels nvidia-nccl-cu*: VIRTUAL_ENV, CONDA_PREFIX, the venv nccl-find is installed in, python on PATH, pyenv, user site, system site-packages",
+        doc: "`nvidia-nccl-cu*` wheels in `PYTHONPATH`, `VIRTUAL_ENV`, `CONDA_PREFIX`, the environment the program is installed in (`nccl-find` from pip; `Config::python_prefix`), the Pythons on `PATH`, pyenv, the user site, system site/dist-packages",
         search: |ctx| Ok(pip::sites(ctx)),
     },
     Source {

@@ -5,6 +5,7 @@
 //!
 //! Site-packages are tried in this order: `PYTHONPATH` entries, the active
 //! virtualenv (`VIRTUAL_ENV`), the conda env (`CONDA_PREFIX`), the
+//! environment the program is installed in (`Config::python_prefix`), the
 //! interpreters on `PATH`, pyenv's versions (`PYENV_ROOT`, else
 //! `~/.pyenv`), the user site (`PYTHONUSERBASE`, else `~/.local`), and the
 //! system's `dist-packages` / `site-packages`.
@@ -55,6 +56,14 @@ fn places(ctx: &Ctx) -> Vec<(PathBuf, String)> {
         if let Some((var, prefix)) = ctx.var_path(name) {
             add(&mut places, &prefix, &var.name);
         }
+    }
+    if let Some(prefix) = &ctx.python_prefix {
+        let prefix = ctx.path(prefix);
+        let why = format!(
+            "the environment this program is installed in, {}",
+            ctx.show(&prefix)
+        );
+        add(&mut places, &prefix, &why);
     }
     for (prefix, why) in path_pythons(ctx) {
         add(&mut places, &prefix, &why);
