@@ -48,7 +48,7 @@ pub(super) fn check(
         let name = format!("NCCL_{}_PLUGIN", family.to_ascii_uppercase());
         let setting = var(env, &name);
         match names {
-            Some(n) if !n.names.iter().any(|x| *x == name) => {
+            Some(n) if !n.names.contains(&name) => {
                 unread_family(f, &hw.plugins, family, &name, setting, &n.version)
             }
             _ => other_plugin(f, &hw.plugins, family, &name, setting),
