@@ -166,18 +166,26 @@ fn the_public_surface_is_the_crate_root() {
 fn the_readme_first_screen_has_what_a_new_user_needs() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let first: String = readme.lines().take(60).collect::<Vec<_>>().join("\n");
+    let first: String = readme.lines().take(70).collect::<Vec<_>>().join("\n");
+    // Until the first release, every route on it works from a clone: a
+    // path dependency, `cargo install --path cli` (cli/tests/install.rs),
+    // and the wheel from scripts/wheel (scripts/test, cli/tests/wheel.rs).
     for want in [
-        "[build-dependencies]\nnccl-find = \"",
+        "**Not released yet**",
+        "(RELEASING.md)",
+        "[build-dependencies]\nnccl-find = { path = \"",
         ".probe_or_exit()",
         "nccl_find::emit_rpath_from_dep()",
-        "cargo install nccl-find-cli",
+        "cargo install --path cli",
+        "scripts/wheel dist",
+        "pip install dist/nccl_find-*.whl",
+        "nccl-find doctor",
         "scripts/test",
-        "cargo run --release --bin nccl-find",
+        "(https://docs.rs/nccl-find) (after the first release)",
     ] {
         assert!(
             first.contains(want),
-            "the README's first 60 lines lack {want:?}"
+            "the README's first 70 lines lack {want:?}"
         );
     }
     assert!(
