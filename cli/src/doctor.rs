@@ -18,7 +18,7 @@ mod rdma;
 
 pub(crate) use params::{child as params_child, CHILD_FLAG as PARAMS_CHILD_FLAG};
 
-use crate::style::{paint, When};
+use crate::style::{human, When};
 pub(crate) use rdma::sockets_despite_an_adapter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1063,7 +1063,7 @@ pub fn run(
             to_json(&f, &inputs.facts, py.as_ref(), names.as_ref())
         );
     } else {
-        print!("{}", paint(&to_text(&f), color.enabled()));
+        print!("{}", human(&to_text(&f), color));
     }
     if f.count(Level::Problem) > 0 {
         ExitCode::from(1)

@@ -56,7 +56,7 @@ struct Cli {
     /// every variable read (the default)
     #[arg(long, group = "mode")]
     print: bool,
-    /// The same report as a JSON object (keys documented in the README)
+    /// The same report as a JSON object (its keys: docs/json.md)
     #[arg(long, group = "mode")]
     json: bool,
     /// Print the version, like pkg-config --modversion
@@ -151,9 +151,10 @@ enum Command {
         /// The findings as JSON
         #[arg(long)]
         json: bool,
-        /// Read the host's facts from this JSON file instead of the machine
-        /// (tests); an `env` object in it stands for the environment's NCCL_* variables
-        #[arg(long, value_name = "FILE", hide = true)]
+        /// Judge the host facts in this JSON file (the "facts" object of
+        /// `doctor --json`, from another machine) instead of this machine's;
+        /// an `env` object in it stands for the environment's NCCL_* variables
+        #[arg(long, value_name = "FILE")]
         host_facts: Option<PathBuf>,
         /// Treat DIR as the filesystem root (sysroots, tests)
         #[arg(long, value_name = "DIR")]
@@ -213,7 +214,7 @@ impl Asked {
     /// Says `msg` on stderr, unless pkg-config's rules keep quiet.
     fn say(&self, msg: &str) {
         if !self.quiet {
-            eprintln!("nccl-find: {msg}");
+            eprintln!("nccl-find: {}", style::terminal_safe(msg));
         }
     }
 }
@@ -329,7 +330,7 @@ fn versions(cli: &Cli, asked: &Asked, config: &mut Config) -> Result<Vec<Constra
         }
         Err(e) => {
             // A usage error: said even where pkg-config's rules are quiet.
-            eprintln!("nccl-find: {e}");
+            eprintln!("nccl-find: {}", style::terminal_safe(&e.to_string()));
             return Err(ExitCode::from(2));
         }
     };
@@ -395,9 +396,9 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
     } else {
         let directives = nccl.map(|n| n.cargo_directives()).unwrap_or_default();
         let text = nccl_find::internal::report(report, error, &directives);
-        print!("{}", style::paint(&text, cli.color.enabled()));
+        print!("{}", style::human(&text, cli.color));
         if let Some(h) = &headline {
-            eprintln!("nccl-find: {h}");
+            eprintln!("nccl-find: {}", style::terminal_safe(h));
         }
     }
     exit_status(error)

@@ -143,8 +143,10 @@ pub struct Args {
     /// The report as JSON, at the end
     #[arg(long)]
     json: bool,
-    /// Only meet the other processes: no GPU needed (tests)
-    #[arg(long, hide = true)]
+    /// Only meet the other processes, under any launcher, and run no
+    /// all-reduce: checks the launch and the network path before a job,
+    /// with no GPU needed
+    #[arg(long)]
     rendezvous_only: bool,
 }
 
@@ -594,7 +596,7 @@ impl Drop for Capture {
         if self.echo {
             let mut err = std::io::stderr().lock();
             for line in self.lines(usize::MAX, |_| true) {
-                let _ = writeln!(err, "{line}");
+                say(&mut err, &line);
             }
         }
         if let Some(Log::Dir(d)) = &self.log {
@@ -613,7 +615,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     let (opts, meeting) = match options(a, lib, &LaunchEnv::from_process()) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("nccl-find smoke: {e}");
+            say(&mut std::io::stderr(), &format!("nccl-find smoke: {e}"));
             return ExitCode::from(2);
         }
     };
@@ -630,21 +632,21 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     let mut events = Vec::new();
     let mut out = std::io::stdout();
     if let (Some(m), false) = (&meeting, a.json) {
-        let _ = writeln!(out, "{who}note: {}", m.line());
+        say(&mut out, &format!("{who}note: {}", m.line()));
     }
     if let (Some(line), false) = (settings_line(&settings), a.json) {
-        let _ = writeln!(out, "{who}{line}");
+        say(&mut out, &format!("{who}{line}"));
     }
     if let Some(n) = capture.swept_note() {
         if !a.json {
-            let _ = writeln!(out, "{who}note: {n}");
+            say(&mut out, &format!("{who}note: {n}"));
         }
         events.push(Event::Note(n));
     }
     let mut header_done = false;
     let result = smoke::run(&opts, &mut |e: Event| {
         if !a.json {
-            let _ = writeln!(out, "{}", event_line(&who, &e, &mut header_done));
+            say(&mut out, &event_line(&who, &e, &mut header_done));
             let _ = out.flush();
         }
         events.push(e);
@@ -689,21 +691,43 @@ fn print_ending(
 ) {
     let mut err = std::io::stderr();
     if !warnings.is_empty() {
-        let _ = writeln!(err, "{who}NCCL's last warnings:");
+        say(&mut err, &format!("{who}NCCL's last warnings:"));
         for w in warnings {
-            let _ = writeln!(err, "{who}  {w}");
+            say(&mut err, &format!("{who}  {w}"));
         }
     }
     if let Some(v) = judged {
-        let _ = writeln!(std::io::stdout(), "{who}hardware: {}", v.line);
+        say(
+            &mut std::io::stdout(),
+            &format!("{who}hardware: {}", v.line),
+        );
         if let Some(line) = sockets_why(v, settings) {
-            let _ = writeln!(std::io::stdout(), "{who}hardware: {line}");
+            say(&mut std::io::stdout(), &format!("{who}hardware: {line}"));
         }
     }
-    let _ = writeln!(std::io::stdout(), "{who}{verdict}");
-    if code != 0 {
-        let _ = writeln!(err, "nccl-find smoke: {verdict}");
+    say(&mut std::io::stdout(), &format!("{who}{verdict}"));
+    // A failure is said on stderr too, where that is somewhere else (a
+    // launcher's log of errors); on a terminal, or with 2>&1, it is said once.
+    if code != 0 && !same_destination() {
+        say(&mut err, &format!("nccl-find smoke: {verdict}"));
     }
+}
+
+/// One line of the human report, made safe for a terminal (paths,
+/// variables, addresses and peers' text may hold anything).
+fn say(w: &mut impl Write, line: &str) {
+    let _ = writeln!(w, "{}", crate::style::terminal_safe(line));
+}
+
+/// Whether stdout and stderr are the same file (one terminal, or `2>&1`).
+fn same_destination() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let id = |fd: &str| {
+        std::fs::metadata(format!("/proc/self/fd/{fd}"))
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
+    };
+    matches!((id("1"), id("2")), (Some(a), Some(b)) if a == b)
 }
 
 /// Why NCCL chose sockets although an RDMA adapter is ACTIVE here, from
@@ -782,7 +806,7 @@ fn library(
             let p = &match std::path::absolute(p) {
                 Ok(abs) => abs,
                 Err(e) => {
-                    eprintln!("nccl-find smoke: --lib {}: {e}", p.display());
+                    say(&mut std::io::stderr(), &format!("nccl-find smoke: --lib {}: {e}", p.display()));
                     return Err(ExitCode::from(2));
                 }
             };
@@ -795,13 +819,13 @@ fn library(
                 Err(e) => Some(format!("cannot be read ({e})")),
             };
             if let Some(why) = why {
-                eprintln!("nccl-find smoke: --lib {}: {why}", p.display());
+                say(&mut std::io::stderr(), &format!("nccl-find smoke: --lib {}: {why}", p.display()));
                 return Err(ExitCode::from(2));
             }
             Ok(p.clone())
         }
         None => probed().map_err(|e| {
-            eprintln!("nccl-find smoke: no NCCL to load: {e}\nRun `nccl-find --print`, or pass --lib PATH.");
+            say(&mut std::io::stderr(), &format!("nccl-find smoke: no NCCL to load: {e}\nRun `nccl-find --print`, or pass --lib PATH."));
             ExitCode::from(1)
         }),
     }

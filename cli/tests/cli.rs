@@ -447,3 +447,85 @@ fn print_marks_an_install_a_build_script_refuses() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// Every flag of ours that the README and the docs use is in `--help`
+/// (the command's, `doctor`'s or `smoke`'s); the others named there are
+/// other programs' (cargo, pip, the launchers, the linker), listed here.
+#[test]
+fn every_flag_the_docs_use_is_in_help() {
+    const OTHERS: &[&str] = &[
+        "--allow-run-as-root",
+        "--bin",
+        "--check",
+        "--device",
+        "--disable-new-dtags",
+        "--distribution",
+        "--dry-run",
+        "--enable-new-dtags",
+        "--example",
+        "--features",
+        "--force-reinstall",
+        "--git",
+        "--gpus-per-task",
+        "--log-dir",
+        "--map-by",
+        "--master-addr",
+        "--master-port",
+        "--max-restarts",
+        "--mca",
+        "--mpi",
+        "--nnodes",
+        "--no-python",
+        "--node-rank",
+        "--nproc-per-node",
+        "--ntasks-per-node",
+        "--oversubscribe",
+        "--path",
+        "--rdzv-id",
+        "--standalone",
+        "--ulimit",
+        "--workspace",
+    ];
+    let help = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let helps = [
+        help(&["--help"]),
+        help(&["doctor", "--help"]),
+        help(&["smoke", "--help"]),
+    ]
+    .concat();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut pages = vec![repo.join("README.md"), repo.join("cli/README.md")];
+    for e in std::fs::read_dir(repo.join("docs")).unwrap().flatten() {
+        pages.push(e.path());
+    }
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (at, _) in text.match_indices("--") {
+            let flag: String = text[at + 2..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            if !flag.starts_with(|c: char| c.is_ascii_lowercase()) {
+                continue;
+            }
+            let flag = format!("--{flag}");
+            if OTHERS.contains(&flag.as_str()) {
+                continue;
+            }
+            let shown = helps
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .any(|w| w == flag);
+            assert!(
+                shown,
+                "{} uses {flag}, which no --help shows",
+                page.display()
+            );
+        }
+    }
+}

@@ -663,3 +663,116 @@ fn doctor_asks_the_newest_nccl_for_its_parameters() {
         .all(|x| x["name"] != "NCCL_PARAM_DUMP_ALL"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// nccl-find run on a real terminal (a pseudo-terminal `cols` columns
+/// wide) on a copy of the fixture tree at a path of fixed length, so that
+/// where lines break does not depend on where the repository lies; the
+/// copy's path is written `<ROOT>`. Returns what the terminal showed.
+fn on_terminal(tree: &str, args: &[&str], vars: &[(&str, &str)], cols: u16) -> String {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let root = PathBuf::from(format!(
+        "/tmp/ncclfind-term-{:010}-{cols}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir(&root).unwrap();
+    let cp = Command::new("cp")
+        .arg("-a")
+        .arg(fixtures().join(tree))
+        .arg(root.join("t"))
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let (mut master, mut slave) = (0, 0);
+    let ws = libc::winsize {
+        ws_row: 50,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors; the name is not asked for.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &ws,
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let at = usize::from(all.first().map(String::as_str) == Some("doctor"));
+    all.splice(
+        at..at,
+        ["--root".to_string(), root.join("t").display().to_string()],
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .args(&all)
+        .env_clear()
+        .envs(vars.iter().copied())
+        .env("TARGET", "x86_64-unknown-linux-gnu")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::from(slave))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut master = std::fs::File::from(master);
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        // EIO once the terminal's other side is closed: the end.
+        let _ = master.read_to_end(&mut bytes);
+        bytes
+    });
+    child.wait().unwrap();
+    let bytes = reader.join().unwrap();
+    let _ = std::fs::remove_dir_all(&root);
+    String::from_utf8_lossy(&bytes)
+        .replace("\r\n", "\n")
+        .replace(&root.join("t").display().to_string(), "<ROOT>")
+}
+
+/// On a terminal, --print and doctor fit its width: long lines break at
+/// spaces, continuation lines start at the line's text column, and a path
+/// longer than the line gets a line of its own, whole. Piped output (every
+/// other golden) is not wrapped.
+#[test]
+fn print_and_doctor_fit_a_terminal_of_80_and_120_columns() {
+    let troubled = golden_dir().join("facts-troubled.json");
+    let troubled = troubled.to_str().unwrap();
+    for cols in [80u16, 120] {
+        let print = on_terminal(
+            "gpu-image",
+            &["--print", "--target", "x86_64-unknown-linux-gnu"],
+            &[VENV],
+            cols,
+        );
+        let doctor = on_terminal(
+            "gpu-image",
+            &["doctor", "--host-facts", troubled],
+            &[VENV, ("NCCL_SOCKET_IFNAME", "eth9"), ("NCCL_FOO", "x")],
+            cols,
+        );
+        for (name, text) in [("print", &print), ("doctor", &doctor)] {
+            // Only a line of one word (after its label) that could not
+            // fit anywhere may pass the end: a long path, never cut.
+            for line in text.lines() {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let longest = words.iter().map(|w| w.chars().count()).max().unwrap_or(0);
+                assert!(
+                    line.chars().count() <= usize::from(cols)
+                        || (words.len() <= 2 && longest > usize::from(cols) / 2),
+                    "{name} at {cols}: {line:?}"
+                );
+            }
+            check(&format!("{name}-terminal-{cols}.txt"), text);
+        }
+        // Nothing is lost: the words are those of the piped output.
+        let (_, piped, _) = run("gpu-image", &["--print"], &[VENV]);
+        let words = |t: &str| t.split_whitespace().count();
+        assert_eq!(words(&print), words(&piped), "{cols}");
+    }
+}

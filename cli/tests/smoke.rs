@@ -666,6 +666,54 @@ fn text_from_a_fake_rank_0_is_escaped_and_kept_on_one_line() {
     }
 }
 
+/// With stdout and stderr one file (a terminal, or `2>&1`), a failure's
+/// verdict is said once; and local text (a setting's value) is escaped as
+/// peer text is.
+#[test]
+fn a_failed_verdict_is_said_once_to_one_file_and_local_text_is_escaped() {
+    use nccl_smoke::rendezvous::{decode_header, encode, Msg};
+    use std::io::Read;
+    let Some(lib) = wheel_lib() else { return };
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let init = format!("tcp://127.0.0.1:{}", l.local_addr().unwrap().port());
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("smoke-once-{}.log", std::process::id()));
+    let file = std::fs::File::create(&log).unwrap();
+    let mut k1 = without_launchers(&mut Command::new(env!("CARGO_BIN_EXE_nccl-find")))
+        .arg("smoke")
+        .args(rank_args(&lib, 1, 2, &init, &["--timeout", "20"]))
+        .env("NCCL_SOCKET_IFNAME", "eth\x1b[2J\u{202e}0")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(&encode(&Msg::Challenge { nonce: [1; 16] }))
+        .unwrap();
+    let mut h = [0u8; 10];
+    s.read_exact(&mut h).unwrap();
+    let (_, len) = decode_header(&h).unwrap();
+    s.read_exact(&mut vec![0u8; len]).unwrap();
+    s.write_all(&encode(&Msg::Refused {
+        reason: "no".into(),
+    }))
+    .unwrap();
+    assert_eq!(k1.wait().unwrap().code(), Some(1));
+    let out = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert_eq!(
+        out.matches("FAILED: rank 0 refused rank 1: no").count(),
+        1,
+        "{out}"
+    );
+    assert!(
+        out.contains("NCCL_SOCKET_IFNAME=eth\\u{1b}[2J\\u{202e}0"),
+        "{out}"
+    );
+    assert!(!out.contains(['\x1b', '\u{202e}']), "{out:?}");
+}
+
 /// Rank 0 of a file rendezvous, waiting for its peer, with its NCCL log
 /// directory under `dir/tmp`: its pid once the rendezvous file is there.
 fn waiting_rank0(lib: &Path, dir: &Path) -> Child {

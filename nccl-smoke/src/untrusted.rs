@@ -10,7 +10,7 @@ pub const MAX_PEER_TEXT: usize = 2000;
 /// Whether `c` must not reach a terminal as it is: C0 controls (line breaks
 /// and ESC included), DEL, C1 controls, the Unicode line and paragraph
 /// separators, and the bidi controls (which reorder what is shown).
-fn unsafe_char(c: char) -> bool {
+pub fn unsafe_char(c: char) -> bool {
     matches!(
         c,
         '\u{0}'..='\u{1f}'
