@@ -1044,8 +1044,11 @@ pub fn run(
             Ok(i) => i,
             Err(e) => {
                 eprintln!(
-                    "nccl-find: cannot read host facts from {}: {e}",
-                    p.display()
+                    "{}",
+                    crate::style::terminal_safe(&format!(
+                        "nccl-find: cannot read host facts from {}: {e}",
+                        p.display()
+                    ))
                 );
                 return ExitCode::from(2);
             }

@@ -275,7 +275,10 @@ fn configure(cli: &Cli, asked: &Asked) -> Result<(Config, Vec<Constraint>), Exit
     config.cargo_metadata(false);
     if let Some(t) = &cli.target {
         if let Err(e) = pkgflags::check_target(t) {
-            eprintln!("nccl-find: --target {t}: {e}");
+            eprintln!(
+                "{}",
+                crate::style::terminal_safe(&format!("nccl-find: --target {t}: {e}"))
+            );
             return Err(ExitCode::from(2));
         }
         config.target(t);
@@ -408,8 +411,11 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
 fn cmake_config(nccl: Option<&Nccl>, headline: Option<&str>, dir: &std::path::Path) -> ExitCode {
     let Some(n) = nccl else {
         eprintln!(
-            "nccl-find: {}\nRun `nccl-find --print` to see where it looked and what to do.",
-            headline.unwrap_or_default()
+            "{}",
+            crate::style::terminal_safe(&format!(
+                "nccl-find: {}\nRun `nccl-find --print` to see where it looked and what to do.",
+                headline.unwrap_or_default()
+            ))
         );
         return ExitCode::from(1);
     };
@@ -426,7 +432,10 @@ fn cmake_config(nccl: Option<&Nccl>, headline: Option<&str>, dir: &std::path::Pa
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("nccl-find: --cmake-config: {e}");
+            eprintln!(
+                "{}",
+                crate::style::terminal_safe(&format!("nccl-find: --cmake-config: {e}"))
+            );
             ExitCode::from(1)
         }
     }

@@ -19,8 +19,11 @@ use nccl_find::Nccl;
 pub fn loader_env(nccl: Option<&Nccl>, headline: Option<&str>) -> ExitCode {
     let Some(n) = nccl else {
         eprintln!(
-            "nccl-find: {}\nRun `nccl-find --print` to see where it looked and what to do.",
-            headline.unwrap_or_default()
+            "{}",
+            crate::style::terminal_safe(&format!(
+                "nccl-find: {}\nRun `nccl-find --print` to see where it looked and what to do.",
+                headline.unwrap_or_default()
+            ))
         );
         return ExitCode::from(1);
     };
@@ -28,10 +31,10 @@ pub fn loader_env(nccl: Option<&Nccl>, headline: Option<&str>) -> ExitCode {
         Ok(dir) => {
             let home = n.library_real.parent().unwrap_or(std::path::Path::new("/"));
             if let Some(why) = nccl_find::internal::rpath_risk(home) {
-                eprintln!(
+                eprintln!("{}", crate::style::terminal_safe(&format!(
                     "nccl-find: warning: the selected library's directory is no safe place to load from: \
                      {why}. Install NCCL in a directory of your own outside /tmp"
-                );
+                )));
             }
             use std::os::unix::ffi::OsStrExt;
             let old = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
@@ -43,7 +46,10 @@ pub fn loader_env(nccl: Option<&Nccl>, headline: Option<&str>) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(msg) => {
-            eprintln!("nccl-find: {msg}");
+            eprintln!(
+                "{}",
+                crate::style::terminal_safe(&format!("nccl-find: {msg}"))
+            );
             ExitCode::from(1)
         }
     }
@@ -103,11 +109,11 @@ fn safe_cache(uid: u32) -> Result<PathBuf, String> {
         match checked {
             Ok(()) => {
                 if !why_not.is_empty() {
-                    eprintln!(
+                    eprintln!("{}", crate::style::terminal_safe(&format!(
                         "nccl-find: note: {}, so another user could swap the library in: using {} instead",
                         why_not.join("; "),
                         cache.display()
-                    );
+                    )));
                 }
                 return Ok(cache);
             }
