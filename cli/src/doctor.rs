@@ -1005,8 +1005,8 @@ const HOST_FILE_MAX: u64 = 1 << 20;
 fn read_facts_file(path: &Path) -> Result<String, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    // O_NONBLOCK on Linux: the open of a FIFO returns at once.
-    const O_NONBLOCK: i32 = 0o4000;
+    // O_NONBLOCK: the open of a FIFO returns at once.
+    const O_NONBLOCK: i32 = libc::O_NONBLOCK;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(O_NONBLOCK)

@@ -10,45 +10,9 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// `O_NONBLOCK` and `O_NOFOLLOW` where their values are known. Elsewhere
-/// they are 0, and the checks by `lstat` before and `fstat` after the open
-/// (same device and inode, a regular file) still refuse links and FIFOs.
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "x86",
-        target_arch = "riscv64",
-        target_arch = "s390x",
-        target_arch = "loongarch64"
-    )
-))]
-const FLAGS: (i32, i32) = (0o4000, 0o400000);
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "powerpc64"
-    )
-))]
-const FLAGS: (i32, i32) = (0o4000, 0o100000);
-#[cfg(not(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "x86",
-        target_arch = "riscv64",
-        target_arch = "s390x",
-        target_arch = "loongarch64",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "powerpc64"
-    )
-)))]
-const FLAGS: (i32, i32) = (0, 0);
-const O_NONBLOCK: i32 = FLAGS.0;
-const O_NOFOLLOW: i32 = FLAGS.1;
+/// The open flags, from `libc` for the target.
+const O_NONBLOCK: i32 = libc::O_NONBLOCK;
+const O_NOFOLLOW: i32 = libc::O_NOFOLLOW;
 
 /// Which file: device and inode, to tell ours from one put in its place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -63,6 +63,13 @@ pub(super) fn rendezvous_max(world: usize) -> u64 {
 
 /// A file next to the rendezvous file, named for the run:
 /// `<path>.<run>.<what>.<rank>`. The run's nonce makes it unguessable.
+/// The most bytes [`side`] adds to the rendezvous file's name:
+/// `.<run>.new-<nonce>.<rank>`, a rank of up to 20 digits.
+pub(super) const SIDE_SUFFIX_MAX: usize = 1 + 32 + 1 + 4 + 32 + 1 + 20;
+
+/// The longest file name Linux filesystems take (`NAME_MAX`).
+pub(super) const NAME_MAX: usize = 255;
+
 pub(super) fn side(path: &Path, run: &str, what: &str, rank: usize) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(format!(".{run}.{what}.{rank}"));

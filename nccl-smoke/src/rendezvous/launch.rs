@@ -61,9 +61,15 @@ impl LaunchEnv {
     pub fn number(&self, name: &str) -> Result<Option<usize>, String> {
         match self.get(name)? {
             None => Ok(None),
-            Some(v) if !v.is_empty() && v.len() <= 19 && v.bytes().all(|b| b.is_ascii_digit()) => {
-                Ok(Some(v.parse().map_err(|_| not_number(name, v))?))
-            }
+            // Digits only; a number too large for this machine is named so.
+            Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => match v.parse() {
+                Ok(n) => Ok(Some(n)),
+                Err(_) => Err(format!(
+                    "{name}=\"{}\" is too large (at most {})",
+                    crate::untrusted::shown(v, 40),
+                    usize::MAX
+                )),
+            },
             Some(v) => Err(not_number(name, v)),
         }
     }
@@ -226,7 +232,7 @@ mod tests {
         assert_eq!(env.number("C"), Err("C=\"1x\" is not a number".into()));
         assert_eq!(
             env.number("D"),
-            Err("D=\"99999999999999999999\" is not a number".into())
+            Err("D=\"99999999999999999999\" is too large (at most 18446744073709551615)".into())
         );
         assert_eq!(env.number("E"), Ok(None));
         let bad = LaunchEnv {

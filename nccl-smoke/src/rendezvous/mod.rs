@@ -6,7 +6,7 @@
 //! peer that sends garbage is refused, never trusted; every wait has a
 //! deadline, and what times out names the ranks that never came.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,6 +61,13 @@ impl Init {
             let port: u16 = port
                 .parse()
                 .map_err(|_| format!("{s:?}: {port:?} is not a port number"))?;
+            // Port 0 would make rank 0 listen on a port of the kernel's
+            // choosing, which no peer could know.
+            if port == 0 {
+                return Err(format!(
+                    "{s:?}: name a port every rank can reach, as in tcp://HOST:29500 (port 0 is one the kernel picks, which no peer could know)"
+                ));
+            }
             let host = host.trim_start_matches('[').trim_end_matches(']');
             if host.is_empty() {
                 return Err(format!("{s:?} has no host: write tcp://HOST:PORT"));
@@ -73,6 +80,17 @@ impl Init {
             if !rest.starts_with('/') {
                 return Err(format!(
                     "{s:?}: the file must be an absolute path, as in file:///shared/smoke"
+                ));
+            }
+            // The side files beside it get longer names: say so now, not
+            // as a failed write at the deadline.
+            let name = Path::new(rest).file_name().map_or(0, |n| n.len());
+            let most = file::NAME_MAX - file::SIDE_SUFFIX_MAX;
+            if name > most {
+                return Err(format!(
+                    "{s:?}: the file's name is {name} bytes long; name one of at most {most} bytes (the rendezvous writes files beside it whose names add up to {} bytes, and a name may have {})",
+                    file::SIDE_SUFFIX_MAX,
+                    file::NAME_MAX
                 ));
             }
             Ok(Init::File {
@@ -554,6 +572,17 @@ mod tests {
         assert!(Init::parse("tcp://host")
             .unwrap_err()
             .contains("has no port"));
+        assert_eq!(
+            Init::parse("tcp://10.0.0.1:0").unwrap_err(),
+            "\"tcp://10.0.0.1:0\": name a port every rank can reach, as in tcp://HOST:29500 (port 0 is one the kernel picks, which no peer could know)"
+        );
+        let long = format!("file:///shared/{}", "r".repeat(165));
+        assert_eq!(
+            Init::parse(&long).unwrap_err(),
+            format!("{long:?}: the file's name is 165 bytes long; name one of at most 164 bytes (the rendezvous writes files beside it whose names add up to 91 bytes, and a name may have 255)")
+        );
+        let fits = format!("file:///shared/{}", "r".repeat(164));
+        assert!(Init::parse(&fits).is_ok());
         assert!(Init::parse("file://relative")
             .unwrap_err()
             .contains("absolute path"));
