@@ -75,12 +75,26 @@ fn scratch(ws: &Path, readme: &str) {
     assert!(deps.contains("[build-dependencies]"), "{deps}");
     let sys_build = block(readme, "rust", "probe_or_exit");
     let bin_build = block(readme, "rust", "emit_rpath_from_dep");
+    // Before the first release the README names a clone beside the user's
+    // crates (`path = "../nccl-find"`): this repository is that clone.
+    // After it, a registry version, patched to this repository.
+    let patch = match deps.contains("path = \"../nccl-find\"") {
+        true => {
+            let clone = ws.join("nccl-find");
+            let _ = std::fs::remove_file(&clone);
+            std::fs::create_dir_all(ws).unwrap();
+            std::os::unix::fs::symlink(repo(), &clone).unwrap();
+            String::new()
+        }
+        false => format!(
+            "\n[patch.crates-io]\nnccl-find = {{ path = \"{}\" }}\n",
+            repo().display()
+        ),
+    };
     write(
         &ws.join("Cargo.toml"),
         &format!(
-            "[workspace]\nmembers = [\"my-nccl-sys\", \"app\"]\nresolver = \"2\"\n\n\
-             [patch.crates-io]\nnccl-find = {{ path = \"{}\" }}\n",
-            repo().display()
+            "[workspace]\nmembers = [\"my-nccl-sys\", \"app\"]\nexclude = [\"nccl-find\"]\nresolver = \"2\"\n{patch}"
         ),
     );
     write(
