@@ -483,6 +483,7 @@ fn every_flag_the_docs_use_is_in_help() {
         "--path",
         "--rdzv-id",
         "--standalone",
+        "--test",
         "--ulimit",
         "--workspace",
     ];
