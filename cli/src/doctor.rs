@@ -767,33 +767,113 @@ fn env_from_json(v: &Value) -> Result<Vec<(String, String)>, String> {
     Ok(env)
 }
 
-/// Every check, in the order the areas are printed.
+/// What every check may read: the host's facts and settings, the probe's
+/// result, the Python environment, and the names the NCCL that runs reads.
+struct Seen<'a> {
+    inputs: &'a Inputs,
+    result: &'a Result<Nccl, nccl_find::Error>,
+    py: Option<&'a PythonReport>,
+    names: Option<&'a Names>,
+}
+
+impl Seen<'_> {
+    fn nccl(&self) -> Option<&Nccl> {
+        self.result.as_ref().ok()
+    }
+}
+
+/// One of doctor's checks: a row of [`CHECKS`].
+struct Check {
+    /// A short name, unique.
+    id: &'static str,
+    /// What it reads, in words.
+    reads: &'static str,
+    /// What it can conclude, in words.
+    concludes: &'static str,
+    /// Adds its findings.
+    run: fn(&mut Findings, &Seen),
+}
+
+/// Every check, in the order the areas are printed. Adding a check is one
+/// function and one row here (ARCHITECTURE.md, "How to add a doctor check").
+const CHECKS: &[Check] = &[
+    Check {
+        id: "nccl",
+        reads: "the probe's result: every install, the loader's pick",
+        concludes: "the install found, conflicting installs, the loader loading another version",
+        run: |f, s| check_nccl(f, s.result),
+    },
+    Check {
+        id: "python",
+        reads: "the Python environment in use and its packages",
+        concludes: "which libnccl.so.2 each package will map, and an undefined symbol it will hit",
+        run: |f, s| {
+            if let Some(py) = s.py {
+                check_python(f, py);
+            }
+        },
+    },
+    Check {
+        id: "driver",
+        reads: "libcuda's driver version and GPU count, the CUDA version NCCL was built for",
+        concludes: "a driver too old for the NCCL found, no GPU",
+        run: |f, s| check_driver(f, &s.inputs.facts, s.nccl()),
+    },
+    Check {
+        id: "variables",
+        reads: "NCCL_* in the environment and NCCL's configuration files; the library's names and parameters",
+        concludes: "what each setting does, misspellings, values NCCL rejects, values an env plugin set",
+        run: |f, s| check_env(f, s.inputs, s.names),
+    },
+    Check {
+        id: "network",
+        reads: "the interfaces, their addresses and routes; NCCL_SOCKET_IFNAME; the NCCL version's rule",
+        concludes: "the interface NCCL will pick, a NCCL_SOCKET_IFNAME that matches nothing",
+        run: |f, s| {
+            let version = s.nccl().map(|n| {
+                let v = &n.library_version;
+                (v.major, v.minor, v.patch)
+            });
+            network::check(f, &s.inputs.facts.interfaces, &s.inputs.env(), version);
+        },
+    },
+    Check {
+        id: "rdma",
+        reads: "RDMA adapters, ports, GIDs, device nodes, locked memory, plugins of every family",
+        concludes: "what keeps NCCL off the fabric, the plugins NCCL will load",
+        run: |f, s| rdma::check(f, &s.inputs.facts, &s.inputs.env(), s.names),
+    },
+    Check {
+        id: "shm",
+        reads: "the size of /dev/shm",
+        concludes: "a /dev/shm too small for NCCL's shared-memory transport",
+        run: |f, s| check_shm(f, &s.inputs.facts),
+    },
+    Check {
+        id: "mpi",
+        reads: "mpirun and mpiexec on PATH",
+        concludes: "whether MPI-launched jobs can start",
+        run: |f, s| check_mpi(f, &s.inputs.facts),
+    },
+];
+
+/// Every check of [`CHECKS`], in order.
 fn findings(
     inputs: &Inputs,
     result: &Result<Nccl, nccl_find::Error>,
     py: Option<&PythonReport>,
     names: Option<&Names>,
 ) -> Findings {
-    let facts = &inputs.facts;
+    let seen = Seen {
+        inputs,
+        result,
+        py,
+        names,
+    };
     let mut f = Findings::default();
-    check_nccl(&mut f, result);
-    if let Some(py) = py {
-        check_python(&mut f, py);
+    for c in CHECKS {
+        (c.run)(&mut f, &seen);
     }
-    check_driver(&mut f, facts, result.as_ref().ok());
-    check_env(&mut f, inputs, names);
-    let version = result.as_ref().ok().map(|n| {
-        (
-            n.library_version.major,
-            n.library_version.minor,
-            n.library_version.patch,
-        )
-    });
-    let env = inputs.env();
-    network::check(&mut f, &facts.interfaces, &env, version);
-    rdma::check(&mut f, facts, &env, names);
-    check_shm(&mut f, facts);
-    check_mpi(&mut f, facts);
     f
 }
 
@@ -969,6 +1049,9 @@ fn to_json(
         "facts": facts.to_json(),
         "python": py.map(PythonReport::to_json),
         "nccl_parameters": names.map(Names::to_json),
+        "checks": CHECKS.iter().map(|c| json!({
+            "id": c.id, "reads": c.reads, "concludes": c.concludes,
+        })).collect::<Vec<_>>(),
     });
     serde_json::to_string_pretty(&out).expect("JSON from plain values")
 }
@@ -1221,5 +1304,25 @@ mod tests {
             rows(&f)[1].2,
             "NCCL 2.32.3 could not be asked for its parameters (loading it failed (exit status: 1)): names were checked against the NCCL_* strings in its library and nccl-find's own list"
         );
+    }
+
+    #[test]
+    fn each_check_has_a_unique_id_and_says_what_it_reads_and_concludes() {
+        let mut ids: Vec<&str> = CHECKS.iter().map(|c| c.id).collect();
+        assert!(CHECKS
+            .iter()
+            .all(|c| !c.reads.is_empty() && !c.concludes.is_empty()));
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), CHECKS.len());
+        // docs/doctor.md lists every check by its id.
+        let doc = include_str!("../../docs/doctor.md");
+        for c in CHECKS {
+            assert!(
+                doc.contains(&format!("| `{}` |", c.id)),
+                "docs/doctor.md lacks the check {}",
+                c.id
+            );
+        }
     }
 }
