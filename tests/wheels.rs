@@ -129,6 +129,18 @@ fn place(src: &Path, dst: &Path) {
     assert!(cp("-al") || cp("-a"), "cannot copy {}", src.display());
 }
 
+impl Root {
+    /// The venv's site-packages emptied but for `nvidia/nccl` of the wheel
+    /// `site`, for putting CUDA header wheels beside it one by one.
+    fn nccl_only(&self, site: &Path) -> PathBuf {
+        let sp = self.0.join("venv/lib/python3.11/site-packages");
+        std::fs::remove_dir_all(&sp).unwrap();
+        std::fs::create_dir_all(sp.join("nvidia")).unwrap();
+        place(&site.join("nvidia/nccl"), &sp.join("nvidia/nccl"));
+        sp
+    }
+}
+
 impl Drop for Root {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -267,13 +279,18 @@ fn the_environment_a_program_is_installed_in() {
     let wheels = all_wheels(&dir);
     let w = &wheels[newest(&wheels, "nvidia-nccl-cu12").unwrap()];
     let root = Root::new("installed-in", &dir.join(&w.dist));
-    let n = Config::new()
-        .root(&root.0)
-        .target("x86_64-unknown-linux-gnu")
-        .env_vars(Vec::<(String, String)>::new())
-        .python_prefix("/venv")
-        .probe()
-        .unwrap_or_else(|e| panic!("{e}"));
+    // No variable at all: only the prefix, where it is given, leads there.
+    let probe = |prefix: Option<&str>| {
+        let mut c = Config::new();
+        c.root(&root.0)
+            .target("x86_64-unknown-linux-gnu")
+            .env_vars(Vec::<(String, String)>::new());
+        if let Some(p) = prefix {
+            c.python_prefix(p);
+        }
+        c.probe()
+    };
+    let n = probe(Some("/venv")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(n.origin.source, SourceKind::Pip);
     assert_eq!(n.version.to_string(), w.version);
     assert_eq!(
@@ -283,13 +300,8 @@ fn the_environment_a_program_is_installed_in() {
             w.dist_version
         )
     );
-    // Without it, nothing is found: no variable led there.
-    let none = Config::new()
-        .root(&root.0)
-        .target("x86_64-unknown-linux-gnu")
-        .env_vars(Vec::<(String, String)>::new())
-        .probe();
-    assert!(none.is_err());
+    // Without it, nothing is found.
+    assert!(probe(None).is_err());
 }
 
 /// The README's "No NCCL yet?" path: a virtualenv holding the newest cu12
@@ -399,16 +411,13 @@ fn cuda_headers_beside_a_wheel_say_which_wheel_is_missing() {
     let Some(dir) = wheels_dir() else { return };
     let root = Root::new("cudainc", &dir.join(WHEELS[1].0));
     // Put the CUDA wheels beside nvidia/nccl in a site-packages of our own.
-    let sp = root.0.join("venv/lib/python3.11/site-packages");
-    std::fs::remove_dir_all(&sp).unwrap();
-    std::fs::create_dir_all(sp.join("nvidia")).unwrap();
+    let sp = root.nccl_only(&dir.join(WHEELS[1].0));
     let link = |dist: &str, d: &str| {
         place(
             &dir.join(dist).join("nvidia").join(d),
             &sp.join("nvidia").join(d),
         )
     };
-    link(WHEELS[1].0, "nccl");
     let probe = || cuda_include_dirs(&root);
     let err = probe().unwrap_err();
     assert!(err.starts_with("no cuda_runtime.h (looked in "), "{err}");
@@ -481,13 +490,8 @@ fn the_device_api_parts_of_the_newest_wheel() {
 fn cuda_13_headers_beside_a_cu13_wheel() {
     let Some(dir) = wheels_dir() else { return };
     let root = Root::new("cuda13inc", &dir.join(WHEELS[2].0));
-    let sp = root.0.join("venv/lib/python3.11/site-packages");
-    std::fs::remove_dir_all(&sp).unwrap();
+    let sp = root.nccl_only(&dir.join(WHEELS[2].0));
     std::fs::create_dir_all(sp.join("nvidia/cu13")).unwrap();
-    place(
-        &dir.join(WHEELS[2].0).join("nvidia/nccl"),
-        &sp.join("nvidia/nccl"),
-    );
     let probe = || cuda_include_dirs(&root);
     let err = probe().unwrap_err();
     assert!(err.starts_with("no cuda_runtime.h (looked in "), "{err}");

@@ -509,8 +509,9 @@ fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
             f.add(Area::Variables, Level::Note, format!("{set} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
             continue;
         }
-        let param = names.and_then(|n| n.param(k));
-        if let (Some(n), Some(p)) = (names, param) {
+        // The parameter as NCCL listed it, with the library that listed it.
+        let param = names.and_then(|n| n.param(k).map(|p| (n, p)));
+        if let Some((n, p)) = param {
             if p.set_by == "Default" && k != params::DUMP_ALL {
                 f.add(
                     Area::Variables,
@@ -526,20 +527,18 @@ fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
             }
         }
         // What NCCL will use, where it said and it is not the default.
-        let uses = match (names, param) {
-            (Some(_), Some(p)) if p.value == p.default => String::new(),
-            (Some(_), Some(p)) if p.value.eq_ignore_ascii_case(v) => {
+        let uses = match param {
+            Some((_, p)) if p.value == p.default => String::new(),
+            Some((_, p)) if p.value.eq_ignore_ascii_case(v) => {
                 format!("; default: {}", default_of(p))
             }
-            (Some(n), Some(p)) => {
-                format!(
-                    "; NCCL {} reads {}, default: {}",
-                    n.version,
-                    p.value,
-                    default_of(p)
-                )
-            }
-            _ => String::new(),
+            Some((n, p)) => format!(
+                "; NCCL {} reads {}, default: {}",
+                n.version,
+                p.value,
+                default_of(p)
+            ),
+            None => String::new(),
         };
         match KNOBS.iter().find(|(n, _)| n == k) {
             Some((_, what)) => f.add(Area::Variables, Level::Note, format!("{set} ({what}{uses})"), None),
@@ -1086,29 +1085,17 @@ const HOST_FILE_MAX: u64 = 1 << 20;
 /// without blocking (a FIFO is refused, never waited on), read up to
 /// [`HOST_FILE_MAX`] bytes.
 fn read_facts_file(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    // O_NONBLOCK: the open of a FIFO returns at once.
-    const O_NONBLOCK: i32 = libc::O_NONBLOCK;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(O_NONBLOCK)
-        .open(path)
-        .map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("it is not a regular file; give the path of a JSON file".into());
-    }
-    let mut bytes = Vec::new();
-    file.take(HOST_FILE_MAX + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > HOST_FILE_MAX {
-        return Err(format!(
+    use std::io::ErrorKind;
+    // The library's bounded read: a regular file only (checked before and
+    // after the open, which does not block), at most the bound.
+    let bytes = nccl_find::internal::read_bounded(path, HOST_FILE_MAX).map_err(|e| match e.kind() {
+        ErrorKind::InvalidInput => "it is not a regular file; give the path of a JSON file".to_string(),
+        ErrorKind::InvalidData => format!(
             "it is larger than {HOST_FILE_MAX} bytes, which no facts file is; give a JSON file of host facts \
              (the \"facts\" object `doctor --json` prints)"
-        ));
-    }
+        ),
+        _ => e.to_string(),
+    })?;
     String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text; give a JSON file".into())
 }
 
@@ -1126,13 +1113,10 @@ pub fn run(
         Some(p) => match Inputs::from_file(p, root) {
             Ok(i) => i,
             Err(e) => {
-                eprintln!(
-                    "{}",
-                    crate::style::terminal_safe(&format!(
-                        "nccl-find: cannot read host facts from {}: {e}",
-                        p.display()
-                    ))
-                );
+                crate::style::complain(&format!(
+                    "cannot read host facts from {}: {e}",
+                    p.display()
+                ));
                 return ExitCode::from(2);
             }
         },

@@ -214,7 +214,7 @@ impl Asked {
     /// Says `msg` on stderr, unless pkg-config's rules keep quiet.
     fn say(&self, msg: &str) {
         if !self.quiet {
-            eprintln!("nccl-find: {}", style::terminal_safe(msg));
+            style::complain(msg);
         }
     }
 }
@@ -275,10 +275,7 @@ fn configure(cli: &Cli, asked: &Asked) -> Result<(Config, Vec<Constraint>), Exit
     config.cargo_metadata(false);
     if let Some(t) = &cli.target {
         if let Err(e) = pkgflags::check_target(t) {
-            eprintln!(
-                "{}",
-                crate::style::terminal_safe(&format!("nccl-find: --target {t}: {e}"))
-            );
+            style::complain(&format!("--target {t}: {e}"));
             return Err(ExitCode::from(2));
         }
         config.target(t);
@@ -333,7 +330,7 @@ fn versions(cli: &Cli, asked: &Asked, config: &mut Config) -> Result<Vec<Constra
         }
         Err(e) => {
             // A usage error: said even where pkg-config's rules are quiet.
-            eprintln!("nccl-find: {}", style::terminal_safe(&e.to_string()));
+            style::complain(&e.to_string());
             return Err(ExitCode::from(2));
         }
     };
@@ -401,7 +398,7 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
         let text = nccl_find::internal::report(report, error, &directives);
         print!("{}", style::human(&text, cli.color));
         if let Some(h) = &headline {
-            eprintln!("nccl-find: {}", style::terminal_safe(h));
+            style::complain(h);
         }
     }
     exit_status(error)
@@ -410,13 +407,7 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
 /// `--cmake-config DIR`: writes the package, and says how CMake finds it.
 fn cmake_config(nccl: Option<&Nccl>, headline: Option<&str>, dir: &std::path::Path) -> ExitCode {
     let Some(n) = nccl else {
-        eprintln!(
-            "{}",
-            crate::style::terminal_safe(&format!(
-                "nccl-find: {}\nRun `nccl-find --print` to see where it looked and what to do.",
-                headline.unwrap_or_default()
-            ))
-        );
+        style::complain(&style::not_found(headline));
         return ExitCode::from(1);
     };
     match cmake::write(n, dir) {
@@ -432,10 +423,7 @@ fn cmake_config(nccl: Option<&Nccl>, headline: Option<&str>, dir: &std::path::Pa
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!(
-                "{}",
-                crate::style::terminal_safe(&format!("nccl-find: --cmake-config: {e}"))
-            );
+            style::complain(&format!("--cmake-config: {e}"));
             ExitCode::from(1)
         }
     }
@@ -474,13 +462,10 @@ fn print_value(
     headline: Option<&str>,
 ) -> ExitCode {
     let Some(n) = nccl else {
-        let headline = headline.unwrap_or_default();
         if cli.short_errors {
-            asked.say(headline);
+            asked.say(headline.unwrap_or_default());
         } else {
-            asked.say(&format!(
-                "{headline}\nRun `nccl-find --print` to see where it looked and what to do."
-            ));
+            asked.say(&style::not_found(headline));
         }
         return exit_status(error);
     };

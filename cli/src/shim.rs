@@ -18,23 +18,17 @@ use nccl_find::Nccl;
 /// Prints `LD_LIBRARY_PATH=...` and `export LD_LIBRARY_PATH`, or says why not.
 pub fn loader_env(nccl: Option<&Nccl>, headline: Option<&str>) -> ExitCode {
     let Some(n) = nccl else {
-        eprintln!(
-            "{}",
-            crate::style::terminal_safe(&format!(
-                "nccl-find: {}\nRun `nccl-find --print` to see where it looked and what to do.",
-                headline.unwrap_or_default()
-            ))
-        );
+        crate::style::complain(&crate::style::not_found(headline));
         return ExitCode::from(1);
     };
     match make(n) {
         Ok(dir) => {
             let home = n.library_real.parent().unwrap_or(std::path::Path::new("/"));
             if let Some(why) = nccl_find::internal::rpath_risk(home) {
-                eprintln!("{}", crate::style::terminal_safe(&format!(
-                    "nccl-find: warning: the selected library's directory is no safe place to load from: \
+                crate::style::complain(&format!(
+                    "warning: the selected library's directory is no safe place to load from: \
                      {why}. Install NCCL in a directory of your own outside /tmp"
-                )));
+                ));
             }
             use std::os::unix::ffi::OsStrExt;
             let old = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
@@ -46,10 +40,7 @@ pub fn loader_env(nccl: Option<&Nccl>, headline: Option<&str>) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(msg) => {
-            eprintln!(
-                "{}",
-                crate::style::terminal_safe(&format!("nccl-find: {msg}"))
-            );
+            crate::style::complain(&msg);
             ExitCode::from(1)
         }
     }
@@ -109,11 +100,11 @@ fn safe_cache(uid: u32) -> Result<PathBuf, String> {
         match checked {
             Ok(()) => {
                 if !why_not.is_empty() {
-                    eprintln!("{}", crate::style::terminal_safe(&format!(
-                        "nccl-find: note: {}, so another user could swap the library in: using {} instead",
+                    crate::style::complain(&format!(
+                        "note: {}, so another user could swap the library in: using {} instead",
                         why_not.join("; "),
                         cache.display()
-                    )));
+                    ));
                 }
                 return Ok(cache);
             }

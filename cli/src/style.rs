@@ -109,6 +109,20 @@ pub fn terminal_safe(text: &str) -> String {
     out
 }
 
+/// Says `text` on stderr after `nccl-find: `, [`terminal_safe`].
+pub fn complain(text: &str) {
+    eprintln!("nccl-find: {}", terminal_safe(text));
+}
+
+/// What a command that needs an install says when the probe found none:
+/// its headline, and where to look next.
+pub fn not_found(headline: Option<&str>) -> String {
+    format!(
+        "{}\nRun `nccl-find --print` to see where it looked and what to do.",
+        headline.unwrap_or_default()
+    )
+}
+
 /// The columns of the terminal stdout is, or `None` where it is none.
 pub fn terminal_width() -> Option<usize> {
     if !std::io::stdout().is_terminal() {

@@ -11,6 +11,8 @@
 //! `NCCL_FIND_REQUIRE_TOOLS` is set (scripts/test sets it): then a missing
 //! tool fails the test.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -390,14 +392,7 @@ fn meson_dependency_refuses_a_version_too_old() {
 /// A venv whose site-packages holds the real NCCL wheel and the CUDA header
 /// wheels `nccl.h` needs; None (skipped) without the wheel cache.
 fn wheel_venv(dir: &Path) -> Option<PathBuf> {
-    let Some(w) = std::env::var_os("NCCL_FIND_WHEELS").map(PathBuf::from) else {
-        assert!(
-            std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-            "NCCL_FIND_WHEELS is unset; run scripts/test"
-        );
-        eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
-        return None;
-    };
+    let w = common::wheels()?;
     let venv = dir.join("venv");
     let nv = venv.join("lib/python3.11/site-packages/nvidia");
     std::fs::create_dir_all(&nv).unwrap();

@@ -1,5 +1,7 @@
 //! The `nccl-find` command against fixture trees, with a fixed environment.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -129,14 +131,7 @@ fn requirement_flag() {
 /// real wheel (with the CUDA header wheels beside it), which then runs.
 #[test]
 fn cflags_and_libs_build_a_c_program_against_a_real_wheel() {
-    let Some(w) = std::env::var_os("NCCL_FIND_WHEELS").map(PathBuf::from) else {
-        assert!(
-            std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-            "NCCL_FIND_WHEELS is unset; run scripts/test"
-        );
-        eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
-        return;
-    };
+    let Some(w) = common::wheels() else { return };
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("nccl-find-cli-cc-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&venv);
@@ -300,12 +295,7 @@ fn first_run_on_a_bare_machine() {
 /// `nccl-find --print` through `VIRTUAL_ENV`.
 #[test]
 fn newcomer_print_selects_the_newest_cu12_wheel() {
-    let Some(wheels) = std::env::var_os("NCCL_FIND_WHEELS").map(PathBuf::from) else {
-        assert!(
-            std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-            "NCCL_FIND_WHEELS is unset; run scripts/test"
-        );
-        eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
+    let Some(wheels) = common::wheels() else {
         return;
     };
     // The newest cu12 release in the cache, by version.

@@ -4,6 +4,8 @@
 //! host's facts (`--host-facts`). The fixtures' absolute location is written
 //! as `<FIXTURES>`. `UPDATE_GOLDEN=1 cargo test` rewrites the files.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -518,15 +520,7 @@ fn doctor_reads_nccls_configuration_files() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).replace(&root.display().to_string(), "<ROOT>");
-    let area = |name: &str| -> String {
-        text.split(&format!("\n{name}:\n"))
-            .nth(1)
-            .unwrap_or_else(|| panic!("no {name} area in:\n{text}"))
-            .split("\n\n")
-            .next()
-            .unwrap()
-            .to_string()
-    };
+    let area = |name: &str| area(&text, name);
     assert_eq!(
         area("NCCL variables"),
         "  note     NCCL_DEBUG=INFO (NCCL's log level: VERSION, WARN, INFO or TRACE)
@@ -542,47 +536,65 @@ fn doctor_reads_nccls_configuration_files() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// The findings under one heading of doctor's text report.
+fn area(text: &str, name: &str) -> String {
+    text.split(&format!("\n{name}:\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {name} area in:\n{text}"))
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// `doctor` (`--json` too where asked) on the real NCCL at `nccl`, with
+/// `env` as the facts file's environment and `home` as `HOME`.
+fn doctor_on(
+    nccl: &Path,
+    env: serde_json::Value,
+    home: Option<&Path>,
+    json: bool,
+) -> std::process::Output {
+    // One file a call: tests run at once.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("facts-env-{}-{n}.json", std::process::id()));
+    std::fs::write(&file, serde_json::json!({ "env": env }).to_string()).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
+    cmd.args(["doctor", "--host-facts"])
+        .arg(&file)
+        .args(json.then_some("--json"))
+        .env_clear()
+        .env("NCCL_HOME", nccl);
+    if let Some(h) = home {
+        cmd.env("HOME", h);
+    }
+    let out = cmd.output().unwrap();
+    std::fs::remove_file(&file).unwrap();
+    out
+}
+
 /// The names the NCCL that runs reads come from its library (its `NCCL_*`
 /// strings): a setting it holds is named so, one it does not is a likely
 /// misspelling, with the nearest name it holds.
 #[test]
 fn doctor_checks_settings_against_the_library_that_runs() {
-    let Some(w) = std::env::var_os("NCCL_FIND_WHEELS") else {
-        assert!(std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none());
-        eprintln!("skipped: NCCL_FIND_WHEELS is unset");
-        return;
-    };
-    let home = Path::new(&w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl");
-    let facts = serde_json::json!({
-        "env": {"NCCL_SOCKET_IFNAM": "eth0", "NCCL_NET_GDR_READ": "1", "NCCL_DEBUG": "WARN"},
-    });
-    let file = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("facts-names-{}.json", std::process::id()));
-    std::fs::write(&file, facts.to_string()).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
-        .args(["doctor", "--host-facts"])
-        .arg(&file)
-        .env_clear()
-        .env("NCCL_HOME", &home)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let area = text
-        .split("\nNCCL variables:\n")
-        .nth(1)
-        .unwrap()
-        .split("\n\n")
-        .next()
-        .unwrap();
+    let Some(w) = common::wheels() else { return };
+    let out = doctor_on(
+        &w.join("nvidia_nccl_cu12-2.21.5/nvidia/nccl"),
+        serde_json::json!({"NCCL_SOCKET_IFNAM": "eth0", "NCCL_NET_GDR_READ": "1", "NCCL_DEBUG": "WARN"}),
+        None,
+        false,
+    );
     assert_eq!(
-        area,
+        area(&String::from_utf8_lossy(&out.stdout), "NCCL variables"),
         "  note     NCCL_DEBUG=WARN (NCCL's log level: VERSION, WARN, INFO or TRACE)
   note     NCCL_NET_GDR_READ=1 (a setting NCCL 2.21.5 reads)
   note     NCCL_SOCKET_IFNAM=eth0: NCCL 2.21.5's library holds no such name, so NCCL ignores it (a plugin may read it)
            fix: did you mean NCCL_SOCKET_IFNAME?
   note     NCCL 2.21.5 cannot list its parameters (that came in 2.30.3): names were checked against the NCCL_* strings in its library and nccl-find's own list"
     );
-    let _ = std::fs::remove_file(&file);
 }
 
 /// NCCL 2.30.3 and newer list their parameters: doctor asks the newest
@@ -592,43 +604,18 @@ fn doctor_checks_settings_against_the_library_that_runs() {
 /// the default says the default; the names it lists count as known.
 #[test]
 fn doctor_asks_the_newest_nccl_for_its_parameters() {
-    let Some(w) = std::env::var_os("NCCL_FIND_WHEELS") else {
-        assert!(std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none());
-        eprintln!("skipped: NCCL_FIND_WHEELS is unset");
-        return;
-    };
-    let nccl = Path::new(&w).join("nvidia_nccl_cu12-2.32.3/nvidia/nccl");
+    let Some(w) = common::wheels() else { return };
+    let nccl = w.join("nvidia_nccl_cu12-2.32.3/nvidia/nccl");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("params-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(".nccl.conf"), "NCCL_SET_THREAD_NAME=1\n").unwrap();
-    let facts = serde_json::json!({
-        "env": {"NCCL_DEBUG": "warnx", "NCCL_DEBUG_SUBSYS": "INIT,ENV", "NCCL_SOCKET_IFNAM": "eth0"},
-    });
-    let file = dir.join("facts.json");
-    std::fs::write(&file, facts.to_string()).unwrap();
-    let doctor = |json: bool| {
-        Command::new(env!("CARGO_BIN_EXE_nccl-find"))
-            .args(["doctor", "--host-facts"])
-            .arg(&file)
-            .args(json.then_some("--json"))
-            .env_clear()
-            .env("NCCL_HOME", &nccl)
-            .env("HOME", &dir)
-            .output()
-            .unwrap()
-    };
+    let env = serde_json::json!({"NCCL_DEBUG": "warnx", "NCCL_DEBUG_SUBSYS": "INIT,ENV", "NCCL_SOCKET_IFNAM": "eth0"});
+    let doctor = |json: bool| doctor_on(&nccl, env.clone(), Some(&dir), json);
     let out = doctor(false);
     let text = String::from_utf8_lossy(&out.stdout).replace(&dir.display().to_string(), "<HOME>");
-    let area = text
-        .split("\nNCCL variables:\n")
-        .nth(1)
-        .unwrap()
-        .split("\n\n")
-        .next()
-        .unwrap();
     assert_eq!(
-        area,
+        area(&text, "NCCL variables"),
         "  problem  NCCL_DEBUG=warnx: NCCL 2.32.3 ignores this value and uses its default (none)
            fix: NCCL_DEBUG takes one of VERSION, WARN, ATTN, INFO, ABORT, TRACE
   note     NCCL_DEBUG_SUBSYS=INIT,ENV (which subsystems NCCL logs; default: INIT,ENV,BOOTSTRAP)

@@ -24,20 +24,6 @@ fn venv(var: &str) -> Option<PathBuf> {
     }
 }
 
-fn wheels() -> Option<PathBuf> {
-    match std::env::var_os("NCCL_FIND_WHEELS") {
-        Some(w) => Some(PathBuf::from(w)),
-        None => {
-            assert!(
-                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-                "NCCL_FIND_WHEELS is unset; run scripts/test"
-            );
-            eprintln!("skipped: NCCL_FIND_WHEELS is unset");
-            None
-        }
-    }
-}
-
 /// Every variable that could point the probe or the loader elsewhere.
 const STEERING: &[&str] = &[
     "NCCL_HOME",
@@ -222,7 +208,7 @@ fn python_problem(json: &serde_json::Value) -> (String, String) {
 /// maps exactly that, and nothing is a problem (exit 0).
 #[test]
 fn an_older_nccl_on_ld_library_path_reaches_no_torch() {
-    let Some(w) = wheels() else { return };
+    let Some(w) = common::wheels() else { return };
     let older = w.join("nvidia_nccl_cu11-2.13.4/nvidia/nccl/lib");
     assert!(older.join("libnccl.so.2").is_file());
     for var in ["NCCL_FIND_TORCH_PYTHON", "NCCL_FIND_TORCH_PYTHON_OLD"] {
@@ -243,7 +229,7 @@ fn an_older_nccl_on_ld_library_path_reaches_no_torch() {
 /// exactly that `undefined symbol`.
 #[test]
 fn a_torch_whose_own_nccl_is_too_old_fails_as_doctor_says() {
-    let Some(w) = wheels() else { return };
+    let Some(w) = common::wheels() else { return };
     let Some(real) = venv("NCCL_FIND_TORCH_PYTHON") else {
         return;
     };
@@ -275,7 +261,7 @@ const IMPORT_CUPY_NCCL: &str = "from cupy.cuda import nccl";
 /// a problem (exit 0).
 #[test]
 fn an_older_nccl_on_ld_library_path_reaches_no_cupy() {
-    let Some(w) = wheels() else { return };
+    let Some(w) = common::wheels() else { return };
     let Some(venv) = venv("NCCL_FIND_CUPY_PYTHON") else {
         return;
     };
@@ -304,7 +290,7 @@ fn an_older_nccl_on_ld_library_path_reaches_no_cupy() {
 /// that `undefined symbol`, and CuPy's own fix.
 #[test]
 fn a_cupy_whose_nccl_is_too_old_goes_without_nccl_as_doctor_says() {
-    let Some(w) = wheels() else { return };
+    let Some(w) = common::wheels() else { return };
     let Some(real) = venv("NCCL_FIND_CUPY_PYTHON") else {
         return;
     };

@@ -2,6 +2,8 @@
 //! fixture: the healthy host's facts with its RDMA hardware replaced. Each
 //! case asserts the exact finding, its level, and the exit status.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -242,11 +244,7 @@ fn every_plugin_family_by_nccls_rule() {
 /// file and a profiler setting are named as unused, and the tuner loads.
 #[test]
 fn plugin_families_follow_the_nccl_that_runs() {
-    let Some(w) = std::env::var_os("NCCL_FIND_WHEELS") else {
-        assert!(std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none());
-        eprintln!("skipped: NCCL_FIND_WHEELS is unset");
-        return;
-    };
+    let Some(w) = common::wheels() else { return };
     let mut hw = ib_host(("ACTIVE", "LinkUp"));
     hw["plugins"] = json!([
         {"path": "/usr/lib/x86_64-linux-gnu/libnccl-tuner.so", "version": null},

@@ -619,17 +619,11 @@ fn nccl_debug_with_json_keeps_stdout_json_and_the_log_on_stderr() {
     assert!(o.1.contains("NCCL INFO Bootstrap"), "{o:?}");
 }
 
-#[test]
-fn text_from_a_fake_rank_0_is_escaped_and_kept_on_one_line() {
+/// A fake rank 0 speaking our frames on `l`: it challenges the first peer
+/// that connects, reads its hello, and refuses it with `reason`.
+fn refuse_first_peer(l: &std::net::TcpListener, reason: &str) {
     use nccl_smoke::rendezvous::{decode_header, encode, Msg};
     use std::io::Read;
-    let Some(lib) = wheel_lib() else { return };
-    // A fake rank 0 speaking our frames: it refuses with a reason that
-    // would set the terminal's title and print a forged verdict line.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let init = format!("tcp://127.0.0.1:{port}");
-    let k1 = spawn(&rank_args(&lib, 1, 2, &init, &["--timeout", "20"]), &[]);
     let (mut s, _) = l.accept().unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s.write_all(&encode(&Msg::Challenge { nonce: [1; 16] }))
@@ -639,9 +633,21 @@ fn text_from_a_fake_rank_0_is_escaped_and_kept_on_one_line() {
     let (_, len) = decode_header(&h).unwrap();
     s.read_exact(&mut vec![0u8; len]).unwrap();
     s.write_all(&encode(&Msg::Refused {
-        reason: "\x1b]0;pwned\x07\nOK: fake".into(),
+        reason: reason.into(),
     }))
     .unwrap();
+}
+
+#[test]
+fn text_from_a_fake_rank_0_is_escaped_and_kept_on_one_line() {
+    let Some(lib) = wheel_lib() else { return };
+    // A fake rank 0 speaking our frames: it refuses with a reason that
+    // would set the terminal's title and print a forged verdict line.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let init = format!("tcp://127.0.0.1:{port}");
+    let k1 = spawn(&rank_args(&lib, 1, 2, &init, &["--timeout", "20"]), &[]);
+    refuse_first_peer(&l, "\x1b]0;pwned\x07\nOK: fake");
     let o1 = text(&k1.wait_with_output().unwrap());
     assert_eq!(o1.0, 1, "{o1:?}");
     let want = "rank 0 refused rank 1: \\u{1b}]0;pwned\\u{7}\\u{a}OK: fake (";
@@ -671,8 +677,6 @@ fn text_from_a_fake_rank_0_is_escaped_and_kept_on_one_line() {
 /// peer text is.
 #[test]
 fn a_failed_verdict_is_said_once_to_one_file_and_local_text_is_escaped() {
-    use nccl_smoke::rendezvous::{decode_header, encode, Msg};
-    use std::io::Read;
     let Some(lib) = wheel_lib() else { return };
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let init = format!("tcp://127.0.0.1:{}", l.local_addr().unwrap().port());
@@ -687,18 +691,7 @@ fn a_failed_verdict_is_said_once_to_one_file_and_local_text_is_escaped() {
         .stderr(file)
         .spawn()
         .unwrap();
-    let (mut s, _) = l.accept().unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s.write_all(&encode(&Msg::Challenge { nonce: [1; 16] }))
-        .unwrap();
-    let mut h = [0u8; 10];
-    s.read_exact(&mut h).unwrap();
-    let (_, len) = decode_header(&h).unwrap();
-    s.read_exact(&mut vec![0u8; len]).unwrap();
-    s.write_all(&encode(&Msg::Refused {
-        reason: "no".into(),
-    }))
-    .unwrap();
+    refuse_first_peer(&l, "no");
     assert_eq!(k1.wait().unwrap().code(), Some(1));
     let out = std::fs::read_to_string(&log).unwrap();
     let _ = std::fs::remove_file(&log);

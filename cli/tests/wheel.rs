@@ -8,18 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+
+/// The venv scripts/test installed the wheel into.
 fn venv() -> Option<PathBuf> {
-    match std::env::var_os("NCCL_FIND_WHEEL_VENV") {
-        Some(v) => Some(PathBuf::from(v)),
-        None => {
-            assert!(
-                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-                "NCCL_FIND_WHEEL_VENV is unset; run scripts/test"
-            );
-            eprintln!("skipped: NCCL_FIND_WHEEL_VENV is unset (scripts/test builds the wheel and sets it)");
-            None
-        }
-    }
+    common::required_path("NCCL_FIND_WHEEL_VENV")
 }
 
 fn run(venv: &Path, args: &[&str]) -> Output {

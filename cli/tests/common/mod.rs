@@ -7,23 +7,31 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The cu12 2.21.5 wheel's `libnccl.so.2` that scripts/test caches; `None`
-/// (with a line saying why) where it is not there, unless the test command
-/// requires it.
-pub fn wheel_lib() -> Option<PathBuf> {
-    match std::env::var_os("NCCL_FIND_WHEELS") {
-        Some(w) => {
-            Some(PathBuf::from(w).join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
-        }
+/// The path scripts/test puts in the variable `var` (the wheel cache, the
+/// venv of the pip-installed command); `None` (with a line saying why)
+/// where it is unset, unless the test command requires it.
+pub fn required_path(var: &str) -> Option<PathBuf> {
+    match std::env::var_os(var) {
+        Some(v) => Some(PathBuf::from(v)),
         None => {
             assert!(
                 std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-                "NCCL_FIND_WHEELS is unset; run scripts/test"
+                "{var} is unset; run scripts/test"
             );
-            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test sets it)");
+            eprintln!("skipped: {var} is unset (scripts/test sets it)");
             None
         }
     }
+}
+
+/// The cache of real NCCL wheels scripts/test keeps (`NCCL_FIND_WHEELS`).
+pub fn wheels() -> Option<PathBuf> {
+    required_path("NCCL_FIND_WHEELS")
+}
+
+/// The cu12 2.21.5 wheel's `libnccl.so.2` that scripts/test caches.
+pub fn wheel_lib() -> Option<PathBuf> {
+    Some(wheels()?.join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
 }
 
 /// Exit status, stdout and stderr of a finished process.
