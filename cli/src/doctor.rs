@@ -837,6 +837,12 @@ const CHECKS: &[Check] = &[
         },
     },
     Check {
+        id: "lookups",
+        reads: "the time a reverse name lookup of each of this host's addresses takes",
+        concludes: "a resolver slow enough to stall torch's store, which looks up every client it accepts",
+        run: |f, s| network::check_lookups(f, &s.inputs.facts.lookups),
+    },
+    Check {
         id: "rdma",
         reads: "RDMA adapters, ports, GIDs, device nodes, locked memory, plugins of every family",
         concludes: "what keeps NCCL off the fabric, the plugins NCCL will load",

@@ -242,7 +242,13 @@ fn expect_met(
         // torch 2.1's torchrun sets NCCL_ASYNC_ERROR_HANDLING=1 for its
         // workers, which the report lists among the settings in force.
         let settings = format!("[rank {r}] settings: NCCL_ASYNC_ERROR_HANDLING=1");
-        let lines: Vec<&str> = out.lines().filter(|l| *l != settings).collect();
+        // A loaded machine may make the store slow to answer: that note
+        // is true, and tested on its own (a_slow_store_is_named…).
+        let slow = format!("[rank {r}] note: the agent's TCPStore at ");
+        let lines: Vec<&str> = out
+            .lines()
+            .filter(|l| *l != settings && !(l.starts_with(&slow) && l.contains(" was slow: ")))
+            .collect();
         // Rank 0 of our TCP rendezvous: a line for each rank that joined.
         let joins = if admits == Admits::Tcp && r == 0 {
             world - 1
@@ -329,30 +335,6 @@ fn static_from(protocol: &str) -> String {
     )
 }
 
-/// [`static_from`] for a worker torchrun started: it also says how many
-/// share the node and which node it is.
-fn torchrun_from(protocol: &str) -> String {
-    static_from(&format!("{protocol}, LOCAL_WORLD_SIZE, GROUP_RANK"))
-}
-
-/// The name of the relay of node `group` of the job whose store is at
-/// `store` (`host:port`), keys under `prefix`: as nccl-find derives it,
-/// from this user's id.
-fn relay_name(d: &Scratch, store: &str, prefix: &str, group: usize) -> String {
-    use std::os::unix::fs::MetadataExt;
-    let uid = std::fs::metadata(&d.0).unwrap().uid();
-    let key = format!("{store}\0{prefix}\0{group}");
-    format!(
-        "nccl-find/relay/{uid}/{}",
-        nccl_find::internal::fnv1a_hex(key.as_bytes())
-    )
-}
-
-/// What a relayed exchange line ends with, before the variables.
-fn relayed(n: usize, name: &str) -> String {
-    format!("; one connection per node: local rank 0 relays for the node's {n} processes through @{name})")
-}
-
 #[test]
 fn standalone_torchrun_meets_through_its_agent_store() {
     let (Some(lib), Some(tr)) = (wheel_lib(), installed("NCCL_FIND_TORCHRUN")) else {
@@ -385,20 +367,12 @@ fn standalone_torchrun_meets_through_its_agent_store() {
         let (run, rest) = rest.split_once('/').unwrap();
         // A uuid under --standalone.
         assert_eq!(run.len(), 36, "{line}");
-        let (relay, from) = rest
-            .strip_prefix("0/; one connection per node: local rank 0 relays for the node's 4 processes through @")
-            .and_then(|r| r.split_once(") "))
+        let from = rest
+            .strip_prefix("0/) ")
             .unwrap_or_else(|| panic!("{line}"));
-        let uid_hash: Vec<&str> = relay
-            .strip_prefix("nccl-find/relay/")
-            .unwrap()
-            .split('/')
-            .collect();
-        assert_eq!(uid_hash.len(), 2, "{line}");
-        assert_eq!(uid_hash[1].len(), 16, "{line}");
         assert_eq!(
             from,
-            torchrun_from("TORCH_NCCL_ASYNC_ERROR_HANDLING"),
+            static_from("TORCH_NCCL_ASYNC_ERROR_HANDLING"),
             "{line}"
         );
         let mut f = first.lock().unwrap();
@@ -436,7 +410,7 @@ fn a_restarted_torchrun_group_meets_under_its_own_restart_count() {
     expect_met(&d, &tmp, 2, &o, Admits::Store, &|r, line| {
         let keys = line
             .split_once("(the agent's TCPStore; keys under /nccl-find/")
-            .and_then(|(_, k)| k.split_once("; "))
+            .and_then(|(_, k)| k.split_once(") "))
             .map(|(k, _)| k)
             .unwrap_or_else(|| panic!("{line}"));
         let (run, restart) = keys.split_once('/').unwrap();
@@ -490,12 +464,10 @@ fn static_torchrun_meets(launcher: &str, name: &str, var: &str) {
             "--nproc-per-node=4".into(),
         ],
     );
-    let name = relay_name(&d, &format!("127.0.0.1:{port}"), "/nccl-find/none/0/", 0);
     let want = format!(
         "note: exchange: torchrun-store via torchrun, at tcp://127.0.0.1:{port} (the agent's TCPStore; \
-         keys under /nccl-find/none/0/{} {}",
-        relayed(4, &name),
-        torchrun_from(var)
+         keys under /nccl-find/none/0/) {}",
+        static_from(var)
     );
     expect_met(&d, &tmp, 4, &o, Admits::Store, &|_, line| {
         assert_eq!(line, want)
@@ -783,8 +755,13 @@ fn a_half_set_agent_store_environment_says_what_to_pass() {
     tmp.assert_empty("");
 }
 
-/// A TCP forwarder to `127.0.0.1:to` that counts the connections it takes.
-fn counting_proxy(to: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+/// A TCP forwarder to `127.0.0.1:to` that counts the connections it takes
+/// and holds each for `delay` before passing it on (a store that is slow
+/// to accept, as one whose resolver is).
+fn counting_proxy(
+    to: u16,
+    delay: Duration,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::{AtomicUsize, Ordering};
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -794,6 +771,7 @@ fn counting_proxy(to: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsiz
     std::thread::spawn(move || {
         for c in l.incoming().flatten() {
             n.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(delay);
             let Ok(s) = TcpStream::connect(("127.0.0.1", to)) else {
                 continue;
             };
@@ -810,31 +788,29 @@ fn counting_proxy(to: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsiz
     (port, count)
 }
 
+/// Every worker is a client of the store of its own, as torch's own
+/// workers are; a store that is slow to take a connection (here, held
+/// 1.5 s each, one at a time, as a store whose resolver is slow) is named
+/// in every rank's report, with its likely cause.
 #[test]
-fn workers_sharing_a_node_reach_the_store_through_one_connection() {
+fn every_worker_is_a_client_and_a_slow_store_is_named() {
     let (Some(lib), Some(py)) = (wheel_lib(), installed("NCCL_FIND_TORCH_PYTHON")) else {
         return;
     };
     let store = Store::start(&py);
-    let tmp = TmpDir::new("torchrun-relay");
-    let (port, count) = counting_proxy(store.port);
-    // Six ranks on two nodes of three, as torchrun would place them.
-    let kids: Vec<Child> = (0..6)
+    let tmp = TmpDir::new("torchrun-slow");
+    let (port, count) = counting_proxy(store.port, Duration::from_millis(1500));
+    let kids: Vec<Child> = (0..3)
         .map(|r| {
-            let extra = [
-                ("LOCAL_RANK", (r % 3).to_string()),
-                ("LOCAL_WORLD_SIZE", "3".to_string()),
-                ("GROUP_RANK", (r / 3).to_string()),
-            ];
             rank_of(
                 &tmp,
                 port,
                 &lib,
                 r,
-                6,
+                3,
                 "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                "60",
-                &extra,
+                "120",
+                &[],
             )
         })
         .collect();
@@ -842,33 +818,61 @@ fn workers_sharing_a_node_reach_the_store_through_one_connection() {
         .into_iter()
         .map(|k| text(&wait_bounded(k, "nccl-find")))
         .collect();
-    let d = Scratch::new("relay");
+    let slow = format!("note: the agent's TCPStore at tcp://127.0.0.1:{port} was slow: ");
+    let cause = " s for its slowest answer. torch's store looks up the name of every client it accepts, one \
+                 at a time, so a slow resolver makes every worker of the job wait as long, torch's own too: \
+                 `nccl-find doctor` times that lookup on each node; an /etc/hosts entry for each node's \
+                 address, or a resolver that answers, mends it";
     for (r, o) in outs.iter().enumerate() {
         assert_eq!((o.0, o.2.as_str()), (0, ""), "{outs:#?}");
-        let name = relay_name(
-            &d,
-            &format!("127.0.0.1:{port}"),
-            "/nccl-find/test-run/0/",
-            r / 3,
-        );
-        assert_eq!(
-            o.1.lines().next().unwrap(),
-            format!(
-                "[rank {r}] note: exchange: torchrun-store via torchrun, at tcp://127.0.0.1:{port} (the agent's \
-                 TCPStore; keys under /nccl-find/test-run/0/{} {}",
-                relayed(3, &name),
-                torchrun_from("TORCH_NCCL_ASYNC_ERROR_HANDLING")
-            ),
-            "{o:?}"
-        );
+        let note =
+            o.1.lines()
+                .find_map(|l| l.strip_prefix(&format!("[rank {r}] {slow}")))
+                .unwrap_or_else(|| panic!("{outs:#?}"));
+        let (took, rest) = note
+            .split_once(" s to take this process's connection, ")
+            .unwrap();
+        let took: f64 = took.parse().unwrap();
+        assert!(took >= 1.5, "{note}");
+        let (_, tail) = rest.split_at(rest.find(' ').unwrap());
+        assert_eq!(tail, cause, "{note}");
     }
-    assert!(
-        outs[0].1.lines().last().unwrap().starts_with(
-            "[rank 0] OK: 6 rank(s) met, no all-reduce run (--rendezvous-only), 5 other process(es) agree ("
-        ),
-        "{outs:?}"
-    );
-    // One connection to the store per node, not one per process.
-    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // One connection per process, none shared.
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 3);
     tmp.assert_empty(&format!("{outs:#?}"));
+}
+
+/// A worker that runs the smoke test twice (a pre-flight script, or one
+/// run per dtype) meets under keys of its own each time: the second run
+/// is not taken for another program using the first one's keys.
+#[test]
+fn a_second_run_in_one_worker_meets_under_keys_of_its_own() {
+    let (Some(lib), Some(tr)) = (wheel_lib(), installed("NCCL_FIND_TORCHRUN")) else {
+        return;
+    };
+    let d = Scratch::new("twice");
+    let tmp = TmpDir::new("torchrun-twice");
+    let port = free_port();
+    let o = torchrun_with(
+        &tr,
+        &d,
+        &tmp,
+        &lib,
+        &[
+            "--master-addr=127.0.0.1".into(),
+            format!("--master-port={port}"),
+            "--nnodes=1".into(),
+            "--node-rank=0".into(),
+            "--nproc-per-node=3".into(),
+        ],
+        &format!("'{BIN}' \"$@\" >/dev/null 2>&1 || exit 9"),
+    );
+    let want = format!(
+        "note: exchange: torchrun-store via torchrun, at tcp://127.0.0.1:{port} (the agent's TCPStore; \
+         keys under /nccl-find/none/0/) {}",
+        static_from("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+    );
+    expect_met(&d, &tmp, 3, &o, Admits::Store, &|_, line| {
+        assert_eq!(line, want)
+    });
 }

@@ -39,6 +39,11 @@ pub trait Kv: Send {
     fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String>;
     /// Leaves the store (best effort).
     fn close(&mut self) {}
+    /// What the report should hear about the store itself (a slow one),
+    /// once the ranks have met.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// How to reach a launcher's store: what [`super::Exchange::Launcher`]
@@ -62,6 +67,10 @@ const MAX_MESSAGE: usize = 2000;
 
 /// A thread's answer: what the rank learned, or why it failed.
 type Reply<T> = Result<T, Failed>;
+
+/// What a rank learns by meeting: the unique id, the NCCL ranks in all,
+/// its first, and what the store says of itself.
+type Met = ([u8; 128], usize, usize, Vec<String>);
 
 enum Cmd {
     Finish {
@@ -95,6 +104,7 @@ fn until_past(deadline: Instant) -> Duration {
 }
 
 /// Meets the other ranks through `via`. Rank 0 passes the unique id.
+// Long: the store's thread and the wait on it read best side by side.
 pub(super) fn join(
     via: Arc<dyn Connect>,
     rank: usize,
@@ -102,9 +112,10 @@ pub(super) fn join(
     ngpus: usize,
     id: Option<[u8; 128]>,
     timeout: Duration,
+    log: &mut dyn FnMut(String),
 ) -> Result<Joined, Failed> {
     let deadline = deadline_after(timeout);
-    let (met_tx, met_rx) = mpsc::channel::<Reply<([u8; 128], usize, usize)>>();
+    let (met_tx, met_rx) = mpsc::channel::<Reply<Met>>();
     let (cmd_tx, cmd_rx) = mpsc::channel::<Cmd>();
     let (out_tx, out_rx) = mpsc::channel::<Vec<PeerOutcome>>();
     let launcher = via.launcher();
@@ -125,7 +136,8 @@ pub(super) fn join(
                 }
             };
             thread_connected.store(true, Ordering::SeqCst);
-            let met = meet(kv.as_mut(), rank, world, ngpus, id, deadline);
+            let met = meet(kv.as_mut(), rank, world, ngpus, id, deadline)
+                .map(|(id, nranks, first)| (id, nranks, first, kv.notes()));
             let failed = met.is_err();
             let _ = met_tx.send(met);
             if failed {
@@ -147,19 +159,24 @@ pub(super) fn join(
         .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
     let wait = until_past(deadline);
     match met_rx.recv_timeout(wait) {
-        Ok(Ok((id, nranks, first_rank))) => Ok(Joined {
-            id,
-            nranks,
-            first_rank,
-            abort: Arc::new(Abort::default()),
-            link: Link::Kv(
-                KvLink {
-                    cmds: cmd_tx,
-                    outcomes: out_rx,
-                },
-                world,
-            ),
-        }),
+        Ok(Ok((id, nranks, first_rank, notes))) => {
+            for n in notes {
+                log(n);
+            }
+            Ok(Joined {
+                id,
+                nranks,
+                first_rank,
+                abort: Arc::new(Abort::default()),
+                link: Link::Kv(
+                    KvLink {
+                        cmds: cmd_tx,
+                        outcomes: out_rx,
+                    },
+                    world,
+                ),
+            })
+        }
         Ok(Err(mut f)) => {
             f.message = format!("{launcher}: {}", f.message);
             Err(f)
@@ -456,7 +473,7 @@ mod tests {
                 let via = via.clone();
                 std::thread::spawn(move || {
                     let id = (r == 0).then_some([5u8; 128]);
-                    let j = join(via, r, world, n, id, Duration::from_secs(secs))
+                    let j = join(via, r, world, n, id, Duration::from_secs(secs), &mut |_| {})
                         .map_err(|f| f.message)?;
                     assert_eq!(j.id, [5u8; 128]);
                     let (nranks, first) = (j.nranks, j.first_rank);

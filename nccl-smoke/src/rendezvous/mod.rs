@@ -20,7 +20,6 @@ pub(crate) mod owner;
 mod pmi1;
 mod pmix;
 mod proof;
-mod relay;
 mod slurm;
 mod tcp;
 mod tcpstore;
@@ -341,7 +340,15 @@ pub fn join(
             } else {
                 None
             };
-            kv::join(via.clone(), job.rank, job.world, job.ngpus, id, job.timeout)
+            kv::join(
+                via.clone(),
+                job.rank,
+                job.world,
+                job.ngpus,
+                id,
+                job.timeout,
+                log,
+            )
         }
     }
 }

@@ -164,6 +164,9 @@ fn left(until: Instant) -> Option<Duration> {
 pub(super) struct Conn {
     s: TcpStream,
     dialect: Dialect,
+    /// The longest the server took to answer a request that waits for
+    /// nothing (a get, an add, a check).
+    slowest: Duration,
 }
 
 impl Conn {
@@ -180,7 +183,11 @@ impl Conn {
             match TcpStream::connect_timeout(a, t.min(Duration::from_secs(5))) {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
-                    let mut c = Conn { s, dialect };
+                    let mut c = Conn {
+                        s,
+                        dialect,
+                        slowest: Duration::ZERO,
+                    };
                     if dialect == Dialect::New {
                         c.send(&Req::Validate, until)?;
                     }
@@ -245,9 +252,11 @@ impl Conn {
     /// older server drops a connection that asks for a missing key).
     pub(super) fn get(&mut self, key: &str, until: Instant) -> Result<Vec<u8>, StoreError> {
         check_key(key)?;
+        let asked = Instant::now();
         self.send(&Req::Get(key), until)?;
         let mut n = [0u8; 8];
         self.read_exact(&mut n, until)?;
+        self.answered(asked);
         let n = u64::from_le_bytes(n);
         if n > MAX_VALUE {
             return Err(StoreError::Bad(format!(
@@ -262,17 +271,26 @@ impl Conn {
     /// Adds `n` to the counter `key`: its new value.
     pub(super) fn add(&mut self, key: &str, n: i64, until: Instant) -> Result<i64, StoreError> {
         check_key(key)?;
+        let asked = Instant::now();
         self.send(&Req::Add(key, n), until)?;
         let mut v = [0u8; 8];
         self.read_exact(&mut v, until)?;
+        self.answered(asked);
         Ok(i64::from_le_bytes(v))
+    }
+
+    fn answered(&mut self, asked: Instant) {
+        self.slowest = self.slowest.max(asked.elapsed());
     }
 
     /// Whether every one of `keys` exists.
     pub(super) fn check(&mut self, keys: &[String], until: Instant) -> Result<bool, StoreError> {
         keys.iter().try_for_each(|k| check_key(k))?;
+        let asked = Instant::now();
         self.send(&Req::Check(keys), until)?;
-        ready(self.read_byte(until)?)
+        let b = self.read_byte(until)?;
+        self.answered(asked);
+        ready(b)
     }
 
     /// Whether each of `keys` exists, one CHECK each, a batch at a time.
@@ -350,13 +368,14 @@ const OP_FLOOR: Duration = Duration::from_secs(10);
 const ASK_WAIT: Duration = Duration::from_millis(1500);
 
 /// Connects and finds the dialect the server speaks: `hint` first, then
-/// the other, turn about, by `until`. `probe` is a key to CHECK.
+/// the other, turn about, by `until`. `probe` is a key to CHECK. With the
+/// connection, how long the server took to take it and answer the probe.
 pub(super) fn open_probed(
     addrs: &[SocketAddr],
     hint: Dialect,
     probe: &str,
     until: Instant,
-) -> Result<Conn, String> {
+) -> Result<(Conn, Duration), String> {
     let mut tried: Vec<String> = Vec::new();
     // The last refusal: what to say when the deadline ends the retries.
     let mut refused: Option<io::Error> = None;
@@ -371,12 +390,13 @@ pub(super) fn open_probed(
             Dialect::New => until,
             Dialect::Old => (Instant::now() + PROBE_WAIT).min(until),
         };
+        let tried_at = Instant::now();
         let got = Conn::open(addrs, d, until).and_then(|mut c| {
             c.check(&[probe.to_string()], by)?;
             Ok(c)
         });
         match got {
-            Ok(c) => return Ok(c),
+            Ok(c) => return Ok((c, tried_at.elapsed())),
             Err(StoreError::Refused(e)) => {
                 // The server may not be up yet: try again shortly.
                 refused = Some(e);
@@ -430,6 +450,30 @@ pub(super) struct StoreKv {
     pub(super) since: Instant,
     /// The latest deadline it was given.
     pub(super) until: Instant,
+    /// How long the server took to take this connection and answer it.
+    pub(super) accepted_in: Duration,
+}
+
+/// A store that takes longer than this to take a connection, or to answer
+/// a request that waits for nothing, is slow: the report says so.
+pub(super) const SLOW: Duration = Duration::from_secs(1);
+
+/// What a slow store costs, in words, when it was slow: `accepted` is how
+/// long it took to take the connection and answer it, `slowest` its
+/// longest answer since.
+pub(super) fn slowness(at: &str, accepted: Duration, slowest: Duration) -> Option<String> {
+    if accepted < SLOW && slowest < SLOW {
+        return None;
+    }
+    Some(format!(
+        "the agent's TCPStore at {at} was slow: {:.1} s to take this process's connection, {:.1} s for its \
+         slowest answer. torch's store looks up the name of every client it accepts, one at a time, so a \
+         slow resolver makes every worker of the job wait as long, torch's own too: `nccl-find doctor` \
+         times that lookup on each node; an /etc/hosts entry for each node's address, or a resolver that \
+         answers, mends it",
+        accepted.as_secs_f64(),
+        slowest.as_secs_f64()
+    ))
 }
 
 impl StoreKv {
@@ -572,32 +616,11 @@ impl Kv for StoreKv {
     fn close(&mut self) {
         self.conn.close();
     }
-}
 
-impl super::relay::Hub for StoreKv {
-    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
-        Kv::put(self, key, value)
-    }
-
-    fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
-        Kv::get(self, from, key)
-    }
-
-    fn arrive(&mut self, n: u64, rank: usize) -> Result<(), Failed> {
-        self.arrive_at(n, rank)
-    }
-
-    fn pass(&mut self, n: u64, count: usize, deadline: Instant) -> Result<(), Failed> {
-        self.pass_at(n, count, deadline)
-    }
-
-    fn never_came(&mut self, n: u64) -> Failed {
-        let base = self.fence_base(n);
-        StoreKv::never_came(self, n, &base)
-    }
-
-    fn close(&mut self) {
-        Kv::close(self)
+    fn notes(&self) -> Vec<String> {
+        slowness(&self.at, self.accepted_in, self.conn.slowest)
+            .into_iter()
+            .collect()
     }
 }
 

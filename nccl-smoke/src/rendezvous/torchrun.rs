@@ -7,22 +7,21 @@
 //! rendezvous, the default, in every torch 2.x; c10d and `--standalone`
 //! from torch 2.5), the agent already serves a TCPStore at
 //! `MASTER_ADDR:MASTER_PORT`, and the workers, rank 0 too, are its clients
-//! ([`super::tcpstore`]). Our keys are kept apart from torch's, and from an
-//! earlier restart's, under `/nccl-find/RUN/RESTART/`. Where several
-//! workers share a node (`LOCAL_WORLD_SIZE`), only local rank 0 connects,
-//! and relays for the others ([`super::relay`]): torch's server resolves
-//! every client's address as it accepts it, one at a time.
+//! ([`super::tcpstore`]), each with a connection of its own, as torch's
+//! own workers are. Our keys are kept apart from torch's, and from an
+//! earlier restart's, under `/nccl-find/RUN/RESTART/`. torch's server looks
+//! up every client's name as it accepts it, one at a time: where that is
+//! slow, the report says so (the job's own workers will wait as long).
 //!
 //! Without the agent's store (`TORCHELASTIC_USE_AGENT_STORE=False`, or
 //! `MASTER_ADDR` set by hand), rank 0 serves our own TCP rendezvous at
 //! `MASTER_ADDR:MASTER_PORT`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::kv::{Connect, Kv};
 use super::launch::{need, optional, Backend, LaunchEnv, Plan};
-use super::relay::{self, Node, RelayKv};
 use super::tcpstore::{open_probed, Dialect, StoreKv};
 use super::{Exchange, Init};
 
@@ -31,11 +30,10 @@ use super::{Exchange, Init};
 pub(super) const AGENT_STORE: Backend = Backend {
     id: "torchrun-store",
     launcher: "torchrun (agent store)",
-    recognised_by: "TORCHELASTIC_USE_AGENT_STORE=True, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE \
-                    (LOCAL_WORLD_SIZE and GROUP_RANK: the node)",
+    recognised_by: "TORCHELASTIC_USE_AGENT_STORE=True, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE",
     carries: "the TCPStore torchrun's agent serves at MASTER_ADDR:MASTER_PORT (keys under \
-              /nccl-find/RUN/RESTART/), one connection per node: local rank 0 relays for the node's other \
-              workers through a Unix socket; a barrier is a counter and a key the last rank to arrive sets",
+              /nccl-find/RUN/RESTART/), every worker its own client, as torch's are; a barrier is a counter \
+              and a key the last rank to arrive sets",
     never_came: "each rank's arrival key at the barrier, checked at the deadline",
     detect: detect_store,
 };
@@ -108,14 +106,6 @@ fn plan_store(env: &LaunchEnv) -> Result<Plan, String> {
     let dialect = dialect_of(env, &mut from);
     let run = escape(run);
     let prefix = format!("/nccl-find/{run}/{restart}/");
-    let node = relay_node(
-        env,
-        &format!("{host}:{port}"),
-        &prefix,
-        world,
-        local_rank,
-        &mut from,
-    )?;
     Ok(Plan {
         backend: AGENT_STORE.id,
         launcher: "torchrun",
@@ -127,7 +117,6 @@ fn plan_store(env: &LaunchEnv) -> Result<Plan, String> {
             port,
             prefix,
             dialect,
-            node,
         })),
         token: Some(format!("torchrun/{run}/{restart}")),
         from,
@@ -148,62 +137,6 @@ fn dialect_of(env: &LaunchEnv, from: &mut Vec<&'static str>) -> Dialect {
     } else {
         Dialect::New
     }
-}
-
-/// Set to 0, every worker is its own client of the agent's store, as
-/// torch's own workers are (where the node's processes cannot reach one
-/// another's Unix sockets, say).
-pub(super) const NO_RELAY: &str = "NCCL_FIND_STORE_RELAY";
-
-/// The node's relay, where torchrun says how many workers share this node
-/// (`LOCAL_WORLD_SIZE` above 1) and which node it is (`GROUP_RANK`); `None`
-/// (every rank its own client of the store) otherwise, or where
-/// [`NO_RELAY`] turns it off (the node's variables then unread).
-fn relay_node(
-    env: &LaunchEnv,
-    store: &str,
-    prefix: &str,
-    world: usize,
-    local_rank: Option<usize>,
-    from: &mut Vec<&'static str>,
-) -> Result<Option<Node>, String> {
-    let launcher = AGENT_STORE.launcher;
-    let on = match env.get(NO_RELAY).map_err(|e| format!("{launcher}: {e}"))? {
-        None => None,
-        Some("0") => {
-            from.push(NO_RELAY);
-            return Ok(None);
-        }
-        Some("1") => Some(NO_RELAY),
-        Some(v) => {
-            return Err(format!(
-                "{launcher}: {NO_RELAY}={} is neither 0 (every process its own client of the store) nor 1",
-                super::printable(v, 40)
-            ))
-        }
-    };
-    let size = env
-        .number("LOCAL_WORLD_SIZE")
-        .map_err(|e| format!("{launcher}: {e}"))?;
-    let group = env
-        .number("GROUP_RANK")
-        .map_err(|e| format!("{launcher}: {e}"))?;
-    let (Some(size), Some(group), Some(local)) = (size, group, local_rank) else {
-        return Ok(None);
-    };
-    if size == 0 || size > world || local >= size {
-        return Err(format!(
-            "{launcher}: LOCAL_RANK={local} and LOCAL_WORLD_SIZE={size} do not fit a job of WORLD_SIZE={world}. \
-             Start every process with torchrun, or pass --rank, --world-size and --init tcp://HOST:PORT"
-        ));
-    }
-    from.push("LOCAL_WORLD_SIZE");
-    from.push("GROUP_RANK");
-    from.extend(on);
-    if size == 1 {
-        return Ok(None);
-    }
-    Ok(Some(Node::new(store, prefix, group, size, local)))
 }
 
 /// A host name or address as given (brackets around an IPv6 address
@@ -244,8 +177,6 @@ pub(super) struct AgentStore {
     /// The dialect the worker's environment suggests (the other is tried
     /// when the server does not answer in it).
     dialect: Dialect,
-    /// This node's relay, where several workers share the node.
-    node: Option<Node>,
 }
 
 impl AgentStore {
@@ -269,49 +200,52 @@ impl AgentStore {
         if addrs.is_empty() {
             return Err(format!("MASTER_ADDR {} has no address", self.host));
         }
-        let conn = open_probed(&addrs, self.dialect, &format!("{}probe", self.prefix), deadline)
-            .map_err(|e| {
-                format!(
-                    "cannot reach the agent's TCPStore at {at}: {e}. Is this process started by torchrun, \
-                     and is its agent still running?"
-                )
-            })?;
+        let (mut conn, accepted_in) = open_probed(
+            &addrs,
+            self.dialect,
+            &format!("{}probe", self.prefix),
+            deadline,
+        )
+        .map_err(|e| {
+            format!(
+                "cannot reach the agent's TCPStore at {at}: {e}. Is this process started by \
+                         torchrun, and is its agent still running?"
+            )
+        })?;
+        // This worker's runs are counted, so that a second run in one
+        // worker (a pre-flight script that runs the smoke test twice)
+        // meets under keys of its own: every rank runs as often.
+        let runs = format!("{}runs/{rank}", self.prefix);
+        let n = conn
+            .add(
+                &runs,
+                1,
+                deadline.max(Instant::now() + Duration::from_secs(10)),
+            )
+            .map_err(|e| format!("the agent's TCPStore at {at} counted no run: {e}"))?;
         Ok(StoreKv {
             conn,
             addrs,
             at,
-            prefix: self.prefix.clone(),
+            prefix: format!("{}{n}/", self.prefix),
             rank,
             world,
             fences: 0,
             since: Instant::now(),
             until: deadline,
+            accepted_in,
         })
     }
 }
 
 impl Connect for AgentStore {
     fn connect(&self, rank: usize, world: usize, deadline: Instant) -> Result<Box<dyn Kv>, String> {
-        if let Some(node) = &self.node {
-            if node.local_rank == 0 {
-                let me = self.clone();
-                relay::serve(node, rank, world, move || {
-                    me.open(rank, world, deadline)
-                        .map(|kv| Box::new(kv) as Box<dyn relay::Hub>)
-                })?;
-            }
-            return Ok(Box::new(RelayKv::connect(node, rank, world, deadline)?));
-        }
         Ok(Box::new(self.open(rank, world, deadline)?))
     }
 
     fn describe(&self) -> String {
-        let relay = match &self.node {
-            Some(n) => format!("; {}", n.describe()),
-            None => String::new(),
-        };
         format!(
-            "{} (the agent's TCPStore; keys under {}{relay})",
+            "{} (the agent's TCPStore; keys under {})",
             self.url(),
             self.prefix
         )
@@ -505,7 +439,6 @@ mod tests {
             ("RANK", "3"),
             ("WORLD_SIZE", "4"),
             ("LOCAL_RANK", "1"),
-            ("GROUP_RANK", "1"),
             ("TORCHELASTIC_RUN_ID", "c0ffee"),
             ("TORCHELASTIC_RESTART_COUNT", "2"),
         ];
@@ -531,7 +464,7 @@ mod tests {
         );
         assert_eq!(
             store_of(&p),
-            "AgentStore { host: \"node7\", port: 29500, prefix: \"/nccl-find/c0ffee/2/\", dialect: New, node: None }"
+            "AgentStore { host: \"node7\", port: 29500, prefix: \"/nccl-find/c0ffee/2/\", dialect: New }"
         );
         assert_eq!(
             p.exchange.describe(),
@@ -559,94 +492,14 @@ mod tests {
     #[test]
     fn the_dialect_follows_torchs_renamed_variable() {
         let old = store_env(&[("NCCL_ASYNC_ERROR_HANDLING", "1")]);
-        assert!(store_of(&detect(&old).unwrap().unwrap()).ends_with("dialect: Old, node: None }"));
+        assert!(store_of(&detect(&old).unwrap().unwrap()).ends_with("dialect: Old }"));
         let both = store_env(&[
             ("NCCL_ASYNC_ERROR_HANDLING", "1"),
             ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
         ]);
-        assert!(store_of(&detect(&both).unwrap().unwrap()).ends_with("dialect: New, node: None }"));
+        assert!(store_of(&detect(&both).unwrap().unwrap()).ends_with("dialect: New }"));
         let neither = store_env(&[]);
-        assert!(
-            store_of(&detect(&neither).unwrap().unwrap()).ends_with("dialect: New, node: None }")
-        );
-    }
-
-    #[test]
-    fn workers_sharing_a_node_meet_through_its_relay() {
-        let env = store_env(&[("LOCAL_WORLD_SIZE", "2")]);
-        let p = detect(&env).unwrap().unwrap();
-        let node = Node::new("node7:29500", "/nccl-find/c0ffee/2/", 1, 2, 1);
-        assert_eq!(
-            p.exchange.describe(),
-            format!(
-                "tcp://node7:29500 (the agent's TCPStore; keys under /nccl-find/c0ffee/2/; one connection per \
-                 node: local rank 0 relays for the node's 2 processes through @{})",
-                node.name
-            )
-        );
-        assert!(store_of(&p).ends_with(&format!("node: Some({node:?}) }}")));
-        assert_eq!(
-            &p.from[5..],
-            [
-                "LOCAL_RANK",
-                "TORCHELASTIC_RUN_ID",
-                "TORCHELASTIC_RESTART_COUNT",
-                "LOCAL_WORLD_SIZE",
-                "GROUP_RANK"
-            ]
-        );
-        // One worker on the node: no relay; the variables were still read.
-        let one = detect(&store_env(&[
-            ("LOCAL_WORLD_SIZE", "1"),
-            ("LOCAL_RANK", "0"),
-        ]))
-        .unwrap()
-        .unwrap();
-        assert!(store_of(&one).ends_with("node: None }"));
-        assert!(one.from.ends_with(&["LOCAL_WORLD_SIZE", "GROUP_RANK"]));
-        // Places that do not fit the job are an error, never a guess.
-        for (size, local) in [("2", "2"), ("5", "1"), ("0", "0")] {
-            let env = store_env(&[("LOCAL_WORLD_SIZE", size), ("LOCAL_RANK", local)]);
-            assert_eq!(
-                detect(&env).unwrap_err(),
-                format!(
-                    "torchrun (agent store): LOCAL_RANK={local} and LOCAL_WORLD_SIZE={size} do not fit a job of \
-                     WORLD_SIZE=4. Start every process with torchrun, or pass --rank, --world-size and --init \
-                     tcp://HOST:PORT"
-                )
-            );
-        }
-        // Turned off, or on by name. Off, the node's variables are not
-        // read: what the relay would have refused does not matter.
-        for lws in ["2", "two", "5"] {
-            let off = detect(&store_env(&[("LOCAL_WORLD_SIZE", lws), (NO_RELAY, "0")]))
-                .unwrap()
-                .unwrap();
-            assert!(store_of(&off).ends_with("node: None }"));
-            assert_eq!(
-                &off.from[5..],
-                [
-                    "LOCAL_RANK",
-                    "TORCHELASTIC_RUN_ID",
-                    "TORCHELASTIC_RESTART_COUNT",
-                    "NCCL_FIND_STORE_RELAY"
-                ]
-            );
-        }
-        let on = detect(&store_env(&[("LOCAL_WORLD_SIZE", "2"), (NO_RELAY, "1")]))
-            .unwrap()
-            .unwrap();
-        assert_eq!(store_of(&on), store_of(&p));
-        assert_eq!(
-            detect(&store_env(&[("LOCAL_WORLD_SIZE", "2"), (NO_RELAY, "no")])).unwrap_err(),
-            "torchrun (agent store): NCCL_FIND_STORE_RELAY=\"no\" is neither 0 (every process its own client \
-             of the store) nor 1"
-        );
-        let env = store_env(&[("LOCAL_WORLD_SIZE", "two")]);
-        assert_eq!(
-            detect(&env).unwrap_err(),
-            "torchrun (agent store): LOCAL_WORLD_SIZE=\"two\" is not a number"
-        );
+        assert!(store_of(&detect(&neither).unwrap().unwrap()).ends_with("dialect: New }"));
     }
 
     #[test]
