@@ -1,34 +1,27 @@
-//! `file:///shared/path`: rank 0 publishes a rendezvous file, each peer
-//! leaves a hello file beside it, and rank 0 answers with the unique id.
+//! `file:///shared/path`: a store in files. Rank 0 publishes a rendezvous
+//! file that names the run (an unguessable nonce), the job token and its
+//! own process; each rank that finds it, with this job's token and a rank 0
+//! that runs, is in. A put is a file beside it, `<path>.<run>.k-<key>.<rank>`,
+//! made once (`O_EXCL|O_NOFOLLOW`); a barrier is a file per rank that
+//! reaches it, and rank 0's file that opens it (or says who never came).
+//! Rank 0 removes every file of the run at the end, or when interrupted.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::kv::Kv;
 use super::owner::{self, Writer};
-use super::{
-    fail, hex, list, offsets, remove_made, same_token, unhex, Abort, Failed, Job, Joined, Link,
-    Made, PeerOutcome,
-};
+use super::{fail, hex, list, remove_made, same_token, unhex, Failed, Job, Made};
 use crate::fsafe::{self, FileId};
 use crate::untrusted::peer_text;
 
-pub(super) struct FileLink {
-    path: PathBuf,
-    run: String,
-    pub(super) rank: usize,
-    /// Rank 0: each peer's nonce (index = rank). A peer: its own, alone.
-    nonces: Vec<String>,
-    made: Made,
-    cleanup_key: u64,
-}
+/// The first line of a rendezvous file (format 4: a store; named for a
+/// run, with its writer on the fourth line).
+pub(super) const FILE_MAGIC: &str = "nccl-find-smoke 4";
 
-/// The first line of a rendezvous file (format 3: named for a run, with
-/// its writer on the fourth line).
-pub(super) const FILE_MAGIC: &str = "nccl-find-smoke 3";
-
-/// A hello or done file's size bound.
-pub(super) const SMALL_FILE: u64 = 8192;
+/// A value file's size bound: the value in hex, the token, two lines.
+pub(super) const SMALL_FILE: u64 = 2 * super::wire::MAX_VALUE as u64 + 2048;
 
 /// The wait between two looks at a file that is not there yet: short at
 /// first, then longer, up to `cap`. A thousand processes that each look
@@ -56,10 +49,9 @@ impl Backoff {
     }
 }
 
-/// The rendezvous file's size bound for a world of `world`.
-pub(super) fn rendezvous_max(world: usize) -> u64 {
-    4096 + 80 * world as u64
-}
+/// The rendezvous file's size bound: the magic, the token, the run, the
+/// writer and `open`.
+pub(super) const RENDEZVOUS_MAX: u64 = 4096;
 
 /// A file next to the rendezvous file, named for the run:
 /// `<path>.<run>.<what>.<rank>`. The run's nonce makes it unguessable.
@@ -93,8 +85,8 @@ pub(super) enum Previous {
 
 /// Whether `path` holds a rendezvous file of this user's (a regular file,
 /// ours, that starts like one), and whether its writer is provably gone.
-pub(super) fn previous(path: &Path, world: usize) -> Previous {
-    let Ok(Some((bytes, id))) = fsafe::read_small(path, rendezvous_max(world)) else {
+pub(super) fn previous(path: &Path) -> Previous {
+    let Ok(Some((bytes, id))) = fsafe::read_small(path, RENDEZVOUS_MAX) else {
         return Previous::Foreign;
     };
     let mine = std::fs::symlink_metadata(path)
@@ -159,8 +151,7 @@ pub(super) fn remove_dead_run(path: &Path, run: &str) -> usize {
         let Some((what, rank)) = rest.rsplit_once('.') else {
             continue;
         };
-        let ours =
-            matches!(what, "hello" | "done") || what.strip_prefix("new-").is_some_and(is_nonce);
+        let ours = ours_by_name(what);
         if !ours || rank.is_empty() || !rank.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
@@ -180,13 +171,12 @@ pub(super) fn remove_dead_run(path: &Path, run: &str) -> usize {
 fn may_publish(
     path: &Path,
     prev: Option<FileId>,
-    world: usize,
     log: &mut dyn FnMut(String),
 ) -> Result<(), Result<String, std::io::Error>> {
     match (std::fs::symlink_metadata(path), prev) {
         (Err(e), None) if e.kind() == std::io::ErrorKind::NotFound => {}
         (Ok(m), Some(id)) if m.file_type().is_file() && FileId::of(&m) == id => {}
-        (Ok(m), None) => match previous(path, world) {
+        (Ok(m), None) => match previous(path) {
             Previous::Dead(old_run, old_id, who) => {
                 let gone = old_run.map_or(0, |r| remove_dead_run(path, &r));
                 if !fsafe::remove_if_ours(path, old_id) {
@@ -235,7 +225,6 @@ pub(super) fn publish(
     run: &str,
     text: &str,
     prev: Option<FileId>,
-    world: usize,
     made: &Made,
     log: &mut dyn FnMut(String),
 ) -> Result<FileId, String> {
@@ -245,7 +234,7 @@ pub(super) fn publish(
             path.display()
         )
     };
-    may_publish(path, prev, world, log).map_err(|e| e.unwrap_or_else(|e| cannot(&e)))?;
+    may_publish(path, prev, log).map_err(|e| e.unwrap_or_else(|e| cannot(&e)))?;
     let tmp = side(path, run, &format!("new-{}", fsafe::nonce()), 0);
     let id = fsafe::create_new(&tmp, text.as_bytes()).map_err(|e| cannot(&e))?;
     {
@@ -279,449 +268,362 @@ pub(super) fn publish(
     Ok(id)
 }
 
-pub(super) fn file_root(
+/// Whether `what` (of `<path>.<run>.<what>.<rank>`) names a file of ours:
+/// a value, a barrier's arrival, opening or failure, an abort, or one
+/// being written.
+fn ours_by_name(what: &str) -> bool {
+    let word = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
+    what == "abort"
+        || what.strip_prefix("k-").is_some_and(word)
+        || ["f", "open", "stop"]
+            .iter()
+            .any(|p| what.strip_prefix(p).is_some_and(digits))
+        || what.strip_prefix("new-").is_some_and(is_nonce)
+}
+
+/// Opens the file store at `path`: rank 0 publishes the run, every other
+/// rank waits for it.
+pub(super) fn open(
     job: &Job,
     path: &Path,
     deadline: Instant,
-    make_id: &dyn Fn() -> Result<[u8; 128], String>,
     log: &mut dyn FnMut(String),
-) -> Result<Joined, Failed> {
-    let run = fsafe::nonce();
-    let made: Made = Arc::default();
-    // Interrupted, rank 0 removes what this run made (its peers' files
-    // included), each only if it is still the file that was made.
-    let key = {
-        let made = made.clone();
-        crate::on_interrupt(move || remove_made(&made))
-    };
-    let give_up = |f: Failed| {
-        remove_made(&made);
-        crate::forget_cleanup(key);
-        f
-    };
-    let head = format!("{FILE_MAGIC}\n{}\n{run}\n{}\n", job.token, owner::line());
-    let prev = publish(
-        path,
-        &run,
-        &format!("{head}waiting\n"),
-        None,
-        job.world,
-        &made,
-        log,
-    )
-    .map_err(|e| give_up(fail(e)))?;
-    let mut arrived: Vec<Option<(usize, String)>> = vec![None; job.world];
-    let mut warned = std::collections::HashSet::new();
-    let mut left = job.world - 1;
-    let mut pause = Backoff::new(Duration::from_millis(50));
-    while left > 0 {
-        left -= take_hellos(job, path, &run, &mut arrived, &made, &mut warned, log);
-        if left == 0 {
-            break;
-        }
-        if Instant::now() >= deadline {
-            return Err(give_up(file_timed_out(job, path, &arrived)));
-        }
-        pause.sleep(deadline);
+) -> Result<Box<dyn Kv>, Failed> {
+    if job.rank == 0 {
+        return publish_run(job, path, log).map(|s| Box::new(s) as Box<dyn Kv>);
     }
-    let id = make_id().map_err(|e| give_up(fail(e)))?;
-    let (answer, nranks) = answer(&head, job.ngpus, &arrived, &id);
-    publish(path, &run, &answer, Some(prev), job.world, &made, log)
-        .map_err(|e| give_up(fail(e)))?;
-    made.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|m| m.1 != prev);
-    let nonces = arrived
-        .into_iter()
-        .map(|a| a.map(|x| x.1).unwrap_or_default())
-        .collect();
-    Ok(Joined {
-        id,
-        nranks,
-        first_rank: 0,
-        abort: Arc::new(Abort::default()),
-        link: Link::File(FileLink {
-            path: path.to_path_buf(),
-            run,
-            rank: 0,
-            nonces,
-            made,
-            cleanup_key: key,
-        }),
-    })
-}
-
-/// One look at the hello files of the ranks not yet arrived: the good
-/// ones are taken (GPU count and nonce into `arrived`, the file into
-/// `made`), the bad ones named once each. How many arrived.
-pub(super) fn take_hellos(
-    job: &Job,
-    path: &Path,
-    run: &str,
-    arrived: &mut [Option<(usize, String)>],
-    made: &Made,
-    warned: &mut std::collections::HashSet<PathBuf>,
-    log: &mut dyn FnMut(String),
-) -> usize {
-    let mut came = 0;
-    for (r, slot) in arrived.iter_mut().enumerate().skip(1) {
-        if slot.is_some() {
-            continue;
-        }
-        let f = side(path, run, "hello", r);
-        let (bytes, id) = match fsafe::read_small(&f, SMALL_FILE) {
-            Ok(Some(x)) => x,
-            Ok(None) => continue,
-            Err(e) => {
-                if warned.insert(f.clone()) {
-                    log(format!("ignored a hello: {e}"));
-                }
-                continue;
-            }
-        };
-        let why = match hello_file(job, &bytes) {
-            Hello::Good(n, nonce) => {
-                *slot = Some((n, nonce));
-                came += 1;
-                made.lock().unwrap_or_else(|e| e.into_inner()).push((f, id));
-                continue;
-            }
-            Hello::Partial => continue,
-            Hello::Bad(why) => why,
-        };
-        if warned.insert(f.clone()) {
-            log(format!("ignored {}: {why}", f.display()));
-        }
-    }
-    came
-}
-
-/// What a hello file says.
-pub(super) enum Hello {
-    /// This job's: the peer's GPU count and nonce.
-    Good(usize, String),
-    /// Still being written.
-    Partial,
-    /// Not a hello of this job, and why.
-    Bad(&'static str),
-}
-
-/// Reads a hello file: `token`, GPU count, nonce, `end`, one a line.
-pub(super) fn hello_file(job: &Job, bytes: &[u8]) -> Hello {
-    let text = String::from_utf8_lossy(bytes);
-    let lines: Vec<&str> = text.lines().collect();
-    match lines[..] {
-        [token, ngpus, nonce, "end"] => match ngpus.parse::<usize>() {
-            _ if !same_token(token, &job.token) => Hello::Bad("it holds another job's token"),
-            _ if !is_nonce(nonce) => Hello::Bad("it is not a hello file"),
-            Ok(n) if (1..=1024).contains(&n) => Hello::Good(n, nonce.to_string()),
-            _ => Hello::Bad("its GPU count is not a number from 1 to 1024"),
-        },
-        _ if !text.contains("\nend\n") && bytes.len() < 4096 => Hello::Partial,
-        _ => Hello::Bad("it is not a hello file"),
-    }
-}
-
-/// The failure at the deadline of a file rendezvous: who never came.
-pub(super) fn file_timed_out(
-    job: &Job,
-    path: &Path,
-    arrived: &[Option<(usize, String)>],
-) -> Failed {
-    let missing: Vec<usize> = (1..job.world).filter(|r| arrived[*r].is_none()).collect();
-    Failed {
-        message: format!(
-            "the rendezvous timed out after {:.0} s: rank(s) {} never arrived at {} ({} of {} \
-             processes did). Start them with the same file and token, or raise --timeout",
-            job.timeout.as_secs_f64(),
-            list(&missing),
-            path.display(),
-            job.world - missing.len(),
-            job.world
-        ),
-        missing,
-    }
-}
-
-/// Rank 0's answer in the rendezvous file, after `head`: the NCCL ranks
-/// in all, the unique id, and each peer's first rank and nonce. Also the
-/// NCCL ranks in all.
-pub(super) fn answer(
-    head: &str,
-    ngpus: usize,
-    arrived: &[Option<(usize, String)>],
-    id: &[u8; 128],
-) -> (String, usize) {
-    let mut counts = vec![ngpus];
-    counts.extend(
-        arrived
-            .iter()
-            .skip(1)
-            .map(|a| a.as_ref().map_or(0, |x| x.0)),
-    );
-    let (first, nranks) = offsets(&counts);
-    let mut text = format!("{head}{nranks}\n{}\n", hex(id));
-    for (r, a) in arrived.iter().enumerate().skip(1) {
-        if let Some((_, n)) = a {
-            text.push_str(&format!("{r} {} {n}\n", first[r]));
-        }
-    }
-    (text, nranks)
-}
-
-pub(super) fn file_peer(job: &Job, path: &Path, deadline: Instant) -> Result<Joined, Failed> {
     // Can this rank write there at all? Say so now, not at the deadline.
     let probe = side(path, &fsafe::nonce(), "probe", job.rank);
     match fsafe::create_new(&probe, b"") {
         Ok(id) => {
             fsafe::remove_if_ours(&probe, id);
         }
-        Err(e) => {
-            return Err(fail(format!(
-            "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
-            probe.display()
-        )))
-        }
+        Err(e) => return Err(fail(cannot_write(&probe, &e))),
     }
-    let me = fsafe::nonce();
-    let made: Made = Arc::default();
-    let key = {
-        let made = made.clone();
-        crate::on_interrupt(move || remove_made(&made))
-    };
-    let result = file_peer_wait(job, path, deadline, &me, &made);
-    // Joined, the hello is rank 0's to remove; failed, this rank's.
-    if result.is_err() {
-        remove_made(&made);
-    }
-    crate::forget_cleanup(key);
-    result
+    let run = wait_for_run(job, path, deadline)?;
+    Ok(Box::new(FileStore::new(job, path, run, 0)))
 }
 
-pub(super) fn file_peer_wait(
-    job: &Job,
-    path: &Path,
-    deadline: Instant,
-    me: &str,
-    made: &Made,
-) -> Result<Joined, Failed> {
+fn cannot_write(p: &Path, e: &dyn std::fmt::Display) -> String {
+    format!(
+        "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
+        p.display()
+    )
+}
+
+/// Rank 0 publishes a new run at `path` (taking over one whose rank 0 is
+/// provably gone).
+fn publish_run(job: &Job, path: &Path, log: &mut dyn FnMut(String)) -> Result<FileStore, Failed> {
+    let run = fsafe::nonce();
+    let made: Made = Arc::default();
+    // Interrupted, rank 0 removes what this run made and every file of the
+    // run beside it, each only if it is still this user's regular file.
+    let key = {
+        let (made, path, run) = (made.clone(), path.to_path_buf(), run.clone());
+        crate::on_interrupt(move || {
+            remove_dead_run(&path, &run);
+            remove_made(&made);
+        })
+    };
+    let head = format!("{FILE_MAGIC}\n{}\n{run}\n{}\nopen\n", job.token, owner::line());
+    if let Err(e) = publish(path, &run, &head, None, &made, log) {
+        remove_made(&made);
+        crate::forget_cleanup(key);
+        return Err(fail(e));
+    }
+    let mut s = FileStore::new(job, path, run, key);
+    s.made = made;
+    Ok(s)
+}
+
+/// A peer waits for rank 0's run: a rendezvous file of this version, with
+/// this job's token, whose rank 0 is not provably gone. Its run's nonce.
+fn wait_for_run(job: &Job, path: &Path, deadline: Instant) -> Result<String, Failed> {
     let mut other = None;
-    let mut taken: Option<PathBuf> = None;
-    // The run this rank said hello to, and its hello file.
-    let mut greeted: Option<(String, PathBuf, FileId)> = None;
     let mut pause = Backoff::new(Duration::from_millis(100));
     loop {
-        let got = fsafe::read_small(path, rendezvous_max(job.world))
+        let got = fsafe::read_small(path, RENDEZVOUS_MAX)
             .map_err(|e| fail(format!("rank {}: {e}", job.rank)))?;
         if let Some((bytes, _)) = got {
             let text = String::from_utf8_lossy(&bytes);
             let lines: Vec<&str> = text.lines().collect();
-            if lines.len() < 5 || lines[0] != FILE_MAGIC {
-                other = Some("it is not a rendezvous file of this nccl-find version");
-            } else if !same_token(lines[1], &job.token) {
-                other = Some("it holds another job's token");
-            } else if !is_nonce(lines[2]) {
-                other = Some("it is not a rendezvous file of this nccl-find version");
-            } else if lines[4] == "waiting" {
-                other = None;
-                let run = lines[2];
-                if greeted.as_ref().map(|g| g.0.as_str()) != Some(run) {
-                    greet(job, path, run, me, made, &mut greeted, &mut taken)?;
+            other = match lines[..] {
+                [FILE_MAGIC, token, run, writer, "open"] if is_nonce(run) => {
+                    if !same_token(token, &job.token) {
+                        Some("it holds another job's token")
+                    } else if let Writer::Gone(_) = owner::writer(writer) {
+                        Some("its rank 0 is gone: a new one will replace it")
+                    } else {
+                        return Ok(run.to_string());
+                    }
                 }
-            } else if greeted.as_ref().map(|g| g.0.as_str()) == Some(lines[2]) {
-                if let Some((id, nranks, first_rank)) = my_place(job, &lines, me) {
-                    return Ok(Joined {
-                        id,
-                        nranks,
-                        first_rank,
-                        abort: Arc::new(Abort::default()),
-                        link: Link::File(FileLink {
-                            path: path.to_path_buf(),
-                            run: lines[2].to_string(),
-                            rank: job.rank,
-                            nonces: vec![me.to_string()],
-                            made: made.clone(),
-                            cleanup_key: 0,
-                        }),
-                    });
-                }
-            }
+                _ => Some("it is not a rendezvous file of this nccl-find version"),
+            };
         }
         if Instant::now() >= deadline {
-            return Err(peer_timed_out(job, path, taken, other));
+            return Err(fail(format!(
+                "rank {} waited {:.0} s for rank 0's unique id in {}{}. Is rank 0 running with the same file?",
+                job.rank,
+                job.timeout.as_secs_f64(),
+                path.display(),
+                other.map(|t| format!(" ({t})")).unwrap_or_default()
+            )));
         }
         pause.sleep(deadline);
     }
 }
 
-/// A new run of rank 0 (the one before was killed, or this is the first):
-/// removes the hello this rank left the run before, if any, and says hello
-/// to this one. A hello already there is `taken`, not an error.
-pub(super) fn greet(
-    job: &Job,
-    path: &Path,
-    run: &str,
-    me: &str,
-    made: &Made,
-    greeted: &mut Option<(String, PathBuf, FileId)>,
-    taken: &mut Option<PathBuf>,
-) -> Result<(), Failed> {
-    if let Some((_, f, id)) = greeted.take() {
-        fsafe::remove_if_ours(&f, id);
-        made.lock()
+/// One rank's side of the file store.
+struct FileStore {
+    path: PathBuf,
+    run: String,
+    rank: usize,
+    world: usize,
+    token: String,
+    timeout: Duration,
+    /// The files this rank made (rank 0: the rendezvous file too).
+    made: Made,
+    /// Rank 0's cleanup on an interrupt.
+    cleanup_key: u64,
+    fences: u32,
+    /// This user's id: a barrier's arrival counts only as this user's file.
+    uid: Option<u32>,
+}
+
+impl FileStore {
+    fn new(job: &Job, path: &Path, run: String, cleanup_key: u64) -> FileStore {
+        FileStore {
+            path: path.to_path_buf(),
+            run,
+            rank: job.rank,
+            world: job.world,
+            token: job.token.clone(),
+            timeout: job.timeout,
+            made: Made::default(),
+            cleanup_key,
+            fences: 0,
+            uid: fsafe::my_uid(),
+        }
+    }
+
+    fn side(&self, what: &str, rank: usize) -> PathBuf {
+        side(&self.path, &self.run, what, rank)
+    }
+
+    /// Makes this rank's file `what`, holding the token and `text`.
+    fn make(&mut self, what: &str, text: &str) -> Result<(), std::io::Error> {
+        let f = self.side(what, self.rank);
+        let id = fsafe::create_new(&f, format!("{}\n{text}\nend\n", self.token).as_bytes())?;
+        self.made
+            .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|m| m.1 != id);
-    }
-    let f = side(path, run, "hello", job.rank);
-    let hello = format!("{}\n{}\n{me}\nend\n", job.token, job.ngpus);
-    match fsafe::create_new(&f, hello.as_bytes()) {
-        Ok(id) => {
-            made.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((f.clone(), id));
-            *greeted = Some((run.to_string(), f, id));
-        }
-        // Another process took this rank in this run, or an earlier run of
-        // rank 0 left it: wait, in case rank 0 starts over, and say so at
-        // the deadline.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            *taken = Some(f);
-        }
-        Err(e) => {
-            return Err(fail(format!(
-            "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
-            f.display()
-        )))
-        }
-    }
-    Ok(())
-}
-
-/// This rank's place in rank 0's answer (`lines` of the rendezvous file):
-/// the unique id, the NCCL ranks in all and this rank's first one; `None`
-/// while the answer does not name this rank with this rank's nonce.
-pub(super) fn my_place(job: &Job, lines: &[&str], me: &str) -> Option<([u8; 128], usize, usize)> {
-    let (Some(Ok(nranks)), Some(id), Some(line)) = (
-        lines.get(4).map(|l| l.parse::<usize>()),
-        lines.get(5).and_then(|l| unhex(l)),
-        lines.get(6..),
-    ) else {
-        return None;
-    };
-    let mine = line.iter().find_map(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        (f.len() == 3 && f[0] == job.rank.to_string() && f[2] == me)
-            .then(|| f[1].parse::<usize>().ok())?
-    });
-    match (mine, id.len()) {
-        (Some(first_rank), 128) => {
-            let mut out = [0u8; 128];
-            out.copy_from_slice(&id);
-            Some((out, nranks, first_rank))
-        }
-        _ => None,
-    }
-}
-
-/// The failure at a file peer's deadline: its hello was taken, or rank 0
-/// never answered (and what was at the path instead).
-pub(super) fn peer_timed_out(
-    job: &Job,
-    path: &Path,
-    taken: Option<PathBuf>,
-    other: Option<&str>,
-) -> Failed {
-    if let Some(f) = taken {
-        return fail(format!(
-            "rank {r} waited {:.0} s for rank 0's unique id in {}, but could not say hello: {} \
-             exists. Two processes were given rank {r}, or a rank 0 that was killed left it",
-            job.timeout.as_secs_f64(),
-            path.display(),
-            f.display(),
-            r = job.rank
-        ));
-    }
-    fail(format!(
-        "rank {} waited {:.0} s for rank 0's unique id in {}{}. Is rank 0 running with the same file?",
-        job.rank,
-        job.timeout.as_secs_f64(),
-        path.display(),
-        other.map(|t| format!(" ({t})")).unwrap_or_default()
-    ))
-}
-
-impl FileLink {
-    /// A peer leaves its outcome in a done file, on one line.
-    pub(super) fn report(&self, ok: bool, wrong: u64, message: &str) {
-        let one_line: String = message
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .take(2000)
-            .collect();
-        let text = format!(
-            "{}\n{} {wrong} {one_line}\nend\n",
-            self.nonces[0],
-            if ok { "ok" } else { "fail" }
-        );
-        // Rank 0 removes it (and the hello) once read.
-        let _ = fsafe::create_new(
-            &side(&self.path, &self.run, "done", self.rank),
-            text.as_bytes(),
-        );
+            .push((f, id));
+        Ok(())
     }
 
-    /// Rank 0 reads every peer's done file (waiting until `deadline`), then
-    /// removes this run's files.
-    pub(super) fn outcomes(self, deadline: Instant) -> Vec<PeerOutcome> {
-        let mut out = Vec::new();
-        for (rank, nonce) in self.nonces.iter().enumerate().skip(1) {
-            let done = self.wait_done(rank, nonce, deadline);
-            out.push(PeerOutcome { rank, done });
+    /// What rank `rank` wrote in its file `what`: `Ok(None)` while it is
+    /// not there; an error for one that is not this job's.
+    fn read(&self, what: &str, rank: usize) -> Result<Option<String>, String> {
+        let f = self.side(what, rank);
+        let Some((bytes, _)) = fsafe::read_small(&f, SMALL_FILE)? else {
+            return Ok(None);
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        match text.lines().collect::<Vec<_>>()[..] {
+            [token, body, "end"] if same_token(token, &self.token) => Ok(Some(body.to_string())),
+            [_, _, "end"] => Err(format!("{} holds another job's token", f.display())),
+            // Still being written: as if not there yet.
+            _ if !text.contains("\nend\n") && bytes.len() < 4096 => Ok(None),
+            _ => Err(format!("{} is not a file of this rendezvous", f.display())),
         }
-        remove_made(&self.made);
-        crate::forget_cleanup(self.cleanup_key);
-        out
     }
 
-    /// Rank `rank`'s outcome from its done file, once it is there and holds
-    /// the peer's nonce; `None` at the deadline, or for a file of another.
-    fn wait_done(
-        &self,
-        rank: usize,
-        nonce: &str,
-        deadline: Instant,
-    ) -> Option<(bool, u64, String)> {
-        let p = side(&self.path, &self.run, "done", rank);
-        let mut pause = Backoff::new(Duration::from_millis(20));
+    /// Whether rank `rank`'s arrival at barrier `n` is there: this user's
+    /// regular file.
+    fn arrived(&self, n: u32, rank: usize) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(self.side(&format!("f{n}"), rank))
+            .is_ok_and(|m| m.file_type().is_file() && Some(m.uid()) == self.uid)
+    }
+
+    /// Rank 0 at barrier `n`: waits for every other rank's arrival, then
+    /// opens it; at the deadline, says who never came.
+    fn open_barrier(&mut self, n: u32, deadline: Instant) -> Result<(), Failed> {
+        let mut here = vec![false; self.world];
+        here[0] = true;
+        let mut left = self.world - 1;
+        let mut pause = Backoff::new(Duration::from_millis(50));
         loop {
-            match fsafe::read_small(&p, SMALL_FILE) {
-                Ok(Some((bytes, id))) => {
-                    let t = String::from_utf8_lossy(&bytes);
-                    let lines: Vec<&str> = t.lines().collect();
-                    if let [n, result, "end"] = lines[..] {
-                        if n != nonce {
-                            return None;
-                        }
-                        self.made
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push((p.clone(), id));
-                        let mut it = result.splitn(3, ' ');
-                        let (o, w, m) = (it.next(), it.next(), it.next());
-                        return Some((
-                            o == Some("ok"),
-                            w.and_then(|w| w.parse().ok()).unwrap_or(0),
-                            peer_text(m.unwrap_or("").trim()),
-                        ));
-                    }
+            for r in 1..self.world {
+                // A world of a million ranks is a million looks: the
+                // deadline is kept between them, not only between rounds.
+                if r % 1024 == 0 && Instant::now() >= deadline {
+                    break;
                 }
-                Ok(None) => {}
-                Err(_) => return None,
+                if !here[r] && self.arrived(n, r) {
+                    here[r] = true;
+                    left -= 1;
+                }
+            }
+            if left == 0 {
+                return self
+                    .make(&format!("open{n}"), "open")
+                    .map_err(|e| fail(cannot_write(&self.side(&format!("open{n}"), 0), &e)));
             }
             if Instant::now() >= deadline {
-                return None;
+                let missing: Vec<usize> = (0..self.world).filter(|r| !here[*r]).collect();
+                let f = self.never_came(n, missing);
+                let _ = self.make(&format!("stop{n}"), &f.message.replace('\n', " "));
+                return Err(f);
             }
             pause.sleep(deadline);
+        }
+    }
+
+    /// The failure of barrier `n` at its deadline: who never came.
+    fn never_came(&self, n: u32, missing: Vec<usize>) -> Failed {
+        let (secs, path) = (self.timeout.as_secs_f64(), self.path.display());
+        let (came, world) = (self.world - missing.len(), self.world);
+        let message = if n == 0 {
+            format!(
+                "the rendezvous timed out after {secs:.0} s: rank(s) {} never arrived at {path} ({came} of \
+                 {world} processes did). Start them with the same file and token, or raise --timeout",
+                list(&missing)
+            )
+        } else {
+            format!(
+                "rank(s) {} never reached barrier {n} of the rendezvous at {path} within {secs:.0} s ({came} \
+                 of {world} processes did). Check every rank's output, or raise --timeout",
+                list(&missing)
+            )
+        };
+        Failed { message, missing }
+    }
+
+    /// A peer at barrier `n`: waits for rank 0 to open it, or to say why
+    /// it failed.
+    fn wait_barrier(&mut self, n: u32, deadline: Instant) -> Result<(), Failed> {
+        let mut pause = Backoff::new(Duration::from_millis(100));
+        loop {
+            if self.read(&format!("open{n}"), 0).map_err(fail)?.is_some() {
+                return Ok(());
+            }
+            if let Some(why) = self.read(&format!("stop{n}"), 0).map_err(fail)? {
+                return Err(fail(peer_text(&why)));
+            }
+            if Instant::now() >= deadline {
+                let (r, secs, path) = (self.rank, self.timeout.as_secs_f64(), self.path.display());
+                return Err(fail(if n == 0 {
+                    format!(
+                        "rank {r} waited {secs:.0} s for rank 0's unique id in {path}. Is rank 0 running with \
+                         the same file?"
+                    )
+                } else {
+                    format!(
+                        "rank {r} waited {secs:.0} s at barrier {n} of the rendezvous at {path}, and rank 0 \
+                         never opened it: is rank 0 still running? Check its output"
+                    )
+                }));
+            }
+            pause.sleep(deadline);
+        }
+    }
+}
+
+/// A key as part of a file name: `nccl-find/` dropped, `/` as `-`.
+fn key_name(key: &str) -> Result<String, String> {
+    let k = key.strip_prefix("nccl-find/").unwrap_or(key).replace('/', "-");
+    if k.is_empty() || k.len() > 30 || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return Err(format!("{key:?} is not a key the file store takes"));
+    }
+    Ok(format!("k-{k}"))
+}
+
+impl Kv for FileStore {
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        let what = key_name(key)?;
+        match self.make(&what, &hex(value)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(format!(
+                "rank {r} could not say {key} in {}: {} exists. Two processes were given rank {r}",
+                self.path.display(),
+                self.side(&what, self.rank).display(),
+                r = self.rank
+            )),
+            Err(e) => Err(cannot_write(&self.side(&what, self.rank), &e)),
+        }
+    }
+
+    fn fence(&mut self, deadline: Instant) -> Result<(), Failed> {
+        let n = self.fences;
+        self.fences += 1;
+        if self.rank == 0 {
+            return self.open_barrier(n, deadline);
+        }
+        let what = format!("f{n}");
+        self.make(&what, "here")
+            .map_err(|e| fail(cannot_write(&self.side(&what, self.rank), &e)))?;
+        self.wait_barrier(n, deadline)
+    }
+
+    fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
+        let what = key_name(key)?;
+        match self.read(&what, from)? {
+            Some(h) => unhex(&h).ok_or_else(|| format!("rank {from}'s {key} is not hex")),
+            None => Err(format!("rank {from} left no {key}")),
+        }
+    }
+
+    fn watch(&mut self) -> Option<String> {
+        if let Ok(Some(why)) = self.read("abort", 0) {
+            return Some(peer_text(&why));
+        }
+        if self.rank != 0 {
+            if let Ok(Some((bytes, _))) = fsafe::read_small(&self.path, RENDEZVOUS_MAX) {
+                let text = String::from_utf8_lossy(&bytes);
+                if let [FILE_MAGIC, _, run, writer, ..] = text.lines().collect::<Vec<_>>()[..] {
+                    if run == self.run {
+                        if let Writer::Gone(who) = owner::writer(writer) {
+                            return Some(format!("rank 0's process went away ({who})"));
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn abort(&mut self, why: &str) {
+        // The first rank to stop the job names it; the file is rank 0's
+        // name, whoever makes it.
+        let text = format!("rank {} stopped the job: {}", self.rank, why.replace('\n', " "));
+        let f = self.side("abort", 0);
+        if let Ok(id) = fsafe::create_new(&f, format!("{}\n{text}\nend\n", self.token).as_bytes()) {
+            self.made
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((f, id));
+        }
+    }
+
+    fn close(&mut self) {
+        if self.rank == 0 {
+            // Every peer removes its own files once it has passed the last
+            // barrier: wait (briefly) for their last arrivals to go, so
+            // that no peer misses the opening, then remove the run.
+            if let Some(last) = self.fences.checked_sub(1) {
+                let until = Instant::now() + Duration::from_secs(5);
+                let mut pause = Backoff::new(Duration::from_millis(20));
+                while (1..self.world).any(|r| self.arrived(last, r)) && Instant::now() < until {
+                    pause.sleep(until);
+                }
+            }
+            remove_dead_run(&self.path, &self.run);
+        }
+        remove_made(&self.made);
+        if self.rank == 0 {
+            crate::forget_cleanup(self.cleanup_key);
         }
     }
 }
@@ -749,7 +651,7 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
-    /// A peer's done file is read by rank 0 escaped: a terminal escape, a
+    /// A peer's outcome is read by rank 0 escaped: a terminal escape, a
     /// line break and a forged verdict stay one visible line.
     #[test]
     fn a_peers_done_message_is_escaped() {
@@ -757,20 +659,16 @@ mod tests {
         let init = Init::File {
             path: d.join("rdv"),
         };
-        // The peer writes its done file by hand, as a hostile one would
-        // (ours writes one line, its control characters blanked).
         let peer = {
             let init = init.clone();
             std::thread::spawn(move || {
                 let j = join(&job(1, 2, "t", init, 20), &id, &mut |_| {}).unwrap();
-                let Link::File(f) = &j.link else {
-                    panic!("not a file link")
-                };
-                let text = format!(
-                    "{}\nfail 7 \x1b[2Jfine\u{85}rank 9: OK\u{202e}\nend\n",
-                    f.nonces[0]
+                j.finish(
+                    false,
+                    7,
+                    "\x1b[2Jfine\u{85}rank 9: OK\u{202e}\nend\nok 0 fake",
+                    Duration::from_secs(20),
                 );
-                fsafe::create_new(&side(&f.path, &f.run, "done", 1), text.as_bytes()).unwrap();
             })
         };
         let j = join(&job(0, 2, "t", init, 20), &id, &mut |_| {}).unwrap();
@@ -780,7 +678,11 @@ mod tests {
             got,
             vec![PeerOutcome {
                 rank: 1,
-                done: Some((false, 7, "\\u{1b}[2Jfine\\u{85}rank 9: OK\\u{202e}".into()))
+                done: Some((
+                    false,
+                    7,
+                    "\\u{1b}[2Jfine\\u{85}rank 9: OK\\u{202e}\\u{a}end\\u{a}ok 0 fake".into()
+                ))
             }]
         );
         assert_eq!(names(&d), Vec::<String>::new());
@@ -884,16 +786,16 @@ mod tests {
         let dead = c.id();
         c.wait().unwrap();
         let line = owner::line_for(dead, Some(1));
-        std::fs::write(&rdv, format!("{FILE_MAGIC}\nt\n{old}\n{line}\nwaiting\n")).unwrap();
-        let stale_hello = side(&rdv, old, "hello", 1);
-        std::fs::write(&stale_hello, format!("t\n1\n{old}\nend\n")).unwrap();
+        std::fs::write(&rdv, format!("{FILE_MAGIC}\nt\n{old}\n{line}\nopen\n")).unwrap();
+        let stale_hello = side(&rdv, old, "k-hello-1", 1);
+        std::fs::write(&stale_hello, "t\n01000000\nend\n").unwrap();
         let stale_new = side(&rdv, old, &format!("new-{old}"), 0);
         std::fs::write(&stale_new, "x").unwrap();
         // Not that run's: another run's, an odd name, a link.
-        let other = side(&rdv, "fedcba9876543210fedcba9876543210", "hello", 1);
+        let other = side(&rdv, "fedcba9876543210fedcba9876543210", "k-hello-1", 1);
         std::fs::write(&other, "x").unwrap();
-        std::fs::write(d.join(format!("rdv.{old}.hello.1.x")), "x").unwrap();
-        std::os::unix::fs::symlink("/etc/hostname", side(&rdv, old, "done", 1)).unwrap();
+        std::fs::write(d.join(format!("rdv.{old}.k-hello-1.1.x")), "x").unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", side(&rdv, old, "k-done-1", 1)).unwrap();
         std::fs::write(d.join("rdv.hello.1"), "t\n1\n42\n").unwrap();
         let init = Init::File { path: rdv.clone() };
         // The peer first: it finds the dead run's file and waits.
@@ -924,9 +826,9 @@ mod tests {
         );
         // The dead run's own files went; nothing else did.
         let mut want = vec![
-            format!("rdv.{old}.done.1"),
-            format!("rdv.{old}.hello.1.x"),
-            "rdv.fedcba9876543210fedcba9876543210.hello.1".to_string(),
+            format!("rdv.{old}.k-done-1.1"),
+            format!("rdv.{old}.k-hello-1.1.x"),
+            "rdv.fedcba9876543210fedcba9876543210.k-hello-1.1".to_string(),
             "rdv.hello.1".to_string(),
         ];
         want.sort();

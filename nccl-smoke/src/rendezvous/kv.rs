@@ -21,7 +21,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{deadline_after, fail, offsets, then, Abort, Failed, Joined, Link, PeerOutcome};
+use super::{deadline_after, fail, offsets, then, Abort, Failed, Joined, PeerOutcome};
 use crate::untrusted::peer_text;
 
 /// A launcher's key-value store, as one rank sees it. Keys are short ASCII
@@ -44,6 +44,15 @@ pub trait Kv: Send {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Why the job stops, when another rank said so or went away: looked
+    /// at now and then while the rank runs (`None` where the store cannot
+    /// tell; the launcher then ends the job itself).
+    fn watch(&mut self) -> Option<String> {
+        None
+    }
+    /// Tells the other ranks to stop (best effort): their [`Kv::watch`]
+    /// sees it.
+    fn abort(&mut self, _why: &str) {}
 }
 
 /// How to reach a launcher's store: what [`super::Exchange::Launcher`]
@@ -85,6 +94,7 @@ enum Cmd {
 pub(super) struct KvLink {
     cmds: mpsc::Sender<Cmd>,
     outcomes: mpsc::Receiver<Vec<PeerOutcome>>,
+    world: usize,
 }
 
 /// Extra time past the deadline for a backend to say itself what timed out,
@@ -103,10 +113,38 @@ fn until_past(deadline: Instant) -> Duration {
         .saturating_add(GRACE)
 }
 
-/// Meets the other ranks through `via`. Rank 0 passes the unique id.
-// Long: the store's thread and the wait on it read best side by side.
+/// How a rank reaches its store: made by [`super::join`] from the
+/// exchange, run on the store's thread, with a way to log (rank 0 names
+/// the ranks it admitted).
+pub(super) type Opener =
+    Box<dyn FnOnce(Instant, &mut dyn FnMut(String)) -> Result<Box<dyn Kv>, Failed> + Send>;
+
+/// Whose store it is: a launcher's (its failures are prefixed with its
+/// name and say what to do instead), or ours.
+pub(super) enum Whose {
+    /// A launcher's, with where it is in words.
+    Launcher(&'static str, String),
+    /// Our own (`tcp://`, `file://`): its messages are whole already.
+    Ours,
+}
+
+/// What the store's thread tells the waiting rank.
+enum Up {
+    /// A line for the log.
+    Note(String),
+    /// The meeting's end.
+    Met(Reply<Met>),
+}
+
+/// How often a rank looks for another's abort while it runs.
+const WATCH_EVERY: Duration = Duration::from_millis(250);
+
+/// Meets the other ranks through the store `open` reaches. Rank 0 passes
+/// the unique id.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn join(
-    via: Arc<dyn Connect>,
+    open: Opener,
+    whose: Whose,
     rank: usize,
     world: usize,
     ngpus: usize,
@@ -115,23 +153,25 @@ pub(super) fn join(
     log: &mut dyn FnMut(String),
 ) -> Result<Joined, Failed> {
     let deadline = deadline_after(timeout);
-    let (met_tx, met_rx) = mpsc::channel::<Reply<Met>>();
+    let (up_tx, up_rx) = mpsc::channel::<Up>();
     let (cmd_tx, cmd_rx) = mpsc::channel::<Cmd>();
     let (out_tx, out_rx) = mpsc::channel::<Vec<PeerOutcome>>();
-    let launcher = via.launcher();
-    let where_ = via.describe();
-    let thread_via = via.clone();
-    // Whether the launcher's server took this rank: at the deadline, a
-    // server that never answered is not "a rank never came".
+    let abort = Arc::new(Abort::default());
+    let thread_abort = abort.clone();
+    // Whether the store took this rank: at the deadline, a server that
+    // never answered is not "a rank never came".
     let connected = Arc::new(AtomicBool::new(false));
     let thread_connected = connected.clone();
     std::thread::Builder::new()
         .name("nccl-find-kv".into())
         .spawn(move || {
-            let mut kv = match thread_via.connect(rank, world, deadline) {
+            let notes = up_tx.clone();
+            let mut kv = match open(deadline, &mut |m| {
+                let _ = notes.send(Up::Note(m));
+            }) {
                 Ok(kv) => kv,
-                Err(e) => {
-                    let _ = met_tx.send(Err(fail(then(&e, INSTEAD))));
+                Err(f) => {
+                    let _ = up_tx.send(Up::Met(Err(f)));
                     return;
                 }
             };
@@ -139,27 +179,29 @@ pub(super) fn join(
             let met = meet(kv.as_mut(), rank, world, ngpus, id, deadline)
                 .map(|(id, nranks, first)| (id, nranks, first, kv.notes()));
             let failed = met.is_err();
-            let _ = met_tx.send(met);
+            let _ = up_tx.send(Up::Met(met));
             if failed {
                 kv.close();
                 return;
             }
-            if let Ok(Cmd::Finish {
-                ok,
-                wrong,
-                message,
-                deadline,
-            }) = cmd_rx.recv()
-            {
-                let got = outcomes(kv.as_mut(), rank, world, ok, wrong, &message, deadline);
-                kv.close();
+            let got = run_until_finished(kv.as_mut(), &cmd_rx, &thread_abort, rank, world);
+            kv.close();
+            if let Some(got) = got {
                 let _ = out_tx.send(got);
             }
         })
         .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
-    let wait = until_past(deadline);
-    match met_rx.recv_timeout(wait) {
-        Ok(Ok((id, nranks, first_rank, notes))) => {
+    let until = Instant::now() + until_past(deadline);
+    let met = loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match up_rx.recv_timeout(left) {
+            Ok(Up::Note(m)) => log(m),
+            Ok(Up::Met(m)) => break Some(m),
+            Err(_) => break None,
+        }
+    };
+    match (met, whose) {
+        (Some(Ok((id, nranks, first_rank, notes))), _) => {
             for n in notes {
                 log(n);
             }
@@ -167,27 +209,73 @@ pub(super) fn join(
                 id,
                 nranks,
                 first_rank,
-                abort: Arc::new(Abort::default()),
-                link: Link::Kv(
-                    KvLink {
-                        cmds: cmd_tx,
-                        outcomes: out_rx,
-                    },
+                abort,
+                link: KvLink {
+                    cmds: cmd_tx,
+                    outcomes: out_rx,
                     world,
-                ),
+                },
             })
         }
-        Ok(Err(mut f)) => {
+        (Some(Err(mut f)), Whose::Launcher(launcher, _)) => {
             f.message = format!("{launcher}: {}", f.message);
             Err(f)
         }
-        Err(_) => Err(timed_out(
+        (Some(Err(f)), Whose::Ours) => Err(f),
+        (None, Whose::Launcher(launcher, where_)) => Err(timed_out(
             launcher,
             &where_,
             timeout,
             connected.load(Ordering::SeqCst),
         )),
+        (None, Whose::Ours) => Err(fail(format!(
+            "the rendezvous did not end within {:.0} s: raise --timeout, or check every rank's output",
+            timeout.as_secs_f64()
+        ))),
     }
+}
+
+/// While the rank runs, looks for another's abort now and then; at the
+/// end, leaves this rank's outcome and (rank 0) gets everyone's. `None`
+/// when the rank went without finishing.
+fn run_until_finished(
+    kv: &mut dyn Kv,
+    cmds: &mpsc::Receiver<Cmd>,
+    abort: &Abort,
+    rank: usize,
+    world: usize,
+) -> Option<Vec<PeerOutcome>> {
+    loop {
+        match cmds.recv_timeout(WATCH_EVERY) {
+            Ok(Cmd::Finish {
+                ok,
+                wrong,
+                message,
+                deadline,
+            }) => {
+                if !ok {
+                    kv.abort(&message);
+                }
+                return Some(outcomes(kv, rank, world, ok, wrong, &message, deadline));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if abort.raised().is_none() {
+                    if let Some(why) = kv.watch() {
+                        abort.raise(why);
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+        }
+    }
+}
+
+/// A launcher's store, opened by its [`Connect`]: what [`Opener`] runs.
+pub(super) fn launcher_opener(via: Arc<dyn Connect>, rank: usize, world: usize) -> Opener {
+    Box::new(move |deadline, _log| {
+        via.connect(rank, world, deadline)
+            .map_err(|e| fail(then(&e, INSTEAD)))
+    })
 }
 
 /// The meeting's deadline passed: the launcher's server never took this
@@ -213,7 +301,6 @@ impl KvLink {
     /// (a peer whose outcome never came is `None`).
     pub(super) fn finish(
         self,
-        world: usize,
         ok: bool,
         wrong: u64,
         message: &str,
@@ -231,7 +318,7 @@ impl KvLink {
             .and_then(|_| self.outcomes.recv_timeout(wait).ok())
         {
             Some(got) => got,
-            None => (1..world)
+            None => (1..self.world)
                 .map(|rank| PeerOutcome { rank, done: None })
                 .collect(),
         }
@@ -240,6 +327,12 @@ impl KvLink {
 
 fn key(what: &str, rank: usize) -> String {
     format!("nccl-find/{what}/{rank}")
+}
+
+/// The key rank `rank`'s outcome goes under: a store that sees a rank go
+/// before it has put this one has lost that rank.
+pub(super) fn done_key(rank: usize) -> String {
+    key("done", rank)
 }
 
 const PLAN: &str = "nccl-find/plan";
@@ -473,7 +566,16 @@ mod tests {
                 let via = via.clone();
                 std::thread::spawn(move || {
                     let id = (r == 0).then_some([5u8; 128]);
-                    let j = join(via, r, world, n, id, Duration::from_secs(secs), &mut |_| {})
+                    let j = join(
+                        launcher_opener(via.clone(), r, world),
+                        Whose::Launcher(via.launcher(), via.describe()),
+                        r,
+                        world,
+                        n,
+                        id,
+                        Duration::from_secs(secs),
+                        &mut |_| {},
+                    )
                         .map_err(|f| f.message)?;
                     assert_eq!(j.id, [5u8; 128]);
                     let (nranks, first) = (j.nranks, j.first_rank);

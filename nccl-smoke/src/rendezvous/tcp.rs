@@ -1,23 +1,26 @@
-//! `tcp://HOST:PORT`: rank 0 listens on every address the host name
-//! resolves to and sends each new connection a challenge; every other rank
-//! connects, says hello with a proof of the job token over that challenge
-//! and its own nonce, and gets the unique id and its first NCCL rank with
+//! `tcp://HOST:PORT`: a store that rank 0 serves. Rank 0 listens on every
+//! address the host name resolves to and sends each new connection a
+//! challenge; every other rank connects and says hello with a proof of the
+//! job token over that challenge and its own nonce, and is welcomed with
 //! rank 0's proof of the token over both nonces. The token itself is never
 //! sent, so a rank 0 or a peer of another job (or a listener that is not
-//! nccl-find) learns nothing it could answer with.
+//! nccl-find) learns nothing it could answer with. Once every rank is in,
+//! each connection carries the store's requests ([`super::kv::Kv`]: put,
+//! get, arrive at a barrier), served by a thread of rank 0's per peer; a
+//! peer whose connection closes before it has put its outcome stops the
+//! job, and rank 0's going away stops every peer.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use super::kv::{done_key, Kv};
 use super::proof::{self, Label, NONCE_LEN, PROOF_LEN};
 use super::wire::{decode, decode_header, encode, kind_name, read_msg, send, timed_out, Msg};
-use super::{fail, list, offsets, then, Abort, Failed, Job, Joined, Link, PeerOutcome};
+use super::{fail, list, then, Failed, Job};
 use crate::untrusted::peer_text;
-
-/// Where a watcher thread leaves a peer's Done message.
-pub(super) type DoneSlot = Arc<Mutex<Option<Msg>>>;
 
 /// Connections that have not said hello yet, at most this many at once: a
 /// flood of idle ones pushes out the oldest, never a real rank's.
@@ -54,21 +57,21 @@ pub(super) fn hello_proof(
     )
 }
 
-/// The proof a welcome must carry: rank 0's, over the peer's nonce.
+/// The proof a welcome must carry: rank 0's, over the peer's nonce, rank
+/// and world size.
 pub(super) fn welcome_proof(
     token: &str,
     challenge: &[u8; NONCE_LEN],
     nonce: &[u8; NONCE_LEN],
-    id: &[u8],
-    nranks: u32,
-    first_rank: u32,
+    rank: u32,
+    world: u32,
 ) -> [u8; PROOF_LEN] {
     proof::prove(
         token,
         Label::Welcome,
         challenge,
         nonce,
-        &[id, &nranks.to_le_bytes(), &first_rank.to_le_bytes()],
+        &[&rank.to_le_bytes(), &world.to_le_bytes()],
     )
 }
 
@@ -85,7 +88,6 @@ pub(super) struct Pending {
 /// A peer that said a good hello.
 pub(super) struct Admitted {
     rank: usize,
-    ngpus: usize,
     s: TcpStream,
     addr: SocketAddr,
     /// The nonce rank 0 sent it, and the one it sent.
@@ -199,14 +201,15 @@ fn with_origin(job: &Job, message: String) -> String {
     }
 }
 
-pub(super) fn tcp_root(
+/// Rank 0: admits every other rank (each proving the token), welcomes
+/// each, and serves the store over their connections.
+pub(super) fn serve_root(
     job: &Job,
     host: &str,
     port: u16,
     deadline: Instant,
-    make_id: &dyn Fn() -> Result<[u8; 128], String>,
     log: &mut dyn FnMut(String),
-) -> Result<Joined, Failed> {
+) -> Result<Box<dyn Kv>, Failed> {
     let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
         .map_err(|e| fail(format!("rank 0 cannot resolve {host}:{port}: {e}")))?
@@ -242,8 +245,8 @@ pub(super) fn tcp_root(
     lobby.notes.flush();
     let Lobby { peers, pending, .. } = lobby;
     drop((pending, listeners));
-    let id = make_id().map_err(fail)?;
-    welcome(job, peers, id, deadline)
+    let at = format!("tcp://{}", super::host_port(host, port));
+    Hub::serve(job, peers, at, deadline).map(|h| Box::new(h) as Box<dyn Kv>)
 }
 
 /// Listens at `host:port` on every address the name resolved to (`addrs`):
@@ -433,7 +436,6 @@ impl Lobby<'_> {
                             self.notes.joined(rank, addr);
                             self.peers.push(Admitted {
                                 rank,
-                                ngpus,
                                 s: p.s,
                                 addr,
                                 challenge,
@@ -519,75 +521,14 @@ fn gone(s: &TcpStream) -> bool {
     dead
 }
 
-/// Rank 0 hands every peer the unique id and its first NCCL rank, and
-/// watches each for its outcome or its going away.
-pub(super) fn welcome(
-    job: &Job,
-    mut peers: Vec<Admitted>,
-    id: [u8; 128],
-    deadline: Instant,
-) -> Result<Joined, Failed> {
-    peers.sort_by_key(|p| p.rank);
-    let mut counts = vec![job.ngpus];
-    counts.extend(peers.iter().map(|p| p.ngpus));
-    let (first, nranks) = offsets(&counts);
-    let abort = Arc::new(Abort::default());
-    let mut kept = Vec::new();
-    for p in peers {
-        let (rank, mut s) = (p.rank, p.s);
-        let (nranks, first_rank) = (nranks as u32, first[rank] as u32);
-        let welcome = Msg::Welcome {
-            id: id.to_vec(),
-            nranks,
-            first_rank,
-            proof: welcome_proof(&job.token, &p.challenge, &p.nonce, &id, nranks, first_rank),
-        };
-        let _ = s.set_write_timeout(Some(
-            deadline
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_secs(1)),
-        ));
-        send(&mut s, &welcome)
-            .map_err(|e| fail(format!("sending rank {rank} the unique id: {e}")))?;
-        let slot = watch_peer(rank, &s, &abort);
-        kept.push((rank, s, slot));
-    }
-    Ok(Joined {
-        id,
-        nranks,
-        first_rank: 0,
-        abort,
-        link: Link::TcpRoot(kept),
-    })
-}
-
-/// Watches a peer on a thread of its own: its Done lands in the slot
-/// returned; anything else, or its going away, raises `abort`.
-pub(super) fn watch_peer(rank: usize, s: &TcpStream, abort: &Arc<Abort>) -> DoneSlot {
-    let slot = Arc::new(Mutex::new(None));
-    if let Ok(mut r) = s.try_clone() {
-        let (slot, abort) = (slot.clone(), abort.clone());
-        std::thread::spawn(move || match read_msg(&mut r, None) {
-            Ok(Msg::Done { ok, wrong, message }) => {
-                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Msg::Done {
-                    ok,
-                    wrong,
-                    message: peer_text(&message),
-                });
-            }
-            Ok(m) => abort.raise(format!("rank {rank} sent {} during the run", kind_name(&m))),
-            Err(e) => abort.raise(format!("rank {rank}'s process went away ({e})")),
-        });
-    }
-    slot
-}
-
+/// A peer: connects to rank 0, proves the token and checks rank 0's
+/// proof; the connection is then its link to the store.
 pub(super) fn tcp_peer(
     job: &Job,
     host: &str,
     port: u16,
     deadline: Instant,
-) -> Result<Joined, Failed> {
+) -> Result<Box<dyn Kv>, Failed> {
     let addrs: Vec<_> = (host, port)
         .to_socket_addrs()
         .map_err(|e| fail(format!("cannot resolve {host}:{port}: {e}")))?
@@ -640,8 +581,16 @@ pub(super) fn tcp_peer(
             continue;
         }
         let _ = s.set_write_timeout(None);
-        match welcome_answer(job, s, host, port, at, &challenge, &nonce, deadline) {
-            Step::Go(j) => return Ok(j),
+        match welcome_answer(job, &mut s, host, port, at, &challenge, &nonce, deadline) {
+            Step::Go(()) => {
+                return Ok(Box::new(PeerKv {
+                    s,
+                    at: format!("tcp://{}", super::host_port(host, port)),
+                    rank: job.rank,
+                    fences: 0,
+                    aborted: None,
+                }))
+            }
             Step::Retry(why) => {
                 last = why;
                 std::thread::sleep(Duration::from_millis(100));
@@ -682,35 +631,36 @@ fn challenge(job: &Job, s: &mut TcpStream, at: SocketAddr, deadline: Instant) ->
     }
 }
 
-/// Rank 0's answer to this peer's hello: the unique id, proven to come from
-/// a rank 0 that knows the token.
+/// Rank 0's answer to this peer's hello: a welcome, proven to come from a
+/// rank 0 that knows the token.
 #[allow(clippy::too_many_arguments)]
 fn welcome_answer(
     job: &Job,
-    mut s: TcpStream,
+    s: &mut TcpStream,
     host: &str,
     port: u16,
     at: SocketAddr,
     challenge: &[u8; 16],
     nonce: &[u8; 16],
     deadline: Instant,
-) -> Step<Joined> {
-    match read_msg(&mut s, Some(deadline)) {
-        Ok(Msg::Welcome {
-            id,
-            nranks,
-            first_rank,
-            proof: their_proof,
-        }) => {
-            let want = welcome_proof(&job.token, challenge, nonce, &id, nranks, first_rank);
+) -> Step<()> {
+    match read_msg(s, Some(deadline)) {
+        Ok(Msg::Welcome { proof: their_proof }) => {
+            let want = welcome_proof(
+                &job.token,
+                challenge,
+                nonce,
+                job.rank as u32,
+                job.world as u32,
+            );
             if !proof::same_proof(&their_proof, &want) {
                 return Step::End(fail(format!(
                     "the rank 0 at tcp://{host}:{port} ({at}) does not know this job's token: it is \
-                     another job's rank 0 (or not nccl-find), and its unique id was not used. Give every \
+                     another job's rank 0 (or not nccl-find), and nothing it sends is used. Give every \
                      rank the same --token (or NCCL_FIND_TOKEN), or choose another port"
                 )));
             }
-            Step::Go(welcomed(s, &id, nranks as usize, first_rank as usize))
+            Step::Go(())
         }
         Ok(Msg::Refused { reason }) => Step::End(fail(format!(
             "rank 0 refused rank {}: {}",
@@ -718,71 +668,462 @@ fn welcome_answer(
             peer_text(&reason)
         ))),
         Ok(m) => Step::End(fail(format!(
-            "rank 0 answered {} instead of the unique id",
+            "rank 0 answered {} instead of a welcome",
             kind_name(&m)
         ))),
         Err(e) if e.ends_with("the connection closed") || e.contains("reset") => Step::Retry(
             format!("rank 0 closed the connection before answering ({e})"),
         ),
-        Err(e) => Step::End(fail(format!("waiting for rank 0's unique id: {e}"))),
+        Err(e) => Step::End(fail(format!("waiting for rank 0's welcome: {e}"))),
     }
 }
 
-/// A peer that rank 0 welcomed: it watches rank 0, on a thread of its
-/// own, for an abort or its going away.
-pub(super) fn welcomed(s: TcpStream, id: &[u8], nranks: usize, first_rank: usize) -> Joined {
-    let abort = Arc::new(Abort::default());
-    if let Ok(mut r) = s.try_clone() {
-        let abort = abort.clone();
-        std::thread::spawn(move || match read_msg(&mut r, None) {
-            Ok(Msg::Abort { reason }) => {
-                abort.raise(format!("rank 0 stopped the job: {}", peer_text(&reason)))
-            }
-            Ok(m) => abort.raise(format!("rank 0 sent {} during the run", kind_name(&m))),
-            Err(e) => abort.raise(format!("rank 0's process went away ({e})")),
-        });
+/// How long rank 0, closing the store, waits for the peers to leave first.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// The most keys one rank may put: more is not nccl-find's doing.
+const MAX_KEYS: usize = 256;
+
+/// What rank 0's store holds, and how far each rank has come.
+#[derive(Default)]
+struct State {
+    /// Each rank's puts.
+    puts: HashMap<(usize, String), Vec<u8>>,
+    /// Keys each rank has put.
+    keys: Vec<usize>,
+    /// Barriers each rank has reached.
+    arrived: Vec<u32>,
+    /// Ranks whose connection closed.
+    gone: Vec<bool>,
+    /// A barrier's failure, for every rank waiting at it: its number, the
+    /// words and the ranks that never came.
+    failed: Option<(u32, String, Vec<usize>)>,
+    /// Why the job stops, once a rank said so or went away.
+    abort: Option<String>,
+    /// Rank 0 is closing the store: connections that close are no loss.
+    closing: bool,
+}
+
+impl State {
+    /// Whether barrier `n` is open: every rank has reached it.
+    fn open(&self, n: u32) -> bool {
+        self.arrived.iter().all(|a| *a > n)
     }
-    let mut out = [0u8; 128];
-    out.copy_from_slice(id);
-    Joined {
-        id: out,
-        nranks,
-        first_rank,
-        abort,
-        link: Link::TcpPeer(s),
+    /// Ranks that have not reached barrier `n`.
+    fn missing(&self, n: u32) -> Vec<usize> {
+        (0..self.arrived.len())
+            .filter(|r| self.arrived[*r] <= n)
+            .collect()
     }
 }
 
-/// for each peer's Done (until `deadline`, or until one goes away).
-pub(super) fn tcp_outcomes(
-    peers: Vec<(usize, TcpStream, DoneSlot)>,
-    ok: bool,
-    message: &str,
-    deadline: Instant,
-    abort: &Abort,
-) -> Vec<PeerOutcome> {
-    let mut out = Vec::new();
-    for (rank, mut s, slot) in peers {
-        if !ok {
-            let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-            let _ = send(
-                &mut s,
-                &Msg::Abort {
-                    reason: message.to_string(),
-                },
-            );
+/// Rank 0's store, shared with the thread that serves each peer.
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    /// Each peer's connection, to answer on (index: rank; rank 0's `None`).
+    peers: Vec<Option<Mutex<TcpStream>>>,
+    /// Where the store is, in words.
+    at: String,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send(&self, rank: usize, m: &Msg) -> Result<(), String> {
+        match self.peers.get(rank).and_then(|p| p.as_ref()) {
+            Some(p) => send(&mut p.lock().unwrap_or_else(|e| e.into_inner()), m),
+            None => Err(format!("rank {rank} has no connection")),
         }
-        let done = loop {
-            let got = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            match got {
-                Some(Msg::Done { ok, wrong, message }) => break Some((ok, wrong, message)),
-                _ if Instant::now() >= deadline || abort.raised().is_some() => break None,
-                _ => std::thread::sleep(Duration::from_millis(10)),
-            }
-        };
-        out.push(PeerOutcome { rank, done });
     }
-    out
+
+    /// Stops the job, keeping the first reason, and tells every peer.
+    fn abort(&self, why: String, except: Option<usize>) {
+        {
+            let mut st = self.lock();
+            if st.abort.is_some() || st.closing {
+                return;
+            }
+            st.abort = Some(why.clone());
+        }
+        self.changed.notify_all();
+        for r in 1..self.peers.len() {
+            if Some(r) != except {
+                let _ = self.send(r, &Msg::Abort { reason: why.clone() });
+            }
+        }
+    }
+}
+
+/// Rank 0's side of the store.
+struct Hub {
+    shared: Arc<Shared>,
+    fences: u32,
+    /// The rank 0 the other ranks' threads were started for (`Job::timeout`
+    /// words).
+    timeout: Duration,
+}
+
+impl Hub {
+    /// Welcomes every admitted peer and starts a thread that serves each.
+    fn serve(job: &Job, peers: Vec<Admitted>, at: String, deadline: Instant) -> Result<Hub, Failed> {
+        let world = job.world;
+        let mut conns: Vec<Option<Mutex<TcpStream>>> = (0..world).map(|_| None).collect();
+        let mut readers = Vec::new();
+        for p in peers {
+            let (rank, mut s) = (p.rank, p.s);
+            let welcome = Msg::Welcome {
+                proof: welcome_proof(&job.token, &p.challenge, &p.nonce, rank as u32, world as u32),
+            };
+            let _ = s.set_write_timeout(Some(
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_secs(1)),
+            ));
+            send(&mut s, &welcome).map_err(|e| fail(format!("welcoming rank {rank}: {e}")))?;
+            let r = s
+                .try_clone()
+                .map_err(|e| fail(format!("rank {rank}'s connection: {e}")))?;
+            readers.push((rank, r));
+            conns[rank] = Some(Mutex::new(s));
+        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                keys: vec![0; world],
+                arrived: vec![0; world],
+                gone: vec![false; world],
+                ..State::default()
+            }),
+            changed: Condvar::new(),
+            peers: conns,
+            at,
+        });
+        for (rank, r) in readers {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("nccl-find-store".into())
+                .spawn(move || serve_peer(&shared, rank, r))
+                .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
+        }
+        Ok(Hub {
+            shared,
+            fences: 0,
+            timeout: job.timeout,
+        })
+    }
+}
+
+/// Serves one peer's requests until its connection closes (or the store
+/// does): a peer that goes before it has put its outcome stops the job.
+fn serve_peer(shared: &Shared, rank: usize, mut s: TcpStream) {
+    let end = loop {
+        let m = match read_msg(&mut s, None) {
+            Ok(m) => m,
+            Err(e) => break format!("rank {rank}'s process went away ({e})"),
+        };
+        let answer = match m {
+            Msg::Put { key, value } => {
+                let mut st = shared.lock();
+                if st.keys[rank] >= MAX_KEYS {
+                    break format!("rank {rank} put more than {MAX_KEYS} keys");
+                }
+                st.keys[rank] += 1;
+                st.puts.insert((rank, key), value);
+                None
+            }
+            Msg::Get { from, key } => Some(Msg::Value {
+                value: shared.lock().puts.get(&(from as usize, key)).cloned(),
+            }),
+            Msg::Arrive { n } => match arrive(shared, rank, n) {
+                Ok(m) => Some(m),
+                Err(e) => break e,
+            },
+            Msg::Abort { reason } => {
+                shared.abort(
+                    format!("rank {rank} stopped the job: {}", peer_text(&reason)),
+                    Some(rank),
+                );
+                None
+            }
+            m => break format!("rank {rank} sent {} during the run", kind_name(&m)),
+        };
+        if let Some(a) = answer {
+            if let Err(e) = shared.send(rank, &a) {
+                break format!("rank {rank}'s process went away ({e})");
+            }
+        }
+    };
+    let lost = {
+        let mut st = shared.lock();
+        st.gone[rank] = true;
+        !st.closing && !st.puts.contains_key(&(rank, done_key(rank)))
+    };
+    shared.changed.notify_all();
+    if lost {
+        shared.abort(end, Some(rank));
+    }
+}
+
+/// A peer reaches barrier `n`: the answer once it opens or fails.
+fn arrive(shared: &Shared, rank: usize, n: u32) -> Result<Msg, String> {
+    let mut st = shared.lock();
+    if st.arrived[rank] != n {
+        return Err(format!(
+            "rank {rank} arrived at barrier {n}, but is at barrier {}",
+            st.arrived[rank]
+        ));
+    }
+    st.arrived[rank] = n + 1;
+    shared.changed.notify_all();
+    loop {
+        if st.open(n) {
+            return Ok(Msg::Pass { n });
+        }
+        if let Some((at, reason, missing)) = &st.failed {
+            if *at == n {
+                return Ok(Msg::Stop {
+                    reason: reason.clone(),
+                    missing: missing.iter().map(|r| *r as u32).collect(),
+                });
+            }
+        }
+        if st.closing {
+            return Err("the store closed".into());
+        }
+        st = shared
+            .changed
+            .wait(st)
+            .unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+impl Kv for Hub {
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        self.shared.lock().puts.insert((0, key.into()), value.into());
+        Ok(())
+    }
+
+    fn fence(&mut self, deadline: Instant) -> Result<(), Failed> {
+        let n = self.fences;
+        self.fences += 1;
+        let shared = &self.shared;
+        let mut st = shared.lock();
+        st.arrived[0] = n + 1;
+        shared.changed.notify_all();
+        loop {
+            if st.open(n) {
+                return Ok(());
+            }
+            let missing = st.missing(n);
+            let gone: Vec<usize> = missing.iter().copied().filter(|r| st.gone[*r]).collect();
+            let now = Instant::now();
+            if !gone.is_empty() || now >= deadline {
+                let reason = if gone.is_empty() {
+                    format!(
+                        "rank(s) {} never reached barrier {n} of the rendezvous at {} within {:.0} s ({} of {} \
+                         processes did). Check every rank's output, or raise --timeout",
+                        list(&missing),
+                        shared.at,
+                        self.timeout.as_secs_f64(),
+                        st.arrived.len() - missing.len(),
+                        st.arrived.len()
+                    )
+                } else {
+                    format!(
+                        "rank(s) {} went away before barrier {n} of the rendezvous at {}: check their output",
+                        list(&gone),
+                        shared.at
+                    )
+                };
+                st.failed = Some((n, reason.clone(), missing.clone()));
+                drop(st);
+                shared.changed.notify_all();
+                return Err(Failed {
+                    message: reason,
+                    missing,
+                });
+            }
+            let wait = (deadline - now).min(Duration::from_millis(500));
+            st = shared
+                .changed
+                .wait_timeout(st, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
+        self.shared
+            .lock()
+            .puts
+            .get(&(from, key.to_string()))
+            .cloned()
+            .ok_or_else(|| format!("rank {from} left no {key}"))
+    }
+
+    fn watch(&mut self) -> Option<String> {
+        self.shared.lock().abort.clone()
+    }
+
+    fn abort(&mut self, why: &str) {
+        self.shared.abort(why.to_string(), None);
+    }
+
+    fn close(&mut self) {
+        // A peer leaves once it has heard that the last barrier opened: wait
+        // (a little) for each to go, so that none misses it, then close.
+        let shared = &self.shared;
+        let until = Instant::now() + CLOSE_WAIT;
+        let mut st = shared.lock();
+        while !st.gone.iter().skip(1).all(|g| *g) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            st = shared
+                .changed
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        st.closing = true;
+        drop(st);
+        self.shared.changed.notify_all();
+        for p in self.shared.peers.iter().flatten() {
+            let _ = p
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// A peer's side of the store: its connection to rank 0.
+struct PeerKv {
+    s: TcpStream,
+    /// Where the store is, in words.
+    at: String,
+    rank: usize,
+    fences: u32,
+    /// Rank 0's abort, when one came between answers.
+    aborted: Option<String>,
+}
+
+/// How long past its deadline a peer waits for rank 0 to say how a barrier
+/// ended (rank 0 says so at its own deadline, which may be a little later).
+const PEER_GRACE: Duration = Duration::from_secs(2);
+
+impl PeerKv {
+    /// The next answer from rank 0 by `until`: an abort on the way is kept
+    /// for [`Kv::watch`], and the wait goes on.
+    fn answer(&mut self, until: Instant) -> Result<Msg, String> {
+        loop {
+            match read_msg(&mut self.s, Some(until))? {
+                Msg::Abort { reason } => {
+                    self.aborted
+                        .get_or_insert(format!("rank 0 stopped the job: {}", peer_text(&reason)));
+                }
+                m => return Ok(m),
+            }
+        }
+    }
+
+    fn gone(&self, e: &str) -> String {
+        format!("rank 0's process went away ({e})")
+    }
+}
+
+impl Kv for PeerKv {
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        let _ = self.s.set_write_timeout(Some(Duration::from_secs(10)));
+        send(
+            &mut self.s,
+            &Msg::Put {
+                key: key.into(),
+                value: value.into(),
+            },
+        )
+        .map_err(|e| self.gone(&e))
+    }
+
+    fn fence(&mut self, deadline: Instant) -> Result<(), Failed> {
+        let n = self.fences;
+        self.fences += 1;
+        let _ = self.s.set_write_timeout(Some(Duration::from_secs(10)));
+        send(&mut self.s, &Msg::Arrive { n }).map_err(|e| fail(self.gone(&e)))?;
+        match self.answer(deadline + PEER_GRACE) {
+            Ok(Msg::Pass { n: m }) if m == n => Ok(()),
+            Ok(Msg::Stop { reason, missing }) => Err(Failed {
+                message: peer_text(&reason),
+                missing: missing.into_iter().map(|r| r as usize).collect(),
+            }),
+            Ok(m) => Err(fail(format!(
+                "rank 0 answered {} at barrier {n}",
+                kind_name(&m)
+            ))),
+            Err(e) if e.contains("deadline") => Err(fail(format!(
+                "rank {} waited at barrier {n} of the rendezvous at {} past its deadline, and rank 0 never \
+                 said how it ended: is rank 0 still running? Check its output",
+                self.rank, self.at
+            ))),
+            Err(e) => Err(fail(self.gone(&e))),
+        }
+    }
+
+    fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
+        let _ = self.s.set_write_timeout(Some(Duration::from_secs(10)));
+        let ask = Msg::Get {
+            from: from as u32,
+            key: key.into(),
+        };
+        send(&mut self.s, &ask).map_err(|e| self.gone(&e))?;
+        match self.answer(Instant::now() + Duration::from_secs(30)) {
+            Ok(Msg::Value { value: Some(v) }) => Ok(v),
+            Ok(Msg::Value { value: None }) => Err(format!("rank {from} left no {key}")),
+            Ok(m) => Err(format!("rank 0 answered {} to a get", kind_name(&m))),
+            Err(e) => Err(self.gone(&e)),
+        }
+    }
+
+    fn watch(&mut self) -> Option<String> {
+        if self.aborted.is_some() {
+            return self.aborted.clone();
+        }
+        if self.s.set_nonblocking(true).is_err() {
+            return None;
+        }
+        let peeked = self.s.peek(&mut [0u8; 1]);
+        let _ = self.s.set_nonblocking(false);
+        match peeked {
+            Ok(0) => self.aborted = Some(self.gone("the connection closed")),
+            Ok(_) => match read_msg(&mut self.s, Some(Instant::now() + Duration::from_secs(5))) {
+                Ok(Msg::Abort { reason }) => {
+                    self.aborted = Some(format!("rank 0 stopped the job: {}", peer_text(&reason)))
+                }
+                Ok(m) => self.aborted = Some(format!("rank 0 sent {} during the run", kind_name(&m))),
+                Err(e) => self.aborted = Some(self.gone(&e)),
+            },
+            Err(e) if timed_out(&e) || e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => self.aborted = Some(self.gone(&e.to_string())),
+        }
+        self.aborted.clone()
+    }
+
+    fn abort(&mut self, why: &str) {
+        let _ = self.s.set_write_timeout(Some(Duration::from_secs(2)));
+        let _ = send(
+            &mut self.s,
+            &Msg::Abort {
+                reason: why.into(),
+            },
+        );
+    }
+
+    fn close(&mut self) {
+        let _ = self.s.shutdown(std::net::Shutdown::Both);
+    }
 }
 
 #[cfg(test)]
@@ -847,6 +1188,20 @@ mod tests {
         (s, challenge, nonce)
     }
 
+    /// A welcomed peer speaking the store by hand: its hello (one GPU) and
+    /// the two barriers of the meeting.
+    fn raw_meet(s: &mut TcpStream, rank: usize) {
+        let hello = Msg::Put {
+            key: format!("nccl-find/hello/{rank}"),
+            value: 1u32.to_le_bytes().to_vec(),
+        };
+        s.write_all(&encode(&hello)).unwrap();
+        for n in [0, 1] {
+            s.write_all(&encode(&Msg::Arrive { n })).unwrap();
+            assert_eq!(read_msg(s, wait()), Ok(Msg::Pass { n }));
+        }
+    }
+
     /// Rank 0 of a world of `world` on a thread, with the notes it logged.
     fn tcp_rank0_of(
         port: u16,
@@ -907,12 +1262,8 @@ mod tests {
             let Ok(Msg::Hello { nonce, .. }) = decode(1, &hello) else {
                 panic!("{hello:?}")
             };
-            let id = [6u8; 128];
             let welcome = Msg::Welcome {
-                id: id.to_vec(),
-                nranks: 2,
-                first_rank: 1,
-                proof: welcome_proof("a-guess", &[5; 16], &nonce, &id, 2, 1),
+                proof: welcome_proof("a-guess", &[5; 16], &nonce, 1, 2),
             };
             s.write_all(&encode(&welcome)).unwrap();
             hello
@@ -925,7 +1276,7 @@ mod tests {
             e,
             format!(
                 "the rank 0 at tcp://127.0.0.1:{port} (127.0.0.1:{port}) does not know this job's token: \
-                 it is another job's rank 0 (or not nccl-find), and its unique id was not used. Give every \
+                 it is another job's rank 0 (or not nccl-find), and nothing it sends is used. Give every \
                  rank the same --token (or NCCL_FIND_TOKEN), or choose another port"
             )
         );
@@ -985,17 +1336,11 @@ mod tests {
                 .map(|j| j.first_rank)
                 .map_err(|f| f.message)
         });
-        let Msg::Welcome {
-            id,
-            nranks,
-            first_rank,
-            proof: p,
-        } = read_msg(&mut again, wait()).unwrap()
-        else {
+        let Msg::Welcome { proof: p } = read_msg(&mut again, wait()).unwrap() else {
             panic!("no welcome")
         };
-        assert_eq!((id.clone(), nranks, first_rank), (vec![7; 128], 3, 1));
-        assert_eq!(p, welcome_proof("t", &challenge, &nonce, &id, 3, 1));
+        assert_eq!(p, welcome_proof("t", &challenge, &nonce, 1, 3));
+        raw_meet(&mut again, 1);
         assert_eq!(peer2.join().unwrap(), Ok(2));
         let (r, notes) = r0.join().unwrap();
         assert_eq!(r, Ok(3), "{notes:?}");
@@ -1022,6 +1367,18 @@ mod tests {
             conns.push(s);
         }
         want.push("3 more rank(s) joined from 127.0.0.1: 17-19".into());
+        let peers: Vec<_> = conns
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut s)| {
+                std::thread::spawn(move || {
+                    assert!(matches!(read_msg(&mut s, wait()), Ok(Msg::Welcome { .. })));
+                    raw_meet(&mut s, i + 1);
+                    s
+                })
+            })
+            .collect();
+        let _conns: Vec<TcpStream> = peers.into_iter().map(|p| p.join().unwrap()).collect();
         let (r, notes) = r0.join().unwrap();
         assert_eq!(r, Ok(world), "{notes:?}");
         assert_eq!(notes, want);
@@ -1036,12 +1393,20 @@ mod tests {
         });
         let (mut s, _, _) = raw_hello(port, "t", 1, 2);
         assert!(matches!(read_msg(&mut s, wait()), Ok(Msg::Welcome { .. })));
-        let done = Msg::Done {
-            ok: true,
-            wrong: 0,
-            message: "\x1b[2Jfine\nrank 9: OK\u{202e}".into(),
+        raw_meet(&mut s, 1);
+        // The peer's outcome, as a hostile one would put it.
+        let mut done = vec![1u8];
+        done.extend_from_slice(&0u64.to_le_bytes());
+        done.extend_from_slice("\x1b[2Jfine\nrank 9: OK\u{202e}".as_bytes());
+        let put = Msg::Put {
+            key: done_key(1),
+            value: done,
         };
-        s.write_all(&encode(&done)).unwrap();
+        s.write_all(&encode(&put)).unwrap();
+        for n in [2, 3] {
+            s.write_all(&encode(&Msg::Arrive { n })).unwrap();
+            assert_eq!(read_msg(&mut s, wait()), Ok(Msg::Pass { n }));
+        }
         assert_eq!(
             r0.join().unwrap(),
             vec![PeerOutcome {
@@ -1093,12 +1458,7 @@ mod tests {
         std::thread::spawn(move || {
             let (mut s, _) = l.accept().unwrap();
             let _ = s.write_all(&encode(&Msg::Challenge { nonce: [2; 16] }));
-            for b in encode(&Msg::Welcome {
-                id: vec![1; 128],
-                nranks: 2,
-                first_rank: 1,
-                proof: [0; 32],
-            }) {
+            for b in encode(&Msg::Welcome { proof: [0; 32] }) {
                 if s.write_all(&[b]).is_err() {
                     return;
                 }

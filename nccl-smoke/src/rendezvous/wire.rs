@@ -1,5 +1,8 @@
-//! Our own TCP rendezvous's frames: magic, version, kind, payload length,
-//! payload. Anything malformed is an error, never a panic.
+//! Our own TCP store's frames: magic, version, kind, payload length,
+//! payload. A connection starts with a challenge, a hello and a welcome
+//! (the job token proven both ways, never sent), and then carries the
+//! store's requests (put, get, arrive at a barrier) and rank 0's answers.
+//! Anything malformed is an error, never a panic.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -30,16 +33,10 @@ pub enum Msg {
         /// The keyed hash of the token over both nonces and the fields above.
         proof: [u8; PROOF_LEN],
     },
-    /// Rank 0's answer: the unique id, and the peer's first NCCL rank.
+    /// Rank 0's answer: the peer is in, and rank 0 knows the token too.
     Welcome {
-        /// NCCL's unique id.
-        id: Vec<u8>,
-        /// NCCL ranks in all.
-        nranks: u32,
-        /// The peer's first NCCL rank.
-        first_rank: u32,
-        /// The keyed hash of the token over both nonces and the fields above:
-        /// a rank 0 of another job cannot make it.
+        /// The keyed hash of the token over both nonces, the peer's rank and
+        /// the world size: a rank 0 of another job cannot make it.
         proof: [u8; PROOF_LEN],
     },
     /// Rank 0 turns a peer away.
@@ -47,25 +44,56 @@ pub enum Msg {
         /// Why.
         reason: String,
     },
-    /// A peer's outcome.
-    Done {
-        /// Whether everything it checked was right.
-        ok: bool,
-        /// Wrong elements it saw.
-        wrong: u64,
-        /// In words.
-        message: String,
-    },
-    /// Stop: another rank failed.
+    /// Stop: a rank failed, or went away.
     Abort {
         /// Why.
         reason: String,
     },
+    /// A peer publishes `value` under `key` (no answer).
+    Put {
+        /// The key.
+        key: String,
+        /// The value.
+        value: Vec<u8>,
+    },
+    /// A peer asks for what rank `from` put under `key`.
+    Get {
+        /// The rank that put it.
+        from: u32,
+        /// The key.
+        key: String,
+    },
+    /// Rank 0's answer to a get: the value, or `None` where there is none.
+    Value {
+        /// The value.
+        value: Option<Vec<u8>>,
+    },
+    /// A peer has reached barrier `n`.
+    Arrive {
+        /// The barrier's number.
+        n: u32,
+    },
+    /// Rank 0: every rank has reached barrier `n`.
+    Pass {
+        /// The barrier's number.
+        n: u32,
+    },
+    /// Rank 0: barrier `n` failed, and why (the ranks that never came).
+    Stop {
+        /// In words.
+        reason: String,
+        /// The ranks that never came, the first [`MAX_LISTED`].
+        missing: Vec<u32>,
+    },
 }
 
+/// The most missing ranks a [`Msg::Stop`] lists (the words say the rest).
+pub(super) const MAX_LISTED: usize = 4096;
+
 pub(super) const MAGIC: &[u8; 4] = b"NCFS";
-/// Version 2: the token is proven by keyed hashes, never sent.
-pub(super) const VERSION: u8 = 2;
+/// Version 3: a store after the welcome (version 2 handed out the unique
+/// id in the welcome); the token is proven by keyed hashes, never sent.
+pub(super) const VERSION: u8 = 3;
 pub(super) const MAX_PAYLOAD: usize = 64 * 1024;
 
 pub(super) fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -73,6 +101,16 @@ pub(super) fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(b.len() as u16).to_le_bytes());
     out.extend_from_slice(b);
 }
+
+/// Bytes, their length first (u32), at most [`MAX_VALUE`] of them.
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    let b = &b[..b.len().min(MAX_VALUE)];
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// The longest value a put carries.
+pub(super) const MAX_VALUE: usize = 32 * 1024;
 
 /// A frame: magic, version, kind, payload length, payload.
 pub fn encode(m: &Msg) -> Vec<u8> {
@@ -92,16 +130,7 @@ pub fn encode(m: &Msg) -> Vec<u8> {
             p.extend_from_slice(proof);
             1
         }
-        Msg::Welcome {
-            id,
-            nranks,
-            first_rank,
-            proof,
-        } => {
-            p.extend_from_slice(&(id.len() as u16).to_le_bytes());
-            p.extend_from_slice(id);
-            p.extend_from_slice(&nranks.to_le_bytes());
-            p.extend_from_slice(&first_rank.to_le_bytes());
+        Msg::Welcome { proof } => {
             p.extend_from_slice(proof);
             2
         }
@@ -109,15 +138,45 @@ pub fn encode(m: &Msg) -> Vec<u8> {
             put_str(&mut p, reason);
             3
         }
-        Msg::Done { ok, wrong, message } => {
-            p.push(u8::from(*ok));
-            p.extend_from_slice(&wrong.to_le_bytes());
-            put_str(&mut p, message);
-            4
-        }
         Msg::Abort { reason } => {
             put_str(&mut p, reason);
             5
+        }
+        Msg::Put { key, value } => {
+            put_str(&mut p, key);
+            put_bytes(&mut p, value);
+            7
+        }
+        Msg::Get { from, key } => {
+            p.extend_from_slice(&from.to_le_bytes());
+            put_str(&mut p, key);
+            8
+        }
+        Msg::Value { value } => {
+            if let Some(v) = value {
+                p.push(1);
+                put_bytes(&mut p, v);
+            } else {
+                p.push(0);
+            }
+            9
+        }
+        Msg::Arrive { n } => {
+            p.extend_from_slice(&n.to_le_bytes());
+            10
+        }
+        Msg::Pass { n } => {
+            p.extend_from_slice(&n.to_le_bytes());
+            11
+        }
+        Msg::Stop { reason, missing } => {
+            put_str(&mut p, reason);
+            let listed = &missing[..missing.len().min(MAX_LISTED)];
+            p.extend_from_slice(&(listed.len() as u32).to_le_bytes());
+            for r in listed {
+                p.extend_from_slice(&r.to_le_bytes());
+            }
+            12
         }
         Msg::Challenge { nonce } => {
             p.extend_from_slice(nonce);
@@ -175,6 +234,13 @@ impl Cursor<'_> {
         out.copy_from_slice(self.take(N)?);
         Ok(out)
     }
+    fn bytes(&mut self) -> Result<Vec<u8>, String> {
+        let n = self.u32()? as usize;
+        if n > MAX_VALUE {
+            return Err(format!("a value of {n} bytes is too long"));
+        }
+        Ok(self.take(n)?.to_vec())
+    }
     fn string(&mut self) -> Result<String, String> {
         let n = self.u16()? as usize;
         String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a string is not UTF-8".to_string())
@@ -192,37 +258,42 @@ pub fn decode(kind: u8, payload: &[u8]) -> Result<Msg, String> {
             nonce: c.array()?,
             proof: c.array()?,
         },
-        2 => {
-            let n = c.u16()? as usize;
-            if n != 128 {
-                return Err(format!("a unique id of {n} bytes (NCCL's has 128)"));
-            }
-            Msg::Welcome {
-                id: c.take(n)?.to_vec(),
-                nranks: c.u32()?,
-                first_rank: c.u32()?,
-                proof: c.array()?,
-            }
-        }
+        2 => Msg::Welcome { proof: c.array()? },
         3 => Msg::Refused {
             reason: c.string()?,
         },
-        4 => {
-            let ok = match c.take(1)?[0] {
-                0 => false,
-                1 => true,
-                b => return Err(format!("a done flag of {b}")),
-            };
-            let w = c.take(8)?;
-            Msg::Done {
-                ok,
-                wrong: u64::from_le_bytes(w.try_into().expect("8 bytes")),
-                message: c.string()?,
-            }
-        }
         5 => Msg::Abort {
             reason: c.string()?,
         },
+        7 => Msg::Put {
+            key: c.string()?,
+            value: c.bytes()?,
+        },
+        8 => Msg::Get {
+            from: c.u32()?,
+            key: c.string()?,
+        },
+        9 => Msg::Value {
+            value: match c.take(1)?[0] {
+                0 => None,
+                1 => Some(c.bytes()?),
+                b => return Err(format!("a value flag of {b}")),
+            },
+        },
+        10 => Msg::Arrive { n: c.u32()? },
+        11 => Msg::Pass { n: c.u32()? },
+        12 => {
+            let reason = c.string()?;
+            let n = c.u32()? as usize;
+            if n > MAX_LISTED {
+                return Err(format!("{n} missing ranks listed (at most {MAX_LISTED})"));
+            }
+            let mut missing = Vec::with_capacity(n);
+            for _ in 0..n {
+                missing.push(c.u32()?);
+            }
+            Msg::Stop { reason, missing }
+        }
         6 => Msg::Challenge { nonce: c.array()? },
         k => return Err(format!("unknown message kind {k}")),
     };
@@ -292,7 +363,12 @@ pub(super) fn kind_name(m: &Msg) -> &'static str {
         Msg::Hello { .. } => "a hello",
         Msg::Welcome { .. } => "a welcome",
         Msg::Refused { .. } => "a refusal",
-        Msg::Done { .. } => "a done message",
         Msg::Abort { .. } => "an abort",
+        Msg::Put { .. } => "a put",
+        Msg::Get { .. } => "a get",
+        Msg::Value { .. } => "a value",
+        Msg::Arrive { .. } => "an arrival at a barrier",
+        Msg::Pass { .. } => "a barrier's opening",
+        Msg::Stop { .. } => "a barrier's failure",
     }
 }
