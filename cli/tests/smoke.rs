@@ -229,7 +229,7 @@ fn a_malformed_peer_is_refused_without_a_crash() {
     let deadline = Instant::now() + Duration::from_secs(10);
     for garbage in [
         &b"GET / HTTP/1.1\r\n\r\n"[..],
-        &b"NCFS\x02\x01\xff\xff\xff\x7f"[..],
+        &b"NCFS\x03\x01\xff\xff\xff\x7f"[..],
         &b"NCFS\x01\x01\x13\x00\x00\x00\x05\x00job-7\x03\x00\x00\x00\x04\x00\x00\x00\x02\x00\x00\x00"[..],
     ] {
         let mut s = loop {
@@ -259,7 +259,7 @@ fn a_malformed_peer_is_refused_without_a_crash() {
         "{o0:?}"
     );
     assert!(
-        o0.1.contains("protocol version 1 (this nccl-find speaks 2)"),
+        o0.1.contains("protocol version 1 (this nccl-find speaks 3)"),
         "{o0:?}"
     );
 }

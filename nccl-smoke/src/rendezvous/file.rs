@@ -389,6 +389,9 @@ struct FileStore {
     fences: u32,
     /// This user's id: a barrier's arrival counts only as this user's file.
     uid: Option<u32>,
+    /// Rank 0's puts, written when the next barrier opens (no peer reads
+    /// one before): a rank 0 killed while it waits leaves only its file.
+    held: Vec<(String, String)>,
 }
 
 impl FileStore {
@@ -404,6 +407,7 @@ impl FileStore {
             cleanup_key,
             fences: 0,
             uid: fsafe::my_uid(),
+            held: Vec::new(),
         }
     }
 
@@ -467,6 +471,10 @@ impl FileStore {
                 }
             }
             if left == 0 {
+                for (what, text) in std::mem::take(&mut self.held) {
+                    self.make(&what, &text)
+                        .map_err(|e| fail(cannot_write(&self.side(&what, 0), &e)))?;
+                }
                 return self
                     .make(&format!("open{n}"), "open")
                     .map_err(|e| fail(cannot_write(&self.side(&format!("open{n}"), 0), &e)));
@@ -543,6 +551,10 @@ fn key_name(key: &str) -> Result<String, String> {
 impl Kv for FileStore {
     fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
         let what = key_name(key)?;
+        if self.rank == 0 {
+            self.held.push((what, hex(value)));
+            return Ok(());
+        }
         match self.make(&what, &hex(value)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(format!(
@@ -569,7 +581,14 @@ impl Kv for FileStore {
 
     fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
         let what = key_name(key)?;
-        match self.read(&what, from)? {
+        let held = (from == 0 && self.rank == 0)
+            .then(|| self.held.iter().find(|(w, _)| *w == what).map(|h| h.1.clone()))
+            .flatten();
+        let got = match held {
+            Some(h) => Some(h),
+            None => self.read(&what, from)?,
+        };
+        match got {
             Some(h) => unhex(&h).ok_or_else(|| format!("rank {from}'s {key} is not hex")),
             None => Err(format!("rank {from} left no {key}")),
         }

@@ -132,6 +132,8 @@ pub(super) enum Whose {
 enum Up {
     /// A line for the log.
     Note(String),
+    /// Rank 0's unique id is wanted now.
+    NeedId,
     /// The meeting's end.
     Met(Reply<Met>),
 }
@@ -148,12 +150,13 @@ pub(super) fn join(
     rank: usize,
     world: usize,
     ngpus: usize,
-    id: Option<[u8; 128]>,
+    make_id: &dyn Fn() -> Result<[u8; 128], String>,
     timeout: Duration,
     log: &mut dyn FnMut(String),
 ) -> Result<Joined, Failed> {
     let deadline = deadline_after(timeout);
     let (up_tx, up_rx) = mpsc::channel::<Up>();
+    let (id_tx, id_rx) = mpsc::channel::<Result<[u8; 128], String>>();
     let (cmd_tx, cmd_rx) = mpsc::channel::<Cmd>();
     let (out_tx, out_rx) = mpsc::channel::<Vec<PeerOutcome>>();
     let abort = Arc::new(Abort::default());
@@ -176,7 +179,17 @@ pub(super) fn join(
                 }
             };
             thread_connected.store(true, Ordering::SeqCst);
-            let met = meet(kv.as_mut(), rank, world, ngpus, id, deadline)
+            // Rank 0's unique id is made on the waiting thread, which holds
+            // the means: asked for here, when every rank has come.
+            let ask = up_tx.clone();
+            let mut id = || {
+                ask.send(Up::NeedId)
+                    .map_err(|_| "the rank stopped waiting".to_string())?;
+                id_rx
+                    .recv()
+                    .map_err(|_| "the rank stopped waiting".to_string())?
+            };
+            let met = meet(kv.as_mut(), rank, world, ngpus, &mut id, deadline)
                 .map(|(id, nranks, first)| (id, nranks, first, kv.notes()));
             let failed = met.is_err();
             let _ = up_tx.send(Up::Met(met));
@@ -196,6 +209,9 @@ pub(super) fn join(
         let left = until.saturating_duration_since(Instant::now());
         match up_rx.recv_timeout(left) {
             Ok(Up::Note(m)) => log(m),
+            Ok(Up::NeedId) => {
+                let _ = id_tx.send(make_id());
+            }
             Ok(Up::Met(m)) => break Some(m),
             Err(_) => break None,
         }
@@ -343,7 +359,7 @@ fn meet(
     rank: usize,
     world: usize,
     ngpus: usize,
-    id: Option<[u8; 128]>,
+    make_id: &mut dyn FnMut() -> Result<[u8; 128], String>,
     deadline: Instant,
 ) -> Reply<([u8; 128], usize, usize)> {
     let n = u32::try_from(ngpus)
@@ -354,7 +370,9 @@ fn meet(
         .map_err(fail)?;
     kv.fence(deadline)?;
     if rank == 0 {
-        let id = id.ok_or_else(|| fail("rank 0 has no unique id to hand out"))?;
+        // Made once every rank is here: NCCL's side of it (its bootstrap
+        // root) starts only for a job that meets.
+        let id = make_id().map_err(fail)?;
         let mut counts = Vec::with_capacity(world);
         for r in 0..world {
             let b = kv.get(r, &key("hello", r)).map_err(fail)?;
@@ -565,14 +583,13 @@ mod tests {
             .map(|(r, &n)| {
                 let via = via.clone();
                 std::thread::spawn(move || {
-                    let id = (r == 0).then_some([5u8; 128]);
                     let j = join(
                         launcher_opener(via.clone(), r, world),
                         Whose::Launcher(via.launcher(), via.describe()),
                         r,
                         world,
                         n,
-                        id,
+                        &|| Ok([5u8; 128]),
                         Duration::from_secs(secs),
                         &mut |_| {},
                     )

@@ -320,11 +320,6 @@ pub fn join(
         )));
     }
     check_token(&job.token).map_err(fail)?;
-    let id = if job.rank == 0 {
-        Some(make_id().map_err(fail)?)
-    } else {
-        None
-    };
     let (open, whose): (kv::Opener, kv::Whose) = match &job.exchange {
         Exchange::Ours(Init::Tcp { host, port }) => {
             let (job, host, port) = (job.clone(), host.clone(), *port);
@@ -353,7 +348,7 @@ pub fn join(
         job.rank,
         job.world,
         job.ngpus,
-        id,
+        make_id,
         job.timeout,
         log,
     )

@@ -617,6 +617,28 @@ impl Kv for StoreKv {
         self.conn.close();
     }
 
+    fn watch(&mut self) -> Option<String> {
+        let key = self.scoped("nccl-find/abort");
+        let until = Instant::now() + Duration::from_secs(2);
+        match self.conn.check(std::slice::from_ref(&key), until) {
+            Ok(true) => {
+                let why = self.conn.get(&key, until).unwrap_or_default();
+                Some(crate::untrusted::peer_text(&String::from_utf8_lossy(&why)))
+            }
+            _ => None,
+        }
+    }
+
+    fn abort(&mut self, why: &str) {
+        let key = self.scoped("nccl-find/abort");
+        let text = format!("rank {} stopped the job: {why}", self.rank);
+        let mut cut = text.len().min(2000);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let _ = self.conn.set(&key, &text.as_bytes()[..cut], self.op_until());
+    }
+
     fn notes(&self) -> Vec<String> {
         slowness(&self.at, self.accepted_in, self.conn.slowest)
             .into_iter()
