@@ -421,7 +421,13 @@ fn cmake_and_meson_build_and_run_against_a_real_wheel() {
         return;
     };
     let pc = wrapper(&dir, &Install::Venv(venv.clone()));
-    let flags = Command::new(&pc).args(["--libs", "nccl"]).output().unwrap();
+    // Through sh, not exec'd: a child another test thread forks while the
+    // script was open for writing would make exec fail (ETXTBSY).
+    let flags = Command::new("sh")
+        .arg(&pc)
+        .args(["--libs", "nccl"])
+        .output()
+        .unwrap();
     let loader = dir.join("cache/nccl-find/loader");
     let libs = text(&flags.stdout);
     assert!(

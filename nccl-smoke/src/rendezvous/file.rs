@@ -166,75 +166,59 @@ pub(super) fn remove_dead_run(path: &Path, run: &str) -> usize {
     removed
 }
 
-/// Whether rank 0 may put its file at `path` (see [`publish`]): `Err(Ok)`
-/// a refusal in words, `Err(Err)` an error of the file system.
+/// Whether rank 0 may put its file at `path`: nothing is there, or the
+/// file of a run whose rank 0 is provably gone (removed here, with that
+/// run's files beside it). `Err(Ok)` a refusal in words, `Err(Err)` an
+/// error of the file system.
 fn may_publish(
     path: &Path,
-    prev: Option<FileId>,
     log: &mut dyn FnMut(String),
 ) -> Result<(), Result<String, std::io::Error>> {
-    match (std::fs::symlink_metadata(path), prev) {
-        (Err(e), None) if e.kind() == std::io::ErrorKind::NotFound => {}
-        (Ok(m), Some(id)) if m.file_type().is_file() && FileId::of(&m) == id => {}
-        (Ok(m), None) => match previous(path) {
-            Previous::Dead(old_run, old_id, who) => {
-                let gone = old_run.map_or(0, |r| remove_dead_run(path, &r));
-                if !fsafe::remove_if_ours(path, old_id) {
-                    return Err(Ok(format!(
-                        "{} was replaced by someone else while it was being taken over",
-                        path.display()
-                    )));
-                }
-                log(format!(
-                    "replaced {}: a rendezvous file an earlier run left (its rank 0, {who}, is gone); \
-                     {gone} file(s) of that run beside it removed",
-                    path.display()
-                ));
-            }
-            Previous::Busy(e) => return Err(Ok(e)),
-            Previous::Foreign => {
+    let m = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Err(e)),
+        Ok(m) => m,
+    };
+    match previous(path) {
+        Previous::Dead(old_run, old_id, who) => {
+            let gone = old_run.map_or(0, |r| remove_dead_run(path, &r));
+            if !fsafe::remove_if_ours(path, old_id) {
                 return Err(Ok(format!(
-                    "{} already exists and is not a rendezvous file of yours ({}): it is left alone. Remove \
-                     it, or choose another path",
-                    path.display(),
-                    fsafe::kind(&m)
-                )))
+                    "{} was replaced by someone else while it was being taken over",
+                    path.display()
+                )));
             }
-        },
-        (_, Some(_)) => {
-            return Err(Ok(format!(
-                "{} was removed or replaced by someone else during the rendezvous",
+            log(format!(
+                "replaced {}: a rendezvous file an earlier run left (its rank 0, {who}, is gone); \
+                 {gone} file(s) of that run beside it removed",
                 path.display()
-            )))
+            ));
+            Ok(())
         }
-        (Err(e), None) => return Err(Err(e)),
+        Previous::Busy(e) => Err(Ok(e)),
+        Previous::Foreign => Err(Ok(format!(
+            "{} already exists and is not a rendezvous file of yours ({}): it is left alone. Remove \
+             it, or choose another path",
+            path.display(),
+            fsafe::kind(&m)
+        ))),
     }
-    Ok(())
 }
 
 /// Rank 0 puts `text` at `path`: a new file with an unguessable name,
-/// renamed over `path` (a rename replaces a link, never writes through it),
-/// or the first time linked there (which fails where anything is, so two
-/// rank 0s starting at once cannot both take the path). `prev`: the file
-/// this run put there before, which must still be there; `None`: only
-/// nothing, or the file of a run whose rank 0 is provably gone, may be
-/// there (its side files are removed too). The new file goes into `made`
+/// linked there (which fails where anything is, so two rank 0s starting at
+/// once cannot both take the path; a file system without hard links
+/// renames it there, after the check). The new file goes into `made`
 /// before it appears at `path`, so an interrupt never misses it.
 pub(super) fn publish(
     path: &Path,
     run: &str,
     text: &str,
-    prev: Option<FileId>,
     made: &Made,
     log: &mut dyn FnMut(String),
 ) -> Result<FileId, String> {
-    let cannot = |e: &dyn std::fmt::Display| {
-        format!(
-            "cannot write {}: {e}. The rendezvous file must be in a directory every rank can write",
-            path.display()
-        )
-    };
-    may_publish(path, prev, log).map_err(|e| e.unwrap_or_else(|e| cannot(&e)))?;
+    let cannot = |e: &dyn std::fmt::Display| cannot_write(path, e);
+    may_publish(path, log).map_err(|e| e.unwrap_or_else(|e| cannot(&e)))?;
     let tmp = side(path, run, &format!("new-{}", fsafe::nonce()), 0);
     let id = fsafe::create_new(&tmp, text.as_bytes()).map_err(|e| cannot(&e))?;
     {
@@ -242,24 +226,21 @@ pub(super) fn publish(
         m.push((tmp.clone(), id));
         m.push((path.to_path_buf(), id));
     }
-    let placed = match prev {
-        Some(_) => std::fs::rename(&tmp, path),
-        None => match std::fs::hard_link(&tmp, path) {
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                fsafe::remove_if_ours(&tmp, id);
-                return Err(format!(
-                    "{} was just made by another process (another job's rank 0?): it is left alone. Choose \
-                     another path",
-                    path.display()
-                ));
-            }
-            // A file system without hard links: the check above stands.
-            Err(_) => std::fs::rename(&tmp, path),
-            Ok(()) => {
-                fsafe::remove_if_ours(&tmp, id);
-                Ok(())
-            }
-        },
+    let placed = match std::fs::hard_link(&tmp, path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            fsafe::remove_if_ours(&tmp, id);
+            return Err(format!(
+                "{} was just made by another process (another job's rank 0?): it is left alone. Choose \
+                 another path",
+                path.display()
+            ));
+        }
+        // A file system without hard links: the check above stands.
+        Err(_) => std::fs::rename(&tmp, path),
+        Ok(()) => {
+            fsafe::remove_if_ours(&tmp, id);
+            Ok(())
+        }
     };
     if let Err(e) = placed {
         fsafe::remove_if_ours(&tmp, id);
@@ -326,8 +307,12 @@ fn publish_run(job: &Job, path: &Path, log: &mut dyn FnMut(String)) -> Result<Fi
             remove_made(&made);
         })
     };
-    let head = format!("{FILE_MAGIC}\n{}\n{run}\n{}\nopen\n", job.token, owner::line());
-    if let Err(e) = publish(path, &run, &head, None, &made, log) {
+    let head = format!(
+        "{FILE_MAGIC}\n{}\n{run}\n{}\nopen\n",
+        job.token,
+        owner::line()
+    );
+    if let Err(e) = publish(path, &run, &head, &made, log) {
         remove_made(&made);
         crate::forget_cleanup(key);
         return Err(fail(e));
@@ -392,6 +377,8 @@ struct FileStore {
     /// Rank 0's puts, written when the next barrier opens (no peer reads
     /// one before): a rank 0 killed while it waits leaves only its file.
     held: Vec<(String, String)>,
+    /// Rank 0: the peers seen at the latest barrier.
+    last_here: Vec<usize>,
 }
 
 impl FileStore {
@@ -408,6 +395,7 @@ impl FileStore {
             fences: 0,
             uid: fsafe::my_uid(),
             held: Vec::new(),
+            last_here: Vec::new(),
         }
     }
 
@@ -459,17 +447,18 @@ impl FileStore {
         let mut left = self.world - 1;
         let mut pause = Backoff::new(Duration::from_millis(50));
         loop {
-            for r in 1..self.world {
+            for (r, seen) in here.iter_mut().enumerate().skip(1) {
                 // A world of a million ranks is a million looks: the
                 // deadline is kept between them, not only between rounds.
                 if r % 1024 == 0 && Instant::now() >= deadline {
                     break;
                 }
-                if !here[r] && self.arrived(n, r) {
-                    here[r] = true;
+                if !*seen && self.arrived(n, r) {
+                    *seen = true;
                     left -= 1;
                 }
             }
+            self.last_here = (1..self.world).filter(|r| here[*r]).collect();
             if left == 0 {
                 for (what, text) in std::mem::take(&mut self.held) {
                     self.make(&what, &text)
@@ -541,7 +530,10 @@ impl FileStore {
 
 /// A key as part of a file name: `nccl-find/` dropped, `/` as `-`.
 fn key_name(key: &str) -> Result<String, String> {
-    let k = key.strip_prefix("nccl-find/").unwrap_or(key).replace('/', "-");
+    let k = key
+        .strip_prefix("nccl-find/")
+        .unwrap_or(key)
+        .replace('/', "-");
     if k.is_empty() || k.len() > 30 || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
         return Err(format!("{key:?} is not a key the file store takes"));
     }
@@ -582,7 +574,12 @@ impl Kv for FileStore {
     fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
         let what = key_name(key)?;
         let held = (from == 0 && self.rank == 0)
-            .then(|| self.held.iter().find(|(w, _)| *w == what).map(|h| h.1.clone()))
+            .then(|| {
+                self.held
+                    .iter()
+                    .find(|(w, _)| *w == what)
+                    .map(|h| h.1.clone())
+            })
             .flatten();
         let got = match held {
             Some(h) => Some(h),
@@ -616,7 +613,11 @@ impl Kv for FileStore {
     fn abort(&mut self, why: &str) {
         // The first rank to stop the job names it; the file is rank 0's
         // name, whoever makes it.
-        let text = format!("rank {} stopped the job: {}", self.rank, why.replace('\n', " "));
+        let text = format!(
+            "rank {} stopped the job: {}",
+            self.rank,
+            why.replace('\n', " ")
+        );
         let f = self.side("abort", 0);
         if let Ok(id) = fsafe::create_new(&f, format!("{}\n{text}\nend\n", self.token).as_bytes()) {
             self.made
@@ -634,7 +635,9 @@ impl Kv for FileStore {
             if let Some(last) = self.fences.checked_sub(1) {
                 let until = Instant::now() + Duration::from_secs(5);
                 let mut pause = Backoff::new(Duration::from_millis(20));
-                while (1..self.world).any(|r| self.arrived(last, r)) && Instant::now() < until {
+                while self.last_here.iter().any(|r| self.arrived(last, *r))
+                    && Instant::now() < until
+                {
                     pause.sleep(until);
                 }
             }
@@ -915,6 +918,44 @@ mod tests {
             e.message
         );
         assert_eq!(names(&d), ["theirs"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A world of a million ranks, none of whom comes: rank 0 keeps its
+    /// deadline between the looks at their arrivals, not only between
+    /// rounds of a million looks.
+    #[test]
+    fn a_huge_world_ends_at_the_deadline() {
+        let d = scratch("huge");
+        let t = Instant::now();
+        let e = join(
+            &job(
+                0,
+                MAX_WORLD,
+                "t",
+                Init::File {
+                    path: d.join("rdv"),
+                },
+                1,
+            ),
+            &id,
+            &mut |_| {},
+        )
+        .err()
+        .unwrap();
+        let took = t.elapsed();
+        assert_eq!(
+            e.message,
+            format!(
+                "the rendezvous timed out after 1 s: rank(s) 1-{} never arrived at {} (1 of {MAX_WORLD} \
+                 processes did). Start them with the same file and token, or raise --timeout",
+                MAX_WORLD - 1,
+                d.join("rdv").display()
+            )
+        );
+        assert_eq!(e.missing.len(), MAX_WORLD - 1);
+        assert!(took < Duration::from_millis(2500), "{took:?}");
+        assert_eq!(names(&d), Vec::<String>::new());
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -191,12 +191,14 @@ pub(super) fn join(
             };
             let met = meet(kv.as_mut(), rank, world, ngpus, &mut id, deadline)
                 .map(|(id, nranks, first)| (id, nranks, first, kv.notes()));
-            let failed = met.is_err();
-            let _ = up_tx.send(Up::Met(met));
-            if failed {
+            // A failed meeting closes the store before the rank hears of it:
+            // the process may end as soon as it does.
+            if met.is_err() {
                 kv.close();
+                let _ = up_tx.send(Up::Met(met));
                 return;
             }
+            let _ = up_tx.send(Up::Met(met));
             let got = run_until_finished(kv.as_mut(), &cmd_rx, &thread_abort, rank, world);
             kv.close();
             if let Some(got) = got {
@@ -593,7 +595,7 @@ mod tests {
                         Duration::from_secs(secs),
                         &mut |_| {},
                     )
-                        .map_err(|f| f.message)?;
+                    .map_err(|f| f.message)?;
                     assert_eq!(j.id, [5u8; 128]);
                     let (nranks, first) = (j.nranks, j.first_rank);
                     let peers = j.finish(r != 2, r as u64, &says(r), Duration::from_secs(secs));

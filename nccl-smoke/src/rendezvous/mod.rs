@@ -334,7 +334,8 @@ pub fn join(
         }
         Exchange::Ours(Init::File { path }) => {
             let (job, path) = (job.clone(), path.clone());
-            let open: kv::Opener = Box::new(move |deadline, log| file::open(&job, &path, deadline, log));
+            let open: kv::Opener =
+                Box::new(move |deadline, log| file::open(&job, &path, deadline, log));
             (open, kv::Whose::Ours)
         }
         Exchange::Launcher(via) => (
@@ -388,7 +389,8 @@ impl Joined {
         message: &str,
         timeout: Duration,
     ) -> Vec<PeerOutcome> {
-        self.link.finish(ok, wrong, message, deadline_after(timeout))
+        self.link
+            .finish(ok, wrong, message, deadline_after(timeout))
     }
 }
 

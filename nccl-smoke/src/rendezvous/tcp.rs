@@ -751,7 +751,12 @@ impl Shared {
         self.changed.notify_all();
         for r in 1..self.peers.len() {
             if Some(r) != except {
-                let _ = self.send(r, &Msg::Abort { reason: why.clone() });
+                let _ = self.send(
+                    r,
+                    &Msg::Abort {
+                        reason: why.clone(),
+                    },
+                );
             }
         }
     }
@@ -768,14 +773,25 @@ struct Hub {
 
 impl Hub {
     /// Welcomes every admitted peer and starts a thread that serves each.
-    fn serve(job: &Job, peers: Vec<Admitted>, at: String, deadline: Instant) -> Result<Hub, Failed> {
+    fn serve(
+        job: &Job,
+        peers: Vec<Admitted>,
+        at: String,
+        deadline: Instant,
+    ) -> Result<Hub, Failed> {
         let world = job.world;
         let mut conns: Vec<Option<Mutex<TcpStream>>> = (0..world).map(|_| None).collect();
         let mut readers = Vec::new();
         for p in peers {
             let (rank, mut s) = (p.rank, p.s);
             let welcome = Msg::Welcome {
-                proof: welcome_proof(&job.token, &p.challenge, &p.nonce, rank as u32, world as u32),
+                proof: welcome_proof(
+                    &job.token,
+                    &p.challenge,
+                    &p.nonce,
+                    rank as u32,
+                    world as u32,
+                ),
             };
             let _ = s.set_write_timeout(Some(
                 deadline
@@ -892,16 +908,16 @@ fn arrive(shared: &Shared, rank: usize, n: u32) -> Result<Msg, String> {
         if st.closing {
             return Err("the store closed".into());
         }
-        st = shared
-            .changed
-            .wait(st)
-            .unwrap_or_else(|e| e.into_inner());
+        st = shared.changed.wait(st).unwrap_or_else(|e| e.into_inner());
     }
 }
 
 impl Kv for Hub {
     fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
-        self.shared.lock().puts.insert((0, key.into()), value.into());
+        self.shared
+            .lock()
+            .puts
+            .insert((0, key.into()), value.into());
         Ok(())
     }
 
@@ -1102,7 +1118,9 @@ impl Kv for PeerKv {
                 Ok(Msg::Abort { reason }) => {
                     self.aborted = Some(format!("rank 0 stopped the job: {}", peer_text(&reason)))
                 }
-                Ok(m) => self.aborted = Some(format!("rank 0 sent {} during the run", kind_name(&m))),
+                Ok(m) => {
+                    self.aborted = Some(format!("rank 0 sent {} during the run", kind_name(&m)))
+                }
                 Err(e) => self.aborted = Some(self.gone(&e)),
             },
             Err(e) if timed_out(&e) || e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -1113,12 +1131,7 @@ impl Kv for PeerKv {
 
     fn abort(&mut self, why: &str) {
         let _ = self.s.set_write_timeout(Some(Duration::from_secs(2)));
-        let _ = send(
-            &mut self.s,
-            &Msg::Abort {
-                reason: why.into(),
-            },
-        );
+        let _ = send(&mut self.s, &Msg::Abort { reason: why.into() });
     }
 
     fn close(&mut self) {

@@ -636,7 +636,9 @@ impl Kv for StoreKv {
         while !text.is_char_boundary(cut) {
             cut -= 1;
         }
-        let _ = self.conn.set(&key, &text.as_bytes()[..cut], self.op_until());
+        let _ = self
+            .conn
+            .set(&key, &text.as_bytes()[..cut], self.op_until());
     }
 
     fn notes(&self) -> Vec<String> {
