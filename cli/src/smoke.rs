@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use nccl_smoke::rendezvous::{launch, Exchange, LaunchEnv};
-use nccl_smoke::{self as smoke, rendezvous, Dtype, Event, Failure, Init, Job, Options};
+use nccl_rendezvous::{self as rendezvous, Flags, LaunchEnv, Meeting};
+use nccl_smoke::{self as smoke, Dtype, Event, Failure, Options};
 use serde_json::json;
 
 /// Exit status when there is no driver or no GPU.
@@ -78,7 +78,7 @@ fn watch_interrupts(wake: Option<libc::c_int>) {
         // SAFETY: reads one byte into `b` from the pipe this process made.
         let n = unsafe { libc::read(fd, (&mut b as *mut u8).cast(), 1) };
         if n == 1 {
-            smoke::run_cleanups();
+            rendezvous::cleanup::run_cleanups();
             let name = match libc::c_int::from(b) {
                 libc::SIGINT => "SIGINT",
                 libc::SIGTERM => "SIGTERM",
@@ -178,7 +178,13 @@ fn options(a: &Args, lib: PathBuf, env: &LaunchEnv) -> Result<(Options, Option<M
     };
     let dtypes = dtypes(&a.dtypes)?;
     check_timeout(a.timeout)?;
-    let meeting = meeting(a, env)?;
+    let mut flags = Flags::default();
+    flags.rank = a.rank;
+    flags.world = a.world_size;
+    flags.init = a.init.clone();
+    flags.token = a.token.clone();
+    flags.timeout = Duration::from_secs_f64(a.timeout);
+    let meeting = Meeting::resolve(&flags, env)?;
     let job = meeting.as_ref().map(|m| m.job.clone());
     Ok((
         Options {
@@ -227,173 +233,18 @@ fn check_timeout(timeout: f64) -> Result<(), String> {
     Ok(())
 }
 
-/// How this process meets the others, and where that came from.
-struct Meeting {
-    job: Job,
-    /// The exchange's row id, or `init` for `--init`.
-    backend: &'static str,
-    /// The launcher, in words.
-    launcher: &'static str,
-    /// The variables (and flags) it came from.
-    from: Vec<&'static str>,
-    /// Where the job token came from; `None`: there is none, and our TCP
-    /// rendezvous is open to whoever reaches its port.
-    token_from: Option<&'static str>,
-    /// This process's rank on its node.
-    local_rank: Option<usize>,
-}
-
-/// Ranks and world sizes by hand, for launchers with no row of their own.
-const RANK_VARS: [&str; 4] = ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"];
-const WORLD_VARS: [&str; 4] = [
-    "WORLD_SIZE",
-    "OMPI_COMM_WORLD_SIZE",
-    "SLURM_NTASKS",
-    "PMI_SIZE",
-];
-const LOCAL_VARS: [&str; 4] = [
-    "LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "MPI_LOCALRANKID",
-    "SLURM_LOCALID",
-];
-
-/// The rank and world size: flags, else the launcher's row, else the
-/// variables of launchers with no row; `None`: one process.
-fn rank_and_world(
-    a: &Args,
-    env: &LaunchEnv,
-    plan: Option<&rendezvous::Plan>,
-    from: &mut Vec<&'static str>,
-) -> Result<Option<(usize, usize)>, String> {
-    let rank = match (a.rank, plan) {
-        (Some(r), _) => Some(r),
-        (None, Some(p)) => Some(p.rank),
-        (None, None) => launch::optional(env, &RANK_VARS, from)?,
-    };
-    let world = match (a.world_size, plan) {
-        (Some(w), _) => Some(w),
-        (None, Some(p)) => Some(p.world),
-        (None, None) => launch::optional(env, &WORLD_VARS, from)?,
-    };
-    if let Some(w) = world.filter(|w| *w > rendezvous::MAX_WORLD) {
-        return Err(format!(
-            "a world size of {w} is more than the {} processes a job may have",
-            rendezvous::MAX_WORLD
-        ));
-    }
-    Ok(match (rank, world) {
-        (_, None) | (_, Some(1)) if a.init.is_none() => None,
-        (Some(rank), Some(world)) => Some((rank, world)),
-        (None, Some(_)) => {
-            return Err("a world size was given but no rank: pass --rank (or RANK)".into())
-        }
-        (_, None) => return Err("--init needs --world-size (or WORLD_SIZE)".into()),
+/// `exchange` in `--json`: how this process meets the others.
+fn meeting_json(m: &Meeting) -> serde_json::Value {
+    json!({
+        "id": m.backend,
+        "launcher": m.launcher,
+        "at": m.job.exchange.describe(),
+        "from": m.from,
+        "token": m.token_from,
+        "rank": m.job.rank,
+        "world": m.job.world,
+        "local_rank": m.local_rank,
     })
-}
-
-/// This process's place in a job of several, from the flags and the
-/// launcher's environment; `None`: one process.
-fn meeting(a: &Args, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
-    // A launcher the table knows; a half-set one is an error, unless
-    // everything it would give is passed by flag.
-    let plan = match rendezvous::detect(env) {
-        Ok(p) => p,
-        Err(_) if a.init.is_some() && a.rank.is_some() && a.world_size.is_some() => None,
-        Err(e) => return Err(e),
-    };
-    let mut from: Vec<&'static str> = plan.as_ref().map(|p| p.from.clone()).unwrap_or_default();
-    let (rank, world) = match rank_and_world(a, env, plan.as_ref(), &mut from)? {
-        Some(rw) => rw,
-        None => return Ok(None),
-    };
-    if rank >= world {
-        return Err(format!("rank {rank} is outside a world of {world}"));
-    }
-    let (exchange, backend, launcher) = match (&a.init, &plan) {
-        (Some(u), _) => (Exchange::Ours(Init::parse(u)?), "init", "--init"),
-        (None, Some(p)) => (p.exchange.clone(), p.backend, p.launcher),
-        (None, None) => {
-            return Err(format!(
-                "several processes need a rendezvous, and no launcher this command knows started this one ({} \
-                 of {world}, from {}): pass --init tcp://HOST:PORT or file:///shared/path, or set MASTER_ADDR \
-                 and MASTER_PORT",
-                rank,
-                from.join(", ")
-            ))
-        }
-    };
-    let (token, token_from) = match (
-        &a.token,
-        env.get("NCCL_FIND_TOKEN")?,
-        plan.as_ref().and_then(|p| p.token.clone()),
-    ) {
-        (Some(t), _, _) => (t.clone(), Some("--token")),
-        (None, Some(t), _) => (t.to_string(), Some("NCCL_FIND_TOKEN")),
-        (None, None, Some(t)) => (t, Some("the launcher's job identity")),
-        (None, None, None) => ("nccl-find".to_string(), None),
-    };
-    rendezvous::check_token(&token).map_err(|e| format!("--token: {e}"))?;
-    let local_rank = match &plan {
-        Some(p) => p.local_rank,
-        None => launch::optional(env, &LOCAL_VARS, &mut from)?,
-    };
-    Ok(Some(Meeting {
-        job: Job {
-            rank,
-            world,
-            ngpus: 1,
-            token,
-            exchange,
-            timeout: Duration::from_secs_f64(a.timeout),
-            // --init names its own address.
-            origin: plan
-                .as_ref()
-                .filter(|_| a.init.is_none())
-                .and_then(|p| p.origin.clone()),
-        },
-        backend,
-        launcher,
-        from,
-        token_from,
-        local_rank,
-    }))
-}
-
-impl Meeting {
-    /// The report's line on how the processes meet.
-    fn line(&self) -> String {
-        let from = if self.from.is_empty() {
-            String::new()
-        } else {
-            format!(" (from {})", self.from.join(", "))
-        };
-        let open = match (&self.job.exchange, self.token_from) {
-            (Exchange::Ours(Init::Tcp { .. }), None) => {
-                "; no job token: the port is open to whoever can reach it (pass --token or set NCCL_FIND_TOKEN)"
-            }
-            _ => "",
-        };
-        format!(
-            "exchange: {} via {}, at {}{from}{open}",
-            self.backend,
-            self.launcher,
-            self.job.exchange.describe()
-        )
-    }
-
-    fn json(&self) -> serde_json::Value {
-        json!({
-            "id": self.backend,
-            "launcher": self.launcher,
-            "at": self.job.exchange.describe(),
-            "from": self.from,
-            "token": self.token_from,
-            "rank": self.job.rank,
-            "world": self.job.world,
-            "local_rank": self.local_rank,
-        })
-    }
 }
 
 fn human(bytes: usize) -> String {
@@ -510,7 +361,7 @@ impl Capture {
         std::env::set_var("NCCL_DEBUG_FILE", log.nccl_debug_file());
         if let Log::Dir(d) = &log {
             let d = d.clone();
-            smoke::on_interrupt(move || {
+            rendezvous::cleanup::on_interrupt(move || {
                 let _ = std::fs::remove_dir_all(&d);
             });
         }
@@ -667,7 +518,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
             .map(|s| json!({"name": s.name, "value": s.value, "source": s.source.to_string()}))
             .collect::<Vec<_>>());
         if let Some(m) = &meeting {
-            doc["exchange"] = m.json();
+            doc["exchange"] = meeting_json(m);
         }
         // A closed pipe (`| head`) ends the output quietly; the exit
         // status is still the test's.

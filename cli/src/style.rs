@@ -94,13 +94,13 @@ pub fn human(text: &str, color: When) -> String {
 pub fn terminal_safe(text: &str) -> String {
     if !text
         .chars()
-        .any(|c| c != '\n' && nccl_smoke::untrusted::unsafe_char(c))
+        .any(|c| c != '\n' && nccl_rendezvous::untrusted::unsafe_char(c))
     {
         return text.to_string();
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
-        if c != '\n' && nccl_smoke::untrusted::unsafe_char(c) {
+        if c != '\n' && nccl_rendezvous::untrusted::unsafe_char(c) {
             out.push_str(&format!("\\u{{{:x}}}", c as u32));
         } else {
             out.push(c);

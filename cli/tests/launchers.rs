@@ -360,7 +360,7 @@ fn a_server_or_rank_0_that_never_answers_ends_by_the_timeout_naming_the_launcher
 /// The smoke test's page (docs/smoke.md) has the table the code tries, row for row.
 #[test]
 fn the_docs_list_every_exchange_in_order() {
-    let table = nccl_smoke::rendezvous::launch::table_markdown();
+    let table = nccl_rendezvous::table_markdown();
     let readme = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/smoke.md"),
     )

@@ -622,7 +622,7 @@ fn nccl_debug_with_json_keeps_stdout_json_and_the_log_on_stderr() {
 /// A fake rank 0 speaking our frames on `l`: it challenges the first peer
 /// that connects, reads its hello, and refuses it with `reason`.
 fn refuse_first_peer(l: &std::net::TcpListener, reason: &str) {
-    use nccl_smoke::rendezvous::{decode_header, encode, Msg};
+    use nccl_rendezvous::{decode_header, encode, Msg};
     use std::io::Read;
     let (mut s, _) = l.accept().unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();

@@ -1,7 +1,7 @@
 #![no_main]
 //! The smoke test's rendezvous decoder: what a hostile peer can send.
 use libfuzzer_sys::fuzz_target;
-use nccl_smoke::rendezvous;
+use nccl_rendezvous as rendezvous;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() >= 10 {

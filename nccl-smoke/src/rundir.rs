@@ -13,8 +13,8 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::fsafe;
-use crate::rendezvous::owner::{self, Writer};
+use nccl_rendezvous::fsafe;
+use nccl_rendezvous::owner::{self, Writer};
 
 /// The owner record's name inside a run's directory.
 const OWNER: &str = "owner";

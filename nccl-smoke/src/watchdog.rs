@@ -184,7 +184,7 @@ impl Watchdog {
                     )
                     .as_bytes(),
                 );
-                super::run_cleanups();
+                nccl_rendezvous::cleanup::run_cleanups();
                 std::process::exit(1);
             }
             s = self

@@ -10,31 +10,33 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::kv::Kv;
-use super::owner::{self, Writer};
-use super::{fail, hex, list, remove_made, same_token, unhex, Failed, Job, Made};
 use crate::fsafe::{self, FileId};
+use crate::fsafe::{remove_made, Made};
+use crate::job::Job;
+use crate::kv::Kv;
+use crate::owner::{self, Writer};
 use crate::untrusted::peer_text;
+use crate::words::{fail, hex, list, same_token, unhex, Failed};
 
 /// The first line of a rendezvous file (format 4: a store; named for a
 /// run, with its writer on the fourth line).
-pub(super) const FILE_MAGIC: &str = "nccl-find-smoke 4";
+pub(crate) const FILE_MAGIC: &str = "nccl-find-smoke 4";
 
 /// A value file's size bound: the value in hex, the token, two lines.
-pub(super) const SMALL_FILE: u64 = 2 * super::wire::MAX_VALUE as u64 + 2048;
+pub(crate) const SMALL_FILE: u64 = 2 * crate::wire::MAX_VALUE as u64 + 2048;
 
 /// The wait between two looks at a file that is not there yet: short at
 /// first, then longer, up to `cap`. A thousand processes that each look
 /// every 20 ms keep two cores busy with nothing but opens; growing waits
 /// leave the cores to the processes still starting, and add at most `cap`
 /// once the file is there.
-pub(super) struct Backoff {
+pub(crate) struct Backoff {
     wait: Duration,
     cap: Duration,
 }
 
 impl Backoff {
-    pub(super) fn new(cap: Duration) -> Backoff {
+    pub(crate) fn new(cap: Duration) -> Backoff {
         Backoff {
             wait: Duration::from_millis(2),
             cap,
@@ -42,7 +44,7 @@ impl Backoff {
     }
 
     /// Sleeps, never past `deadline`, and lengthens the next wait.
-    pub(super) fn sleep(&mut self, deadline: Instant) {
+    pub(crate) fn sleep(&mut self, deadline: Instant) {
         let left = deadline.saturating_duration_since(Instant::now());
         std::thread::sleep(self.wait.min(left));
         self.wait = (self.wait * 2).min(self.cap);
@@ -51,29 +53,24 @@ impl Backoff {
 
 /// The rendezvous file's size bound: the magic, the token, the run, the
 /// writer and `open`.
-pub(super) const RENDEZVOUS_MAX: u64 = 4096;
+pub(crate) const RENDEZVOUS_MAX: u64 = 4096;
 
 /// A file next to the rendezvous file, named for the run:
-/// `<path>.<run>.<what>.<rank>`. The run's nonce makes it unguessable.
-/// The most bytes [`side`] adds to the rendezvous file's name:
-/// `.<run>.new-<nonce>.<rank>`, a rank of up to 20 digits.
-pub(super) const SIDE_SUFFIX_MAX: usize = 1 + 32 + 1 + 4 + 32 + 1 + 20;
-
-/// The longest file name Linux filesystems take (`NAME_MAX`).
-pub(super) const NAME_MAX: usize = 255;
-
-pub(super) fn side(path: &Path, run: &str, what: &str, rank: usize) -> PathBuf {
+/// `<path>.<run>.<what>.<rank>`; its suffix is at most
+/// [`crate::job::SIDE_SUFFIX_MAX`] bytes long. The run's nonce makes its
+/// name unguessable.
+pub(crate) fn side(path: &Path, run: &str, what: &str, rank: usize) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(format!(".{run}.{what}.{rank}"));
     PathBuf::from(s)
 }
 
-pub(super) fn is_nonce(s: &str) -> bool {
+pub(crate) fn is_nonce(s: &str) -> bool {
     s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// What is at the rendezvous path before rank 0 publishes.
-pub(super) enum Previous {
+pub(crate) enum Previous {
     /// Not a rendezvous file of this user's.
     Foreign,
     /// One of this user's, whose rank 0 is provably gone: its run's nonce,
@@ -85,7 +82,7 @@ pub(super) enum Previous {
 
 /// Whether `path` holds a rendezvous file of this user's (a regular file,
 /// ours, that starts like one), and whether its writer is provably gone.
-pub(super) fn previous(path: &Path) -> Previous {
+pub(crate) fn previous(path: &Path) -> Previous {
     let Ok(Some((bytes, id))) = fsafe::read_small(path, RENDEZVOUS_MAX) else {
         return Previous::Foreign;
     };
@@ -126,7 +123,7 @@ pub(super) fn previous(path: &Path) -> Previous {
 /// Removes what a dead run left beside `path`: its side files
 /// `<path>.<run>.<what>.<rank>` that are this user's regular files. `run`
 /// is that run's nonce (checked: hex digits only).
-pub(super) fn remove_dead_run(path: &Path, run: &str) -> usize {
+pub(crate) fn remove_dead_run(path: &Path, run: &str) -> usize {
     use std::os::unix::fs::MetadataExt;
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return 0;
@@ -210,7 +207,7 @@ fn may_publish(
 /// once cannot both take the path; a file system without hard links
 /// renames it there, after the check). The new file goes into `made`
 /// before it appears at `path`, so an interrupt never misses it.
-pub(super) fn publish(
+pub(crate) fn publish(
     path: &Path,
     run: &str,
     text: &str,
@@ -265,7 +262,7 @@ fn ours_by_name(what: &str) -> bool {
 
 /// Opens the file store at `path`: rank 0 publishes the run, every other
 /// rank waits for it.
-pub(super) fn open(
+pub(crate) fn open(
     job: &Job,
     path: &Path,
     deadline: Instant,
@@ -302,7 +299,7 @@ fn publish_run(job: &Job, path: &Path, log: &mut dyn FnMut(String)) -> Result<Fi
     // run beside it, each only if it is still this user's regular file.
     let key = {
         let (made, path, run) = (made.clone(), path.to_path_buf(), run.clone());
-        crate::on_interrupt(move || {
+        crate::cleanup::on_interrupt(move || {
             remove_dead_run(&path, &run);
             remove_made(&made);
         })
@@ -314,7 +311,7 @@ fn publish_run(job: &Job, path: &Path, log: &mut dyn FnMut(String)) -> Result<Fi
     );
     if let Err(e) = publish(path, &run, &head, &made, log) {
         remove_made(&made);
-        crate::forget_cleanup(key);
+        crate::cleanup::forget_cleanup(key);
         return Err(fail(e));
     }
     let mut s = FileStore::new(job, path, run, key);
@@ -645,7 +642,7 @@ impl Kv for FileStore {
         }
         remove_made(&self.made);
         if self.rank == 0 {
-            crate::forget_cleanup(self.cleanup_key);
+            crate::cleanup::forget_cleanup(self.cleanup_key);
         }
     }
 }

@@ -5,7 +5,7 @@
 //! rank 0's proof of the token over both nonces. The token itself is never
 //! sent, so a rank 0 or a peer of another job (or a listener that is not
 //! nccl-find) learns nothing it could answer with. Once every rank is in,
-//! each connection carries the store's requests ([`super::kv::Kv`]: put,
+//! each connection carries the store's requests ([`crate::kv::Kv`]: put,
 //! get, arrive at a barrier), served by a thread of rank 0's per peer; a
 //! peer whose connection closes before it has put its outcome stops the
 //! job, and rank 0's going away stops every peer.
@@ -16,27 +16,28 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::kv::{done_key, Kv};
-use super::proof::{self, Label, NONCE_LEN, PROOF_LEN};
-use super::wire::{decode, decode_header, encode, kind_name, read_msg, send, timed_out, Msg};
-use super::{fail, list, then, Failed, Job};
+use crate::job::Job;
+use crate::kv::{done_key, Kv};
+use crate::proof::{self, Label, NONCE_LEN, PROOF_LEN};
 use crate::untrusted::peer_text;
+use crate::wire::{decode, decode_header, encode, kind_name, read_msg, send, timed_out, Msg};
+use crate::words::{fail, list, then, Failed};
 
 /// Connections that have not said hello yet, at most this many at once: a
 /// flood of idle ones pushes out the oldest, never a real rank's.
-pub(super) const MAX_PENDING: usize = 64;
+pub(crate) const MAX_PENDING: usize = 64;
 
 /// How long a new connection has to send its hello.
-pub(super) const HELLO_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const HELLO_WAIT: Duration = Duration::from_secs(5);
 
 /// A hello payload's length: three numbers, a nonce and a proof.
-pub(super) const MAX_HELLO: usize = 12 + NONCE_LEN + PROOF_LEN;
+pub(crate) const MAX_HELLO: usize = 12 + NONCE_LEN + PROOF_LEN;
 
 /// Admitted peers named one by one in the log; the rest are counted.
-pub(super) const JOINED_SHOWN: usize = 16;
+pub(crate) const JOINED_SHOWN: usize = 16;
 
 /// The proof a hello must carry: the peer's, over rank 0's challenge.
-pub(super) fn hello_proof(
+pub(crate) fn hello_proof(
     token: &str,
     nonce: &[u8; NONCE_LEN],
     challenge: &[u8; NONCE_LEN],
@@ -59,7 +60,7 @@ pub(super) fn hello_proof(
 
 /// The proof a welcome must carry: rank 0's, over the peer's nonce, rank
 /// and world size.
-pub(super) fn welcome_proof(
+pub(crate) fn welcome_proof(
     token: &str,
     challenge: &[u8; NONCE_LEN],
     nonce: &[u8; NONCE_LEN],
@@ -76,7 +77,7 @@ pub(super) fn welcome_proof(
 }
 
 /// A connection that has not said hello yet.
-pub(super) struct Pending {
+pub(crate) struct Pending {
     s: TcpStream,
     addr: SocketAddr,
     buf: Vec<u8>,
@@ -86,7 +87,7 @@ pub(super) struct Pending {
 }
 
 /// A peer that said a good hello.
-pub(super) struct Admitted {
+pub(crate) struct Admitted {
     rank: usize,
     s: TcpStream,
     addr: SocketAddr,
@@ -95,14 +96,14 @@ pub(super) struct Admitted {
     nonce: [u8; NONCE_LEN],
 }
 
-pub(super) enum Pumped {
+pub(crate) enum Pumped {
     More,
     Got(Msg),
     Bad(String),
 }
 
 /// Reads what has come of a pending connection's hello, without blocking.
-pub(super) fn pump(p: &mut Pending) -> Pumped {
+pub(crate) fn pump(p: &mut Pending) -> Pumped {
     loop {
         let need = if p.buf.len() >= 10 {
             let h: [u8; 10] = p.buf[..10].try_into().unwrap_or([0; 10]);
@@ -138,7 +139,7 @@ pub(super) fn pump(p: &mut Pending) -> Pumped {
 /// Notes about refused connections: the first few one by one, then a count.
 /// And the peers admitted: the first few one by one, then every other one
 /// by its host, its ranks run together.
-pub(super) struct Notes<'a> {
+pub(crate) struct Notes<'a> {
     log: &'a mut dyn FnMut(String),
     shown: usize,
     hidden: usize,
@@ -203,7 +204,7 @@ fn with_origin(job: &Job, message: String) -> String {
 
 /// Rank 0: admits every other rank (each proving the token), welcomes
 /// each, and serves the store over their connections.
-pub(super) fn serve_root(
+pub(crate) fn serve_root(
     job: &Job,
     host: &str,
     port: u16,
@@ -245,7 +246,7 @@ pub(super) fn serve_root(
     lobby.notes.flush();
     let Lobby { peers, pending, .. } = lobby;
     drop((pending, listeners));
-    let at = format!("tcp://{}", super::host_port(host, port));
+    let at = format!("tcp://{}", crate::job::host_port(host, port));
     Hub::serve(job, peers, at, deadline).map(|h| Box::new(h) as Box<dyn Kv>)
 }
 
@@ -255,7 +256,7 @@ pub(super) fn serve_root(
 /// rank 0 must not take the other address of a name, say `localhost`'s
 /// `127.0.0.1` while `::1` is held); an address this host does not have
 /// (IPv6 turned off) is passed over, as long as one is left.
-pub(super) fn listen_all(
+pub(crate) fn listen_all(
     host: &str,
     port: u16,
     addrs: &[SocketAddr],
@@ -295,7 +296,7 @@ pub(super) fn listen_all(
 }
 
 /// Rank 0's side of a TCP rendezvous while the peers arrive.
-pub(super) struct Lobby<'a> {
+pub(crate) struct Lobby<'a> {
     job: &'a Job,
     notes: Notes<'a>,
     /// Peers that said a good hello.
@@ -523,7 +524,7 @@ fn gone(s: &TcpStream) -> bool {
 
 /// A peer: connects to rank 0, proves the token and checks rank 0's
 /// proof; the connection is then its link to the store.
-pub(super) fn tcp_peer(
+pub(crate) fn tcp_peer(
     job: &Job,
     host: &str,
     port: u16,
@@ -585,7 +586,7 @@ pub(super) fn tcp_peer(
             Step::Go(()) => {
                 return Ok(Box::new(PeerKv {
                     s,
-                    at: format!("tcp://{}", super::host_port(host, port)),
+                    at: format!("tcp://{}", crate::job::host_port(host, port)),
                     rank: job.rank,
                     fences: 0,
                     aborted: None,
@@ -1144,6 +1145,7 @@ mod tests {
     use super::super::testutil::*;
     use super::super::*;
     use super::*;
+    use crate::words::same_token;
     use std::io::Write;
 
     fn tcp(port: u16) -> Init {

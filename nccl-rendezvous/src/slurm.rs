@@ -40,11 +40,12 @@
 //! against someone on the node who means harm, pass `--token` (or
 //! `NCCL_FIND_TOKEN`) with a secret of your own.
 
-use super::launch::{need, optional, Backend, LaunchEnv, Plan};
-use super::{printable, Exchange, Init};
+use crate::job::{Exchange, Init};
+use crate::launch::{need, optional, Backend, LaunchEnv, Plan};
+use crate::words::printable;
 
 /// `srun` without PMI: our TCP rendezvous at the step's first node.
-pub(super) const SLURM: Backend = Backend {
+pub(crate) const SLURM: Backend = Backend {
     id: "slurm",
     launcher: "Slurm's srun with no PMI (MpiDefault=none or --mpi=none)",
     recognised_by:
@@ -349,8 +350,8 @@ fn value(digits: &str) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::launch::detect;
     use super::*;
+    use crate::backends::detect;
     use std::time::{Duration, Instant};
 
     #[test]
@@ -570,9 +571,7 @@ mod tests {
             "29400",
         );
         // The whole table: torchrun's row leaves a task with no RANK to this one.
-        let p = super::super::launch::detect(&env_of(&env))
-            .unwrap()
-            .unwrap();
+        let p = crate::backends::detect(&env_of(&env)).unwrap().unwrap();
         assert_eq!((p.backend, p.rank, p.world), ("slurm", 1, 4));
         assert_eq!(p.exchange.describe(), "tcp://node02:29400");
         assert_eq!(p.token.as_deref(), Some("slurm/12345.7/37405"));
@@ -581,10 +580,9 @@ mod tests {
             ["MASTER_ADDR", "MASTER_PORT", "SLURM_SRUN_COMM_PORT"]
         );
         // With RANK too, it is torchrun's (or a script's own) choice.
-        let p =
-            super::super::launch::detect(&env_of(&with(with(env, "RANK", "1"), "WORLD_SIZE", "4")))
-                .unwrap()
-                .unwrap();
+        let p = crate::backends::detect(&env_of(&with(with(env, "RANK", "1"), "WORLD_SIZE", "4")))
+            .unwrap()
+            .unwrap();
         assert_eq!(p.backend, "torchrun-tcp");
     }
 

@@ -9,7 +9,7 @@ use crate::untrusted::peer_text;
 
 /// How a rendezvous file's writer stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Writer {
+pub enum Writer {
     /// Provably gone: the file may be replaced. In words.
     Gone(String),
     /// Still running. In words (its pid and host).
@@ -87,20 +87,20 @@ fn start_time(pid: u32) -> Result<Option<u64>, String> {
 }
 
 /// The owner line for `pid` started at `start`: `pid start boot pidns host`.
-pub(crate) fn line_for(pid: u32, start: Option<u64>) -> String {
+pub fn line_for(pid: u32, start: Option<u64>) -> String {
     let (boot, ns, host) = here();
     let start = start.map_or("?".to_string(), |s| s.to_string());
     format!("{pid} {start} {boot} {ns} {host}")
 }
 
 /// This process's owner line.
-pub(crate) fn line() -> String {
+pub fn line() -> String {
     let pid = std::process::id();
     line_for(pid, start_time(pid).ok().flatten())
 }
 
 /// How the writer named by an owner `line` (read from a file) stands.
-pub(crate) fn writer(line: &str) -> Writer {
+pub fn writer(line: &str) -> Writer {
     let f: Vec<&str> = line.splitn(5, ' ').collect();
     let [pid, start, boot, ns, host] = f[..] else {
         return Writer::Unknown("the file does not name its writer".into());

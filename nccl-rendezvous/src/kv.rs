@@ -21,8 +21,8 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{deadline_after, fail, offsets, then, Abort, Failed, Joined, PeerOutcome};
 use crate::untrusted::peer_text;
+use crate::words::{deadline_after, fail, offsets, then, Abort, Failed, PeerOutcome};
 
 /// A launcher's key-value store, as one rank sees it. Keys are short ASCII
 /// words (letters, digits, `/`, `-`); values are bytes (a backend that
@@ -55,7 +55,7 @@ pub trait Kv: Send {
     fn abort(&mut self, _why: &str) {}
 }
 
-/// How to reach a launcher's store: what [`super::Exchange::Launcher`]
+/// How to reach a launcher's store: what [`crate::job::Exchange::Launcher`]
 /// holds. Made by the backend's row in [`super::BACKENDS`] from the
 /// environment.
 pub trait Connect: std::fmt::Debug + Send + Sync {
@@ -91,7 +91,7 @@ enum Cmd {
 }
 
 /// The link to the store's thread, kept between the meeting and the end.
-pub(super) struct KvLink {
+pub(crate) struct KvLink {
     cmds: mpsc::Sender<Cmd>,
     outcomes: mpsc::Receiver<Vec<PeerOutcome>>,
     world: usize,
@@ -116,12 +116,12 @@ fn until_past(deadline: Instant) -> Duration {
 /// How a rank reaches its store: made by [`super::join`] from the
 /// exchange, run on the store's thread, with a way to log (rank 0 names
 /// the ranks it admitted).
-pub(super) type Opener =
+pub(crate) type Opener =
     Box<dyn FnOnce(Instant, &mut dyn FnMut(String)) -> Result<Box<dyn Kv>, Failed> + Send>;
 
 /// Whose store it is: a launcher's (its failures are prefixed with its
 /// name and say what to do instead), or ours.
-pub(super) enum Whose {
+pub(crate) enum Whose {
     /// A launcher's, with where it is in words.
     Launcher(&'static str, String),
     /// Our own (`tcp://`, `file://`): its messages are whole already.
@@ -144,7 +144,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(250);
 /// Meets the other ranks through the store `open` reaches. Rank 0 passes
 /// the unique id.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn join(
+pub(crate) fn join(
     open: Opener,
     whose: Whose,
     rank: usize,
@@ -289,7 +289,7 @@ fn run_until_finished(
 }
 
 /// A launcher's store, opened by its [`Connect`]: what [`Opener`] runs.
-pub(super) fn launcher_opener(via: Arc<dyn Connect>, rank: usize, world: usize) -> Opener {
+pub(crate) fn launcher_opener(via: Arc<dyn Connect>, rank: usize, world: usize) -> Opener {
     Box::new(move |deadline, _log| {
         via.connect(rank, world, deadline)
             .map_err(|e| fail(then(&e, INSTEAD)))
@@ -317,7 +317,7 @@ fn timed_out(launcher: &str, where_: &str, timeout: Duration, connected: bool) -
 impl KvLink {
     /// Leaves this rank's outcome; rank 0 gets everyone's, by `deadline`
     /// (a peer whose outcome never came is `None`).
-    pub(super) fn finish(
+    pub(crate) fn finish(
         self,
         ok: bool,
         wrong: u64,
@@ -349,7 +349,7 @@ fn key(what: &str, rank: usize) -> String {
 
 /// The key rank `rank`'s outcome goes under: a store that sees a rank go
 /// before it has put this one has lost that rank.
-pub(super) fn done_key(rank: usize) -> String {
+pub(crate) fn done_key(rank: usize) -> String {
     key("done", rank)
 }
 
@@ -497,6 +497,35 @@ fn read_done(b: &[u8]) -> Option<(bool, u64, String)> {
     // A peer's words, through a store anyone who reaches it may write:
     // shown escaped, never raw.
     Some((ok, wrong, peer_text(&String::from_utf8_lossy(&b[9..]))))
+}
+
+/// What the rendezvous gives a process.
+pub struct Joined {
+    /// NCCL's unique id.
+    pub id: [u8; 128],
+    /// NCCL ranks in all.
+    pub nranks: usize,
+    /// This process's first NCCL rank.
+    pub first_rank: usize,
+    /// Raised when another rank goes away, or stops the job.
+    pub abort: Arc<Abort>,
+    link: KvLink,
+}
+
+impl Joined {
+    /// Every rank leaves its outcome; rank 0 collects everyone's (waiting
+    /// until `timeout` from now), and the store is closed (our file store's
+    /// files removed).
+    pub fn finish(
+        self,
+        ok: bool,
+        wrong: u64,
+        message: &str,
+        timeout: Duration,
+    ) -> Vec<PeerOutcome> {
+        self.link
+            .finish(ok, wrong, message, deadline_after(timeout))
+    }
 }
 
 #[cfg(test)]

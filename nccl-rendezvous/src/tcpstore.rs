@@ -12,12 +12,12 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::kv::Kv;
-use super::{fail, list, Failed};
+use crate::kv::Kv;
+use crate::words::{fail, list, Failed};
 
 /// Which numbering of the commands the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Dialect {
+pub(crate) enum Dialect {
     /// torch 2.2 and later: a validation message first, then SET=1, GET=3,
     /// ADD=4, CHECK=5, WAIT=6.
     New,
@@ -27,7 +27,7 @@ pub(super) enum Dialect {
 
 impl Dialect {
     /// The other one, to fall back on.
-    pub(super) fn other(self) -> Dialect {
+    pub(crate) fn other(self) -> Dialect {
         match self {
             Dialect::New => Dialect::Old,
             Dialect::Old => Dialect::New,
@@ -35,7 +35,7 @@ impl Dialect {
     }
 
     /// In words, for messages.
-    pub(super) fn words(self) -> &'static str {
+    pub(crate) fn words(self) -> &'static str {
         match self {
             Dialect::New => "the protocol of torch >= 2.2",
             Dialect::Old => "the protocol of torch 2.0/2.1",
@@ -69,7 +69,7 @@ const MAX_KEY: usize = 8 * 1024;
 
 /// A request, as [`encode`] writes it.
 #[derive(Debug)]
-pub(super) enum Req<'a> {
+pub(crate) enum Req<'a> {
     /// torch >= 2.2's first message (no reply).
     Validate,
     /// Sets a key (no reply).
@@ -90,7 +90,7 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 /// A request's bytes in `d`.
-pub(super) fn encode(d: Dialect, req: &Req) -> Vec<u8> {
+pub(crate) fn encode(d: Dialect, req: &Req) -> Vec<u8> {
     let mut out = vec![d.code(req)];
     match req {
         Req::Validate => out.extend_from_slice(&VALIDATE_MAGIC.to_le_bytes()),
@@ -115,7 +115,7 @@ pub(super) fn encode(d: Dialect, req: &Req) -> Vec<u8> {
 
 /// Why a call to the store failed.
 #[derive(Debug)]
-pub(super) enum StoreError {
+pub(crate) enum StoreError {
     /// Nothing listens there.
     Refused(io::Error),
     /// The server closed or reset the connection.
@@ -161,7 +161,7 @@ fn left(until: Instant) -> Option<Duration> {
 }
 
 /// One connection to the store.
-pub(super) struct Conn {
+pub(crate) struct Conn {
     s: TcpStream,
     dialect: Dialect,
     /// The longest the server took to answer a request that waits for
@@ -172,7 +172,7 @@ pub(super) struct Conn {
 impl Conn {
     /// Connects to the first of `addrs` that answers, by `until`, and (in
     /// the new dialect) sends the validation message.
-    pub(super) fn open(
+    pub(crate) fn open(
         addrs: &[SocketAddr],
         dialect: Dialect,
         until: Instant,
@@ -204,7 +204,7 @@ impl Conn {
     }
 
     /// The dialect this connection speaks.
-    pub(super) fn dialect(&self) -> Dialect {
+    pub(crate) fn dialect(&self) -> Dialect {
         self.dialect
     }
 
@@ -238,7 +238,7 @@ impl Conn {
     }
 
     /// Sets `key` to `value`.
-    pub(super) fn set(
+    pub(crate) fn set(
         &mut self,
         key: &str,
         value: &[u8],
@@ -250,7 +250,7 @@ impl Conn {
 
     /// `key`'s value: call only once [`Conn::check`] said it exists (torch's
     /// older server drops a connection that asks for a missing key).
-    pub(super) fn get(&mut self, key: &str, until: Instant) -> Result<Vec<u8>, StoreError> {
+    pub(crate) fn get(&mut self, key: &str, until: Instant) -> Result<Vec<u8>, StoreError> {
         check_key(key)?;
         let asked = Instant::now();
         self.send(&Req::Get(key), until)?;
@@ -269,7 +269,7 @@ impl Conn {
     }
 
     /// Adds `n` to the counter `key`: its new value.
-    pub(super) fn add(&mut self, key: &str, n: i64, until: Instant) -> Result<i64, StoreError> {
+    pub(crate) fn add(&mut self, key: &str, n: i64, until: Instant) -> Result<i64, StoreError> {
         check_key(key)?;
         let asked = Instant::now();
         self.send(&Req::Add(key, n), until)?;
@@ -284,7 +284,7 @@ impl Conn {
     }
 
     /// Whether every one of `keys` exists.
-    pub(super) fn check(&mut self, keys: &[String], until: Instant) -> Result<bool, StoreError> {
+    pub(crate) fn check(&mut self, keys: &[String], until: Instant) -> Result<bool, StoreError> {
         keys.iter().try_for_each(|k| check_key(k))?;
         let asked = Instant::now();
         self.send(&Req::Check(keys), until)?;
@@ -294,7 +294,7 @@ impl Conn {
     }
 
     /// Whether each of `keys` exists, one CHECK each, a batch at a time.
-    pub(super) fn check_each(
+    pub(crate) fn check_each(
         &mut self,
         keys: &[String],
         until: Instant,
@@ -320,7 +320,7 @@ impl Conn {
 
     /// Returns once every one of `keys` exists; [`StoreError::Silent`] at
     /// `until`.
-    pub(super) fn wait(&mut self, keys: &[String], until: Instant) -> Result<(), StoreError> {
+    pub(crate) fn wait(&mut self, keys: &[String], until: Instant) -> Result<(), StoreError> {
         keys.iter().try_for_each(|k| check_key(k))?;
         self.send(&Req::Wait(keys), until)?;
         match self.read_byte(until)? {
@@ -370,7 +370,7 @@ const ASK_WAIT: Duration = Duration::from_millis(1500);
 /// Connects and finds the dialect the server speaks: `hint` first, then
 /// the other, turn about, by `until`. `probe` is a key to CHECK. With the
 /// connection, how long the server took to take it and answer the probe.
-pub(super) fn open_probed(
+pub(crate) fn open_probed(
     addrs: &[SocketAddr],
     hint: Dialect,
     probe: &str,
@@ -435,33 +435,33 @@ pub(super) fn open_probed(
 /// The store as one rank's [`Kv`]: keys under `prefix`; a fence is a
 /// counter each rank adds 1 to (after setting its own arrival key), and a
 /// key the last to arrive sets, that every rank waits for.
-pub(super) struct StoreKv {
-    pub(super) conn: Conn,
-    pub(super) addrs: Vec<SocketAddr>,
+pub(crate) struct StoreKv {
+    pub(crate) conn: Conn,
+    pub(crate) addrs: Vec<SocketAddr>,
     /// Where the store is, in words.
-    pub(super) at: String,
+    pub(crate) at: String,
     /// Every key starts with it (`/nccl-find/RUN/RESTART/`).
-    pub(super) prefix: String,
-    pub(super) rank: usize,
-    pub(super) world: usize,
+    pub(crate) prefix: String,
+    pub(crate) rank: usize,
+    pub(crate) world: usize,
     /// Fences passed so far.
-    pub(super) fences: u64,
+    pub(crate) fences: u64,
     /// When this rank connected (to say how long it waited).
-    pub(super) since: Instant,
+    pub(crate) since: Instant,
     /// The latest deadline it was given.
-    pub(super) until: Instant,
+    pub(crate) until: Instant,
     /// How long the server took to take this connection and answer it.
-    pub(super) accepted_in: Duration,
+    pub(crate) accepted_in: Duration,
 }
 
 /// A store that takes longer than this to take a connection, or to answer
 /// a request that waits for nothing, is slow: the report says so.
-pub(super) const SLOW: Duration = Duration::from_secs(1);
+pub(crate) const SLOW: Duration = Duration::from_secs(1);
 
 /// What a slow store costs, in words, when it was slow: `accepted` is how
 /// long it took to take the connection and answer it, `slowest` its
 /// longest answer since.
-pub(super) fn slowness(at: &str, accepted: Duration, slowest: Duration) -> Option<String> {
+pub(crate) fn slowness(at: &str, accepted: Duration, slowest: Duration) -> Option<String> {
     if accepted < SLOW && slowest < SLOW {
         return None;
     }
@@ -478,7 +478,7 @@ pub(super) fn slowness(at: &str, accepted: Duration, slowest: Duration) -> Optio
 
 impl StoreKv {
     /// `key` (`nccl-find/…`) under this run's prefix.
-    pub(super) fn scoped(&self, key: &str) -> String {
+    pub(crate) fn scoped(&self, key: &str) -> String {
         format!(
             "{}{}",
             self.prefix,

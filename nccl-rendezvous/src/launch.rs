@@ -1,14 +1,9 @@
-//! Which launcher started this process, read from its environment, and how
-//! its processes meet: the table of exchanges, [`BACKENDS`].
-//!
-//! Each row names a launcher, the variables that give it away, how NCCL's
-//! unique id and the "all here" barrier travel, and how ranks that never
-//! came are named. The first row that recognises the environment wins; an
-//! explicit `--init tcp://…` or `file://…` wins over every row. Adding a
-//! launcher is one module (its `detect` and, for a store of its own, a
-//! [`Connect`](super::kv::Connect)) and one row here.
+//! What a launcher's row is made of: the environment as an input
+//! ([`LaunchEnv`]), a row ([`Backend`]) and what it reads ([`Plan`]), and
+//! the helpers every row's `detect` uses. The rows themselves are in
+//! [`crate::backends`].
 
-use super::Exchange;
+use crate::job::Exchange;
 
 /// The environment, as an input: [`LaunchEnv::from_process`] in the
 /// command, a list of pairs in tests.
@@ -95,7 +90,7 @@ fn not_number(name: &str, v: &str) -> String {
     )
 }
 
-/// One way the processes of a job meet: a row of [`BACKENDS`].
+/// One way the processes of a job meet: a row of [`crate::BACKENDS`].
 #[derive(Debug)]
 pub struct Backend {
     /// A short id, as the report and `--json` give it.
@@ -137,48 +132,13 @@ pub struct Plan {
     pub from: Vec<&'static str>,
     /// For our TCP rendezvous at an address the launcher gave: where it
     /// came from and how to choose another, in words; a failure to reach
-    /// or hold the address says so ([`super::Job::origin`]).
+    /// or hold the address says so ([`crate::Job::origin`]).
     pub origin: Option<String>,
-}
-
-/// The exchanges, in the order they are tried.
-pub static BACKENDS: &[Backend] = &[
-    super::torchrun::AGENT_STORE,
-    super::torchrun::NO_AGENT_STORE,
-    super::pmix::PMIX,
-    super::pmi1::PMI1,
-    super::slurm::SLURM,
-];
-
-/// The first row that recognises `env`: `Ok(None)` when none does.
-pub fn detect(env: &LaunchEnv) -> Result<Option<Plan>, String> {
-    for b in BACKENDS {
-        if let Some(p) = (b.detect)(env) {
-            return p.map(Some);
-        }
-    }
-    Ok(None)
-}
-
-/// [`BACKENDS`] as a Markdown table, in the order the rows are tried: what
-/// the README shows.
-pub fn table_markdown() -> String {
-    let mut t = String::from(
-        "| exchange | launcher | recognised by | how the id and the barrier travel | ranks that never came |\n\
-         |---|---|---|---|---|\n",
-    );
-    for b in BACKENDS {
-        t.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} |\n",
-            b.id, b.launcher, b.recognised_by, b.carries, b.never_came
-        ));
-    }
-    t
 }
 
 /// Reads a required number for a launcher's row: the value, or what is
 /// missing, in words, with what to pass instead.
-pub(super) fn need(
+pub(crate) fn need(
     env: &LaunchEnv,
     launcher: &str,
     name: &'static str,
@@ -240,17 +200,5 @@ mod tests {
         };
         assert_eq!(bad.get("R"), Err("R is not UTF-8 text".into()));
         assert!(bad.has("R"));
-    }
-
-    #[test]
-    fn every_row_has_its_words() {
-        let mut ids = Vec::new();
-        for b in BACKENDS {
-            assert!(!ids.contains(&b.id), "{} twice", b.id);
-            ids.push(b.id);
-            for w in [b.launcher, b.recognised_by, b.carries, b.never_came] {
-                assert!(!w.is_empty() && !w.contains('\n'), "{}", b.id);
-            }
-        }
     }
 }

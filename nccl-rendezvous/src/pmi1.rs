@@ -44,12 +44,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::kv::{Connect, Kv};
-use super::launch::{need, optional, Backend, LaunchEnv, Plan};
-use super::{fail, hex, printable, unhex, Exchange, Failed};
+use crate::job::Exchange;
+use crate::kv::{Connect, Kv};
+use crate::launch::{need, optional, Backend, LaunchEnv, Plan};
+use crate::words::{fail, hex, printable, unhex, Failed};
 
 /// A launcher that leaves a PMI-1 socket open in `PMI_FD`.
-pub(super) const PMI1: Backend = Backend {
+pub(crate) const PMI1: Backend = Backend {
     id: "pmi1",
     launcher: "Hydra's mpiexec (MPICH, Intel MPI, MVAPICH), or srun --mpi=pmi2",
     recognised_by: "PMI_FD, PMI_RANK, PMI_SIZE (local rank: MPI_LOCALRANKID, else SLURM_LOCALID)",
@@ -689,8 +690,8 @@ impl Drop for Session {
 
 #[cfg(test)]
 mod tests {
-    use super::super::launch::detect;
     use super::*;
+    use crate::backends::detect;
     use std::io::{BufRead, BufReader};
     use std::os::fd::{AsRawFd, IntoRawFd};
     use std::sync::Mutex;

@@ -28,12 +28,13 @@ use std::time::Instant;
 
 use libloading::Library;
 
-use super::kv::{Connect, Kv};
-use super::launch::{need, optional, Backend, LaunchEnv, Plan};
-use super::{fail, printable, Exchange, Failed};
+use crate::job::Exchange;
+use crate::kv::{Connect, Kv};
+use crate::launch::{need, optional, Backend, LaunchEnv, Plan};
+use crate::words::{fail, printable, Failed};
 
 /// A PMIx server's processes: our exchange through its store and fence.
-pub(super) const PMIX: Backend = Backend {
+pub(crate) const PMIX: Backend = Backend {
     id: "pmix",
     launcher: "a PMIx server (Open MPI's mpirun 4 or 5, srun --mpi=pmix)",
     recognised_by:
@@ -616,8 +617,8 @@ impl Drop for PmixKv {
 
 #[cfg(test)]
 mod tests {
-    use super::super::launch::detect as detect_any;
     use super::*;
+    use crate::backends::detect as detect_any;
 
     fn ompi(extra: &[(&'static str, &'static str)]) -> LaunchEnv {
         let mut v = vec![

@@ -7,7 +7,7 @@
 //! rendezvous, the default, in every torch 2.x; c10d and `--standalone`
 //! from torch 2.5), the agent already serves a TCPStore at
 //! `MASTER_ADDR:MASTER_PORT`, and the workers, rank 0 too, are its clients
-//! ([`super::tcpstore`]), each with a connection of its own, as torch's
+//! ([`crate::tcpstore`]), each with a connection of its own, as torch's
 //! own workers are. Our keys are kept apart from torch's, and from an
 //! earlier restart's, under `/nccl-find/RUN/RESTART/`. torch's server looks
 //! up every client's name as it accepts it, one at a time: where that is
@@ -20,14 +20,14 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use super::kv::{Connect, Kv};
-use super::launch::{need, optional, Backend, LaunchEnv, Plan};
-use super::tcpstore::{open_probed, Dialect, StoreKv};
-use super::{Exchange, Init};
+use crate::job::{Exchange, Init};
+use crate::kv::{Connect, Kv};
+use crate::launch::{need, optional, Backend, LaunchEnv, Plan};
+use crate::tcpstore::{open_probed, Dialect, StoreKv};
 
 /// torchrun with its agent's store: every worker is a client of the
 /// TCPStore the agent serves.
-pub(super) const AGENT_STORE: Backend = Backend {
+pub(crate) const AGENT_STORE: Backend = Backend {
     id: "torchrun-store",
     launcher: "torchrun (agent store)",
     recognised_by: "TORCHELASTIC_USE_AGENT_STORE=True, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE",
@@ -46,7 +46,7 @@ fn detect_store(env: &LaunchEnv) -> Option<Result<Plan, String>> {
         Ok(Some(v)) => Some(Err(format!(
             "{launcher}: TORCHELASTIC_USE_AGENT_STORE={} is neither True nor False. Start every process \
              with torchrun, or pass --rank, --world-size and --init tcp://HOST:PORT",
-            super::printable(v, 40)
+            crate::words::printable(v, 40)
         ))),
         Err(e) => Some(Err(format!("{launcher}: {e}"))),
     }
@@ -73,7 +73,7 @@ fn plan_store(env: &LaunchEnv) -> Result<Plan, String> {
     let host = host_name(host).ok_or_else(|| {
         format!(
             "{launcher}: MASTER_ADDR={} is not a host name",
-            super::printable(host, 60)
+            crate::words::printable(host, 60)
         )
     })?;
     let port = need(env, launcher, "MASTER_PORT", &mut from)?;
@@ -169,7 +169,7 @@ fn escape(s: &str) -> String {
 
 /// The agent's store: where it is, and where our keys go in it.
 #[derive(Debug, Clone)]
-pub(super) struct AgentStore {
+pub(crate) struct AgentStore {
     host: String,
     port: u16,
     /// `/nccl-find/RUN/RESTART/`.
@@ -258,7 +258,7 @@ impl Connect for AgentStore {
 
 /// torchrun without an agent store, or `MASTER_ADDR`/`MASTER_PORT` set by
 /// hand: our TCP rendezvous there.
-pub(super) const NO_AGENT_STORE: Backend = Backend {
+pub(crate) const NO_AGENT_STORE: Backend = Backend {
     id: "torchrun-tcp",
     launcher: "torchrun (no agent store), or MASTER_ADDR and MASTER_PORT set by hand",
     recognised_by:
@@ -328,7 +328,7 @@ fn plan_tcp(env: &LaunchEnv, torchrun: bool) -> Result<Plan, String> {
 
 /// torchrun's run id and restart count: `None` when the run id is torch's
 /// placeholder `none` (static rendezvous without `--rdzv-id`).
-pub(super) fn job_identity(env: &LaunchEnv, from: &mut Vec<&'static str>) -> Option<String> {
+pub(crate) fn job_identity(env: &LaunchEnv, from: &mut Vec<&'static str>) -> Option<String> {
     let id = env.get("TORCHELASTIC_RUN_ID").ok().flatten()?;
     if id == "none" {
         return None;
@@ -346,8 +346,8 @@ pub(super) fn job_identity(env: &LaunchEnv, from: &mut Vec<&'static str>) -> Opt
 
 #[cfg(test)]
 mod tests {
-    use super::super::launch::detect;
     use super::*;
+    use crate::backends::detect;
 
     #[test]
     fn without_the_agent_store_rank_0_serves_our_rendezvous() {
@@ -486,7 +486,7 @@ mod tests {
             ]
         );
         // The agent store's row comes before the one without it.
-        assert_eq!(super::super::launch::BACKENDS[0].id, "torchrun-store");
+        assert_eq!(crate::BACKENDS[0].id, "torchrun-store");
     }
 
     #[test]

@@ -16,13 +16,13 @@ const O_NOFOLLOW: i32 = libc::O_NOFOLLOW;
 
 /// Which file: device and inode, to tell ours from one put in its place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FileId {
+pub struct FileId {
     dev: u64,
     ino: u64,
 }
 
 impl FileId {
-    pub(crate) fn of(m: &Metadata) -> FileId {
+    pub fn of(m: &Metadata) -> FileId {
         FileId {
             dev: m.dev(),
             ino: m.ino(),
@@ -33,7 +33,7 @@ impl FileId {
 /// 128 bits nobody can guess, as 32 hex digits: from the kernel's random
 /// source (16 bytes, no more), else from the standard library's per-process
 /// random hash keys mixed with the time, the pid and a counter.
-pub(crate) fn nonce() -> String {
+pub fn nonce() -> String {
     let mut b = [0u8; 16];
     let from_kernel = File::open("/dev/urandom")
         .and_then(|f| f.take(16).read_exact(&mut b))
@@ -56,7 +56,7 @@ pub(crate) fn nonce() -> String {
 }
 
 /// What a file that is not a regular file is, in words.
-pub(crate) fn kind(m: &Metadata) -> &'static str {
+pub fn kind(m: &Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     let t = m.file_type();
     if t.is_symlink() {
@@ -87,7 +87,7 @@ const SWAPS: usize = 8;
 /// `max` bytes. `Ok(None)`: nothing is there. The open never blocks, the
 /// read never passes `max`. A regular file replaced by another since the
 /// look is looked at again, [`SWAPS`] times at most.
-pub(crate) fn read_small(path: &Path, max: u64) -> Small {
+pub fn read_small(path: &Path, max: u64) -> Small {
     for _ in 0..SWAPS {
         if let Some(r) = read_once(path, max) {
             return r;
@@ -104,7 +104,7 @@ pub(crate) fn read_small(path: &Path, max: u64) -> Small {
 
 /// What [`read_small`] gives: the bytes and the file they came from, or
 /// `None` where nothing is; an error in words.
-pub(crate) type Small = Result<Option<(Vec<u8>, FileId)>, String>;
+pub type Small = Result<Option<(Vec<u8>, FileId)>, String>;
 
 /// One look and read; `None`: the regular file looked at was replaced by
 /// another regular file before it was opened.
@@ -159,7 +159,7 @@ fn read_once(path: &Path, max: u64) -> Option<Small> {
 
 /// Creates `path` with `text`, readable by this user only, where nothing is
 /// (not even a dangling link): `O_CREAT | O_EXCL | O_NOFOLLOW`.
-pub(crate) fn create_new(path: &Path, text: &[u8]) -> io::Result<FileId> {
+pub fn create_new(path: &Path, text: &[u8]) -> io::Result<FileId> {
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -176,7 +176,7 @@ pub(crate) fn create_new(path: &Path, text: &[u8]) -> io::Result<FileId> {
 }
 
 /// Removes `path` only if it is still the file this run made.
-pub(crate) fn remove_if_ours(path: &Path, id: FileId) -> bool {
+pub fn remove_if_ours(path: &Path, id: FileId) -> bool {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_file() && FileId::of(&m) == id => {
             std::fs::remove_file(path).is_ok()
@@ -186,7 +186,7 @@ pub(crate) fn remove_if_ours(path: &Path, id: FileId) -> bool {
 }
 
 /// This process's effective user id, from `/proc/self` (owned by it).
-pub(crate) fn my_uid() -> Option<u32> {
+pub fn my_uid() -> Option<u32> {
     std::fs::metadata("/proc/self").ok().map(|m| m.uid())
 }
 
@@ -206,7 +206,7 @@ pub fn private_dir(parent: &Path, prefix: &str) -> Result<PathBuf, String> {
 }
 
 /// Makes exactly `dir`, refusing whatever is already there.
-pub(crate) fn make_private_dir(dir: &Path) -> Result<(), String> {
+pub fn make_private_dir(dir: &Path) -> Result<(), String> {
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(dir)
@@ -236,6 +236,15 @@ pub(crate) fn make_private_dir(dir: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The files a run made, to remove (each only if it is still the one made).
+pub type Made = std::sync::Arc<std::sync::Mutex<Vec<(PathBuf, FileId)>>>;
+
+pub fn remove_made(made: &Made) {
+    for (p, id) in std::mem::take(&mut *made.lock().unwrap_or_else(|e| e.into_inner())) {
+        remove_if_ours(&p, id);
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Instant;
 
-use super::proof::{NONCE_LEN, PROOF_LEN};
+use crate::proof::{NONCE_LEN, PROOF_LEN};
 
 /// A message between ranks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,15 +88,15 @@ pub enum Msg {
 }
 
 /// The most missing ranks a [`Msg::Stop`] lists (the words say the rest).
-pub(super) const MAX_LISTED: usize = 4096;
+pub(crate) const MAX_LISTED: usize = 4096;
 
-pub(super) const MAGIC: &[u8; 4] = b"NCFS";
+pub(crate) const MAGIC: &[u8; 4] = b"NCFS";
 /// Version 3: a store after the welcome (version 2 handed out the unique
 /// id in the welcome); the token is proven by keyed hashes, never sent.
-pub(super) const VERSION: u8 = 3;
-pub(super) const MAX_PAYLOAD: usize = 64 * 1024;
+pub(crate) const VERSION: u8 = 3;
+pub(crate) const MAX_PAYLOAD: usize = 64 * 1024;
 
-pub(super) fn put_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
     let b = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
     out.extend_from_slice(&(b.len() as u16).to_le_bytes());
     out.extend_from_slice(b);
@@ -110,7 +110,7 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 /// The longest value a put carries.
-pub(super) const MAX_VALUE: usize = 32 * 1024;
+pub(crate) const MAX_VALUE: usize = 32 * 1024;
 
 /// A frame: magic, version, kind, payload length, payload.
 pub fn encode(m: &Msg) -> Vec<u8> {
@@ -210,7 +210,7 @@ pub fn decode_header(h: &[u8; 10]) -> Result<(u8, usize), String> {
     Ok((h[5], len))
 }
 
-pub(super) struct Cursor<'a>(&'a [u8]);
+pub(crate) struct Cursor<'a>(&'a [u8]);
 
 impl Cursor<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], String> {
@@ -303,7 +303,7 @@ pub fn decode(kind: u8, payload: &[u8]) -> Result<Msg, String> {
     Ok(m)
 }
 
-pub(super) fn timed_out(e: &std::io::Error) -> bool {
+pub(crate) fn timed_out(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
@@ -311,7 +311,7 @@ pub(super) fn timed_out(e: &std::io::Error) -> bool {
 }
 
 /// Fills `buf`, giving up at `deadline` however the bytes trickle in.
-pub(super) fn read_full(
+pub(crate) fn read_full(
     s: &mut TcpStream,
     buf: &mut [u8],
     deadline: Option<Instant>,
@@ -342,7 +342,7 @@ pub(super) fn read_full(
 
 /// Reads one whole message by `deadline`: the deadline is for the message,
 /// not for each read, so a peer that sends a byte at a time cannot stretch it.
-pub(super) fn read_msg(s: &mut TcpStream, deadline: Option<Instant>) -> Result<Msg, String> {
+pub(crate) fn read_msg(s: &mut TcpStream, deadline: Option<Instant>) -> Result<Msg, String> {
     let mut h = [0u8; 10];
     read_full(s, &mut h, deadline)?;
     let (kind, len) = decode_header(&h)?;
@@ -351,13 +351,13 @@ pub(super) fn read_msg(s: &mut TcpStream, deadline: Option<Instant>) -> Result<M
     decode(kind, &p)
 }
 
-pub(super) fn send(s: &mut TcpStream, m: &Msg) -> Result<(), String> {
+pub(crate) fn send(s: &mut TcpStream, m: &Msg) -> Result<(), String> {
     s.write_all(&encode(m)).map_err(|e| e.to_string())
 }
 
 /// A message's kind, in words: what is logged of a message that came at the
 /// wrong time (never its contents, which may hold a token or the id).
-pub(super) fn kind_name(m: &Msg) -> &'static str {
+pub(crate) fn kind_name(m: &Msg) -> &'static str {
     match m {
         Msg::Challenge { .. } => "a challenge",
         Msg::Hello { .. } => "a hello",
