@@ -16,6 +16,7 @@ pub(crate) const NAME_MAX: usize = 255;
 
 /// How the ranks meet.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Init {
     /// Rank 0 listens at `host:port`.
     Tcp {
@@ -84,6 +85,7 @@ impl Init {
 
 /// How the processes meet: our own rendezvous, or a launcher's channel.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Exchange {
     /// Our TCP or file rendezvous.
     Ours(Init),
@@ -126,6 +128,7 @@ impl Exchange {
 
 /// One process's place in the job.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Job {
     /// This process's rank among the processes.
     pub rank: usize,

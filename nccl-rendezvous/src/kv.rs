@@ -141,8 +141,67 @@ enum Up {
 /// How often a rank looks for another's abort while it runs.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
 
-/// Meets the other ranks through the store `open` reaches. Rank 0 passes
-/// the unique id.
+/// The store's thread's ends of the channels to the waiting rank.
+struct ThreadEnds {
+    up: mpsc::Sender<Up>,
+    ids: mpsc::Receiver<Result<[u8; 128], String>>,
+    cmds: mpsc::Receiver<Cmd>,
+    outcomes: mpsc::Sender<Vec<PeerOutcome>>,
+    abort: Arc<Abort>,
+    /// Whether the store took this rank: at the deadline, a server that
+    /// never answered is not "a rank never came".
+    connected: Arc<AtomicBool>,
+}
+
+/// The store's thread: opens the store, meets, watches while the rank runs,
+/// and ends the run.
+fn store_thread(
+    open: Opener,
+    ends: ThreadEnds,
+    rank: usize,
+    world: usize,
+    ngpus: usize,
+    deadline: Instant,
+) {
+    let notes = ends.up.clone();
+    let mut kv = match open(deadline, &mut |m| {
+        let _ = notes.send(Up::Note(m));
+    }) {
+        Ok(kv) => kv,
+        Err(f) => {
+            let _ = ends.up.send(Up::Met(Err(f)));
+            return;
+        }
+    };
+    ends.connected.store(true, Ordering::SeqCst);
+    // Rank 0's unique id is made on the waiting thread, which holds the
+    // means: asked for here, when every rank has come.
+    let mut id = || {
+        let gone = |_| "the rank stopped waiting".to_string();
+        ends.up.send(Up::NeedId).map_err(gone)?;
+        ends.ids
+            .recv()
+            .map_err(|_| "the rank stopped waiting".to_string())?
+    };
+    let met = meet(kv.as_mut(), rank, world, ngpus, &mut id, deadline)
+        .map(|(id, nranks, first)| (id, nranks, first, kv.notes()));
+    // A failed meeting closes the store before the rank hears of it: the
+    // process may end as soon as it does.
+    if met.is_err() {
+        kv.close();
+        let _ = ends.up.send(Up::Met(met));
+        return;
+    }
+    let _ = ends.up.send(Up::Met(met));
+    let got = run_until_finished(kv.as_mut(), &ends.cmds, &ends.abort, rank, world);
+    kv.close();
+    if let Some(got) = got {
+        let _ = ends.outcomes.send(got);
+    }
+}
+
+/// Meets the other ranks through the store `open` reaches. Rank 0 makes
+/// the unique id with `make_id` when every rank has come.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn join(
     open: Opener,
@@ -156,55 +215,22 @@ pub(crate) fn join(
 ) -> Result<Joined, Failed> {
     let deadline = deadline_after(timeout);
     let (up_tx, up_rx) = mpsc::channel::<Up>();
-    let (id_tx, id_rx) = mpsc::channel::<Result<[u8; 128], String>>();
+    let (id_tx, id_rx) = mpsc::channel();
     let (cmd_tx, cmd_rx) = mpsc::channel::<Cmd>();
     let (out_tx, out_rx) = mpsc::channel::<Vec<PeerOutcome>>();
     let abort = Arc::new(Abort::default());
-    let thread_abort = abort.clone();
-    // Whether the store took this rank: at the deadline, a server that
-    // never answered is not "a rank never came".
     let connected = Arc::new(AtomicBool::new(false));
-    let thread_connected = connected.clone();
+    let ends = ThreadEnds {
+        up: up_tx,
+        ids: id_rx,
+        cmds: cmd_rx,
+        outcomes: out_tx,
+        abort: abort.clone(),
+        connected: connected.clone(),
+    };
     std::thread::Builder::new()
         .name("nccl-find-kv".into())
-        .spawn(move || {
-            let notes = up_tx.clone();
-            let mut kv = match open(deadline, &mut |m| {
-                let _ = notes.send(Up::Note(m));
-            }) {
-                Ok(kv) => kv,
-                Err(f) => {
-                    let _ = up_tx.send(Up::Met(Err(f)));
-                    return;
-                }
-            };
-            thread_connected.store(true, Ordering::SeqCst);
-            // Rank 0's unique id is made on the waiting thread, which holds
-            // the means: asked for here, when every rank has come.
-            let ask = up_tx.clone();
-            let mut id = || {
-                ask.send(Up::NeedId)
-                    .map_err(|_| "the rank stopped waiting".to_string())?;
-                id_rx
-                    .recv()
-                    .map_err(|_| "the rank stopped waiting".to_string())?
-            };
-            let met = meet(kv.as_mut(), rank, world, ngpus, &mut id, deadline)
-                .map(|(id, nranks, first)| (id, nranks, first, kv.notes()));
-            // A failed meeting closes the store before the rank hears of it:
-            // the process may end as soon as it does.
-            if met.is_err() {
-                kv.close();
-                let _ = up_tx.send(Up::Met(met));
-                return;
-            }
-            let _ = up_tx.send(Up::Met(met));
-            let got = run_until_finished(kv.as_mut(), &cmd_rx, &thread_abort, rank, world);
-            kv.close();
-            if let Some(got) = got {
-                let _ = out_tx.send(got);
-            }
-        })
+        .spawn(move || store_thread(open, ends, rank, world, ngpus, deadline))
         .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
     let until = Instant::now() + until_past(deadline);
     let met = loop {
@@ -223,16 +249,17 @@ pub(crate) fn join(
             for n in notes {
                 log(n);
             }
+            let link = KvLink {
+                cmds: cmd_tx,
+                outcomes: out_rx,
+                world,
+            };
             Ok(Joined {
                 id,
                 nranks,
                 first_rank,
                 abort,
-                link: KvLink {
-                    cmds: cmd_tx,
-                    outcomes: out_rx,
-                    world,
-                },
+                link,
             })
         }
         (Some(Err(mut f)), Whose::Launcher(launcher, _)) => {

@@ -17,7 +17,7 @@ mod file;
 #[doc(hidden)]
 pub mod fsafe;
 mod job;
-pub mod kv;
+mod kv;
 mod launch;
 mod meeting;
 #[doc(hidden)]

@@ -54,6 +54,7 @@ pub(crate) fn deadline_after(t: Duration) -> Instant {
 
 /// Why the rendezvous failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Failed {
     /// In words, with what to do.
     pub message: String,
@@ -138,6 +139,7 @@ pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
 
 /// A peer's outcome as rank 0 heard it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PeerOutcome {
     /// Process rank.
     pub rank: usize,

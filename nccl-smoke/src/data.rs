@@ -6,6 +6,7 @@ use std::ffi::c_int;
 
 /// The datatypes the smoke test runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Dtype {
     /// `float` (the default).
     F32,
@@ -241,6 +242,68 @@ pub fn check(t: Dtype, got: &[u8], want: &[u8]) -> Check {
     c
 }
 
+/// The sum of every rank's input, element by element, as a GPU makes it:
+/// in the type itself (halves decoded, added as the exact integers they
+/// are, encoded again). The tests' reference.
+#[cfg(test)]
+pub(crate) fn sum_on_host(t: Dtype, inputs: &[Vec<u8>]) -> Vec<u8> {
+    let (e, nranks) = (t.size(), inputs.len());
+    let count = inputs.first().map_or(0, |i| i.len() / e);
+    let mut sum = vec![0u8; count * e];
+    for i in 0..count {
+        let el = |r: usize| &inputs[r][i * e..(i + 1) * e];
+        let out = &mut sum[i * e..(i + 1) * e];
+        match t {
+            Dtype::F32 => {
+                let s: f32 = (0..nranks)
+                    .map(|r| f32::from_le_bytes(el(r).try_into().unwrap()))
+                    .sum();
+                out.copy_from_slice(&s.to_le_bytes());
+            }
+            Dtype::F64 => {
+                let s: f64 = (0..nranks)
+                    .map(|r| f64::from_le_bytes(el(r).try_into().unwrap()))
+                    .sum();
+                out.copy_from_slice(&s.to_le_bytes());
+            }
+            Dtype::I32 => {
+                let s = (0..nranks).fold(0i32, |a, r| {
+                    a.wrapping_add(i32::from_le_bytes(el(r).try_into().unwrap()))
+                });
+                out.copy_from_slice(&s.to_le_bytes());
+            }
+            Dtype::I64 => {
+                let s = (0..nranks).fold(0i64, |a, r| {
+                    a.wrapping_add(i64::from_le_bytes(el(r).try_into().unwrap()))
+                });
+                out.copy_from_slice(&s.to_le_bytes());
+            }
+            Dtype::U8 => out[0] = (0..nranks).fold(0u8, |a, r| a.wrapping_add(el(r)[0])),
+            // Halves: exact integers, so decode, add, re-encode.
+            Dtype::F16 | Dtype::Bf16 => {
+                let dec = |b: &[u8]| -> u32 {
+                    let h = u16::from_le_bytes(b.try_into().unwrap());
+                    let f = if t == Dtype::Bf16 {
+                        f32::from_bits(u32::from(h) << 16)
+                    } else {
+                        let (e, m) = ((h >> 10) & 0x1f, h & 0x3ff);
+                        if e == 0 {
+                            0.0
+                        } else {
+                            (1.0 + f32::from(m) / 1024.0) * 2f32.powi(i32::from(e) - 15)
+                        }
+                    };
+                    assert_eq!(f.fract(), 0.0);
+                    f as u32
+                };
+                let s: u32 = (0..nranks).map(|r| dec(el(r))).sum();
+                t.encode(u64::from(s), out);
+            }
+        }
+    }
+    sum
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,61 +318,7 @@ mod tests {
                 let inputs: Vec<Vec<u8>> = (0..nranks)
                     .map(|r| input(t, 42, r, nranks, count))
                     .collect();
-                let e = t.size();
-                let mut sum = vec![0u8; count * e];
-                for i in 0..count {
-                    let el = |r: usize| &inputs[r][i * e..(i + 1) * e];
-                    let out = &mut sum[i * e..(i + 1) * e];
-                    match t {
-                        Dtype::F32 => {
-                            let s: f32 = (0..nranks)
-                                .map(|r| f32::from_le_bytes(el(r).try_into().unwrap()))
-                                .sum();
-                            out.copy_from_slice(&s.to_le_bytes());
-                        }
-                        Dtype::F64 => {
-                            let s: f64 = (0..nranks)
-                                .map(|r| f64::from_le_bytes(el(r).try_into().unwrap()))
-                                .sum();
-                            out.copy_from_slice(&s.to_le_bytes());
-                        }
-                        Dtype::I32 => {
-                            let s = (0..nranks).fold(0i32, |a, r| {
-                                a.wrapping_add(i32::from_le_bytes(el(r).try_into().unwrap()))
-                            });
-                            out.copy_from_slice(&s.to_le_bytes());
-                        }
-                        Dtype::I64 => {
-                            let s = (0..nranks).fold(0i64, |a, r| {
-                                a.wrapping_add(i64::from_le_bytes(el(r).try_into().unwrap()))
-                            });
-                            out.copy_from_slice(&s.to_le_bytes());
-                        }
-                        Dtype::U8 => {
-                            out[0] = (0..nranks).fold(0u8, |a, r| a.wrapping_add(el(r)[0]))
-                        }
-                        // Halves: exact integers, so decode, add, re-encode.
-                        Dtype::F16 | Dtype::Bf16 => {
-                            let dec = |b: &[u8]| -> u32 {
-                                let h = u16::from_le_bytes(b.try_into().unwrap());
-                                let f = if t == Dtype::Bf16 {
-                                    f32::from_bits(u32::from(h) << 16)
-                                } else {
-                                    let (e, m) = ((h >> 10) & 0x1f, h & 0x3ff);
-                                    if e == 0 {
-                                        0.0
-                                    } else {
-                                        (1.0 + f32::from(m) / 1024.0) * 2f32.powi(i32::from(e) - 15)
-                                    }
-                                };
-                                assert_eq!(f.fract(), 0.0);
-                                f as u32
-                            };
-                            let s: u32 = (0..nranks).map(|r| dec(el(r))).sum();
-                            t.encode(u64::from(s), out);
-                        }
-                    }
-                }
+                let sum = sum_on_host(t, &inputs);
                 assert_eq!(check(t, &sum, &want), Check::default(), "{t:?} x{nranks}");
                 // Different ranks get different data.
                 if nranks > 1 {

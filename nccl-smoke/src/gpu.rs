@@ -1,13 +1,18 @@
 //! One process's GPUs: their contexts, communicators, streams, buffers and
-//! kernels, and the checked, timed all-reduce on all of them at once.
+//! kernels, and a checked, timed collective ([`crate::collective`]) on all
+//! of them at once.
 
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::collective::Collective;
 use crate::cuda::{self, CuContext, CuDevicePtr, CuFunction, CuStream, Cuda};
+use crate::data::{self, Dtype};
 use crate::nccl::{self, Nccl, NcclComm};
-use crate::{data, hint, ptx, rendezvous, verdict, watchdog, Dtype, Event, Failure, Timing};
+use crate::report::{hint, Event, Failure, Timing};
+use crate::{ptx, verdict, watchdog};
+use nccl_rendezvous as rendezvous;
 
 /// The GPUs of this process, with their contexts and streams.
 pub(crate) struct Gpu {
@@ -118,9 +123,9 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// A stream, the send and receive buffers (`max_bytes`, at least 64 KiB)
-    /// and the check kernel's counters on every GPU.
-    pub(crate) fn alloc(&mut self, max_bytes: usize) -> Result<(), Failure> {
+    /// A stream, the send and receive buffers (each at least 64 KiB) and
+    /// the check kernel's counters on every GPU.
+    pub(crate) fn alloc(&mut self, send_bytes: usize, recv_bytes: usize) -> Result<(), Failure> {
         for j in 0..self.gpus.len() {
             self.set(&self.gpus[j])?;
             let g = &mut self.gpus[j];
@@ -130,8 +135,8 @@ impl Run<'_> {
                     .check((self.cu.stream_create)(&mut g.stream, 0), "cuStreamCreate")
                     .map_err(Failure::Cuda)?;
                 for (buf, len) in [
-                    (&mut g.send, max_bytes.max(1 << 16)),
-                    (&mut g.recv, max_bytes.max(1 << 16)),
+                    (&mut g.send, send_bytes.max(1 << 16)),
+                    (&mut g.recv, recv_bytes.max(1 << 16)),
                     (&mut g.result, 16),
                 ] {
                     self.cu
@@ -229,15 +234,27 @@ impl Run<'_> {
         }
     }
 
-    /// One all-reduce on every GPU, as one group (blocking communicators).
-    fn all_reduce(&self, count: usize, t: Dtype, in_place: bool) -> Result<(), Failure> {
+    /// One call of `op` on every GPU, as one group (blocking communicators).
+    fn collective(
+        &self,
+        op: &dyn Collective,
+        count: usize,
+        t: Dtype,
+        in_place: bool,
+    ) -> Result<(), Failure> {
         self.dog.in_nccl(true);
-        let r = self.all_reduce_inner(count, t, in_place);
+        let r = self.collective_inner(op, count, t, in_place);
         self.dog.in_nccl(false);
         r
     }
 
-    fn all_reduce_inner(&self, count: usize, t: Dtype, in_place: bool) -> Result<(), Failure> {
+    fn collective_inner(
+        &self,
+        op: &dyn Collective,
+        count: usize,
+        t: Dtype,
+        in_place: bool,
+    ) -> Result<(), Failure> {
         // SAFETY: group calls bracket the per-GPU enqueues.
         let rc = unsafe { (self.nc.group_start)() };
         if rc != nccl::SUCCESS {
@@ -245,15 +262,16 @@ impl Run<'_> {
         }
         for g in &self.gpus {
             let send = if in_place { g.recv } else { g.send };
-            // SAFETY: both buffers hold `count` elements of `t` on this GPU;
-            // the stream and communicator belong to it.
+            // SAFETY: both buffers hold what `op.buffers` asks for at
+            // `count` elements of `t` on this GPU (`alloc`); the stream and
+            // communicator belong to it.
             let rc = unsafe {
-                (self.nc.all_reduce)(
+                op.call(
+                    self.nc,
                     send as *const c_void,
                     g.recv as *mut c_void,
                     count,
-                    t.nccl(),
-                    0,
+                    t,
                     g.comm,
                     g.stream,
                 )
@@ -263,13 +281,13 @@ impl Run<'_> {
                 self.fired()?;
                 // SAFETY: close the group before reporting.
                 unsafe { (self.nc.group_end)() };
-                return Err(self.nccl_err("ncclAllReduce", rc, Some(g.comm)));
+                return Err(self.nccl_err(op.nccl_name(), rc, Some(g.comm)));
             }
         }
         // SAFETY: closes the group opened above.
         let rc = unsafe { (self.nc.group_end)() };
         if rc != nccl::SUCCESS {
-            return Err(self.nccl_err("ncclGroupEnd (all-reduce)", rc, None));
+            return Err(self.nccl_err(&format!("ncclGroupEnd ({})", op.name()), rc, None));
         }
         Ok(())
     }
@@ -395,6 +413,7 @@ impl Run<'_> {
     /// Runs one size in one mode: poison, run, check every element, time.
     pub(crate) fn one(
         &self,
+        op: &dyn Collective,
         d: &Data,
         first_rank: usize,
         in_place: bool,
@@ -402,10 +421,10 @@ impl Run<'_> {
     ) -> Result<Timing, Failure> {
         let (t, count, nranks) = (d.t, d.count, d.nranks);
         let bytes = count * t.size();
-        let on_gpu = self.kernels_loaded();
+        let on_gpu = op.on_gpu() && self.kernels_loaded();
         let t_data = Instant::now();
-        self.make_inputs(d, first_rank, in_place, on_gpu)?;
-        let what = format!("all-reduce of {bytes} bytes ({})", t.name());
+        self.make_inputs(op, d, first_rank, in_place, on_gpu)?;
+        let what = format!("{} of {bytes} bytes ({})", op.name(), t.name());
         self.wait("making the inputs")?;
         let mut data_s = t_data.elapsed().as_secs_f64();
         let late = format!(
@@ -421,11 +440,11 @@ impl Run<'_> {
             r
         };
         step(&|| {
-            self.all_reduce(count, t, in_place)?;
+            self.collective(op, count, t, in_place)?;
             self.wait(&what)
         })?;
         let t_check = Instant::now();
-        let wrong = self.count_wrong(d, on_gpu)?;
+        let wrong = self.count_wrong(op, d, first_rank, on_gpu)?;
         data_s += t_check.elapsed().as_secs_f64();
         let (s0, b0) = self.data_time.get();
         let touched = bytes as u64 * if in_place { 2 } else { 3 };
@@ -435,7 +454,7 @@ impl Run<'_> {
         // one wait.
         step(&|| {
             for _ in 0..if bytes <= 1 << 20 { 5 } else { 1 } {
-                self.all_reduce(count, t, in_place)?;
+                self.collective(op, count, t, in_place)?;
             }
             self.wait(&what)
         })?;
@@ -443,13 +462,13 @@ impl Run<'_> {
         step(&|| {
             let start = Instant::now();
             for _ in 0..iters {
-                self.all_reduce(count, t, in_place)?;
+                self.collective(op, count, t, in_place)?;
             }
             self.wait(&what)?;
             secs.set(start.elapsed().as_secs_f64() / iters as f64);
             Ok(())
         })?;
-        Ok(Timing::of(bytes, secs.get(), nranks, wrong))
+        Ok(Timing::of(bytes, secs.get(), op.bus_factor(nranks), wrong))
     }
 
     /// Puts every GPU's input in place (`recv` itself in place; `send`,
@@ -457,6 +476,7 @@ impl Run<'_> {
     /// host and uploaded. Enqueued only: [`Run::wait`] for it.
     fn make_inputs(
         &self,
+        op: &dyn Collective,
         d: &Data,
         first_rank: usize,
         in_place: bool,
@@ -471,17 +491,11 @@ impl Run<'_> {
                     self.fill(g, d, g.recv, 0, true)?;
                 }
             } else {
-                self.upload(
-                    g,
-                    dst,
-                    &data::input(t, d.seed, first_rank + j, nranks, count),
-                )?;
+                let rank = first_rank + j;
+                self.upload(g, dst, &op.input(t, d.seed, rank, nranks, count))?;
                 if !in_place {
-                    self.upload(
-                        g,
-                        g.recv,
-                        &data::poison(&data::expected(t, d.seed, nranks, count)),
-                    )?;
+                    let want = op.expected(t, d.seed, rank, nranks, count);
+                    self.upload(g, g.recv, &data::poison(&want))?;
                 }
             }
         }
@@ -490,7 +504,13 @@ impl Run<'_> {
 
     /// Checks every element of every GPU's result (by the check kernel, or
     /// downloaded to the host); the number wrong.
-    fn count_wrong(&self, d: &Data, on_gpu: bool) -> Result<usize, Failure> {
+    fn count_wrong(
+        &self,
+        op: &dyn Collective,
+        d: &Data,
+        first_rank: usize,
+        on_gpu: bool,
+    ) -> Result<usize, Failure> {
         let mut wrong = 0;
         if on_gpu {
             for g in &self.gpus {
@@ -500,9 +520,9 @@ impl Run<'_> {
                 wrong += self.check_result(g)?.0;
             }
         } else {
-            let want = data::expected(d.t, d.seed, d.nranks, d.count);
-            for g in &self.gpus {
-                let got = self.download(g, g.recv, d.count * d.t.size())?;
+            for (j, g) in self.gpus.iter().enumerate() {
+                let want = op.expected(d.t, d.seed, first_rank + j, d.nranks, d.count);
+                let got = self.download(g, g.recv, want.len())?;
                 wrong += data::check(d.t, &got, &want).wrong;
             }
         }

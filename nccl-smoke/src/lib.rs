@@ -16,18 +16,10 @@
 //!
 //! use nccl_smoke::{Dtype, Event, Options, DEFAULT_SIZES};
 //! # fn main() -> Result<(), nccl_smoke::Failure> {
-//! let opts = Options {
-//!     lib: "/usr/lib/x86_64-linux-gnu/libnccl.so.2".into(),
-//!     gpus: None,
-//!     local_rank: None,
-//!     sizes: DEFAULT_SIZES.to_vec(),
-//!     dtypes: vec![Dtype::F32],
-//!     seed: None,
-//!     timeout: Duration::from_secs(60),
-//!     job: None,
-//!     iters: None,
-//!     rendezvous_only: false,
-//! };
+//! let mut opts = Options::new("/usr/lib/x86_64-linux-gnu/libnccl.so.2");
+//! opts.sizes = DEFAULT_SIZES.to_vec();
+//! opts.dtypes = vec![Dtype::F32, Dtype::Bf16];
+//! opts.timeout = Duration::from_secs(60);
 //! let summary = nccl_smoke::run(&opts, &mut |e: Event| println!("{e:?}"))?;
 //! assert!(summary.ok);
 //! # Ok(())
@@ -39,17 +31,20 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+mod collective;
 mod cuda;
-pub mod data;
+mod data;
 pub mod driver;
 mod gpu;
 mod nccl;
 pub mod net;
 mod ptx;
+mod report;
 pub mod rundir;
 pub mod verdict;
 mod watchdog;
 
+use collective::{Collective, COLLECTIVES};
 use cuda::Cuda;
 pub use data::Dtype;
 use gpu::{Data, Run};
@@ -59,9 +54,11 @@ pub use nccl_rendezvous::fsafe::private_dir;
 use nccl_rendezvous::untrusted;
 pub use nccl_rendezvous::{Failed, Init, Job, PeerOutcome};
 pub use net::ifname_problem;
+pub use report::{hint, Event, Failure, Row, Summary, Timing};
 
-/// What to run.
+/// What to run: [`Options::new`], then the fields to change.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Options {
     /// The NCCL library file to load.
     pub lib: PathBuf,
@@ -87,161 +84,39 @@ pub struct Options {
     pub rendezvous_only: bool,
 }
 
+impl Options {
+    /// The default run of `lib`: one process, every visible GPU, the
+    /// default sizes in `f32`, a deadline of 60 s.
+    pub fn new(lib: impl Into<PathBuf>) -> Options {
+        Options {
+            lib: lib.into(),
+            gpus: None,
+            local_rank: None,
+            sizes: DEFAULT_SIZES.to_vec(),
+            dtypes: vec![Dtype::F32],
+            seed: None,
+            timeout: Duration::from_secs(60),
+            job: None,
+            iters: None,
+            rendezvous_only: false,
+        }
+    }
+}
+
 /// The default sweep: quick (about 2 s end to end on two GPUs), 4 KiB to 32 MiB.
 pub const DEFAULT_SIZES: [usize; 5] = [4 << 10, 64 << 10, 1 << 20, 8 << 20, 32 << 20];
 
-/// Timing and correctness of one mode at one size.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Timing {
-    /// Microseconds per all-reduce.
-    pub time_us: f64,
-    /// Bytes / time, GB/s.
-    pub algbw: f64,
-    /// algbw × 2(n−1)/n, GB/s.
-    pub busbw: f64,
-    /// Wrong elements on this process.
-    pub wrong: usize,
-}
-
-/// One row of the report.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    /// Bytes per rank.
-    pub bytes: usize,
-    /// Elements.
-    pub count: usize,
-    /// Datatype.
-    pub dtype: Dtype,
-    /// Out of place.
-    pub oop: Timing,
-    /// In place.
-    pub ip: Timing,
-}
-
-/// What the run says as it goes.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    /// The NCCL file loaded and its version.
-    Loaded {
-        /// The file.
-        path: PathBuf,
-        /// `ncclGetVersion`.
-        version: String,
-    },
-    /// The GPUs driven by this process, by name, and the NCCL ranks.
-    Devices {
-        /// `(ordinal, name)`.
-        gpus: Vec<(usize, String)>,
-        /// NCCL ranks in all.
-        nranks: usize,
-        /// This process's first NCCL rank.
-        first_rank: usize,
-        /// The seed of the inputs.
-        seed: u64,
-    },
-    /// Something worth saying.
-    Note(String),
-    /// A size finished.
-    Row(Row),
-}
-
-/// How it went.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Summary {
-    /// Every row.
-    pub rows: Vec<Row>,
-    /// Wrong elements on this process.
-    pub wrong: usize,
-    /// NCCL ranks in all.
-    pub nranks: usize,
-    /// The other processes' outcomes (rank 0 only).
-    pub peers: Vec<PeerOutcome>,
-    /// Whether every element everywhere was right.
-    pub ok: bool,
-    /// The links of this process's GPUs (for [`verdict::judge`]).
-    pub topology: verdict::Topology,
-}
-
-/// Why the smoke test could not finish.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// No NVIDIA driver.
-    NoDriver(String),
-    /// A driver, but no GPU.
-    NoGpu(String),
-    /// Bad options.
-    Usage(String),
-    /// The NCCL file would not load.
-    Load(String),
-    /// The processes did not all meet.
-    Rendezvous(Failed),
-    /// NCCL returned an error.
-    Nccl {
-        /// What was being done.
-        what: String,
-        /// NCCL's words.
-        error: String,
-        /// Cause and fix.
-        hint: String,
-    },
-    /// A CUDA call failed.
-    Cuda(String),
-    /// A deadline passed; the communicators were aborted.
-    Timeout(String),
-    /// Another rank went away.
-    PeerGone(String),
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::NoDriver(e) => write!(
-                f,
-                "no NVIDIA driver: libcuda.so.1 cannot be used ({e}). The smoke test needs a GPU; install the driver, \
-                 or in a container run with the NVIDIA container toolkit (--gpus all)"
-            ),
-            Failure::NoGpu(e) => write!(f, "no GPU: {e}. Check CUDA_VISIBLE_DEVICES and nvidia-smi"),
-            Failure::Usage(e) | Failure::Load(e) | Failure::Cuda(e) | Failure::Timeout(e) | Failure::PeerGone(e) => {
-                f.write_str(e)
+/// Every collective of [`COLLECTIVES`], in every datatype, at every size.
+fn sweep_order(dtypes: &[Dtype], sizes: &[usize]) -> Vec<(&'static dyn Collective, Dtype, usize)> {
+    let mut out = Vec::new();
+    for op in COLLECTIVES {
+        for &t in dtypes {
+            for &bytes in sizes {
+                out.push((*op, t, bytes));
             }
-            Failure::Rendezvous(r) => f.write_str(&r.message),
-            Failure::Nccl { what, error, hint } => write!(f, "{what} failed: {error}. {hint}"),
         }
     }
-}
-
-/// Cause and fix for an NCCL result code.
-pub fn hint(rc: i32) -> String {
-    match rc {
-        1 => "Likely cause: a driver/CUDA problem or out of memory. Check nvidia-smi and the driver version \
-              (nccl-find doctor)."
-            .into(),
-        2 => format!(
-            "Likely cause: NCCL picked a wrong network interface (docker0, virbr0, an unroutable address) or \
-             /dev/shm is too small. Interfaces here: {}. Try NCCL_SOCKET_IFNAME={}; NCCL_IB_DISABLE=1 without working \
-             RDMA; NCCL_SHM_DISABLE=1 or a larger /dev/shm (nccl-find doctor checks all of these).",
-            net::interface_names().join(", "),
-            net::default_route_interface().map_or("^docker,virbr,lo".to_string(), |i| format!("={i}"))
-        ),
-        3 => "Likely cause: no usable network interface (\"no socket interface found\"): set NCCL_SOCKET_IFNAME.".into(),
-        5 => "Likely cause: two ranks on one GPU (a wrong local-rank mapping): give each rank its own GPU.".into(),
-        6 => "Likely cause: a peer died or the network dropped: check the other ranks' logs.".into(),
-        _ => "Run with NCCL_DEBUG=INFO for NCCL's own account.".into(),
-    }
-}
-
-impl Timing {
-    /// The figures of `bytes` all-reduced over `nranks` in `secs` per call.
-    pub fn of(bytes: usize, secs: f64, nranks: usize, wrong: usize) -> Timing {
-        let algbw = bytes as f64 / secs / 1e9;
-        let n = nranks as f64;
-        Timing {
-            time_us: secs * 1e6,
-            algbw,
-            busbw: algbw * 2.0 * (n - 1.0) / n,
-            wrong,
-        }
-    }
+    out
 }
 
 fn iters_for(bytes: usize) -> usize {
@@ -513,8 +388,16 @@ fn sweep(
     on: &mut dyn FnMut(Event),
 ) -> Result<(Vec<Row>, usize), Failure> {
     run.init_comms(id, nranks, first_rank, on)?;
-    // Streams and buffers, big enough for the largest size.
-    run.alloc(opts.sizes.iter().copied().max().unwrap_or(0).max(8))?;
+    // Streams and buffers, big enough for the largest size of every
+    // collective in every datatype.
+    let order = sweep_order(&opts.dtypes, &opts.sizes);
+    let (mut send, mut recv) = (8, 8);
+    for (op, t, bytes) in &order {
+        let (s, r) = op.buffers((bytes / t.size()).max(1), nranks);
+        send = send.max(s * t.size());
+        recv = recv.max(r * t.size());
+    }
+    run.alloc(send, recv)?;
     let t_k = Instant::now();
     run.load_kernels(&opts.dtypes, nranks, seed, on);
     if run.kernels_loaded() {
@@ -525,29 +408,28 @@ fn sweep(
     }
     let mut rows = Vec::new();
     let mut wrong = 0;
-    for &t in &opts.dtypes {
-        for &bytes in &opts.sizes {
-            let count = (bytes / t.size()).max(1);
-            let d = Data {
-                t,
-                count,
-                nranks,
-                seed,
-            };
-            let iters = opts.iters.unwrap_or_else(|| iters_for(bytes));
-            let oop = run.one(&d, first_rank, false, iters)?;
-            let ip = run.one(&d, first_rank, true, iters)?;
-            wrong += oop.wrong + ip.wrong;
-            let row = Row {
-                bytes: count * t.size(),
-                count,
-                dtype: t,
-                oop,
-                ip,
-            };
-            on(Event::Row(row.clone()));
-            rows.push(row);
-        }
+    for (op, t, bytes) in order {
+        let count = (bytes / t.size()).max(1);
+        let d = Data {
+            t,
+            count,
+            nranks,
+            seed,
+        };
+        let iters = opts.iters.unwrap_or_else(|| iters_for(bytes));
+        let oop = run.one(op, &d, first_rank, false, iters)?;
+        let ip = run.one(op, &d, first_rank, true, iters)?;
+        wrong += oop.wrong + ip.wrong;
+        let row = Row {
+            op: op.name(),
+            bytes: count * t.size(),
+            count,
+            dtype: t,
+            oop,
+            ip,
+        };
+        on(Event::Row(row.clone()));
+        rows.push(row);
     }
     let (secs, touched) = run.data_time.get();
     if touched > 0 {
@@ -672,11 +554,12 @@ mod tests {
 
     #[test]
     fn timing_math() {
-        let t = Timing::of(1 << 30, 0.003, 4, 0);
+        let t = Timing::of(1 << 30, 0.003, collective::AllReduce.bus_factor(4), 0);
         assert!((t.time_us - 3000.0).abs() < 1e-9);
         assert!((t.algbw - 357.913_941_333).abs() < 1e-6, "{}", t.algbw);
         assert!((t.busbw - t.algbw * 1.5).abs() < 1e-9);
-        assert_eq!(Timing::of(8, 1e-5, 1, 3).busbw, 0.0);
-        assert_eq!(Timing::of(8, 1e-5, 1, 3).wrong, 3);
+        let alone = collective::AllReduce.bus_factor(1);
+        assert_eq!(Timing::of(8, 1e-5, alone, 3).busbw, 0.0);
+        assert_eq!(Timing::of(8, 1e-5, alone, 3).wrong, 3);
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use libloading::Library;
 
-use super::cuda::CuStream;
+use crate::cuda::CuStream;
 
 pub type NcclResult = c_int;
 pub type NcclComm = *mut c_void;

@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::nccl::{self, NcclComm};
-use super::{rendezvous, Failure};
+use crate::nccl::{self, NcclComm};
+use crate::report::{hint, Failure};
+use nccl_rendezvous as rendezvous;
 
 /// How long the run thread gets, after the aborts, to come back.
 pub const GRACE: Duration = Duration::from_secs(10);
@@ -244,7 +245,7 @@ impl Watchdog {
                                     Failure::Nccl {
                                         what: "an NCCL operation".into(),
                                         error: text,
-                                        hint: super::hint(bad),
+                                        hint: hint(bad),
                                     }
                                 })
                             })

@@ -1,0 +1,171 @@
+//! What a run says and how it ends: its events, its rows and timings, its
+//! summary, and why it could not finish.
+
+use std::path::PathBuf;
+
+use nccl_rendezvous::{Failed, PeerOutcome};
+
+use crate::data::Dtype;
+use crate::{net, verdict};
+
+/// Timing and correctness of one mode at one size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct Timing {
+    /// Microseconds per call.
+    pub time_us: f64,
+    /// Bytes / time, GB/s.
+    pub algbw: f64,
+    /// algbw × the operation's bus factor (all-reduce: 2(n−1)/n), GB/s.
+    pub busbw: f64,
+    /// Wrong elements on this process.
+    pub wrong: usize,
+}
+
+/// One row of the report.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Row {
+    /// The collective ([`crate::collective::Collective::name`]).
+    pub op: &'static str,
+    /// Bytes per rank.
+    pub bytes: usize,
+    /// Elements.
+    pub count: usize,
+    /// Datatype.
+    pub dtype: Dtype,
+    /// Out of place.
+    pub oop: Timing,
+    /// In place.
+    pub ip: Timing,
+}
+
+/// What the run says as it goes.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The NCCL file loaded and its version.
+    Loaded {
+        /// The file.
+        path: PathBuf,
+        /// `ncclGetVersion`.
+        version: String,
+    },
+    /// The GPUs driven by this process, by name, and the NCCL ranks.
+    Devices {
+        /// `(ordinal, name)`.
+        gpus: Vec<(usize, String)>,
+        /// NCCL ranks in all.
+        nranks: usize,
+        /// This process's first NCCL rank.
+        first_rank: usize,
+        /// The seed of the inputs.
+        seed: u64,
+    },
+    /// Something worth saying.
+    Note(String),
+    /// A size finished.
+    Row(Row),
+}
+
+/// How it went.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Summary {
+    /// Every row.
+    pub rows: Vec<Row>,
+    /// Wrong elements on this process.
+    pub wrong: usize,
+    /// NCCL ranks in all.
+    pub nranks: usize,
+    /// The other processes' outcomes (rank 0 only).
+    pub peers: Vec<PeerOutcome>,
+    /// Whether every element everywhere was right.
+    pub ok: bool,
+    /// The links of this process's GPUs (for [`verdict::judge`]).
+    pub topology: verdict::Topology,
+}
+
+/// Why the smoke test could not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// No NVIDIA driver.
+    NoDriver(String),
+    /// A driver, but no GPU.
+    NoGpu(String),
+    /// Bad options.
+    Usage(String),
+    /// The NCCL file would not load.
+    Load(String),
+    /// The processes did not all meet.
+    Rendezvous(Failed),
+    /// NCCL returned an error.
+    Nccl {
+        /// What was being done.
+        what: String,
+        /// NCCL's words.
+        error: String,
+        /// Cause and fix.
+        hint: String,
+    },
+    /// A CUDA call failed.
+    Cuda(String),
+    /// A deadline passed; the communicators were aborted.
+    Timeout(String),
+    /// Another rank went away.
+    PeerGone(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NoDriver(e) => write!(
+                f,
+                "no NVIDIA driver: libcuda.so.1 cannot be used ({e}). The smoke test needs a GPU; install the driver, \
+                 or in a container run with the NVIDIA container toolkit (--gpus all)"
+            ),
+            Failure::NoGpu(e) => write!(f, "no GPU: {e}. Check CUDA_VISIBLE_DEVICES and nvidia-smi"),
+            Failure::Usage(e) | Failure::Load(e) | Failure::Cuda(e) | Failure::Timeout(e) | Failure::PeerGone(e) => {
+                f.write_str(e)
+            }
+            Failure::Rendezvous(r) => f.write_str(&r.message),
+            Failure::Nccl { what, error, hint } => write!(f, "{what} failed: {error}. {hint}"),
+        }
+    }
+}
+
+/// Cause and fix for an NCCL result code.
+pub fn hint(rc: i32) -> String {
+    match rc {
+        1 => "Likely cause: a driver/CUDA problem or out of memory. Check nvidia-smi and the driver version \
+              (nccl-find doctor)."
+            .into(),
+        2 => format!(
+            "Likely cause: NCCL picked a wrong network interface (docker0, virbr0, an unroutable address) or \
+             /dev/shm is too small. Interfaces here: {}. Try NCCL_SOCKET_IFNAME={}; NCCL_IB_DISABLE=1 without working \
+             RDMA; NCCL_SHM_DISABLE=1 or a larger /dev/shm (nccl-find doctor checks all of these).",
+            net::interface_names().join(", "),
+            net::default_route_interface().map_or("^docker,virbr,lo".to_string(), |i| format!("={i}"))
+        ),
+        3 => "Likely cause: no usable network interface (\"no socket interface found\"): set NCCL_SOCKET_IFNAME.".into(),
+        5 => "Likely cause: two ranks on one GPU (a wrong local-rank mapping): give each rank its own GPU.".into(),
+        6 => "Likely cause: a peer died or the network dropped: check the other ranks' logs.".into(),
+        _ => "Run with NCCL_DEBUG=INFO for NCCL's own account.".into(),
+    }
+}
+
+impl Timing {
+    /// The figures of an operation on `bytes` in `secs` per call, its bus
+    /// bandwidth `bus_factor` times its algorithm bandwidth (nccl-tests'
+    /// factors: [`crate::collective::Collective::bus_factor`]).
+    pub fn of(bytes: usize, secs: f64, bus_factor: f64, wrong: usize) -> Timing {
+        let algbw = bytes as f64 / secs / 1e9;
+        Timing {
+            time_us: secs * 1e6,
+            algbw,
+            busbw: algbw * bus_factor,
+            wrong,
+        }
+    }
+}
