@@ -757,10 +757,13 @@ fn verdict_line(result: &Result<smoke::Summary, Failure>, met_only: bool, wall: 
                     Some((false, w, m)) => {
                         why.push(format!("rank {} reported {w} wrong ({m})", p.rank))
                     }
-                    None => why.push(format!(
-                        "rank {} never reported (killed, or past the deadline)",
-                        p.rank
-                    )),
+                    None => why.push(match &p.why {
+                        Some(w) => format!("rank {} never reported: {w}", p.rank),
+                        None => format!(
+                            "rank {} never reported (killed, or past the deadline)",
+                            p.rank
+                        ),
+                    }),
                 }
             }
             format!("FAILED: {} ({wall:.2} s)", why.join("; "))

@@ -11,7 +11,13 @@ use serde_json::Value;
 
 /// The crates users build: the library, the command, the smoke test, the
 /// -sys crate.
-const USER_CRATES: [&str; 5] = ["nccl-find", "nccl-find-cli", "nccl-rendezvous", "nccl-smoke", "nccl-sys"];
+const USER_CRATES: [&str; 5] = [
+    "nccl-find",
+    "nccl-find-cli",
+    "nccl-rendezvous",
+    "nccl-smoke",
+    "nccl-sys",
+];
 
 /// `1.74` or `1.74.1` as (1, 74, 1); missing parts are 0.
 fn version(s: &str) -> (u64, u64, u64) {

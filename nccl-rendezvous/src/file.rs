@@ -701,7 +701,8 @@ mod tests {
                     false,
                     7,
                     "\\u{1b}[2Jfine\\u{85}rank 9: OK\\u{202e}\\u{a}end\\u{a}ok 0 fake".into()
-                ))
+                )),
+                why: None,
             }]
         );
         assert_eq!(names(&d), Vec::<String>::new());

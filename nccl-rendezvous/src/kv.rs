@@ -364,7 +364,11 @@ impl KvLink {
         {
             Some(got) => got,
             None => (1..self.world)
-                .map(|rank| PeerOutcome { rank, done: None })
+                .map(|rank| PeerOutcome {
+                    rank,
+                    done: None,
+                    why: None,
+                })
                 .collect(),
         }
     }
@@ -487,22 +491,29 @@ fn outcomes(
         cut -= 1;
     }
     v.extend_from_slice(&message.as_bytes()[..cut]);
-    let put = kv.put(&key("done", rank), &v);
-    let fenced = put.is_ok() && kv.fence(deadline).is_ok();
+    let fenced = kv
+        .put(&key("done", rank), &v)
+        .map_err(|e| e.to_string())
+        .and_then(|()| kv.fence(deadline).map_err(|f| f.message));
     let got = if rank == 0 {
         (1..world)
-            .map(|r| PeerOutcome {
-                rank: r,
-                done: if fenced {
-                    kv.get(r, &key("done", r)).ok().and_then(|b| read_done(&b))
-                } else {
-                    None
+            .map(|r| match &fenced {
+                Ok(()) => PeerOutcome {
+                    rank: r,
+                    done: kv.get(r, &key("done", r)).ok().and_then(|b| read_done(&b)),
+                    why: None,
+                },
+                Err(why) => PeerOutcome {
+                    rank: r,
+                    done: None,
+                    why: Some(why.clone()),
                 },
             })
             .collect()
     } else {
         Vec::new()
     };
+    let fenced = fenced.is_ok();
     // Nobody leaves the store before rank 0 has read every outcome: a
     // launcher may drop what a process put once that process is gone.
     if fenced {
@@ -676,11 +687,13 @@ mod tests {
             &vec![
                 PeerOutcome {
                     rank: 1,
-                    done: Some((true, 1, "rank 1".into()))
+                    done: Some((true, 1, "rank 1".into())),
+                    why: None,
                 },
                 PeerOutcome {
                     rank: 2,
-                    done: Some((false, 2, "rank 2".into()))
+                    done: Some((false, 2, "rank 2".into())),
+                    why: None,
                 },
             ]
         );
@@ -705,7 +718,8 @@ mod tests {
                     true,
                     1,
                     "\\u{1b}]0;pwned\\u{7}\\u{a}OK: fake \\\\ \\u{202e}".into()
-                ))
+                )),
+                why: None,
             }]
         );
         // Bytes that are not UTF-8 are shown, not passed on.

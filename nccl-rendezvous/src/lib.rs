@@ -343,6 +343,98 @@ pub(crate) mod testutil {
 mod join_tests {
     use super::testutil::*;
     use super::*;
+    use std::time::Instant;
+
+    /// Rank 0 and rank 1 of `init`, met.
+    fn pair(init: Init) -> (Joined, Joined) {
+        let peer = {
+            let init = init.clone();
+            std::thread::spawn(move || join(&job(1, 2, "t", init, 20), &id, &mut |_| {}).unwrap())
+        };
+        let j0 = join(&job(0, 2, "t", init, 20), &id, &mut |_| {}).unwrap();
+        (j0, peer.join().unwrap())
+    }
+
+    /// The reason `abort` is raised with, waited for (at most 10 s).
+    fn raised(abort: &Abort) -> String {
+        let t = Instant::now();
+        loop {
+            if let Some(why) = abort.raised() {
+                return why;
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "no abort");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    /// Over our TCP store, a peer whose process goes away while the ranks
+    /// run stops rank 0 at once, and rank 0's end says why the peer never
+    /// reported; rank 0's going away stops the peer.
+    #[test]
+    fn a_peer_or_rank_0_going_away_stops_the_others() {
+        let port = free_port();
+        let init = Init::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        };
+        let (j0, j1) = pair(init.clone());
+        drop(j1);
+        assert_eq!(
+            raised(&j0.abort),
+            "rank 1's process went away (the connection closed)"
+        );
+        assert_eq!(
+            j0.finish(true, 0, "", Duration::from_secs(5)),
+            vec![PeerOutcome {
+                rank: 1,
+                done: None,
+                why: Some(format!(
+                    "rank(s) 1 went away before barrier 2 of the rendezvous at tcp://127.0.0.1:{port}: check \
+                     their output"
+                )),
+            }]
+        );
+        let (j0, j1) = pair(init);
+        drop(j0);
+        assert_eq!(
+            raised(&j1.abort),
+            "rank 0's process went away (the connection closed)"
+        );
+    }
+
+    /// A rank that fails tells the others through the store, whichever
+    /// store it is: here our file store, where rank 0 hears it while it runs
+    /// and still gets the rank's outcome.
+    #[test]
+    fn a_rank_that_fails_stops_the_others_through_the_file_store() {
+        let d = scratch("abort");
+        let (j0, j1) = pair(Init::File {
+            path: d.join("rdv"),
+        });
+        let peer = std::thread::spawn(move || j1.finish(false, 3, "boom", Duration::from_secs(20)));
+        assert_eq!(raised(&j0.abort), "rank 1 stopped the job: boom");
+        let got = j0.finish(true, 0, "", Duration::from_secs(20));
+        assert_eq!(peer.join().unwrap(), vec![]);
+        assert_eq!(
+            got,
+            vec![PeerOutcome {
+                rank: 1,
+                done: Some((false, 3, "boom".into())),
+                why: None,
+            }]
+        );
+        assert_eq!(names(&d), Vec::<String>::new());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn bad_jobs_are_refused_before_anything_is_made() {
         let d = scratch("bad");

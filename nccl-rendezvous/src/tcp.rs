@@ -1426,7 +1426,8 @@ mod tests {
             r0.join().unwrap(),
             vec![PeerOutcome {
                 rank: 1,
-                done: Some((true, 0, "\\u{1b}[2Jfine\\u{a}rank 9: OK\\u{202e}".into()))
+                done: Some((true, 0, "\\u{1b}[2Jfine\\u{a}rank 9: OK\\u{202e}".into())),
+                why: None,
             }]
         );
     }

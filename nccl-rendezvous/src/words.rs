@@ -145,6 +145,9 @@ pub struct PeerOutcome {
     pub rank: usize,
     /// Right, wrong elements, message; or `None` when it never reported.
     pub done: Option<(bool, u64, String)>,
+    /// Why it never reported, where the store could tell (`rank(s) 1 went
+    /// away before barrier 2 …`).
+    pub why: Option<String>,
 }
 
 /// Text from outside (a launcher's variable, a server's answer) as it may
