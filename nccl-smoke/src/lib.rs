@@ -31,6 +31,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+mod capture;
 mod collective;
 mod cuda;
 mod data;
@@ -44,6 +45,7 @@ pub mod rundir;
 pub mod verdict;
 mod watchdog;
 
+pub use capture::Capture;
 use collective::{Collective, COLLECTIVES};
 use cuda::Cuda;
 pub use data::Dtype;
