@@ -4,8 +4,7 @@
 //! files read, without blocking and within a size bound, and nothing removed
 //! unless this run made it (checked by device and inode).
 
-use std::fs::{File, Metadata, OpenOptions};
-use std::hash::{BuildHasher, Hasher};
+use std::fs::{Metadata, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -30,29 +29,21 @@ impl FileId {
     }
 }
 
-/// 128 bits nobody can guess, as 32 hex digits: from the kernel's random
-/// source (16 bytes, no more), else from the standard library's per-process
-/// random hash keys mixed with the time, the pid and a counter.
+/// 128 bits from the kernel's random source, in hex: what makes a name
+/// or a challenge unguessable. The kernel's source does not fail on
+/// Linux; if it ever did, the process stops rather than go on with a
+/// guessable nonce.
 pub fn nonce() -> String {
+    random_bytes().iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// 16 bytes from the kernel's random source (`getrandom(2)`).
+pub fn random_bytes() -> [u8; 16] {
     let mut b = [0u8; 16];
-    let from_kernel = File::open("/dev/urandom")
-        .and_then(|f| f.take(16).read_exact(&mut b))
-        .is_ok();
-    if !from_kernel || b == [0u8; 16] {
-        static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        for half in b.chunks_mut(8) {
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u128(t);
-            h.write_u32(std::process::id());
-            h.write_u64(n);
-            half.copy_from_slice(&h.finish().to_le_bytes());
-        }
+    if let Err(e) = getrandom::getrandom(&mut b) {
+        panic!("the kernel's random source failed ({e}): no nonce can be made");
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    b
 }
 
 /// What a file that is not a regular file is, in words.

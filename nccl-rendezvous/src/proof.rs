@@ -76,15 +76,7 @@ pub fn same_proof(a: &[u8; PROOF_LEN], b: &[u8; PROOF_LEN]) -> bool {
 
 /// A fresh nonce nobody can guess (the kernel's random source).
 pub fn nonce() -> [u8; NONCE_LEN] {
-    let hex = crate::fsafe::nonce();
-    let mut out = [0u8; NONCE_LEN];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = hex
-            .get(2 * i..2 * i + 2)
-            .and_then(|h| u8::from_str_radix(h, 16).ok())
-            .unwrap_or(0);
-    }
-    out
+    crate::fsafe::random_bytes()
 }
 
 #[cfg(test)]

@@ -34,14 +34,8 @@ pub fn check_token(token: &str) -> Result<(), String> {
 /// Compares two tokens in time that depends on their lengths only, never
 /// on where they first differ.
 pub(crate) fn same_token(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut diff = u64::from(a.len() != b.len());
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= u64::from(std::hint::black_box(x ^ y));
-    }
-    diff == 0
+    use subtle::ConstantTimeEq;
+    a.as_bytes().ct_eq(b.as_bytes()).into()
 }
 
 /// `now + t`, or a year from now where that overflows.
