@@ -29,7 +29,7 @@ pub fn detect(env: &LaunchEnv) -> Result<Option<Plan>, String> {
     Ok(None)
 }
 
-/// [`BACKENDS`] as a Markdown table, in the order the rows are tried: what
+/// The table of launchers as Markdown, in the order the rows are tried: what
 /// the README shows.
 pub fn table_markdown() -> String {
     let mut t = String::from(

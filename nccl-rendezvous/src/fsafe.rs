@@ -77,7 +77,7 @@ const SWAPS: usize = 8;
 /// Reads `path` if it is a regular file (a link is not followed) of at most
 /// `max` bytes. `Ok(None)`: nothing is there. The open never blocks, the
 /// read never passes `max`. A regular file replaced by another since the
-/// look is looked at again, [`SWAPS`] times at most.
+/// look is looked at again, `SWAPS` times at most.
 pub fn read_small(path: &Path, max: u64) -> Small {
     for _ in 0..SWAPS {
         if let Some(r) = read_once(path, max) {

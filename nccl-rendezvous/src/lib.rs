@@ -1,11 +1,11 @@
 //! How the processes of one job meet, under any launcher, before NCCL
 //! starts: rank 0 makes NCCL's unique id and hands it out, and the
 //! processes meet again at the end to say how they did. Every way to meet
-//! is a key-value store with a barrier ([`kv::Kv`], the shape of PyTorch's
+//! is a key-value store with a barrier (the shape of PyTorch's
 //! c10d `Store`): our own TCP store that rank 0 serves (`tcp://HOST:PORT`),
 //! our own store in files (`file:///shared/path`), or a launcher's own
-//! (torchrun's agent store, PMIx, PMI-1), found by [`detect`] from the
-//! table [`BACKENDS`]. One algorithm runs over all of them. A job token
+//! (torchrun's agent store, PMIx, PMI-1), recognised from the environment
+//! by a table of launchers ([`table_markdown`] shows it). One algorithm runs over all of them. A job token
 //! keeps two jobs on one port or one file apart, proven and never sent; a
 //! peer that sends garbage is refused, never trusted; every wait has a
 //! deadline, and what times out names the ranks that never came.
@@ -33,17 +33,17 @@ pub mod untrusted;
 mod wire;
 mod words;
 
-pub use backends::{detect, table_markdown, BACKENDS};
+pub use backends::table_markdown;
 pub use job::{Exchange, Init, Job};
 pub use kv::Joined;
-pub use launch::{optional, Backend, LaunchEnv, Plan};
+pub use launch::LaunchEnv;
 pub use meeting::{Flags, Meeting};
+/// Our TCP store's frames, for the fuzzer and the tests (not part of the API).
+#[doc(hidden)]
 pub use wire::{decode, decode_header, encode, Msg};
-pub use words::{
-    check_token, printable, Abort, Failed, PeerOutcome, MAX_TIMEOUT, MAX_TOKEN, MAX_WORLD,
-};
+pub use words::{Abort, Failed, PeerOutcome, MAX_TIMEOUT};
 
-use words::fail;
+use words::{check_token, fail, MAX_WORLD};
 
 /// The README's example, compiled.
 #[cfg(doctest)]

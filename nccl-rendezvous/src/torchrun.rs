@@ -486,7 +486,7 @@ mod tests {
             ]
         );
         // The agent store's row comes before the one without it.
-        assert_eq!(crate::BACKENDS[0].id, "torchrun-store");
+        assert_eq!(crate::backends::BACKENDS[0].id, "torchrun-store");
     }
 
     #[test]

@@ -82,7 +82,7 @@ pub enum Msg {
     Stop {
         /// In words.
         reason: String,
-        /// The ranks that never came, the first [`MAX_LISTED`].
+        /// The ranks that never came, the first `MAX_LISTED`.
         missing: Vec<u32>,
     },
 }

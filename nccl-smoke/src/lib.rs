@@ -52,9 +52,8 @@ pub use data::Dtype;
 use gpu::{Data, Run};
 use nccl::Nccl;
 use nccl_rendezvous as rendezvous;
-pub use nccl_rendezvous::fsafe::private_dir;
 use nccl_rendezvous::untrusted;
-pub use nccl_rendezvous::{Failed, Init, Job, PeerOutcome};
+pub use nccl_rendezvous::{Failed, Job, PeerOutcome};
 pub use net::ifname_problem;
 pub use report::{hint, Event, Failure, Row, Summary, Timing};
 

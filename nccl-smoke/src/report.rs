@@ -26,7 +26,7 @@ pub struct Timing {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Row {
-    /// The collective ([`crate::collective::Collective::name`]).
+    /// The collective, by name (`all-reduce`).
     pub op: &'static str,
     /// Bytes per rank.
     pub bytes: usize,
@@ -158,7 +158,7 @@ pub fn hint(rc: i32) -> String {
 impl Timing {
     /// The figures of an operation on `bytes` in `secs` per call, its bus
     /// bandwidth `bus_factor` times its algorithm bandwidth (nccl-tests'
-    /// factors: [`crate::collective::Collective::bus_factor`]).
+    /// factors, documented per collective in `collective/`).
     pub fn of(bytes: usize, secs: f64, bus_factor: f64, wrong: usize) -> Timing {
         let algbw = bytes as f64 / secs / 1e9;
         Timing {
