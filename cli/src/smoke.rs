@@ -140,6 +140,11 @@ pub struct Args {
     /// Keeps two jobs on one port or file apart (default: NCCL_FIND_TOKEN, TORCHELASTIC_RUN_ID, SLURM_JOB_ID)
     #[arg(long)]
     token: Option<String>,
+    /// Fail (exit 1) when the bus bandwidth at the largest size, the better
+    /// of out of place and in place, is below GBPS GB/s (nccl-tests'
+    /// NCCL_TESTS_MIN_BW)
+    #[arg(long, value_name = "GBPS")]
+    min_busbw: Option<f64>,
     /// The report as JSON, at the end
     #[arg(long)]
     json: bool,
@@ -178,6 +183,11 @@ fn options(a: &Args, lib: PathBuf, env: &LaunchEnv) -> Result<(Options, Option<M
     };
     let dtypes = dtypes(&a.dtypes)?;
     check_timeout(a.timeout)?;
+    if let Some(g) = a.min_busbw.filter(|g| !(g.is_finite() && *g > 0.0)) {
+        return Err(format!(
+            "--min-busbw {g} is not a bandwidth: pass a positive number of GB/s"
+        ));
+    }
     let mut flags = Flags::default();
     flags.rank = a.rank;
     flags.world = a.world_size;
@@ -312,8 +322,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         events.push(e);
     });
     let wall = started.elapsed().as_secs_f64();
-    let code = exit_code(&result);
-    let verdict = verdict_line(&result, a.rendezvous_only, wall);
+    let (code, verdict, top, floor) = ending(a, &result, wall);
     let judged = judge(&result, &capture);
     let warnings = if code == 1 {
         capture.0.last_warnings(10)
@@ -328,6 +337,14 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
             .collect::<Vec<_>>());
         if let Some(m) = &meeting {
             doc["exchange"] = meeting_json(m);
+        }
+        if let Some(min) = a.min_busbw {
+            doc["min_busbw"] = json!({
+                "floor": min,
+                "bytes": top.map(|t| t.0),
+                "busbw": top.map(|t| t.1),
+                "ok": floor.is_none(),
+            });
         }
         // A closed pipe (`| head`) ends the output quietly; the exit
         // status is still the test's.
@@ -433,6 +450,51 @@ fn settings_line(settings: &[crate::settings::Setting]) -> Option<String> {
 /// environment, then NCCL's configuration files.
 fn settings_in_force() -> Vec<crate::settings::Setting> {
     crate::settings::read(&crate::settings::process_env(), std::path::Path::new("/")).0
+}
+
+/// The exit status and the verdict, with `--min-busbw`'s figure and why it
+/// failed the run, where it did.
+fn ending(
+    a: &Args,
+    result: &Result<smoke::Summary, Failure>,
+    wall: f64,
+) -> (u8, String, Option<(usize, f64)>, Option<String>) {
+    let top = largest(result);
+    let floor = a.min_busbw.and_then(|min| below_floor(&top, min));
+    let code = match (exit_code(result), &floor) {
+        (0, Some(_)) => 1,
+        (c, _) => c,
+    };
+    let verdict = match &floor {
+        Some(why) if result.as_ref().is_ok_and(|s| s.ok) => format!("FAILED: {why} ({wall:.2} s)"),
+        _ => verdict_line(result, a.rendezvous_only, wall),
+    };
+    (code, verdict, top, floor)
+}
+
+/// The largest size of a run that finished, and the better bus bandwidth
+/// there (out of place or in place); `None` when nothing was timed.
+fn largest(result: &Result<smoke::Summary, Failure>) -> Option<(usize, f64)> {
+    let s = result.as_ref().ok()?;
+    s.rows
+        .iter()
+        .max_by_key(|r| r.bytes)
+        .map(|r| (r.bytes, r.oop.busbw.max(r.ip.busbw)))
+}
+
+/// Why `--min-busbw GBPS` fails the run: the bus bandwidth at the largest
+/// size is below it (`None`: it is not, or nothing was timed).
+fn below_floor(largest: &Option<(usize, f64)>, min: f64) -> Option<String> {
+    let (bytes, busbw) = (*largest)?;
+    (busbw < min).then(|| {
+        format!(
+            "the bus bandwidth at {} is {busbw:.1} GB/s, below --min-busbw {min} GB/s",
+            match human(bytes) {
+                h if h.ends_with(['K', 'M', 'G']) => format!("{h}iB"),
+                h => format!("{h} bytes"),
+            }
+        )
+    })
 }
 
 /// The hardware verdict at the largest size, after a run that finished.
@@ -655,4 +717,24 @@ fn json_report(
 pub fn probed_library(config: &nccl_find::Config) -> Result<PathBuf, String> {
     let n = config.probe().map_err(|e| e.headline())?;
     Ok(n.library_real)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bandwidth_floor_is_the_largest_sizes() {
+        assert_eq!(below_floor(&None, 10.0), None);
+        assert_eq!(below_floor(&Some((1 << 30, 327.1)), 300.0), None);
+        assert_eq!(below_floor(&Some((1 << 30, 300.0)), 300.0), None);
+        assert_eq!(
+            below_floor(&Some((1 << 30, 327.1)), 400.0).as_deref(),
+            Some("the bus bandwidth at 1GiB is 327.1 GB/s, below --min-busbw 400 GB/s")
+        );
+        assert_eq!(
+            below_floor(&Some((1000, 0.25)), 0.5).as_deref(),
+            Some("the bus bandwidth at 1000 bytes is 0.2 GB/s, below --min-busbw 0.5 GB/s")
+        );
+    }
 }

@@ -61,6 +61,18 @@ fn smoke_bounds_are_usage_errors() {
             ],
             "--token: the token holds a line break",
         ),
+        (
+            vec!["--min-busbw=0"],
+            "--min-busbw 0 is not a bandwidth: pass a positive number of GB/s",
+        ),
+        (
+            vec!["--min-busbw=-3"],
+            "--min-busbw -3 is not a bandwidth: pass a positive number of GB/s",
+        ),
+        (
+            vec!["--min-busbw", "NaN"],
+            "--min-busbw NaN is not a bandwidth: pass a positive number of GB/s",
+        ),
     ] {
         let o = text(
             &nccl_find()
