@@ -445,13 +445,19 @@ fn torch_2_1_torchrun_meets_in_the_old_protocol() {
 /// the torch variable the report names (it says which protocol was tried
 /// first).
 fn static_torchrun_meets(launcher: &str, name: &str, var: &str) {
+    static_torchrun_meets_with(launcher, name, var, 4, "");
+}
+
+/// [`static_torchrun_meets`] with `nproc` workers, each running `before`
+/// (lines of sh) before nccl-find.
+fn static_torchrun_meets_with(launcher: &str, name: &str, var: &str, nproc: usize, before: &str) {
     let (Some(lib), Some(tr)) = (wheel_lib(), installed(launcher)) else {
         return;
     };
     let d = Scratch::new(name);
     let tmp = TmpDir::new(&format!("torchrun-{name}"));
     let port = free_port();
-    let o = torchrun(
+    let o = torchrun_with(
         &tr,
         &d,
         &tmp,
@@ -461,15 +467,16 @@ fn static_torchrun_meets(launcher: &str, name: &str, var: &str) {
             format!("--master-port={port}"),
             "--nnodes=1".into(),
             "--node-rank=0".into(),
-            "--nproc-per-node=4".into(),
+            format!("--nproc-per-node={nproc}"),
         ],
+        before,
     );
     let want = format!(
         "note: exchange: torchrun-store via torchrun, at tcp://127.0.0.1:{port} (the agent's TCPStore; \
          keys under /nccl-find/none/0/) {}",
         static_from(var)
     );
-    expect_met(&d, &tmp, 4, &o, Admits::Store, &|_, line| {
+    expect_met(&d, &tmp, nproc, &o, Admits::Store, &|_, line| {
         assert_eq!(line, want)
     });
 }
@@ -847,32 +854,11 @@ fn every_worker_is_a_client_and_a_slow_store_is_named() {
 /// is not taken for another program using the first one's keys.
 #[test]
 fn a_second_run_in_one_worker_meets_under_keys_of_its_own() {
-    let (Some(lib), Some(tr)) = (wheel_lib(), installed("NCCL_FIND_TORCHRUN")) else {
-        return;
-    };
-    let d = Scratch::new("twice");
-    let tmp = TmpDir::new("torchrun-twice");
-    let port = free_port();
-    let o = torchrun_with(
-        &tr,
-        &d,
-        &tmp,
-        &lib,
-        &[
-            "--master-addr=127.0.0.1".into(),
-            format!("--master-port={port}"),
-            "--nnodes=1".into(),
-            "--node-rank=0".into(),
-            "--nproc-per-node=3".into(),
-        ],
+    static_torchrun_meets_with(
+        "NCCL_FIND_TORCHRUN",
+        "twice",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+        3,
         &format!("'{BIN}' \"$@\" >/dev/null 2>&1 || exit 9"),
     );
-    let want = format!(
-        "note: exchange: torchrun-store via torchrun, at tcp://127.0.0.1:{port} (the agent's TCPStore; \
-         keys under /nccl-find/none/0/) {}",
-        static_from("TORCH_NCCL_ASYNC_ERROR_HANDLING")
-    );
-    expect_met(&d, &tmp, 3, &o, Admits::Store, &|_, line| {
-        assert_eq!(line, want)
-    });
 }
