@@ -1,6 +1,8 @@
-//! Meeting through a launcher's own key-value store and barrier (torchrun's
-//! TCPStore, a PMI-1 or PMIx server): one algorithm for every such
-//! exchange. A backend only says how to put, fence and get ([`Kv`]).
+//! Meeting through a key-value store and barrier: one algorithm for every
+//! exchange, our own stores (`tcp://`, `file://`) and the launchers'
+//! (torchrun's TCPStore, a PMI-1 or PMIx server). A store only says how to
+//! put, fence and get ([`Kv`]), and, where it can, how to watch for
+//! another rank's abort and raise one.
 //!
 //! 1. Every rank puts `hello/<rank>` (its GPU count); fence.
 //! 2. Rank 0 reads every hello, puts `plan` (the unique id, the NCCL ranks
@@ -12,9 +14,11 @@
 //!    launcher drops what it put, before rank 0 has read it).
 //!
 //! Two fences to meet, whatever the world size: each rank does O(1) work,
-//! and rank 0 O(world). The store's calls may block (a PMI server that does
-//! not answer, a rank that never comes): they run on a thread of their own,
-//! and the process waits for them only until the deadline.
+//! and rank 0 O(world). Between the meeting and the end, the same thread
+//! looks for an abort every 250 ms ([`Kv::watch`]); a rank that fails
+//! raises one ([`Kv::abort`]). The store's calls may block (a PMI server
+//! that does not answer, a rank that never comes): they run on a thread of
+//! their own, and the process waits for them only until the deadline.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;

@@ -767,8 +767,7 @@ impl Shared {
 struct Hub {
     shared: Arc<Shared>,
     fences: u32,
-    /// The rank 0 the other ranks' threads were started for (`Job::timeout`
-    /// words).
+    /// The job's `--timeout`, for the words of a barrier that times out.
     timeout: Duration,
 }
 
