@@ -323,7 +323,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     });
     let wall = started.elapsed().as_secs_f64();
     let (code, verdict, top, floor) = ending(a, &result, wall);
-    let judged = judge(&result, &capture);
+    let judged = judge(&result, top, &capture);
     let warnings = if code == 1 {
         capture.0.last_warnings(10)
     } else {
@@ -497,22 +497,23 @@ fn below_floor(largest: &Option<(usize, f64)>, min: f64) -> Option<String> {
     })
 }
 
-/// The hardware verdict at the largest size, after a run that finished.
+/// The hardware verdict at the largest size (`top`, from [`largest`]),
+/// after a run that finished.
 fn judge(
     result: &Result<smoke::Summary, Failure>,
+    top: Option<(usize, f64)>,
     capture: &Captured,
 ) -> Option<smoke::verdict::Verdict> {
     let s = result.as_ref().ok()?;
-    s.rows.iter().max_by_key(|r| r.bytes).map(|r| {
-        smoke::verdict::judge(
-            &s.topology,
-            r.oop.busbw.max(r.ip.busbw),
-            r.bytes,
-            s.nranks,
-            &capture.0.transport_lines(),
-            &|n| std::env::var(n).ok(),
-        )
-    })
+    let (bytes, busbw) = top?;
+    Some(smoke::verdict::judge(
+        &s.topology,
+        busbw,
+        bytes,
+        s.nranks,
+        &capture.0.transport_lines(),
+        &|n| std::env::var(n).ok(),
+    ))
 }
 
 /// The NCCL file to load: `--lib` (which must be a readable file), else the

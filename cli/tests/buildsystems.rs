@@ -389,6 +389,18 @@ fn meson_dependency_refuses_a_version_too_old() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A test's scratch directory `name` and, in it, a venv that holds the real
+/// NCCL wheel: None (skipped, or failed where required) without the tools
+/// it `needs` or without the wheel cache.
+fn wheel_project(name: &str, needs: &[&str]) -> Option<(PathBuf, PathBuf)> {
+    if !tools(needs) {
+        return None;
+    }
+    let dir = scratch(name);
+    let venv = wheel_venv(&dir)?;
+    Some((dir, venv))
+}
+
 /// A venv whose site-packages holds the real NCCL wheel and the CUDA header
 /// wheels `nccl.h` needs; None (skipped) without the wheel cache.
 fn wheel_venv(dir: &Path) -> Option<PathBuf> {
@@ -413,11 +425,7 @@ fn wheel_venv(dir: &Path) -> Option<PathBuf> {
 /// (its run path) with no LD_LIBRARY_PATH.
 #[test]
 fn cmake_and_meson_build_and_run_against_a_real_wheel() {
-    if !tools(&["cmake", "meson", "ninja", "cc"]) {
-        return;
-    }
-    let dir = scratch("wheel");
-    let Some(venv) = wheel_venv(&dir) else {
+    let Some((dir, venv)) = wheel_project("wheel", &["cmake", "meson", "ninja", "cc"]) else {
         return;
     };
     let pc = wrapper(&dir, &Install::Venv(venv.clone()));
@@ -469,11 +477,7 @@ fn cmake_and_meson_build_and_run_against_a_real_wheel() {
 /// and the program builds and runs.
 #[test]
 fn a_findnccl_style_cmake_project_builds_after_eval_env() {
-    if !tools(&["cmake", "cc"]) {
-        return;
-    }
-    let dir = scratch("findnccl");
-    let Some(venv) = wheel_venv(&dir) else {
+    let Some((dir, venv)) = wheel_project("findnccl", &["cmake", "cc"]) else {
         return;
     };
     let src = dir.join("src");
@@ -541,11 +545,7 @@ fn a_findnccl_style_cmake_project_builds_after_eval_env() {
 /// not reach is refused by CMake, as NCCL's own package would.
 #[test]
 fn cmake_config_gives_find_package_an_nccl_target() {
-    if !tools(&["cmake", "cc"]) {
-        return;
-    }
-    let dir = scratch("cmake-config");
-    let Some(venv) = wheel_venv(&dir) else {
+    let Some((dir, venv)) = wheel_project("cmake-config", &["cmake", "cc"]) else {
         return;
     };
     let source = std::fs::canonicalize(

@@ -455,7 +455,11 @@ impl FileStore {
                     left -= 1;
                 }
             }
-            self.last_here = (1..self.world).filter(|r| here[*r]).collect();
+            let late = Instant::now() >= deadline;
+            if left == 0 || late {
+                // The peers that will remove their arrival at the end.
+                self.last_here = (1..self.world).filter(|r| here[*r]).collect();
+            }
             if left == 0 {
                 for (what, text) in std::mem::take(&mut self.held) {
                     self.make(&what, &text)
@@ -465,7 +469,7 @@ impl FileStore {
                     .make(&format!("open{n}"), "open")
                     .map_err(|e| fail(cannot_write(&self.side(&format!("open{n}"), 0), &e)));
             }
-            if Instant::now() >= deadline {
+            if late {
                 let missing: Vec<usize> = (0..self.world).filter(|r| !here[*r]).collect();
                 let f = self.never_came(n, missing);
                 let _ = self.make(&format!("stop{n}"), &f.message.replace('\n', " "));
@@ -678,20 +682,16 @@ mod tests {
         let init = Init::File {
             path: d.join("rdv"),
         };
-        let peer = {
-            let init = init.clone();
-            std::thread::spawn(move || {
-                let j = join(&job(1, 2, "t", init, 20), &id, &mut |_| {}).unwrap();
-                j.finish(
-                    false,
-                    7,
-                    "\x1b[2Jfine\u{85}rank 9: OK\u{202e}\nend\nok 0 fake",
-                    Duration::from_secs(20),
-                );
-            })
-        };
-        let j = join(&job(0, 2, "t", init, 20), &id, &mut |_| {}).unwrap();
-        let got = j.finish(true, 0, "", Duration::from_secs(20));
+        let (j0, j1) = pair(init);
+        let peer = std::thread::spawn(move || {
+            j1.finish(
+                false,
+                7,
+                "\x1b[2Jfine\u{85}rank 9: OK\u{202e}\nend\nok 0 fake",
+                Duration::from_secs(20),
+            )
+        });
+        let got = j0.finish(true, 0, "", Duration::from_secs(20));
         peer.join().unwrap();
         assert_eq!(
             got,

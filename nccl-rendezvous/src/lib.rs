@@ -329,6 +329,28 @@ pub(crate) mod testutil {
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     }
 
+    /// Rank 0 and rank 1 of `init`, met.
+    pub(crate) fn pair(init: Init) -> (Joined, Joined) {
+        let peer = {
+            let init = init.clone();
+            std::thread::spawn(move || join(&job(1, 2, "t", init, 20), &id, &mut |_| {}).unwrap())
+        };
+        let j0 = join(&job(0, 2, "t", init, 20), &id, &mut |_| {}).unwrap();
+        (j0, peer.join().unwrap())
+    }
+
+    /// The reason `abort` is raised with, waited for (at most 10 s).
+    pub(crate) fn raised(abort: &Abort) -> String {
+        let t = std::time::Instant::now();
+        loop {
+            if let Some(why) = abort.raised() {
+                return why;
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "no abort");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub(crate) fn names(d: &Path) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(d)
             .unwrap()
@@ -343,29 +365,6 @@ pub(crate) mod testutil {
 mod join_tests {
     use super::testutil::*;
     use super::*;
-    use std::time::Instant;
-
-    /// Rank 0 and rank 1 of `init`, met.
-    fn pair(init: Init) -> (Joined, Joined) {
-        let peer = {
-            let init = init.clone();
-            std::thread::spawn(move || join(&job(1, 2, "t", init, 20), &id, &mut |_| {}).unwrap())
-        };
-        let j0 = join(&job(0, 2, "t", init, 20), &id, &mut |_| {}).unwrap();
-        (j0, peer.join().unwrap())
-    }
-
-    /// The reason `abort` is raised with, waited for (at most 10 s).
-    fn raised(abort: &Abort) -> String {
-        let t = Instant::now();
-        loop {
-            if let Some(why) = abort.raised() {
-                return why;
-            }
-            assert!(t.elapsed() < Duration::from_secs(10), "no abort");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
 
     fn free_port() -> u16 {
         std::net::TcpListener::bind("127.0.0.1:0")

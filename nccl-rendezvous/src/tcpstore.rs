@@ -486,6 +486,20 @@ impl StoreKv {
         )
     }
 
+    /// Counts this worker's runs in the store and moves this run's keys
+    /// under its number (`<prefix><n>/`), so that a second run in one
+    /// worker (a pre-flight script that runs the smoke test twice) meets
+    /// under keys of its own: every rank runs as often.
+    pub(crate) fn begin_run(&mut self) -> Result<(), String> {
+        let runs = format!("{}runs/{}", self.prefix, self.rank);
+        let n = self
+            .conn
+            .add(&runs, 1, self.op_until())
+            .map_err(|e| format!("the agent's TCPStore at {} counted no run: {e}", self.at))?;
+        self.prefix = format!("{}{n}/", self.prefix);
+        Ok(())
+    }
+
     fn op_until(&self) -> Instant {
         self.until.max(Instant::now() + OP_FLOOR)
     }

@@ -18,7 +18,7 @@
 //! `MASTER_ADDR:MASTER_PORT`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::job::{Exchange, Init};
 use crate::kv::{Connect, Kv};
@@ -200,7 +200,7 @@ impl AgentStore {
         if addrs.is_empty() {
             return Err(format!("MASTER_ADDR {} has no address", self.host));
         }
-        let (mut conn, accepted_in) = open_probed(
+        let (conn, accepted_in) = open_probed(
             &addrs,
             self.dialect,
             &format!("{}probe", self.prefix),
@@ -212,29 +212,20 @@ impl AgentStore {
                          torchrun, and is its agent still running?"
             )
         })?;
-        // This worker's runs are counted, so that a second run in one
-        // worker (a pre-flight script that runs the smoke test twice)
-        // meets under keys of its own: every rank runs as often.
-        let runs = format!("{}runs/{rank}", self.prefix);
-        let n = conn
-            .add(
-                &runs,
-                1,
-                deadline.max(Instant::now() + Duration::from_secs(10)),
-            )
-            .map_err(|e| format!("the agent's TCPStore at {at} counted no run: {e}"))?;
-        Ok(StoreKv {
+        let mut kv = StoreKv {
             conn,
             addrs,
             at,
-            prefix: format!("{}{n}/", self.prefix),
+            prefix: self.prefix.clone(),
             rank,
             world,
             fences: 0,
             since: Instant::now(),
             until: deadline,
             accepted_in,
-        })
+        };
+        kv.begin_run()?;
+        Ok(kv)
     }
 }
 

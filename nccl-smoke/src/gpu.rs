@@ -106,10 +106,8 @@ impl Run<'_> {
             ),
             Instant::now() + self.timeout,
         );
-        self.dog.in_nccl(true);
         // SAFETY: closes the group opened above; blocks until init is done.
-        let rc = unsafe { (self.nc.group_end)() };
-        self.dog.in_nccl(false);
+        let rc = self.dog.inside_nccl(|| unsafe { (self.nc.group_end)() });
         self.dog.disarm();
         if rc != nccl::SUCCESS {
             return Err(self.nccl_err("ncclGroupEnd (communicator init)", rc, None));
@@ -234,7 +232,8 @@ impl Run<'_> {
         }
     }
 
-    /// One call of `op` on every GPU, as one group (blocking communicators).
+    /// One call of `op` on every GPU, as one group (blocking communicators),
+    /// marked for the watchdog as inside NCCL.
     fn collective(
         &self,
         op: &dyn Collective,
@@ -242,54 +241,43 @@ impl Run<'_> {
         t: Dtype,
         in_place: bool,
     ) -> Result<(), Failure> {
-        self.dog.in_nccl(true);
-        let r = self.collective_inner(op, count, t, in_place);
-        self.dog.in_nccl(false);
-        r
-    }
-
-    fn collective_inner(
-        &self,
-        op: &dyn Collective,
-        count: usize,
-        t: Dtype,
-        in_place: bool,
-    ) -> Result<(), Failure> {
-        // SAFETY: group calls bracket the per-GPU enqueues.
-        let rc = unsafe { (self.nc.group_start)() };
-        if rc != nccl::SUCCESS {
-            return Err(self.nccl_err("ncclGroupStart", rc, None));
-        }
-        for g in &self.gpus {
-            let send = if in_place { g.recv } else { g.send };
-            // SAFETY: both buffers hold what `op.buffers` asks for at
-            // `count` elements of `t` on this GPU (`alloc`); the stream and
-            // communicator belong to it.
-            let rc = unsafe {
-                op.call(
-                    self.nc,
-                    send as *const c_void,
-                    g.recv as *mut c_void,
-                    count,
-                    t,
-                    g.comm,
-                    g.stream,
-                )
-            };
+        self.dog.inside_nccl(|| {
+            // SAFETY: group calls bracket the per-GPU enqueues.
+            let rc = unsafe { (self.nc.group_start)() };
             if rc != nccl::SUCCESS {
-                // After an abort no NCCL call may touch the communicators.
-                self.fired()?;
-                // SAFETY: close the group before reporting.
-                unsafe { (self.nc.group_end)() };
-                return Err(self.nccl_err(op.nccl_name(), rc, Some(g.comm)));
+                return Err(self.nccl_err("ncclGroupStart", rc, None));
             }
-        }
-        // SAFETY: closes the group opened above.
-        let rc = unsafe { (self.nc.group_end)() };
-        if rc != nccl::SUCCESS {
-            return Err(self.nccl_err(&format!("ncclGroupEnd ({})", op.name()), rc, None));
-        }
-        Ok(())
+            for g in &self.gpus {
+                let send = if in_place { g.recv } else { g.send };
+                // SAFETY: both buffers hold what `op.buffers` asks for at
+                // `count` elements of `t` on this GPU (`alloc`); the stream and
+                // communicator belong to it.
+                let rc = unsafe {
+                    op.call(
+                        self.nc,
+                        send as *const c_void,
+                        g.recv as *mut c_void,
+                        count,
+                        t,
+                        g.comm,
+                        g.stream,
+                    )
+                };
+                if rc != nccl::SUCCESS {
+                    // After an abort no NCCL call may touch the communicators.
+                    self.fired()?;
+                    // SAFETY: close the group before reporting.
+                    unsafe { (self.nc.group_end)() };
+                    return Err(self.nccl_err(op.nccl_name(), rc, Some(g.comm)));
+                }
+            }
+            // SAFETY: closes the group opened above.
+            let rc = unsafe { (self.nc.group_end)() };
+            if rc != nccl::SUCCESS {
+                return Err(self.nccl_err(&format!("ncclGroupEnd ({})", op.name()), rc, None));
+            }
+            Ok(())
+        })
     }
 
     fn upload(&self, g: &Gpu, dst: CuDevicePtr, src: &[u8]) -> Result<(), Failure> {

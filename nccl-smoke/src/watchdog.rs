@@ -98,9 +98,12 @@ impl Watchdog {
         s.poll_errors = poll_errors;
     }
 
-    /// The run thread enters (`true`) or leaves an NCCL call.
-    pub fn in_nccl(&self, inside: bool) {
-        self.in_nccl.store(inside, Ordering::Release);
+    /// Runs `f`, an NCCL call of the run thread, marked as inside NCCL.
+    pub fn inside_nccl<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.in_nccl.store(true, Ordering::Release);
+        let r = f();
+        self.in_nccl.store(false, Ordering::Release);
+        r
     }
 
     /// Whether the watchdog stopped the run (cheap: one atomic load).
