@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::kv;
+use crate::reach::Card;
 
 /// The most bytes the file store adds to the rendezvous file's name:
 /// `.<run>.new-<nonce>.<rank>`, a rank of up to 20 digits.
@@ -147,4 +148,7 @@ pub struct Job {
     /// torchrun …`): a failure to reach or hold it says so. `None`: the
     /// flags gave it.
     pub origin: Option<String>,
+    /// What this process brings to the meeting: its host, facts for rank 0
+    /// to compare, and the addresses the others test (empty: none).
+    pub card: Card,
 }

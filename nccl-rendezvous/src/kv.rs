@@ -25,6 +25,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::reach::{self, Card, Gathered};
 use crate::untrusted::peer_text;
 use crate::words::{deadline_after, fail, offsets, then, Abort, Failed, PeerOutcome};
 
@@ -81,9 +82,9 @@ const MAX_MESSAGE: usize = 2000;
 /// A thread's answer: what the rank learned, or why it failed.
 type Reply<T> = Result<T, Failed>;
 
-/// What a rank learns by meeting: the unique id, the NCCL ranks in all,
-/// its first, and what the store says of itself.
-type Met = ([u8; 128], usize, usize, Vec<String>);
+/// What a rank learns by meeting ([`Learned`]), and what the store says
+/// of itself.
+type Met = (Learned, Vec<String>);
 
 enum Cmd {
     Finish {
@@ -165,6 +166,7 @@ fn store_thread(
     rank: usize,
     world: usize,
     ngpus: usize,
+    card: Card,
     deadline: Instant,
 ) {
     let notes = ends.up.clone();
@@ -187,8 +189,8 @@ fn store_thread(
             .recv()
             .map_err(|_| "the rank stopped waiting".to_string())?
     };
-    let met = meet(kv.as_mut(), rank, world, ngpus, &mut id, deadline)
-        .map(|(id, nranks, first)| (id, nranks, first, kv.notes()));
+    let met = meet(kv.as_mut(), rank, world, ngpus, &card, &mut id, deadline)
+        .map(|learned| (learned, kv.notes()));
     // A failed meeting closes the store before the rank hears of it: the
     // process may end as soon as it does.
     if met.is_err() {
@@ -213,6 +215,7 @@ pub(crate) fn join(
     rank: usize,
     world: usize,
     ngpus: usize,
+    card: Card,
     make_id: &dyn Fn() -> Result<[u8; 128], String>,
     timeout: Duration,
     log: &mut dyn FnMut(String),
@@ -234,7 +237,7 @@ pub(crate) fn join(
     };
     std::thread::Builder::new()
         .name("nccl-find-kv".into())
-        .spawn(move || store_thread(open, ends, rank, world, ngpus, deadline))
+        .spawn(move || store_thread(open, ends, rank, world, ngpus, card, deadline))
         .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
     let until = Instant::now() + until_past(deadline);
     let met = loop {
@@ -249,7 +252,7 @@ pub(crate) fn join(
         }
     };
     match (met, whose) {
-        (Some(Ok((id, nranks, first_rank, notes))), _) => {
+        (Some(Ok(((id, nranks, first_rank, gathered), notes))), _) => {
             for n in notes {
                 log(n);
             }
@@ -263,6 +266,7 @@ pub(crate) fn join(
                 nranks,
                 first_rank,
                 abort,
+                gathered,
                 link,
             })
         }
@@ -390,34 +394,50 @@ pub(crate) fn done_key(rank: usize) -> String {
 
 const PLAN: &str = "nccl-find/plan";
 
-/// Steps 1 and 2: the unique id, the NCCL ranks in all, this rank's first.
+/// What a rank learns by meeting: the unique id, the NCCL ranks in all,
+/// its first, and (rank 0) what every rank brought.
+type Learned = ([u8; 128], usize, usize, Option<Gathered>);
+
+/// Steps 1 and 2: the unique id, the NCCL ranks in all, this rank's first;
+/// between the fences, the boundaries between hosts are tested
+/// ([`crate::reach`]).
 fn meet(
     kv: &mut dyn Kv,
     rank: usize,
     world: usize,
     ngpus: usize,
+    card: &Card,
     make_id: &mut dyn FnMut() -> Result<[u8; 128], String>,
     deadline: Instant,
-) -> Reply<([u8; 128], usize, usize)> {
+) -> Reply<Learned> {
     let n = u32::try_from(ngpus)
         .ok()
         .filter(|n| (1..=MAX_GPUS).contains(n))
         .ok_or_else(|| fail(format!("{ngpus} GPUs is not a GPU count")))?;
-    kv.put(&key("hello", rank), &n.to_le_bytes())
+    // Open until the second fence: every test of this rank's addresses
+    // happens before it.
+    let listening = reach::listen(card);
+    kv.put(&key("hello", rank), &reach::hello(n, card, &listening))
         .map_err(fail)?;
     kv.fence(deadline)?;
+    let tested = test_boundaries(kv, rank, world, &card.host, deadline);
+    if !tested.is_empty() {
+        kv.put(&key("reach", rank), &reach::results(&tested))
+            .map_err(fail)?;
+    }
     if rank == 0 {
         // Made once every rank is here: NCCL's side of it (its bootstrap
         // root) starts only for a job that meets.
         let id = make_id().map_err(fail)?;
-        let mut counts = Vec::with_capacity(world);
+        let mut hellos = Vec::with_capacity(world);
         for r in 0..world {
             let b = kv.get(r, &key("hello", r)).map_err(fail)?;
-            let c = le_u32(&b)
-                .filter(|c| (1..=MAX_GPUS).contains(c))
-                .ok_or_else(|| fail(format!("rank {r} left a hello that is not a GPU count")))?;
-            counts.push(c as usize);
+            let h = reach::read_hello(&b)
+                .filter(|h| (1..=MAX_GPUS).contains(&h.ngpus))
+                .ok_or_else(|| fail(format!("rank {r} left a hello that is malformed (another program wrote it?)")))?;
+            hellos.push(h);
         }
+        let counts: Vec<usize> = hellos.iter().map(|h| h.ngpus as usize).collect();
         let (first, nranks) = offsets(&counts);
         let uniform = counts.iter().all(|c| *c == counts[0]);
         let mut plan = id.to_vec();
@@ -432,11 +452,68 @@ fn meet(
             }
         }
         kv.fence(deadline)?;
-        return Ok((id, nranks, 0));
+        drop(listening);
+        let gathered = gather(kv, hellos);
+        return Ok((id, nranks, 0, Some(gathered)));
     }
     kv.fence(deadline)?;
+    drop(listening);
     let plan = kv.get(0, PLAN).map_err(fail)?;
     read_plan(&plan, rank, world, |r| kv.get(0, &key("place", r)))
+        .map(|(id, nranks, first)| (id, nranks, first, None))
+}
+
+/// The tests this rank makes: where it is the last of its host's, every
+/// address of the next rank's, and of rank 0's unless rank 0 is on this
+/// host or next. Each result by the rank tried.
+fn test_boundaries(
+    kv: &mut dyn Kv,
+    rank: usize,
+    world: usize,
+    host: &str,
+    deadline: Instant,
+) -> Vec<(usize, Vec<(u8, Option<String>)>)> {
+    let mut hello_of = |r: usize| {
+        kv.get(r, &key("hello", r))
+            .ok()
+            .and_then(|b| reach::read_hello(&b))
+    };
+    let next = (rank + 1) % world;
+    let Some(h) = hello_of(next).filter(|h| world > 1 && reach::at_boundary(host, &h.card.host)) else {
+        return Vec::new();
+    };
+    let mut out = vec![(next, reach::probe(&h, deadline))];
+    if rank != 0 && next != 0 {
+        if let Some(h0) = hello_of(0).filter(|h0| reach::at_boundary(host, &h0.card.host)) {
+            out.push((0, reach::probe(&h0, deadline)));
+        }
+    }
+    out
+}
+
+/// Rank 0, once the ranks have met: every card, and the results of every
+/// rank at a boundary (one whose results are missing or malformed is left
+/// out).
+fn gather(kv: &mut dyn Kv, hellos: Vec<reach::Hello>) -> Gathered {
+    let world = hellos.len();
+    let mut probes = Vec::new();
+    for r in 0..world {
+        let next = &hellos[(r + 1) % world].card.host;
+        if world < 2 || !reach::at_boundary(&hellos[r].card.host, next) {
+            continue;
+        }
+        if let Some(mut p) = kv
+            .get(r, &key("reach", r))
+            .ok()
+            .and_then(|b| reach::read_results(r, &b, &hellos))
+        {
+            probes.append(&mut p);
+        }
+    }
+    Gathered {
+        cards: hellos.into_iter().map(|h| h.card).collect(),
+        probes,
+    }
 }
 
 fn le_u32(b: &[u8]) -> Option<u32> {
@@ -551,6 +628,9 @@ pub struct Joined {
     pub first_rank: usize,
     /// Raised when another rank goes away, or stops the job.
     pub abort: Arc<Abort>,
+    /// Rank 0's: every rank's [`Card`] and the connections tested between
+    /// hosts (`None` on the other ranks).
+    pub gathered: Option<Gathered>,
     link: KvLink,
 }
 
@@ -628,19 +708,22 @@ mod tests {
         }
     }
 
-    /// Each rank's NCCL ranks in all, first rank and (rank 0) peers' outcomes.
-    type Got = Result<(usize, usize, Vec<PeerOutcome>), String>;
+    /// Each rank's NCCL ranks in all, first rank, (rank 0) peers' outcomes
+    /// and what rank 0 gathered.
+    type Got = Result<(usize, usize, Vec<PeerOutcome>, Option<Gathered>), String>;
 
     fn run(counts: &[usize], absent: Option<usize>, secs: u64) -> Vec<Got> {
-        run_saying(counts, absent, secs, |r| format!("rank {r}"))
+        run_saying(counts, absent, secs, |r| format!("rank {r}"), |_| Card::default())
     }
 
-    /// [`run`], each rank finishing with `says(rank)`.
+    /// [`run`], each rank bringing `card(rank)` and finishing with
+    /// `says(rank)`.
     fn run_saying(
         counts: &[usize],
         absent: Option<usize>,
         secs: u64,
         says: fn(usize) -> String,
+        card: fn(usize) -> Card,
     ) -> Vec<Got> {
         let world = counts.len();
         let shared = Arc::new(Shared {
@@ -662,15 +745,16 @@ mod tests {
                         r,
                         world,
                         n,
+                        card(r),
                         &|| Ok([5u8; 128]),
                         Duration::from_secs(secs),
                         &mut |_| {},
                     )
                     .map_err(|f| f.message)?;
                     assert_eq!(j.id, [5u8; 128]);
-                    let (nranks, first) = (j.nranks, j.first_rank);
+                    let (nranks, first, gathered) = (j.nranks, j.first_rank, j.gathered.clone());
                     let peers = j.finish(r != 2, r as u64, &says(r), Duration::from_secs(secs));
-                    Ok((nranks, first, peers))
+                    Ok((nranks, first, peers, gathered))
                 })
             })
             .collect();
@@ -713,7 +797,7 @@ mod tests {
             } else {
                 String::new()
             }
-        });
+        }, |_| Card::default());
         assert_eq!(
             got[0].as_ref().unwrap().2,
             vec![PeerOutcome {
@@ -730,6 +814,47 @@ mod tests {
         assert_eq!(
             read_done(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, b'\r']),
             Some((false, 0, "\u{fffd}\\u{d}".into()))
+        );
+    }
+
+    /// Five ranks on three hosts: rank 0 gets every card, and only the
+    /// last rank of each host tests the next host and rank 0's.
+    #[test]
+    fn rank_0_gathers_every_card_and_the_boundaries_are_tested() {
+        fn card(r: usize) -> Card {
+            let (host, ips): (&str, &[&str]) = match r {
+                0 | 1 => ("a", &["127.0.0.1"]),
+                2 | 3 => ("b", &["127.0.0.2", "127.0.0.3"]),
+                _ => ("c", &["127.0.0.4"]),
+            };
+            let addrs = ips
+                .iter()
+                .enumerate()
+                .map(|(i, ip)| reach::Addr::new(format!("eth{i}"), ip.parse().unwrap(), i == 0))
+                .collect();
+            Card::new(host.into(), format!("rank={r}\nnccl=2.21.5"), addrs)
+        }
+        let got = run_saying(&[1; 5], None, 30, |_| String::new(), card);
+        for g in &got[1..] {
+            assert_eq!(g.as_ref().unwrap().3, None);
+        }
+        let g = got[0].as_ref().unwrap().3.clone().unwrap();
+        assert_eq!(g.cards, (0..5).map(card).collect::<Vec<_>>());
+        let tried: Vec<(usize, usize, String, Option<String>)> = g
+            .probes
+            .iter()
+            .map(|p| (p.from, p.to, p.addr.ip.to_string(), p.error.clone()))
+            .collect();
+        let ok = |from, to, ip: &str| (from, to, ip.to_string(), None);
+        assert_eq!(
+            tried,
+            [
+                ok(1, 2, "127.0.0.2"),
+                ok(1, 2, "127.0.0.3"),
+                ok(3, 4, "127.0.0.4"),
+                ok(3, 0, "127.0.0.1"),
+                ok(4, 0, "127.0.0.1"),
+            ]
         );
     }
 

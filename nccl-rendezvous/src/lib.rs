@@ -25,6 +25,7 @@ pub mod owner;
 mod pmi1;
 mod pmix;
 mod proof;
+mod reach;
 mod slurm;
 mod tcp;
 mod tcpstore;
@@ -37,6 +38,7 @@ pub use backends::table_markdown;
 pub use job::{Exchange, Init, Job};
 pub use kv::Joined;
 pub use launch::LaunchEnv;
+pub use reach::{Addr, Card, Gathered, Probe, MAX_ADDRS, MAX_FACTS, PROBE_WAIT};
 pub use meeting::{Flags, Meeting};
 /// Our TCP store's frames, for the fuzzer and the tests (not part of the API).
 #[doc(hidden)]
@@ -104,6 +106,7 @@ pub fn join(
         job.rank,
         job.world,
         job.ngpus,
+        job.card.clone(),
         make_id,
         job.timeout,
         log,
@@ -301,6 +304,7 @@ pub(crate) mod testutil {
             exchange: Exchange::Ours(init),
             timeout: Duration::from_secs(secs),
             origin: None,
+            card: Card::default(),
         }
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::backends::detect;
 use crate::job::{Exchange, Init, Job};
+use crate::reach::Card;
 use crate::launch::{optional, LaunchEnv, Plan};
 use crate::words::{check_token, MAX_WORLD};
 
@@ -166,6 +167,7 @@ fn resolve(a: &Flags, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
                 .as_ref()
                 .filter(|_| a.init.is_none())
                 .and_then(|p| p.origin.clone()),
+            card: Card::default(),
         },
         backend,
         launcher,

@@ -1,0 +1,485 @@
+//! What each rank brings to the meeting, and a test of the network the way
+//! NCCL's bootstrap will use it, before NCCL starts.
+//!
+//! Every rank brings a [`Card`]: its host, a compact record of facts for
+//! rank 0 to compare (the caller's, opaque here), and the addresses NCCL
+//! would use on this host with the others it has. Before its hello, each
+//! rank listens briefly on every one of those addresses (a port of the
+//! kernel's choosing); the hello carries the ports and a random tag that
+//! whoever connects reads back, so that an address that leads to another
+//! process (a bridge with the same subnet on every host) is not taken
+//! for a reachable peer.
+//!
+//! Between the two fences of the meeting, ranks test the boundaries
+//! between nodes: the last rank of each host connects to every address of
+//! the next rank in a ring over ranks (the first rank of the next host),
+//! and to rank 0's unless rank 0 shares its host. That is O(nodes)
+//! connections, in parallel per address, each bounded by [`PROBE_WAIT`].
+//! Nothing is sent but the tag; nothing else is read.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::fsafe::random_bytes;
+use crate::untrusted::{peer_text, shown};
+
+/// The most bytes of facts a card carries.
+pub const MAX_FACTS: usize = 4096;
+/// The most addresses a card offers.
+pub const MAX_ADDRS: usize = 16;
+/// How long one connection of the test may take, at most.
+pub const PROBE_WAIT: Duration = Duration::from_secs(2);
+/// The longest host or interface name a card carries.
+const MAX_NAME: usize = 255;
+
+/// What a rank brings to the meeting: what rank 0 compares, and the
+/// addresses the others test.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Card {
+    /// The host's name.
+    pub host: String,
+    /// A compact record of facts (at most [`MAX_FACTS`] bytes, text),
+    /// handed to rank 0 as it is.
+    pub facts: String,
+    /// The addresses to test (at most [`MAX_ADDRS`]): NCCL's first.
+    pub addrs: Vec<Addr>,
+}
+
+impl Card {
+    /// A card with these parts.
+    pub fn new(host: String, facts: String, addrs: Vec<Addr>) -> Card {
+        Card { host, facts, addrs }
+    }
+}
+
+/// One address of a host's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Addr {
+    /// The interface that holds it.
+    pub iface: String,
+    /// The address.
+    pub ip: IpAddr,
+    /// Whether NCCL would use it (its bootstrap, by its rule).
+    pub nccl: bool,
+}
+
+impl Addr {
+    /// An address of `iface`'s.
+    pub fn new(iface: String, ip: IpAddr, nccl: bool) -> Addr {
+        Addr { iface, ip, nccl }
+    }
+}
+
+/// One connection of the test.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Probe {
+    /// The rank that connected.
+    pub from: usize,
+    /// The rank it connected to.
+    pub to: usize,
+    /// The address it tried, with its interface (escaped, from `to`'s card).
+    pub addr: Addr,
+    /// `None` where it reached `to`; else why not, in words (`no route to
+    /// host`, `refused`, `timed out`, …).
+    pub error: Option<String>,
+}
+
+/// What rank 0 gathered: every rank's card and every connection tested.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Gathered {
+    /// Each rank's card, by rank (peer text escaped, line by line).
+    pub cards: Vec<Card>,
+    /// The connections tested, in rank order.
+    pub probes: Vec<Probe>,
+}
+
+/// A hello as read back: a rank's GPU count and card, its listening ports
+/// (0 where it could not listen) and its tag.
+pub(crate) struct Hello {
+    pub ngpus: u32,
+    pub card: Card,
+    pub ports: Vec<u16>,
+    pub tag: [u8; 16],
+}
+
+/// This rank's listeners: open until dropped.
+pub(crate) struct Listening {
+    ports: Vec<u16>,
+    tag: [u8; 16],
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Listens on each of `card`'s addresses; a thread answers each connection
+/// with the tag until the result is dropped.
+pub(crate) fn listen(card: &Card) -> Listening {
+    let tag = random_bytes();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut ports = Vec::new();
+    let mut ls = Vec::new();
+    for a in card.addrs.iter().take(MAX_ADDRS) {
+        let l = TcpListener::bind(SocketAddr::new(a.ip, 0))
+            .and_then(|l| l.set_nonblocking(true).map(|()| l));
+        match l.as_ref().map(|l| l.local_addr().map(|s| s.port())) {
+            Ok(Ok(p)) => {
+                ports.push(p);
+                ls.push(l.expect("bound"));
+            }
+            _ => ports.push(0),
+        }
+    }
+    if !ls.is_empty() {
+        let stop = stop.clone();
+        let spawned = std::thread::Builder::new()
+            .name("nccl-find-listen".into())
+            .spawn(move || answer(&ls, &stop, tag));
+        if spawned.is_err() {
+            ports.iter_mut().for_each(|p| *p = 0);
+        }
+    }
+    Listening { ports, tag, stop }
+}
+
+/// Writes the tag to every connection, until `stop`.
+fn answer(ls: &[TcpListener], stop: &AtomicBool, tag: [u8; 16]) {
+    while !stop.load(Ordering::SeqCst) {
+        for l in ls {
+            while let Ok((mut s, _)) = l.accept() {
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                let _ = s.write_all(&tag);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str, max: usize) {
+    let mut cut = s.len().min(max);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    out.extend_from_slice(&(cut as u16).to_le_bytes());
+    out.extend_from_slice(&s.as_bytes()[..cut]);
+}
+
+/// The hello: the GPU count, the tag, the host, the facts and each
+/// address with its port.
+pub(crate) fn hello(ngpus: u32, card: &Card, l: &Listening) -> Vec<u8> {
+    let mut v = ngpus.to_le_bytes().to_vec();
+    v.extend_from_slice(&l.tag);
+    put_str(&mut v, &card.host, MAX_NAME);
+    put_str(&mut v, &card.facts, MAX_FACTS);
+    let addrs = &card.addrs[..card.addrs.len().min(MAX_ADDRS)];
+    v.push(addrs.len() as u8);
+    for (a, port) in addrs.iter().zip(&l.ports) {
+        put_str(&mut v, &a.iface, MAX_NAME);
+        match a.ip {
+            IpAddr::V4(ip) => {
+                v.push(4);
+                v.extend_from_slice(&ip.octets());
+            }
+            IpAddr::V6(ip) => {
+                v.push(6);
+                v.extend_from_slice(&ip.octets());
+            }
+        }
+        v.extend_from_slice(&port.to_le_bytes());
+        v.push(u8::from(a.nccl));
+    }
+    v
+}
+
+/// Reads a field at a time; anything short or oversized is an error.
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn byte(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    /// Text from a peer: escaped, line by line.
+    fn text(&mut self, max: usize) -> Option<String> {
+        let n = usize::from(self.u16()?);
+        if n > max {
+            return None;
+        }
+        let raw = String::from_utf8_lossy(self.take(n)?).into_owned();
+        Some(raw.split('\n').map(|l| shown(l, max)).collect::<Vec<_>>().join("\n"))
+    }
+}
+
+/// Reads a hello back. One of four bytes (a GPU count alone) is a hello
+/// without a card.
+pub(crate) fn read_hello(b: &[u8]) -> Option<Hello> {
+    let mut c = Cursor(b);
+    let ngpus = c.u32()?;
+    if c.0.is_empty() {
+        return Some(Hello {
+            ngpus,
+            card: Card::default(),
+            ports: Vec::new(),
+            tag: [0; 16],
+        });
+    }
+    let tag: [u8; 16] = c.take(16)?.try_into().ok()?;
+    let host = c.text(MAX_NAME)?.replace('\n', "\\u{a}");
+    let facts = c.text(MAX_FACTS)?;
+    let n = usize::from(c.byte()?);
+    if n > MAX_ADDRS {
+        return None;
+    }
+    let (mut addrs, mut ports) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let iface = c.text(MAX_NAME)?.replace('\n', "\\u{a}");
+        let ip = match c.byte()? {
+            4 => IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(c.take(4)?).ok()?)),
+            6 => IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(c.take(16)?).ok()?)),
+            _ => return None,
+        };
+        ports.push(c.u16()?);
+        let nccl = match c.byte()? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        addrs.push(Addr { iface, ip, nccl });
+    }
+    if !c.0.is_empty() {
+        return None;
+    }
+    Some(Hello {
+        ngpus,
+        card: Card { host, facts, addrs },
+        ports,
+        tag,
+    })
+}
+
+/// Whether rank `r` is the last of its host's, in a ring over ranks: the
+/// next rank's host differs (an empty host, a hello without a card, never
+/// counts).
+pub(crate) fn at_boundary(host: &str, next: &str) -> bool {
+    !host.is_empty() && !next.is_empty() && host != next
+}
+
+/// Connects to each of `to`'s addresses at once, each by [`PROBE_WAIT`]
+/// and `until`; what happened to each, by its index in `to`'s card.
+pub(crate) fn probe(to: &Hello, until: Instant) -> Vec<(u8, Option<String>)> {
+    let wait = PROBE_WAIT.min(until.saturating_duration_since(Instant::now()));
+    let tries: Vec<_> = to
+        .card
+        .addrs
+        .iter()
+        .zip(&to.ports)
+        .enumerate()
+        .map(|(i, (a, port))| {
+            let (at, tag) = (SocketAddr::new(a.ip, *port), to.tag);
+            let port = *port;
+            let t = std::thread::Builder::new()
+                .name("nccl-find-probe".into())
+                .spawn(move || try_one(at, port, tag, wait));
+            (i as u8, t)
+        })
+        .collect();
+    tries
+        .into_iter()
+        .map(|(i, t)| match t {
+            Ok(t) => (i, t.join().unwrap_or_else(|_| Some("the test failed".into()))),
+            Err(e) => (i, Some(format!("cannot start a thread: {e}"))),
+        })
+        .collect()
+}
+
+/// One connection: `None` where the tag came back.
+fn try_one(at: SocketAddr, port: u16, tag: [u8; 16], wait: Duration) -> Option<String> {
+    if port == 0 {
+        return Some("could not listen there".into());
+    }
+    if wait.is_zero() {
+        return Some("not tried: the deadline passed".into());
+    }
+    let mut s = match TcpStream::connect_timeout(&at, wait) {
+        Ok(s) => s,
+        Err(e) => return Some(words(&e)),
+    };
+    let _ = s.set_read_timeout(Some(wait));
+    let mut got = [0u8; 16];
+    match s.read_exact(&mut got) {
+        Ok(()) if got == tag => None,
+        Ok(()) => Some("another process answered (an address of another host's, or a copy of this one)".into()),
+        Err(e) => Some(format!("connected, but {}", words(&e))),
+    }
+}
+
+/// An error of a connection, as `ip route` and NCCL's users say it.
+fn words(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EHOSTUNREACH) => "no route to host".into(),
+        Some(libc::ENETUNREACH) => "network unreachable".into(),
+        Some(libc::ECONNREFUSED) => "refused".into(),
+        Some(libc::ETIMEDOUT) => "timed out".into(),
+        Some(libc::EADDRNOTAVAIL) => "address not available here".into(),
+        _ if matches!(
+            e.kind(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+        ) =>
+        {
+            "timed out".into()
+        }
+        _ if e.kind() == std::io::ErrorKind::UnexpectedEof => "closed without a word".into(),
+        _ => peer_text(&e.to_string()),
+    }
+}
+
+/// This rank's results for rank 0: for each, the rank tried, the address's
+/// index in its card, and the error (empty: reached).
+pub(crate) fn results(done: &[(usize, Vec<(u8, Option<String>)>)]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for (to, tries) in done {
+        for (i, e) in tries {
+            v.extend_from_slice(&(*to as u32).to_le_bytes());
+            v.push(*i);
+            put_str(&mut v, e.as_deref().unwrap_or(""), 200);
+        }
+    }
+    v
+}
+
+/// Rank `from`'s results back, with the addresses from the cards in
+/// `hellos`: `None` when they are malformed.
+pub(crate) fn read_results(from: usize, b: &[u8], hellos: &[Hello]) -> Option<Vec<Probe>> {
+    let mut c = Cursor(b);
+    let mut out = Vec::new();
+    while !c.0.is_empty() {
+        let to = c.u32()? as usize;
+        let i = usize::from(c.byte()?);
+        let e = c.text(200)?;
+        let addr = hellos.get(to)?.card.addrs.get(i)?.clone();
+        if out.len() >= 2 * MAX_ADDRS {
+            return None;
+        }
+        out.push(Probe {
+            from,
+            to,
+            addr,
+            error: (!e.is_empty()).then(|| e.replace('\n', "\\u{a}")),
+        });
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(host: &str, ips: &[&str]) -> Card {
+        Card::new(
+            host.into(),
+            "nccl=2.21.5\nline two".into(),
+            ips.iter()
+                .enumerate()
+                .map(|(i, ip)| Addr::new(format!("if{i}"), ip.parse().unwrap(), i == 0))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_hello_reads_back_as_it_was_written() {
+        let c = card("node1", &["127.0.0.1", "::1"]);
+        let l = listen(&c);
+        let h = read_hello(&hello(3, &c, &l)).unwrap();
+        assert_eq!((h.ngpus, &h.card, h.tag), (3, &c, l.tag));
+        assert_eq!(h.ports, l.ports);
+        assert!(h.ports.iter().all(|p| *p != 0));
+        // A count alone is a hello without a card.
+        let h = read_hello(&7u32.to_le_bytes()).unwrap();
+        assert_eq!((h.ngpus, h.card), (7, Card::default()));
+    }
+
+    #[test]
+    fn a_malformed_hello_is_refused_and_peer_text_is_escaped() {
+        let c = card("node1", &["127.0.0.1"]);
+        let b = hello(1, &c, &listen(&c));
+        for cut in 5..b.len() {
+            assert!(read_hello(&b[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut longer = b.clone();
+        longer.push(0);
+        assert!(read_hello(&longer).is_none());
+        let evil = Card::new("a\u{1b}[2Jb".into(), "k=\u{202e}v".into(), Vec::new());
+        let h = read_hello(&hello(1, &evil, &listen(&evil))).unwrap();
+        assert_eq!(h.card.host, "a\\u{1b}[2Jb");
+        assert_eq!(h.card.facts, "k=\\u{202e}v");
+    }
+
+    #[test]
+    fn a_listener_answers_with_its_tag_and_others_are_named() {
+        let c = card("node1", &["127.0.0.1"]);
+        let l = listen(&c);
+        let h = read_hello(&hello(1, &c, &l)).unwrap();
+        let until = Instant::now() + Duration::from_secs(30);
+        assert_eq!(probe(&h, until), [(0, None)]);
+        // The same address with another tag: another process answered.
+        let mut other = read_hello(&hello(1, &c, &l)).unwrap();
+        other.tag = [9; 16];
+        let got = probe(&other, until);
+        assert!(got[0].1.as_deref().unwrap().starts_with("another process answered"));
+        // Gone: refused.
+        drop(l);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(probe(&h, until), [(0, Some("refused".to_string()))]);
+    }
+
+    #[test]
+    fn results_read_back_with_the_addresses_they_name() {
+        let cards = [card("a", &["127.0.0.1"]), card("b", &["127.0.0.2", "10.0.0.1"])];
+        let hellos: Vec<Hello> = cards
+            .iter()
+            .map(|c| read_hello(&hello(1, c, &listen(c))).unwrap())
+            .collect();
+        let b = results(&[(1, vec![(0, None), (1, Some("no route to host".into()))])]);
+        let got = read_results(0, &b, &hellos).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].to, got[0].error.as_deref()), (1, None));
+        assert_eq!(got[1].addr.iface, "if1");
+        assert_eq!(got[1].error.as_deref(), Some("no route to host"));
+        // An index past the card, a rank past the world: malformed.
+        assert!(read_results(0, &results(&[(1, vec![(2, None)])]), &hellos).is_none());
+        assert!(read_results(0, &results(&[(5, vec![(0, None)])]), &hellos).is_none());
+        assert!(read_results(0, &b[..b.len() - 1], &hellos).is_none());
+    }
+
+    #[test]
+    fn only_a_change_of_host_is_a_boundary() {
+        assert!(at_boundary("a", "b"));
+        assert!(!at_boundary("a", "a"));
+        assert!(!at_boundary("", "b"));
+        assert!(!at_boundary("a", ""));
+    }
+}
