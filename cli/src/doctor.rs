@@ -13,6 +13,7 @@ use crate::host::Facts;
 use crate::python;
 
 mod network;
+pub(crate) use network::nccl_pick as nccl_interfaces;
 mod params;
 mod rdma;
 

@@ -296,7 +296,7 @@ fn loadable(name: &str) -> Result<libloading::Library, String> {
     unsafe { libloading::Library::new(name) }.map_err(|e| e.to_string())
 }
 
-fn interfaces() -> Vec<Iface> {
+pub(crate) fn interfaces() -> Vec<Iface> {
     let (r4, r6) = nccl_smoke::net::routed_interfaces();
     let mut out: Vec<Iface> = Vec::new();
     let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();

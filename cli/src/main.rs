@@ -12,6 +12,7 @@ mod cmake;
 mod doctor;
 mod host;
 mod json;
+mod nodes;
 mod pkgflags;
 mod python;
 mod settings;

@@ -282,7 +282,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         Ok(l) => l,
         Err(code) => return code,
     };
-    let (opts, meeting) = match options(a, lib, &LaunchEnv::from_process()) {
+    let (mut opts, meeting) = match options(a, lib, &LaunchEnv::from_process()) {
         Ok(o) => o,
         Err(e) => {
             say(&mut std::io::stderr(), &format!("nccl-find smoke: {e}"));
@@ -291,6 +291,13 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     };
     // What the user set, before the capture of NCCL's log sets its own.
     let settings = settings_in_force();
+    if let Some(job) = opts.job.as_mut() {
+        let version = nccl_find::internal::read_elf(&opts.lib)
+            .ok()
+            .and_then(|e| nccl_find::internal::parse_version_text(e.version_text.as_deref()?))
+            .map(|(v, _)| (v.major, v.minor, v.patch));
+        job.card = crate::nodes::card(&opts.lib, version, &settings, opts.local_rank);
+    }
     let wake = handle_interrupts();
     let capture = Captured(smoke::Capture::start(a.json));
     watch_interrupts(wake);
@@ -322,7 +329,11 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         events.push(e);
     });
     let wall = started.elapsed().as_secs_f64();
-    let (code, verdict, top, floor) = ending(a, &result, wall);
+    let gathered = events.iter().find_map(|e| match e {
+        Event::Gathered(g) => Some(g),
+        _ => None,
+    });
+    let (code, verdict, top, floor) = ending(a, &result, wall, gathered);
     let judged = judge(&result, top, &capture);
     let warnings = if code == 1 {
         capture.0.last_warnings(10)
@@ -337,6 +348,9 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
             .collect::<Vec<_>>());
         if let Some(m) = &meeting {
             doc["exchange"] = meeting_json(m);
+        }
+        if let Some(g) = gathered {
+            doc["nodes"] = crate::nodes::json(g);
         }
         if let Some(min) = a.min_busbw {
             doc["min_busbw"] = json!({
@@ -453,19 +467,35 @@ fn settings_in_force() -> Vec<crate::settings::Setting> {
 }
 
 /// The exit status and the verdict, with `--min-busbw`'s figure and why it
-/// failed the run, where it did.
+/// failed the run, where it did (or, on rank 0, a problem between nodes).
 fn ending(
     a: &Args,
     result: &Result<smoke::Summary, Failure>,
     wall: f64,
+    gathered: Option<&rendezvous::Gathered>,
 ) -> (u8, String, Option<(usize, f64)>, Option<String>) {
     let top = largest(result);
     let floor = a.min_busbw.and_then(|min| below_floor(&top, min));
-    let code = match (exit_code(result), &floor) {
+    let between = gathered.and_then(|g| {
+        let problems: Vec<String> = crate::nodes::report(g)
+            .into_iter()
+            .filter(|(p, _)| *p)
+            .map(|(_, l)| l)
+            .collect();
+        (!problems.is_empty()).then(|| {
+            format!(
+                "{} problem(s) between nodes, first: {}",
+                problems.len(),
+                problems[0]
+            )
+        })
+    });
+    let why = floor.clone().or(between);
+    let code = match (exit_code(result), &why) {
         (0, Some(_)) => 1,
         (c, _) => c,
     };
-    let verdict = match &floor {
+    let verdict = match &why {
         Some(why) if result.as_ref().is_ok_and(|s| s.ok) => format!("FAILED: {why} ({wall:.2} s)"),
         _ => verdict_line(result, a.rendezvous_only, wall),
     };
@@ -566,6 +596,15 @@ fn event_line(who: &str, e: &Event, header_done: &mut bool) -> String {
             format!("{who}GPUs: {}; {ranks} of {nranks}; seed {seed}", g.join(", "))
         }
         Event::Note(n) => format!("{who}note: {n}"),
+        Event::Gathered(g) => crate::nodes::report(g)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (problem, l))| {
+                let tag = if problem { "problem: " } else if i == 0 { "" } else { "  " };
+                format!("{who}{tag}{l}")
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
         Event::Row(r) => format!(
             "{}{who}{:>10} {:>11} {:>5} | {:>10.1} {:>8.2} {:>8.2} {:>7} | {:>10.1} {:>8.2} {:>8.2} {:>7}",
             if std::mem::replace(header_done, true) {

@@ -185,3 +185,306 @@ fn two_namespaces_meet_over_tcp_and_a_wrong_socket_ifname_is_named() {
     assert!(!o0.1.contains("NCCL_SOCKET_IFNAME"), "{o0:?}");
     drop(net);
 }
+
+/// The three hosts' names, each set in a UTS namespace of its own.
+const HOSTS: [&str; 3] = ["nf-a", "nf-b", "nf-c"];
+
+/// Three hosts as namespaces `nf-h<i>-<pid>`, joined by a bridge in a
+/// fourth (the switch). Each has `eth0` on 10.231.8.0/24, and what misleads
+/// NCCL on real nodes: `dummy0`, made first so that NCCL's default rule
+/// takes it, with an unrouted subnet of its own (10.99.<i>.1/24) and an
+/// IPv6 address that goes nowhere (fd00:99:<i+1>::1/64); and `docker0`, a
+/// bridge with the same 172.17.0.1/16 on every host (with one port, as a
+/// container gives it, so that it runs). `dummy0` is one end of a veth pair
+/// whose other end stays on the host: the kernels of CI machines may lack
+/// the dummy driver. Removed when dropped.
+struct Hosts {
+    ns: Vec<String>,
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for ns in &self.ns {
+            let _ = ip(&["netns", "del", ns]);
+        }
+    }
+}
+
+/// `ip -n NS ARGS…`.
+fn ip_in(ns: &str, args: &[&str]) -> Result<(), String> {
+    let mut all = vec!["-n", ns];
+    all.extend_from_slice(args);
+    ip(&all)
+}
+
+/// A bridge `name` in `ns` with one port (a veth pair inside `ns`), up.
+fn bridge(ns: &str, name: &str) -> Result<(), String> {
+    ip_in(ns, &["link", "add", name, "type", "bridge"])?;
+    ip_in(ns, &["link", "set", name, "up"])?;
+    let (p, q) = (format!("{name}p"), format!("{name}q"));
+    ip_in(ns, &["link", "add", &p, "type", "veth", "peer", "name", &q])?;
+    ip_in(ns, &["link", "set", &q, "up"])?;
+    ip_in(ns, &["link", "set", &p, "master", name])?;
+    ip_in(ns, &["link", "set", &p, "up"])
+}
+
+fn make_hosts() -> Result<Hosts, String> {
+    let pid = std::process::id();
+    let mut hosts = Hosts { ns: Vec::new() };
+    let sw = format!("nf-sw-{pid}");
+    ip(&["netns", "add", &sw])?;
+    hosts.ns.push(sw.clone());
+    bridge(&sw, "br0")?;
+    for h in 0..3 {
+        let ns = format!("nf-h{h}-{pid}");
+        ip(&["netns", "add", &ns])?;
+        hosts.ns.push(ns.clone());
+        ip_in(&ns, &["link", "set", "lo", "up"])?;
+        ip_in(
+            &ns,
+            &[
+                "link", "add", "dummy0", "type", "veth", "peer", "name", "dm1",
+            ],
+        )?;
+        ip_in(&ns, &["link", "set", "dm1", "up"])?;
+        ip_in(&ns, &["link", "set", "dummy0", "up"])?;
+        ip_in(
+            &ns,
+            &["addr", "add", &format!("10.99.{h}.1/24"), "dev", "dummy0"],
+        )?;
+        ip_in(
+            &ns,
+            &[
+                "addr",
+                "add",
+                &format!("fd00:99:{}::1/64", h + 1),
+                "dev",
+                "dummy0",
+                "nodad",
+            ],
+        )?;
+        let (v, p) = (format!("nfv{h}{pid}"), format!("nfp{h}{pid}"));
+        ip(&["link", "add", &v, "type", "veth", "peer", "name", &p])?;
+        ip(&["link", "set", &v, "netns", &ns])?;
+        ip(&["link", "set", &p, "netns", &sw])?;
+        ip_in(&sw, &["link", "set", &p, "master", "br0"])?;
+        ip_in(&sw, &["link", "set", &p, "up"])?;
+        ip_in(&ns, &["link", "set", &v, "name", "eth0"])?;
+        ip_in(&ns, &["link", "set", "eth0", "up"])?;
+        ip_in(
+            &ns,
+            &[
+                "addr",
+                "add",
+                &format!("10.231.8.{}/24", h + 1),
+                "dev",
+                "eth0",
+            ],
+        )?;
+        bridge(&ns, "docker0")?;
+        ip_in(&ns, &["addr", "add", "172.17.0.1/16", "dev", "docker0"])?;
+    }
+    Ok(hosts)
+}
+
+/// `nccl-find smoke --rendezvous-only` as rank `h` of 3, on host `h` (its
+/// own namespace and host name), meeting at host 0's eth0; `lib`: `--lib`,
+/// where given.
+fn on_host(
+    hosts: &Hosts,
+    h: usize,
+    tmp: &TmpDir,
+    lib: Option<&std::path::Path>,
+    vars: &[(&str, &str)],
+) -> std::process::Child {
+    let mut c = Command::new("ip");
+    c.args([
+        "netns",
+        "exec",
+        &hosts.ns[h + 1],
+        "unshare",
+        "--uts",
+        "sh",
+        "-c",
+    ])
+    .arg("hostname \"$0\" && exec \"$@\"")
+    .args([HOSTS[h], env!("CARGO_BIN_EXE_nccl-find"), "smoke"]);
+    if let Some(lib) = lib {
+        c.args(["--lib", lib.to_str().unwrap()]);
+    }
+    c.args([
+        "--rendezvous-only",
+        "--rank",
+        &h.to_string(),
+        "--world-size",
+        "3",
+    ])
+    .args([
+        "--init",
+        "tcp://10.231.8.1:29500",
+        "--timeout",
+        "60",
+        "--token",
+        "netns-3",
+    ])
+    .env_remove("NCCL_SOCKET_IFNAME")
+    .env_remove("NCCL_HOME")
+    .env("TMPDIR", tmp.path())
+    .envs(vars.iter().copied())
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    c.spawn().unwrap()
+}
+
+/// The three ranks' outcomes, each host with its own `--lib` (`None`: the
+/// probe's choice) and variables.
+fn three(
+    hosts: &Hosts,
+    each: [(Option<&std::path::Path>, &[(&str, &str)]); 3],
+) -> Vec<(i32, String, String)> {
+    let tmp = TmpDir::new("netns3");
+    let kids: Vec<_> = each
+        .iter()
+        .enumerate()
+        .map(|(h, (lib, vars))| on_host(hosts, h, &tmp, *lib, vars))
+        .collect();
+    let outs: Vec<_> = kids
+        .into_iter()
+        .map(|k| text(&k.wait_with_output().unwrap()))
+        .collect();
+    tmp.assert_empty(&format!("{outs:#?}"));
+    outs
+}
+
+/// Rank 0's report of the nodes: its lines from `nodes:` to the first
+/// that is not part of it.
+fn nodes_report(out: &str) -> Vec<String> {
+    out.lines()
+        .skip_while(|l| !l.starts_with("[rank 0] nodes: "))
+        .take_while(|l| !l.starts_with("[rank 0] note: rendezvous:"))
+        .map(String::from)
+        .collect()
+}
+
+/// The failed connections of the report, between the ring's hosts
+/// (0 -> 1, 1 -> 2, 1 -> 0, 2 -> 0): to `dummy0` (IPv4 and IPv6, which no
+/// other host routes) and to `docker0` (the same address on every host:
+/// this host's own answers, or refuses).
+fn failed_lines(nccl_takes_dummy0: bool) -> Vec<String> {
+    let pairs = [(0, 1), (1, 2), (1, 0), (2, 0)];
+    let at = |f: usize, t: usize| format!("{} (rank {f}) -> {} (rank {t})", HOSTS[f], HOSTS[t]);
+    let mut first = Vec::new();
+    let mut rest = Vec::new();
+    for (f, t) in pairs {
+        let v4 = format!("{} dummy0 10.99.{t}.1", at(f, t));
+        if nccl_takes_dummy0 {
+            first.push(format!(
+                "[rank 0] problem: {v4}, which NCCL will use: network unreachable"
+            ));
+        } else {
+            rest.push(format!("[rank 0]   {v4}: network unreachable"));
+        }
+        rest.push(format!(
+            "[rank 0]   {} dummy0 fd00:99:{}::1: network unreachable",
+            at(f, t),
+            t + 1
+        ));
+        rest.push(format!(
+            "[rank 0]   {} docker0 172.17.0.1: refused",
+            at(f, t)
+        ));
+    }
+    if !nccl_takes_dummy0 {
+        // The order of the report: each pair's addresses in card order.
+        rest.sort_by_key(|l| pairs.iter().position(|(f, t)| l.contains(&at(*f, *t))));
+    }
+    first.extend(rest);
+    first
+}
+
+#[test]
+fn three_hosts_say_which_interface_reaches_every_one_and_which_host_differs() {
+    let Some(lib) = wheel_lib() else { return };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("network namespaces need root");
+    }
+    if let Err(e) = ip(&["netns", "list"]) {
+        return skip(&format!("`ip netns` is not available ({e})"));
+    }
+    let hosts = match make_hosts() {
+        Ok(h) => h,
+        Err(e) => return skip(&format!("cannot make the test's namespaces ({e})")),
+    };
+    let l = Some(lib.as_path());
+
+    // NCCL's default rule takes dummy0 everywhere: no host reaches another's.
+    let outs = three(&hosts, [(l, &[]), (l, &[]), (l, &[])]);
+    assert_eq!(
+        outs.iter().map(|o| o.0).collect::<Vec<_>>(),
+        [1, 0, 0],
+        "{outs:#?}"
+    );
+    let report = nodes_report(&outs[0].1);
+    assert!(
+        report[0].starts_with(
+            "[rank 0] nodes: 3 (nf-a, nf-b, nf-c), 3 rank(s); the same on every one: NCCL 2.21.5, "
+        ) && report[0].contains("NCCL's interfaces dummy0,eth0"),
+        "{report:#?}"
+    );
+    let mut want = vec!["[rank 0]   reach: 16 connection(s) tested between 3 hosts, as NCCL's bootstrap connects \
+         (the last rank of each host to the next host and to rank 0): 4 to an address NCCL will use failed"
+        .to_string()];
+    want.extend(failed_lines(true));
+    want.push("[rank 0]   proposed: NCCL_SOCKET_IFNAME=eth0 (it reached every host tried)".into());
+    assert_eq!(report[1..], want[..], "{}", outs[0].1);
+    assert_eq!(
+        verdict(&outs[0].1),
+        "[rank 0] FAILED: 4 problem(s) between nodes, first: nf-a (rank 0) -> nf-b (rank 1) dummy0 10.99.1.1, \
+         which NCCL will use: network unreachable"
+    );
+
+    // With the proposal everywhere, every host reaches every one it tries.
+    let eth0: &[(&str, &str)] = &[("NCCL_SOCKET_IFNAME", "eth0")];
+    let outs = three(&hosts, [(l, eth0), (l, eth0), (l, eth0)]);
+    assert_eq!(
+        outs.iter().map(|o| o.0).collect::<Vec<_>>(),
+        [0, 0, 0],
+        "{outs:#?}"
+    );
+    let report = nodes_report(&outs[0].1);
+    let mut want = vec!["[rank 0]   reach: 16 connection(s) tested between 3 hosts, as NCCL's bootstrap connects \
+         (the last rank of each host to the next host and to rank 0): every address NCCL will use was reached"
+        .to_string()];
+    want.extend(failed_lines(false));
+    assert_eq!(report[1..], want[..], "{}", outs[0].1);
+
+    // One host with another NCCL (its NCCL_HOME), one with another rule.
+    let newer = lib
+        .to_str()
+        .unwrap()
+        .replace("nvidia_nccl_cu12-2.21.5", "nvidia_nccl_cu12-2.32.3");
+    let home = newer.trim_end_matches("/lib/libnccl.so.2").to_string();
+    let outs = three(
+        &hosts,
+        [
+            (l, eth0),
+            (
+                None,
+                &[("NCCL_HOME", home.as_str()), ("NCCL_SOCKET_IFNAME", "eth0")],
+            ),
+            (l, &[]),
+        ],
+    );
+    let report = nodes_report(&outs[0].1);
+    for line in [
+        "[rank 0] problem: nf-b: NCCL 2.32.3 (the 2 other nodes: 2.21.5)".to_string(),
+        "[rank 0] problem: nf-c: NCCL_SOCKET_IFNAME unset (the 2 other nodes: eth0)".into(),
+        "[rank 0]   nf-c: NCCL's interfaces dummy0,eth0,dm1 (the 2 other nodes: eth0)".into(),
+    ] {
+        assert!(report.contains(&line), "{line}\n{report:#?}");
+    }
+    assert_eq!(outs[0].0, 1, "{outs:#?}");
+    drop(hosts);
+}

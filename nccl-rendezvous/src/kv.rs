@@ -434,7 +434,11 @@ fn meet(
             let b = kv.get(r, &key("hello", r)).map_err(fail)?;
             let h = reach::read_hello(&b)
                 .filter(|h| (1..=MAX_GPUS).contains(&h.ngpus))
-                .ok_or_else(|| fail(format!("rank {r} left a hello that is malformed (another program wrote it?)")))?;
+                .ok_or_else(|| {
+                    fail(format!(
+                        "rank {r} left a hello that is malformed (another program wrote it?)"
+                    ))
+                })?;
             hellos.push(h);
         }
         let counts: Vec<usize> = hellos.iter().map(|h| h.ngpus as usize).collect();
@@ -479,7 +483,8 @@ fn test_boundaries(
             .and_then(|b| reach::read_hello(&b))
     };
     let next = (rank + 1) % world;
-    let Some(h) = hello_of(next).filter(|h| world > 1 && reach::at_boundary(host, &h.card.host)) else {
+    let Some(h) = hello_of(next).filter(|h| world > 1 && reach::at_boundary(host, &h.card.host))
+    else {
         return Vec::new();
     };
     let mut out = vec![(next, reach::probe(&h, deadline))];
@@ -713,7 +718,13 @@ mod tests {
     type Got = Result<(usize, usize, Vec<PeerOutcome>, Option<Gathered>), String>;
 
     fn run(counts: &[usize], absent: Option<usize>, secs: u64) -> Vec<Got> {
-        run_saying(counts, absent, secs, |r| format!("rank {r}"), |_| Card::default())
+        run_saying(
+            counts,
+            absent,
+            secs,
+            |r| format!("rank {r}"),
+            |_| Card::default(),
+        )
     }
 
     /// [`run`], each rank bringing `card(rank)` and finishing with
@@ -791,13 +802,19 @@ mod tests {
     /// escape, a line break and a forged verdict stay one visible line.
     #[test]
     fn a_peers_words_through_the_store_are_escaped() {
-        let got = run_saying(&[1, 1], None, 30, |r| {
-            if r == 1 {
-                "\x1b]0;pwned\x07\nOK: fake \\ \u{202e}".into()
-            } else {
-                String::new()
-            }
-        }, |_| Card::default());
+        let got = run_saying(
+            &[1, 1],
+            None,
+            30,
+            |r| {
+                if r == 1 {
+                    "\x1b]0;pwned\x07\nOK: fake \\ \u{202e}".into()
+                } else {
+                    String::new()
+                }
+            },
+            |_| Card::default(),
+        );
         assert_eq!(
             got[0].as_ref().unwrap().2,
             vec![PeerOutcome {

@@ -38,8 +38,8 @@ pub use backends::table_markdown;
 pub use job::{Exchange, Init, Job};
 pub use kv::Joined;
 pub use launch::LaunchEnv;
-pub use reach::{Addr, Card, Gathered, Probe, MAX_ADDRS, MAX_FACTS, PROBE_WAIT};
 pub use meeting::{Flags, Meeting};
+pub use reach::{Addr, Card, Gathered, Probe, MAX_ADDRS, MAX_FACTS, PROBE_WAIT};
 /// Our TCP store's frames, for the fuzzer and the tests (not part of the API).
 #[doc(hidden)]
 pub use wire::{decode, decode_header, encode, Msg};

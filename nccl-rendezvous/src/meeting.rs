@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::backends::detect;
 use crate::job::{Exchange, Init, Job};
-use crate::reach::Card;
 use crate::launch::{optional, LaunchEnv, Plan};
+use crate::reach::Card;
 use crate::words::{check_token, MAX_WORLD};
 
 /// What the command line says of the job; `None` where it says nothing.

@@ -230,7 +230,12 @@ impl Cursor<'_> {
             return None;
         }
         let raw = String::from_utf8_lossy(self.take(n)?).into_owned();
-        Some(raw.split('\n').map(|l| shown(l, max)).collect::<Vec<_>>().join("\n"))
+        Some(
+            raw.split('\n')
+                .map(|l| shown(l, max))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
     }
 }
 
@@ -310,7 +315,10 @@ pub(crate) fn probe(to: &Hello, until: Instant) -> Vec<(u8, Option<String>)> {
     tries
         .into_iter()
         .map(|(i, t)| match t {
-            Ok(t) => (i, t.join().unwrap_or_else(|_| Some("the test failed".into()))),
+            Ok(t) => (
+                i,
+                t.join().unwrap_or_else(|_| Some("the test failed".into())),
+            ),
             Err(e) => (i, Some(format!("cannot start a thread: {e}"))),
         })
         .collect()
@@ -332,7 +340,9 @@ fn try_one(at: SocketAddr, port: u16, tag: [u8; 16], wait: Duration) -> Option<S
     let mut got = [0u8; 16];
     match s.read_exact(&mut got) {
         Ok(()) if got == tag => None,
-        Ok(()) => Some("another process answered (an address of another host's, or a copy of this one)".into()),
+        Ok(()) => Some(
+            "another process answered (an address of another host's, or a copy of this one)".into(),
+        ),
         Err(e) => Some(format!("connected, but {}", words(&e))),
     }
 }
@@ -449,7 +459,11 @@ mod tests {
         let mut other = read_hello(&hello(1, &c, &l)).unwrap();
         other.tag = [9; 16];
         let got = probe(&other, until);
-        assert!(got[0].1.as_deref().unwrap().starts_with("another process answered"));
+        assert!(got[0]
+            .1
+            .as_deref()
+            .unwrap()
+            .starts_with("another process answered"));
         // Gone: refused.
         drop(l);
         std::thread::sleep(Duration::from_millis(100));
@@ -458,7 +472,10 @@ mod tests {
 
     #[test]
     fn results_read_back_with_the_addresses_they_name() {
-        let cards = [card("a", &["127.0.0.1"]), card("b", &["127.0.0.2", "10.0.0.1"])];
+        let cards = [
+            card("a", &["127.0.0.1"]),
+            card("b", &["127.0.0.2", "10.0.0.1"]),
+        ];
         let hellos: Vec<Hello> = cards
             .iter()
             .map(|c| read_hello(&hello(1, c, &listen(c))).unwrap())

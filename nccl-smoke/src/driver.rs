@@ -91,6 +91,18 @@ impl Driver {
     }
 }
 
+/// `cuDriverGetVersion` alone (12040 means CUDA 12.4), without `cuInit`:
+/// `None` where there is no driver.
+pub fn cuda_version() -> Option<i32> {
+    let lib = libcuda().ok()?;
+    type GetInt = unsafe extern "C" fn(*mut i32) -> i32;
+    let mut v = 0;
+    // SAFETY: the CUDA driver API's documented signature; the call writes
+    // one int through a pointer to a live local, and needs no cuInit.
+    let rc = unsafe { lib.get::<GetInt>(b"cuDriverGetVersion\0").ok()?(&mut v) };
+    (rc == 0).then_some(v)
+}
+
 /// The file libcuda was loaded from, as this process maps it.
 fn loaded_from() -> Option<String> {
     std::fs::read_to_string("/proc/self/maps")

@@ -358,8 +358,11 @@ fn meet(
             let mut job = job.clone();
             job.ngpus = ngpus;
             let make = || nccl_id(nc).map_err(|f| f.to_string());
-            let j = rendezvous::join(&job, &make, &mut |m| on(Event::Note(m)))
+            let mut j = rendezvous::join(&job, &make, &mut |m| on(Event::Note(m)))
                 .map_err(Failure::Rendezvous)?;
+            if let Some(g) = j.gathered.take() {
+                on(Event::Gathered(g));
+            }
             (j.id, j.nranks, j.first_rank, Some(j))
         }
     })
@@ -460,8 +463,11 @@ fn rendezvous_only(
         on(Event::Note(format!("local rank {local}")));
     }
     let make = || nc.unique_id().map(|u| u.internal);
-    let j =
+    let mut j =
         rendezvous::join(&job, &make, &mut |m| on(Event::Note(m))).map_err(Failure::Rendezvous)?;
+    if let Some(g) = j.gathered.take() {
+        on(Event::Gathered(g));
+    }
     on(Event::Note(format!(
         "rendezvous: nranks {} first_rank {} id {}",
         j.nranks,

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use nccl_rendezvous::{Failed, PeerOutcome};
+use nccl_rendezvous::{Failed, Gathered, PeerOutcome};
 
 use crate::data::Dtype;
 use crate::{net, verdict};
@@ -66,6 +66,10 @@ pub enum Event {
     Note(String),
     /// A size finished.
     Row(Row),
+    /// Rank 0 only, once the processes have met: what every one brought
+    /// (its host, its facts, its addresses) and the connections tested
+    /// between hosts.
+    Gathered(Gathered),
 }
 
 /// How it went.

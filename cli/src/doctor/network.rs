@@ -91,7 +91,7 @@ fn in_subnet(i: &Iface, ip: std::net::IpAddr) -> bool {
 }
 
 /// What NCCL would choose, and why, in words.
-fn nccl_pick<'a>(
+pub(crate) fn nccl_pick<'a>(
     ifaces: &'a [Iface],
     env: &[(String, String)],
     version: Option<(u32, u32, u32)>,

@@ -1,0 +1,542 @@
+//! Between machines: what each rank brings to the smoke test's meeting
+//! (its card), and rank 0's reading of every card: the facts grouped by
+//! value with the nodes in the minority named, and the connections tested
+//! between hosts with the one `NCCL_SOCKET_IFNAME` that reaches them all.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+use nccl_rendezvous::{Addr, Card, Gathered, Probe, MAX_ADDRS, MAX_FACTS};
+use serde_json::{json, Value};
+
+use crate::host::Iface;
+use crate::settings::{Setting, Source};
+
+/// The facts that belong to a host, not to a process: sent by the first
+/// process of each node only, where the launcher says which that is.
+const HOST_KEYS: [&str; 5] = ["driver", "cuda", "gpus", "ifaces", "rdma"];
+
+/// Settings whose difference changes which interface NCCL takes: a
+/// problem, not a note.
+const INTERFACE_RULES: [&str; 4] = [
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_SOCKET_FAMILY",
+    "NCCL_IB_HCA",
+    "NCCL_NET",
+];
+
+/// This process's card: its host, its facts (the NCCL `lib` it loads and
+/// `version`, the settings in force and, on the first process of a node,
+/// the driver, the GPUs, the interfaces NCCL would use and the RDMA
+/// ports), and the addresses to test, NCCL's first.
+pub fn card(
+    lib: &Path,
+    version: Option<(u32, u32, u32)>,
+    settings: &[Setting],
+    local_rank: Option<usize>,
+) -> Card {
+    let ifaces = crate::host::interfaces();
+    let env: Vec<(String, String)> = settings
+        .iter()
+        .map(|s| (s.name.clone(), s.value.clone()))
+        .collect();
+    let (picked, _) = crate::doctor::nccl_interfaces(&ifaces, &env, version);
+    let picked: Vec<String> = picked.iter().map(|i| i.name.clone()).collect();
+    let mut facts = vec![
+        format!(
+            "nccl={}",
+            version.map_or("unknown".into(), |(a, b, c)| format!("{a}.{b}.{c}"))
+        ),
+        format!("nccl_file={}", lib.display()),
+    ];
+    for s in settings {
+        let from = match &s.source {
+            Source::Environment => String::new(),
+            Source::File(p) => format!(" ({})", p.display()),
+        };
+        facts.push(format!("set {}={}{from}", s.name, s.value));
+    }
+    if local_rank.unwrap_or(0) == 0 {
+        facts.extend(host_facts(&picked));
+    }
+    let mut text = String::new();
+    for f in facts {
+        // One fact a line: a value never breaks one.
+        let f = f.replace('\n', " ");
+        if text.len() + f.len() + 1 > MAX_FACTS {
+            break;
+        }
+        text.push_str(&f);
+        text.push('\n');
+    }
+    Card::new(host_name(), text, addresses(&ifaces, &picked))
+}
+
+/// The host's facts, as `key=value` lines.
+fn host_facts(picked: &[String]) -> Vec<String> {
+    let driver =
+        nccl_find::internal::read_bounded(Path::new("/proc/driver/nvidia/version"), 64 << 10)
+            .ok()
+            .and_then(|b| {
+                let t = String::from_utf8_lossy(&b).into_owned();
+                let line = t.lines().next()?.to_string();
+                let at = line.find("Kernel Module")?;
+                line[at..]
+                    .split_whitespace()
+                    .find(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+                    .map(String::from)
+            });
+    let cuda =
+        nccl_smoke::driver::cuda_version().map(|v| format!("{}.{}", v / 1000, v % 1000 / 10));
+    let rdma = crate::host::RdmaHw::gather(Path::new("/"));
+    let ports: Vec<String> = rdma
+        .adapters
+        .iter()
+        .flat_map(|a| {
+            a.ports
+                .iter()
+                .map(move |p| format!("{}/{} {}", a.name, p.num, p.state))
+        })
+        .collect();
+    vec![
+        format!("driver={}", driver.as_deref().unwrap_or("none")),
+        format!("cuda={}", cuda.as_deref().unwrap_or("none")),
+        format!("gpus={}", gpus()),
+        format!(
+            "ifaces={}",
+            if picked.is_empty() {
+                "none".into()
+            } else {
+                picked.join(",")
+            }
+        ),
+        format!(
+            "rdma={}",
+            if ports.is_empty() {
+                "none".into()
+            } else {
+                ports.join(", ")
+            }
+        ),
+    ]
+}
+
+/// The GPUs the driver lists, without a context: `8 x NVIDIA H100 80GB
+/// HBM3`, or `none`.
+fn gpus() -> String {
+    let mut models: Vec<String> = std::fs::read_dir("/proc/driver/nvidia/gpus")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .take(64)
+        .filter_map(|e| {
+            let b =
+                nccl_find::internal::read_bounded(&e.path().join("information"), 64 << 10).ok()?;
+            let t = String::from_utf8_lossy(&b).into_owned();
+            t.lines()
+                .find_map(|l| l.strip_prefix("Model:"))
+                .map(|m| m.trim().to_string())
+        })
+        .collect();
+    models.sort();
+    models.dedup_by(|a, b| a == b);
+    let n = std::fs::read_dir("/proc/driver/nvidia/gpus").map_or(0, |d| d.count());
+    match models.as_slice() {
+        [] => "none".into(),
+        [one] => format!("{n} x {one}"),
+        many => format!("{n}: {}", many.join(", ")),
+    }
+}
+
+/// This host's name, as the kernel has it.
+fn host_name() -> String {
+    nccl_find::internal::read_bounded(Path::new("/proc/sys/kernel/hostname"), 4096)
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The addresses to test: first the one NCCL's bootstrap would use (the
+/// first address of the first interface NCCL takes, IPv4 before IPv6, as
+/// NCCL reads them), then every other address of every running interface
+/// (loopback and link-local ones left out: no other host reaches them).
+fn addresses(ifaces: &[Iface], picked: &[String]) -> Vec<Addr> {
+    let usable = |i: &Iface| -> Vec<IpAddr> {
+        let mut v: Vec<IpAddr> = i
+            .addrs
+            .iter()
+            .filter(|a| !a.link_local)
+            .filter_map(|a| a.ip.parse().ok())
+            .collect();
+        v.sort_by_key(|ip: &IpAddr| ip.is_ipv6());
+        v
+    };
+    let mut out = Vec::new();
+    let first = picked
+        .first()
+        .and_then(|p| ifaces.iter().find(|i| &i.name == p));
+    if let Some(i) = first {
+        if let Some(ip) = usable(i).first() {
+            out.push(Addr::new(i.name.clone(), *ip, true));
+        }
+    }
+    for i in ifaces.iter().filter(|i| i.running) {
+        for ip in usable(i) {
+            if ip.is_loopback() || out.iter().any(|a| a.ip == ip) {
+                continue;
+            }
+            out.push(Addr::new(i.name.clone(), ip, false));
+        }
+    }
+    out.truncate(MAX_ADDRS);
+    out
+}
+
+/// One card's facts, by key (`set NAME=…` lines under `NAME`).
+fn facts_of(card: &Card) -> BTreeMap<String, String> {
+    card.facts
+        .lines()
+        .filter_map(|l| {
+            let l = l.strip_prefix("set ").unwrap_or(l);
+            let (k, v) = l.split_once('=')?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// What a key is called in the report.
+fn label(key: &str) -> &str {
+    match key {
+        "nccl" => "NCCL",
+        "nccl_file" => "NCCL file",
+        "driver" => "driver",
+        "cuda" => "CUDA",
+        "gpus" => "GPUs",
+        "ifaces" => "NCCL's interfaces",
+        "rdma" => "RDMA ports",
+        k => k,
+    }
+}
+
+/// Whether two values of `key` differ in a way that breaks NCCL: another
+/// minor version of NCCL, or another interface rule.
+fn breaks(key: &str, a: &str, b: &str) -> bool {
+    let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
+    match key {
+        "nccl" => minor(a) != minor(b),
+        k => INTERFACE_RULES.contains(&k),
+    }
+}
+
+/// A difference between nodes, in words, and whether it breaks NCCL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Difference {
+    pub problem: bool,
+    pub key: String,
+    pub line: String,
+}
+
+/// Rank 0's reading of the cards: the facts that are the same everywhere
+/// (`NCCL 2.21.5`, …) and each difference, the nodes in the minority
+/// named (`node07: NCCL 2.21.5 (the 15 other nodes: 2.28.9)`).
+pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
+    let facts: Vec<BTreeMap<String, String>> = cards.iter().map(facts_of).collect();
+    let mut keys: Vec<String> = facts.iter().flat_map(|f| f.keys().cloned()).collect();
+    keys.sort();
+    keys.dedup();
+    // NCCL first, then the host's facts, then the settings.
+    keys.sort_by_key(|k| match k.as_str() {
+        "nccl" => 0,
+        "nccl_file" => 1,
+        k => HOST_KEYS.iter().position(|h| *h == k).map_or(9, |i| 2 + i),
+    });
+    let (mut same, mut diffs) = (Vec::new(), Vec::new());
+    for key in keys {
+        let host_key = HOST_KEYS.contains(&key.as_str());
+        // value → the ranks that have it.
+        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+        for (r, f) in facts.iter().enumerate() {
+            if host_key && !f.contains_key("driver") {
+                continue;
+            }
+            let v = f.get(&key).cloned().unwrap_or_else(|| "unset".into());
+            match groups.iter_mut().find(|g| g.0 == v) {
+                Some(g) => g.1.push(r),
+                None => groups.push((v, vec![r])),
+            }
+        }
+        let nodes = |ranks: &[usize]| {
+            let mut h: Vec<&str> = ranks.iter().map(|r| cards[*r].host.as_str()).collect();
+            h.sort_unstable();
+            h.dedup();
+            h.len()
+        };
+        if groups.len() == 1 {
+            if groups[0].0 != "unset" && key != "nccl_file" {
+                same.push(format!("{} {}", label(&key), groups[0].0));
+            }
+            continue;
+        }
+        let most = groups
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, g)| (nodes(&g.1), g.1.len(), std::cmp::Reverse(*i)))
+            .map_or(0, |(i, _)| i);
+        let (common, common_ranks) = &groups[most];
+        for (i, (v, ranks)) in groups.iter().enumerate() {
+            if i == most {
+                continue;
+            }
+            let others = nodes(common_ranks);
+            let line = format!(
+                "{}: {} {v} (the {others} other node{}: {common})",
+                who(cards, ranks, &facts, host_key),
+                label(&key),
+                if others == 1 { "" } else { "s" },
+            );
+            diffs.push(Difference {
+                problem: breaks(&key, v, common),
+                key: key.clone(),
+                line,
+            });
+        }
+    }
+    (same, diffs)
+}
+
+/// The nodes `ranks` name: a host alone where every one of its ranks is
+/// among them, else the host with the ranks (`node3 rank 5`).
+fn who(
+    cards: &[Card],
+    ranks: &[usize],
+    facts: &[BTreeMap<String, String>],
+    host_key: bool,
+) -> String {
+    let mut hosts: Vec<&str> = ranks.iter().map(|r| cards[*r].host.as_str()).collect();
+    hosts.dedup();
+    let mut out = Vec::new();
+    for h in hosts {
+        let all = (0..cards.len())
+            .filter(|r| cards[*r].host == h && (!host_key || facts[*r].contains_key("driver")))
+            .all(|r| ranks.contains(&r));
+        let mine: Vec<usize> = ranks
+            .iter()
+            .copied()
+            .filter(|r| cards[*r].host == h)
+            .collect();
+        out.push(if all {
+            h.to_string()
+        } else {
+            format!(
+                "{h} rank {}",
+                mine.iter()
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
+    }
+    if out.len() > 8 {
+        let n = out.len() - 8;
+        out.truncate(8);
+        out.push(format!("{n} more"));
+    }
+    out.join(", ")
+}
+
+/// The one `NCCL_SOCKET_IFNAME` that reached every node tried: an
+/// interface name every node has, reached at every connection made to it.
+/// `None` where none does. Where another interface's name starts with it,
+/// the value is exact (`=eth0`).
+pub fn proposal(g: &Gathered) -> Option<String> {
+    if g.probes.is_empty() {
+        return None;
+    }
+    let with_addrs: Vec<&Card> = g.cards.iter().filter(|c| !c.addrs.is_empty()).collect();
+    let mut names: Vec<&str> = with_addrs
+        .first()?
+        .addrs
+        .iter()
+        .map(|a| a.iface.as_str())
+        .filter(|n| {
+            with_addrs
+                .iter()
+                .all(|c| c.addrs.iter().any(|a| a.iface == *n))
+        })
+        .collect();
+    names.dedup();
+    let mut pairs: Vec<(usize, usize)> = g.probes.iter().map(|p| (p.from, p.to)).collect();
+    pairs.dedup();
+    let works = |n: &str| {
+        pairs.iter().all(|(f, t)| {
+            let tried: Vec<&Probe> = g
+                .probes
+                .iter()
+                .filter(|p| (p.from, p.to) == (*f, *t) && p.addr.iface == n)
+                .collect();
+            !tried.is_empty() && tried.iter().all(|p| p.error.is_none())
+        })
+    };
+    let name = names.into_iter().find(|n| works(n))?;
+    let longer = g
+        .cards
+        .iter()
+        .flat_map(|c| c.addrs.iter())
+        .any(|a| a.iface != name && a.iface.starts_with(name));
+    Some(if longer {
+        format!("={name}")
+    } else {
+        name.to_string()
+    })
+}
+
+/// The most failed connections the text report names one by one.
+const MAX_LINES: usize = 12;
+
+/// The reachability report: a headline, then each failed connection
+/// (those to the addresses NCCL will use are problems), then the proposal.
+pub fn reach_lines(g: &Gathered) -> Vec<(bool, String)> {
+    let mut hosts: Vec<&str> = g.cards.iter().map(|c| c.host.as_str()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    if g.probes.is_empty() {
+        let why = if hosts.len() < 2 {
+            "one host: nothing to test between hosts".to_string()
+        } else {
+            "nothing was tested (the processes did not say their host, or offered no address)"
+                .into()
+        };
+        return vec![(false, format!("reach: {why}"))];
+    }
+    let failed: Vec<&Probe> = g.probes.iter().filter(|p| p.error.is_some()).collect();
+    let nccl_failed = failed.iter().filter(|p| p.addr.nccl).count();
+    let mut out = vec![(
+        false,
+        format!(
+            "reach: {} connection(s) tested between {} hosts, as NCCL's bootstrap connects (the last rank of each host to the next host and to rank 0): {}",
+            g.probes.len(),
+            hosts.len(),
+            if nccl_failed == 0 {
+                "every address NCCL will use was reached".to_string()
+            } else {
+                format!("{nccl_failed} to an address NCCL will use failed")
+            }
+        ),
+    )];
+    let host = |r: usize| g.cards.get(r).map_or("?", |c| c.host.as_str());
+    let ordered: Vec<&&Probe> = failed
+        .iter()
+        .filter(|p| p.addr.nccl)
+        .chain(failed.iter().filter(|p| !p.addr.nccl))
+        .collect();
+    for (i, p) in ordered.iter().enumerate() {
+        if i == MAX_LINES {
+            out.push((
+                false,
+                format!(
+                    "(and {} more failed connection(s): every one is in --json)",
+                    ordered.len() - i
+                ),
+            ));
+            break;
+        }
+        out.push((
+            p.addr.nccl,
+            format!(
+                "{} (rank {}) -> {} (rank {}) {} {}{}: {}",
+                host(p.from),
+                p.from,
+                host(p.to),
+                p.to,
+                p.addr.iface,
+                p.addr.ip,
+                if p.addr.nccl {
+                    ", which NCCL will use"
+                } else {
+                    ""
+                },
+                p.error.as_deref().unwrap_or("")
+            ),
+        ));
+    }
+    if nccl_failed > 0 {
+        out.push((
+            false,
+            match proposal(g) {
+                Some(v) => format!("proposed: NCCL_SOCKET_IFNAME={v} (it reached every host tried)"),
+                None => "proposed: none; no one interface reached every host tried: check the routes and firewalls between them".into(),
+            },
+        ));
+    }
+    out
+}
+
+/// The whole multi-node report for rank 0, as (problem, line) pairs.
+pub fn report(g: &Gathered) -> Vec<(bool, String)> {
+    let (same, diffs) = compare(&g.cards);
+    let mut hosts: Vec<&str> = g.cards.iter().map(|c| c.host.as_str()).collect();
+    hosts.dedup();
+    let mut distinct = hosts.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut out = vec![(
+        false,
+        format!(
+            "nodes: {} ({}), {} rank(s); the same on every one: {}",
+            distinct.len(),
+            shown_hosts(&hosts),
+            g.cards.len(),
+            if same.is_empty() {
+                "nothing compared".into()
+            } else {
+                same.join(", ")
+            }
+        ),
+    )];
+    for d in diffs {
+        out.push((d.problem, d.line));
+    }
+    out.extend(reach_lines(g));
+    out
+}
+
+/// Hosts in rank order, each once, at most 8 by name.
+fn shown_hosts(hosts: &[&str]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for h in hosts {
+        if !seen.contains(h) {
+            seen.push(h);
+        }
+    }
+    let n = seen.len();
+    if n > 8 {
+        format!("{}, and {} more", seen[..8].join(", "), n - 8)
+    } else {
+        seen.join(", ")
+    }
+}
+
+/// `nodes` in `--json`.
+pub fn json(g: &Gathered) -> Value {
+    let (same, diffs) = compare(&g.cards);
+    json!({
+        "ranks": g.cards.iter().enumerate().map(|(r, c)| json!({
+            "rank": r,
+            "host": c.host,
+            "facts": facts_of(c),
+            "addresses": c.addrs.iter().map(|a| json!({"iface": a.iface, "ip": a.ip.to_string(), "nccl": a.nccl})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "same": same,
+        "differences": diffs.iter().map(|d| json!({"problem": d.problem, "fact": d.key, "text": d.line})).collect::<Vec<_>>(),
+        "reach": {
+            "tested": g.probes.iter().map(|p| json!({
+                "from": p.from, "to": p.to,
+                "from_host": g.cards.get(p.from).map(|c| c.host.clone()),
+                "to_host": g.cards.get(p.to).map(|c| c.host.clone()),
+                "iface": p.addr.iface, "ip": p.addr.ip.to_string(), "nccl": p.addr.nccl,
+                "error": p.error,
+            })).collect::<Vec<_>>(),
+            "proposed_socket_ifname": proposal(g),
+        },
+    })
+}
