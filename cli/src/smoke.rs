@@ -239,6 +239,22 @@ fn check_timeout(timeout: f64) -> Result<(), String> {
     Ok(())
 }
 
+/// What rank 0 gathered from every rank, once they met.
+fn gathered(events: &[Event]) -> Option<&rendezvous::Gathered> {
+    events.iter().find_map(|e| match e {
+        Event::Gathered(g) => Some(g),
+        _ => None,
+    })
+}
+
+/// `settings` in `--json`: each `NCCL_*` setting in force and its source.
+fn settings_json(settings: &[crate::settings::Setting]) -> serde_json::Value {
+    json!(settings
+        .iter()
+        .map(|s| json!({"name": s.name, "value": s.value, "source": s.source.to_string()}))
+        .collect::<Vec<_>>())
+}
+
 /// `exchange` in `--json`: how this process meets the others.
 fn meeting_json(m: &Meeting) -> serde_json::Value {
     json!({
@@ -291,13 +307,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     };
     // What the user set, before the capture of NCCL's log sets its own.
     let settings = settings_in_force();
-    if let Some(job) = opts.job.as_mut() {
-        let version = nccl_find::internal::read_elf(&opts.lib)
-            .ok()
-            .and_then(|e| nccl_find::internal::parse_version_text(e.version_text.as_deref()?))
-            .map(|(v, _)| (v.major, v.minor, v.patch));
-        job.card = crate::nodes::card(&opts.lib, version, &settings, opts.local_rank);
-    }
+    bring_card(&mut opts, &settings);
     let wake = handle_interrupts();
     let capture = Captured(smoke::Capture::start(a.json));
     watch_interrupts(wake);
@@ -329,11 +339,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         events.push(e);
     });
     let wall = started.elapsed().as_secs_f64();
-    let gathered = events.iter().find_map(|e| match e {
-        Event::Gathered(g) => Some(g),
-        _ => None,
-    });
-    let (code, verdict, top, floor) = ending(a, &result, wall, gathered);
+    let (code, verdict, top, floor) = ending(a, &result, wall, gathered(&events));
     let judged = judge(&result, top, &capture);
     let warnings = if code == 1 {
         capture.0.last_warnings(10)
@@ -342,15 +348,9 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     };
     if a.json {
         let mut doc = json_report(code, &verdict, wall, &events, &warnings, judged.as_ref());
-        doc["settings"] = json!(settings
-            .iter()
-            .map(|s| json!({"name": s.name, "value": s.value, "source": s.source.to_string()}))
-            .collect::<Vec<_>>());
+        doc["settings"] = settings_json(&settings);
         if let Some(m) = &meeting {
             doc["exchange"] = meeting_json(m);
-        }
-        if let Some(g) = gathered {
-            doc["nodes"] = crate::nodes::json(g);
         }
         if let Some(min) = a.min_busbw {
             doc["min_busbw"] = json!({
@@ -368,6 +368,19 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         print_ending(&who, &warnings, judged.as_ref(), &settings, &verdict, code);
     }
     ExitCode::from(code)
+}
+
+/// What this process brings to the meeting ([`crate::nodes::card`]), under
+/// a launcher or `--init`: the NCCL it will load, read from the file.
+fn bring_card(opts: &mut Options, settings: &[crate::settings::Setting]) {
+    let (lib, local_rank) = (opts.lib.clone(), opts.local_rank);
+    if let Some(job) = opts.job.as_mut() {
+        let version = nccl_find::internal::read_elf(&lib)
+            .ok()
+            .and_then(|e| nccl_find::internal::parse_version_text(e.version_text.as_deref()?))
+            .map(|(v, _)| (v.major, v.minor, v.patch));
+        job.card = crate::nodes::card(&lib, version, settings, local_rank);
+    }
 }
 
 /// The text report's last lines: NCCL's last warnings (stderr), what the
@@ -739,6 +752,7 @@ fn json_report(
                 doc["first_rank"] = json!(first_rank);
                 doc["seed"] = json!(seed);
             }
+            Event::Gathered(g) => doc["nodes"] = crate::nodes::json(g),
             Event::Note(n) => {
                 if let Some(a) = doc["notes"].as_array_mut() {
                     a.push(json!(n));
