@@ -287,12 +287,17 @@ pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
             if i == most {
                 continue;
             }
-            let others = nodes(common_ranks);
+            let others = match nodes(common_ranks) {
+                1 if nodes(ranks) == 1 && cards[ranks[0]].host == cards[common_ranks[0]].host => {
+                    format!("the other rank(s) there: {common}")
+                }
+                1 => format!("the other node: {common}"),
+                n => format!("the {n} other nodes: {common}"),
+            };
             let line = format!(
-                "{}: {} {v} (the {others} other node{}: {common})",
+                "{}: {} {v} ({others})",
                 who(cards, ranks, &facts, host_key),
                 label(&key),
-                if others == 1 { "" } else { "s" },
             );
             diffs.push(Difference {
                 problem: breaks(&key, v, common),
@@ -472,6 +477,8 @@ pub fn reach_lines(g: &Gathered) -> Vec<(bool, String)> {
 }
 
 /// The whole multi-node report for rank 0, as (problem, line) pairs.
+/// Nothing where every rank is on one host and says the same: the usual
+/// job on one machine hears nothing new (`--json` has it all).
 pub fn report(g: &Gathered) -> Vec<(bool, String)> {
     let (same, diffs) = compare(&g.cards);
     let mut hosts: Vec<&str> = g.cards.iter().map(|c| c.host.as_str()).collect();
@@ -479,6 +486,9 @@ pub fn report(g: &Gathered) -> Vec<(bool, String)> {
     let mut distinct = hosts.clone();
     distinct.sort_unstable();
     distinct.dedup();
+    if distinct.len() < 2 && diffs.is_empty() {
+        return Vec::new();
+    }
     let mut out = vec![(
         false,
         format!(
@@ -496,7 +506,9 @@ pub fn report(g: &Gathered) -> Vec<(bool, String)> {
     for d in diffs {
         out.push((d.problem, d.line));
     }
-    out.extend(reach_lines(g));
+    if distinct.len() > 1 {
+        out.extend(reach_lines(g));
+    }
     out
 }
 

@@ -332,8 +332,9 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     }
     let mut header_done = false;
     let result = smoke::run(&opts, &mut |e: Event| {
-        if !a.json {
-            say(&mut out, &event_line(&who, &e, &mut header_done));
+        let line = event_line(&who, &e, &mut header_done);
+        if !a.json && !line.is_empty() {
+            say(&mut out, &line);
             let _ = out.flush();
         }
         events.push(e);

@@ -11,6 +11,9 @@ use crate::job::Exchange;
 pub struct LaunchEnv {
     /// Name and value; `None`: a value that is not UTF-8.
     vars: Vec<(String, Option<String>)>,
+    /// Slurm's `scontrol`, asked for a node's address where the node's name
+    /// does not resolve; `None`: never asked.
+    scontrol: Option<std::path::PathBuf>,
 }
 
 impl LaunchEnv {
@@ -23,7 +26,23 @@ impl LaunchEnv {
                 vars.push((k, v.into_string().ok()));
             }
         }
-        LaunchEnv { vars }
+        LaunchEnv {
+            vars,
+            scontrol: Some("scontrol".into()),
+        }
+    }
+
+    /// The same environment, with `scontrol` at `path` to ask for a Slurm
+    /// node's address where its name does not resolve (the process's own
+    /// environment asks the `scontrol` on `PATH`; a list of pairs, none).
+    pub fn with_scontrol(mut self, path: std::path::PathBuf) -> LaunchEnv {
+        self.scontrol = Some(path);
+        self
+    }
+
+    /// The `scontrol` to ask, where there is one.
+    pub(crate) fn scontrol(&self) -> Option<&std::path::Path> {
+        self.scontrol.as_deref()
     }
 
     /// An environment of these pairs (tests).
@@ -33,6 +52,7 @@ impl LaunchEnv {
                 .iter()
                 .map(|(k, v)| (k.to_string(), Some(v.to_string())))
                 .collect(),
+            scontrol: None,
         }
     }
 
@@ -197,6 +217,7 @@ mod tests {
         assert_eq!(env.number("E"), Ok(None));
         let bad = LaunchEnv {
             vars: vec![("R".into(), None)],
+            scontrol: None,
         };
         assert_eq!(bad.get("R"), Err("R is not UTF-8 text".into()));
         assert!(bad.has("R"));

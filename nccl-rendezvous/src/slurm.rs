@@ -40,6 +40,9 @@
 //! against someone on the node who means harm, pass `--token` (or
 //! `NCCL_FIND_TOKEN`) with a secret of your own.
 
+use std::path::Path;
+use std::time::Duration;
+
 use crate::job::{Exchange, Init};
 use crate::launch::{need, optional, Backend, LaunchEnv, Plan};
 use crate::words::printable;
@@ -150,7 +153,17 @@ fn plan(env: &LaunchEnv) -> Result<Plan, String> {
             }
         }
     }
-    let (host, port, origin) = place(env, host, job, step, &mut from)?;
+    let (mut host, port, origin) = place(env, host, job, step, &mut from)?;
+    let mut origin = origin.to_string();
+    if !chosen {
+        if let Some((addr, how)) = unresolved(env, &host, port) {
+            origin = format!("{how}; {origin}");
+            if let Some(addr) = addr {
+                from.push("scontrol show node");
+                host = addr;
+            }
+        }
+    }
     let srun = srun_port(env, &mut from);
     Ok(Plan {
         backend: SLURM.id,
@@ -161,8 +174,88 @@ fn plan(env: &LaunchEnv) -> Result<Plan, String> {
         exchange: Exchange::Ours(Init::Tcp { host, port }),
         token: Some(format!("slurm/{job}.{step}/{srun}")),
         from,
-        origin: Some(origin.into()),
+        origin: Some(origin),
     })
+}
+
+/// The longest `scontrol` may take to answer.
+const SCONTROL_WAIT: Duration = Duration::from_secs(10);
+
+/// Where the first node's name does not resolve here (`NodeName` is not
+/// the host's name, and only `NodeAddr` reaches it): its `NodeAddr` from
+/// `scontrol show node`, where Slurm has one that differs, and what was
+/// done, in words. `None` where the name resolves (or no `scontrol` is to
+/// be asked).
+fn unresolved(env: &LaunchEnv, node: &str, port: u16) -> Option<(Option<String>, String)> {
+    use std::net::ToSocketAddrs;
+    let scontrol = env.scontrol()?;
+    if (node, port)
+        .to_socket_addrs()
+        .is_ok_and(|mut a| a.next().is_some())
+    {
+        return None;
+    }
+    Some(match node_addr(scontrol, node) {
+        Ok(addr) if addr != node => (
+            Some(addr.clone()),
+            format!(
+                "{node} does not resolve here, so its NodeAddr {addr} from `scontrol show node` was used"
+            ),
+        ),
+        Ok(_) => (None, format!("{node} does not resolve here, and Slurm's NodeAddr for it is the same name")),
+        Err(e) => (None, format!("{node} does not resolve here, and `scontrol show node` did not help ({e})")),
+    })
+}
+
+/// `NodeAddr` of `node`, as `scontrol show node -o NODE` says it: bounded
+/// in time and size, and checked to be an address or a host name.
+fn node_addr(scontrol: &Path, node: &str) -> Result<String, String> {
+    use std::io::Read;
+    let mut child = std::process::Command::new(scontrol)
+        .args(["show", "node", "-o", node])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", scontrol.display()))?;
+    let until = std::time::Instant::now() + SCONTROL_WAIT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if std::time::Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("no answer within {} s", SCONTROL_WAIT.as_secs()));
+            }
+        }
+    };
+    let mut out = Vec::new();
+    if let Some(o) = child.stdout.take() {
+        let _ = o.take(64 << 10).read_to_end(&mut out);
+    }
+    if !status.success() {
+        return Err(format!("it ended with {status}"));
+    }
+    let text = String::from_utf8_lossy(&out);
+    let addr = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("NodeAddr="))
+        .ok_or("its answer has no NodeAddr")?;
+    let ok = !addr.is_empty()
+        && addr.len() <= 253
+        && addr
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'_'));
+    if !ok {
+        return Err(format!(
+            "its NodeAddr {} is no address",
+            printable(addr, 60)
+        ));
+    }
+    Ok(addr.to_string())
 }
 
 /// Where rank 0 listens: `MASTER_ADDR` and `MASTER_PORT` where a batch
@@ -462,6 +555,76 @@ mod tests {
                 assert_ne!(p, step_port(job, step + 1));
             }
         }
+    }
+
+    /// A fake `scontrol` that runs `body` (sh), in a scratch directory.
+    fn fake_scontrol(body: &str) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let d = crate::testutil::scratch("scontrol");
+        let p = d.join("scontrol");
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// The plan of task 1, whose first node is `node` (which does not
+    /// resolve, unless it is `localhost`), asking `scontrol`.
+    fn asking(node: &str, scontrol: &std::path::Path) -> Plan {
+        let mut vars = without(task("1", "1"), &["SLURM_STEP_NODELIST", "SLURMD_NODENAME"]);
+        vars.push(("SLURM_STEP_NODELIST", node.to_string()));
+        plan(&env_of(&vars).with_scontrol(scontrol.to_path_buf())).unwrap()
+    }
+
+    #[test]
+    fn a_first_node_that_does_not_resolve_is_reached_at_its_node_addr() {
+        let node = "nf-unresolved-xq1.invalid";
+        let answer = format!(
+            "echo NodeName={node} Arch=x86_64 NodeAddr=10.1.2.3 NodeHostName=gpu7 State=IDLE"
+        );
+        let p = asking(node, &fake_scontrol(&answer));
+        assert_eq!(
+            p.exchange,
+            Exchange::Ours(Init::Tcp {
+                host: "10.1.2.3".into(),
+                port: 27330
+            })
+        );
+        assert!(p.from.contains(&"scontrol show node"), "{:?}", p.from);
+        let origin = p.origin.unwrap();
+        assert!(
+            origin.starts_with(&format!(
+                "{node} does not resolve here, so its NodeAddr 10.1.2.3 from `scontrol show node` was used; the first node"
+            )),
+            "{origin}"
+        );
+        // An answer that is no address, a failing scontrol, none at all: the
+        // name stays, and the report says why.
+        for (body, why) in [
+            (
+                "echo NodeName=x NodeAddr='a;b'",
+                "its NodeAddr \"a;b\" is no address",
+            ),
+            ("echo NodeName=x", "its answer has no NodeAddr"),
+            ("exit 1", "it ended with exit status: 1"),
+        ] {
+            let p = asking(node, &fake_scontrol(body));
+            assert!(matches!(&p.exchange, Exchange::Ours(Init::Tcp { host, .. }) if host == node));
+            let origin = p.origin.unwrap();
+            assert!(
+                origin.starts_with(&format!(
+                    "{node} does not resolve here, and `scontrol show node` did not help ({why})"
+                )),
+                "{origin}"
+            );
+        }
+        // A name that resolves: scontrol is not asked.
+        let marker = crate::testutil::scratch("scontrol-asked").join("asked");
+        let p = asking(
+            "localhost",
+            &fake_scontrol(&format!("touch {}", marker.display())),
+        );
+        assert!(p.origin.unwrap().starts_with("the first node"));
+        assert!(!marker.exists());
     }
 
     fn task(rank: &str, local: &str) -> Vec<(&'static str, String)> {
