@@ -149,8 +149,15 @@ fn gpus() -> String {
     }
 }
 
-/// This host's name, as the kernel has it.
+/// This node's name: Slurm's (`SLURMD_NODENAME`), where it says it, else
+/// the host's, as the kernel has it.
 fn host_name() -> String {
+    if let Some(n) = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+    {
+        return n;
+    }
     nccl_find::internal::read_bounded(Path::new("/proc/sys/kernel/hostname"), 4096)
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
         .unwrap_or_default()

@@ -7,23 +7,18 @@
 //! on ports free at the time, every state, spool, log and pid file in that
 //! dir. They are child processes of the test, and a guard stops them (and
 //! any step daemon or task they left) when the last test is done with
-//! them, failed or not; then it asserts that none of them runs any more,
-//! and that its /etc/hosts line is gone (a failure of the test that let go
-//! last).
+//! them, failed or not; then it asserts that none of them runs any more (a
+//! failure of the test that let go last).
 //!
 //! The node names: a step on both nodes has `SLURM_STEP_NODELIST=node[01-02]`,
-//! and the slurm row looks for task 0 at `node01`. On a real cluster a
-//! node's name is its host name, which DNS knows; here the names are made
-//! up, so the guard adds `127.0.0.1 node01 node02`, tagged with this
-//! process's id, to /etc/hosts when no line of the host's own names them,
-//! and takes out just that line afterwards. Another run of this test at the
-//! same time (CI beside a developer) has a line of its own, and the lines
-//! of runs whose process is gone are taken out; /etc/hosts is changed under
-//! a lock (flock on it).
+//! and the slurm row looks for task 0 at `node01`. The names are made up
+//! (`NodeName` is not the host's name, only `NodeAddr=127.0.0.1` reaches
+//! the nodes), as on clusters whose node names DNS does not know: the row
+//! asks the real `scontrol show node` for `NodeAddr`, and says so.
 //!
 //! Runs: `srun -N 2 -n 4` (no PMI: the `slurm` row, our TCP rendezvous at
-//! node01, on the port the job id gives; again with `NCCL_FIND_SLURM_PORT`
-//! choosing the port), and `srun --mpi=pmix -n 4` and
+//! node01's address, on the port the job id gives, with rank 0's report of
+//! the two nodes; again with `NCCL_FIND_SLURM_PORT` choosing the port), and `srun --mpi=pmix -n 4` and
 //! `srun --mpi=pmi2 -n 4` on one node: the `pmix` and `pmi1` rows. Each
 //! task's exchange line is asserted whole, and its local rank against
 //! `SLURM_LOCALID` (a wrapper keeps the task's variables before it execs
@@ -33,7 +28,6 @@
 //! missing; fails instead when `NCCL_FIND_REQUIRE_LAUNCHERS=1`.
 
 use std::io::Read;
-use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, Weak};
@@ -51,14 +45,6 @@ const RUN: Duration = Duration::from_secs(300);
 
 /// The rendezvous timeout each task gets.
 const RENDEZVOUS_S: &str = "90";
-
-/// The line this test adds to /etc/hosts, but for the process id that
-/// ends it ([`hosts_line`]).
-const HOSTS_LINE: &str = "127.0.0.1 node01 node02 # added by nccl-find's launch_slurm test, pid";
-
-/// The line earlier versions of this test added, with no process id: left
-/// alone (it cannot be told whether its run is gone).
-const OLD_HOSTS_LINE: &str = "127.0.0.1 node01 node02 # added by nccl-find's launch_slurm test";
 
 /// The variables of srun's that each task's wrapper keeps, in
 /// `runs/NAME-env/VAR.TASK`.
@@ -212,13 +198,12 @@ fn tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
-/// Our Slurm: a controller and two node daemons, and the /etc/hosts line.
+/// Our Slurm: a controller and two node daemons.
 struct Cluster {
     dir: PathBuf,
     conf: PathBuf,
     daemons: Vec<Child>,
     scancel: PathBuf,
-    hosts_line_added: bool,
 }
 
 impl Cluster {
@@ -234,9 +219,7 @@ impl Cluster {
             conf: conf.clone(),
             daemons: Vec::new(),
             scancel: t.scancel.clone(),
-            hosts_line_added: false,
         };
-        cluster.hosts_line_added = add_hosts_line();
         let (ctl_port, node_port) = free_ports();
         let host = hostname();
         let d = dir.display();
@@ -329,107 +312,6 @@ impl Cluster {
     }
 }
 
-/// This process's /etc/hosts line.
-fn hosts_line() -> String {
-    format!("{HOSTS_LINE} {}", std::process::id())
-}
-
-/// Whether `line` is one a run of this test added: `Some(Some(pid))`, or
-/// `Some(None)` for an earlier version's.
-fn test_line(line: &str) -> Option<Option<u32>> {
-    let l = line.trim_end();
-    if l == OLD_HOSTS_LINE {
-        return Some(None);
-    }
-    let pid = l.strip_prefix(HOSTS_LINE)?.strip_prefix(' ')?;
-    Some(Some(pid.parse().ok()?))
-}
-
-/// Runs `f` holding an exclusive flock on /etc/hosts, which every run of
-/// this test takes before it changes the file.
-fn hosts_locked<T>(f: impl FnOnce() -> T) -> T {
-    use std::os::fd::AsRawFd;
-    let lock = std::fs::File::open("/etc/hosts").expect("/etc/hosts");
-    // SAFETY: flock on a descriptor this function holds until `f` is done
-    // (the lock goes with it).
-    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(
-        rc,
-        0,
-        "flock /etc/hosts: {}",
-        std::io::Error::last_os_error()
-    );
-    let t = f();
-    drop(lock);
-    t
-}
-
-/// Rewrites /etc/hosts as `new`, where that differs from `old`: in place
-/// (it may be a mount of its own, where a rename cannot land).
-fn write_hosts(old: &str, new: &str) {
-    if new != old {
-        std::fs::write("/etc/hosts", new).unwrap();
-    }
-}
-
-/// Takes out the lines of runs of this test whose process is gone, then
-/// adds this process's [`hosts_line`], unless the host's own lines (not a
-/// run of this test's) name both nodes, or no other run's line is there
-/// and both names resolve (DNS). Whether it added its line.
-fn add_hosts_line() -> bool {
-    let resolves = |n: &str| {
-        (n, 0)
-            .to_socket_addrs()
-            .is_ok_and(|mut a| a.next().is_some())
-    };
-    hosts_locked(|| {
-        let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
-        let kept: String = hosts
-            .split_inclusive('\n')
-            .filter(|l| !matches!(test_line(l), Some(Some(pid)) if !alive(pid)))
-            .collect();
-        // Before asking the resolver, which reads the file.
-        write_hosts(&hosts, &kept);
-        let own: Vec<&str> = kept.lines().filter(|l| test_line(l).is_none()).collect();
-        let named = |n: &str| {
-            own.iter().any(|l| {
-                let names = l.split('#').next().unwrap_or_default();
-                names.split_whitespace().skip(1).any(|w| w == n)
-            })
-        };
-        match (named("node01"), named("node02")) {
-            (true, true) => return false,
-            (false, false) => {}
-            _ => panic!("/etc/hosts names node01 or node02, but not both: fix it by hand"),
-        }
-        if !kept.lines().any(|l| test_line(l).is_some()) && resolves("node01") && resolves("node02")
-        {
-            return false;
-        }
-        let mut new = kept.clone();
-        if !new.is_empty() && !new.ends_with('\n') {
-            new.push('\n');
-        }
-        new.push_str(&hosts_line());
-        new.push('\n');
-        write_hosts(&kept, &new);
-        true
-    })
-}
-
-/// Takes this process's [`hosts_line`] out of /etc/hosts.
-fn remove_hosts_line() {
-    let mine = hosts_line();
-    hosts_locked(|| {
-        let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
-        let kept: String = hosts
-            .split_inclusive('\n')
-            .filter(|l| l.trim_end() != mine)
-            .collect();
-        write_hosts(&hosts, &kept);
-    })
-}
-
 impl Cluster {
     /// Stops what this cluster started and takes out what it added; says
     /// what was still there after that (nothing, when all went well).
@@ -482,13 +364,6 @@ impl Cluster {
                     .status();
             }
         }
-        if self.hosts_line_added {
-            remove_hosts_line();
-            let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
-            if hosts.lines().any(|l| l.trim_end() == hosts_line()) {
-                left.push(format!("/etc/hosts still holds {:?}", hosts_line()));
-            }
-        }
         let _ = std::fs::remove_dir_all(&self.dir);
         left
     }
@@ -496,8 +371,8 @@ impl Cluster {
 
 impl Drop for Cluster {
     /// Stops the cluster, and fails the test that let go of it last if
-    /// anything it started still runs, or its /etc/hosts line is still
-    /// there (only says so where that test fails already).
+    /// anything it started still runs (only says so where that test fails
+    /// already).
     fn drop(&mut self) {
         let left = self.stop();
         if left.is_empty() {
@@ -693,9 +568,9 @@ fn slurm_line(job: u64) -> impl Fn(usize, &str) {
         assert_eq!(
             line,
             format!(
-                "[rank {rank}] note: exchange: slurm via srun, at tcp://node01:{port} (from SLURM_PROCID, \
+                "[rank {rank}] note: exchange: slurm via srun, at tcp://127.0.0.1:{port} (from SLURM_PROCID, \
                  SLURM_NTASKS, SLURM_STEP_NODELIST, SLURM_JOB_ID, SLURM_STEP_ID, SLURM_LOCALID, \
-                 SLURM_SRUN_COMM_PORT)"
+                 scontrol show node, SLURM_SRUN_COMM_PORT)"
             )
         )
     }
@@ -721,6 +596,26 @@ fn srun_with_no_pmi_meets_at_the_first_node() {
     let first_on_1 = ran.nodes.iter().position(|n| n == "1").unwrap();
     assert_eq!(recorded(&ran.env, "SLURM_LOCALID", first_on_1), "0");
     assert_met(&ran, &slurm_line(ran.job));
+    // Rank 0 reports the two nodes by their Slurm names, with the facts of
+    // each node's first task, and tests the one boundary between them
+    // (and back to rank 0), every address NCCL will use reached.
+    let out = &ran.tasks[0].0;
+    let nodes: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("[rank 0] nodes: "))
+        .take_while(|l| !l.starts_with("[rank 0] note: rendezvous: "))
+        .collect();
+    assert_eq!(nodes.len(), 2, "{out}");
+    assert!(
+        nodes[0].starts_with("[rank 0] nodes: 2 (node01, node02), 4 rank(s); the same on every one: NCCL 2.21.5, driver "),
+        "{out}"
+    );
+    assert!(
+        nodes[1].starts_with("[rank 0]   reach: ")
+            && nodes[1].contains(" connection(s) tested between 2 hosts, ")
+            && nodes[1].ends_with(": every address NCCL will use was reached"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -746,9 +641,9 @@ fn nccl_find_slurm_port_chooses_the_port() {
         assert_eq!(
             line,
             format!(
-                "[rank {r}] note: exchange: slurm via srun, at tcp://node01:{port} (from SLURM_PROCID, \
+                "[rank {r}] note: exchange: slurm via srun, at tcp://127.0.0.1:{port} (from SLURM_PROCID, \
                  SLURM_NTASKS, SLURM_STEP_NODELIST, SLURM_JOB_ID, SLURM_STEP_ID, SLURM_LOCALID, \
-                 NCCL_FIND_SLURM_PORT, SLURM_SRUN_COMM_PORT)"
+                 NCCL_FIND_SLURM_PORT, scontrol show node, SLURM_SRUN_COMM_PORT)"
             )
         )
     });
