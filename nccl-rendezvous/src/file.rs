@@ -702,6 +702,7 @@ mod tests {
                     7,
                     "\\u{1b}[2Jfine\\u{85}rank 9: OK\\u{202e}\\u{a}end\\u{a}ok 0 fake".into()
                 )),
+                times_us: Vec::new(),
                 why: None,
             }]
         );

@@ -91,6 +91,7 @@ enum Cmd {
         ok: bool,
         wrong: u64,
         message: String,
+        times_us: Vec<u64>,
         deadline: Instant,
     },
 }
@@ -266,6 +267,7 @@ pub(crate) fn join(
                 nranks,
                 first_rank,
                 abort,
+                times_us: Vec::new(),
                 gathered,
                 link,
             })
@@ -304,12 +306,19 @@ fn run_until_finished(
                 ok,
                 wrong,
                 message,
+                times_us,
                 deadline,
             }) => {
                 if !ok {
                     kv.abort(&message);
                 }
-                return Some(outcomes(kv, rank, world, ok, wrong, &message, deadline));
+                let mine = Done {
+                    ok,
+                    wrong,
+                    message: &message,
+                    times_us: &times_us,
+                };
+                return Some(outcomes(kv, rank, world, &mine, deadline));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if abort.raised().is_none() {
@@ -357,12 +366,14 @@ impl KvLink {
         ok: bool,
         wrong: u64,
         message: &str,
+        times_us: Vec<u64>,
         deadline: Instant,
     ) -> Vec<PeerOutcome> {
         let sent = self.cmds.send(Cmd::Finish {
             ok,
             wrong,
             message: message.to_string(),
+            times_us,
             deadline,
         });
         let wait = until_past(deadline);
@@ -375,6 +386,7 @@ impl KvLink {
                 .map(|rank| PeerOutcome {
                     rank,
                     done: None,
+                    times_us: Vec::new(),
                     why: None,
                 })
                 .collect(),
@@ -560,38 +572,63 @@ fn read_plan(
     Ok((id, nranks as usize, first as usize))
 }
 
+/// The most times one rank reports.
+const MAX_TIMES: usize = 8;
+
+/// One rank's outcome, as it leaves it.
+struct Done<'a> {
+    ok: bool,
+    wrong: u64,
+    message: &'a str,
+    times_us: &'a [u64],
+}
+
+/// An outcome as the store carries it: right (a byte), wrong elements,
+/// the count of times and each (little-endian), then the message.
+fn encode_done(d: &Done) -> Vec<u8> {
+    let mut v = vec![u8::from(d.ok)];
+    v.extend_from_slice(&d.wrong.to_le_bytes());
+    let times = &d.times_us[..d.times_us.len().min(MAX_TIMES)];
+    v.push(times.len() as u8);
+    for t in times {
+        v.extend_from_slice(&t.to_le_bytes());
+    }
+    let mut cut = d.message.len().min(MAX_MESSAGE);
+    while !d.message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    v.extend_from_slice(&d.message.as_bytes()[..cut]);
+    v
+}
+
 /// Step 3: this rank's outcome for rank 0; rank 0 gets every peer's.
 fn outcomes(
     kv: &mut dyn Kv,
     rank: usize,
     world: usize,
-    ok: bool,
-    wrong: u64,
-    message: &str,
+    mine: &Done,
     deadline: Instant,
 ) -> Vec<PeerOutcome> {
-    let mut v = vec![u8::from(ok)];
-    v.extend_from_slice(&wrong.to_le_bytes());
-    let mut cut = message.len().min(MAX_MESSAGE);
-    while !message.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    v.extend_from_slice(&message.as_bytes()[..cut]);
     let fenced = kv
-        .put(&key("done", rank), &v)
+        .put(&key("done", rank), &encode_done(mine))
         .map_err(|e| e.to_string())
         .and_then(|()| kv.fence(deadline).map_err(|f| f.message));
     let got = if rank == 0 {
         (1..world)
             .map(|r| match &fenced {
-                Ok(()) => PeerOutcome {
-                    rank: r,
-                    done: kv.get(r, &key("done", r)).ok().and_then(|b| read_done(&b)),
-                    why: None,
-                },
+                Ok(()) => {
+                    let read = kv.get(r, &key("done", r)).ok().and_then(|b| read_done(&b));
+                    PeerOutcome {
+                        rank: r,
+                        times_us: read.as_ref().map(|d| d.3.clone()).unwrap_or_default(),
+                        done: read.map(|(ok, wrong, m, _)| (ok, wrong, m)),
+                        why: None,
+                    }
+                }
                 Err(why) => PeerOutcome {
                     rank: r,
                     done: None,
+                    times_us: Vec::new(),
                     why: Some(why.clone()),
                 },
             })
@@ -608,8 +645,9 @@ fn outcomes(
     got
 }
 
-fn read_done(b: &[u8]) -> Option<(bool, u64, String)> {
-    if b.len() < 9 || b.len() > 9 + MAX_MESSAGE {
+/// An outcome back: `None` when it is malformed.
+fn read_done(b: &[u8]) -> Option<(bool, u64, String, Vec<u64>)> {
+    if b.len() < 10 || b.len() > 10 + 8 * MAX_TIMES + MAX_MESSAGE {
         return None;
     }
     let ok = match b[0] {
@@ -618,9 +656,23 @@ fn read_done(b: &[u8]) -> Option<(bool, u64, String)> {
         _ => return None,
     };
     let wrong = le_u64(&b[1..9])?;
+    let n = usize::from(b[9]);
+    if n > MAX_TIMES || b.len() < 10 + 8 * n {
+        return None;
+    }
+    let times = b[10..10 + 8 * n].chunks(8).filter_map(le_u64).collect();
+    let message = &b[10 + 8 * n..];
+    if message.len() > MAX_MESSAGE {
+        return None;
+    }
     // A peer's words, through a store anyone who reaches it may write:
     // shown escaped, never raw.
-    Some((ok, wrong, peer_text(&String::from_utf8_lossy(&b[9..]))))
+    Some((
+        ok,
+        wrong,
+        peer_text(&String::from_utf8_lossy(message)),
+        times,
+    ))
 }
 
 /// What the rendezvous gives a process.
@@ -633,6 +685,8 @@ pub struct Joined {
     pub first_rank: usize,
     /// Raised when another rank goes away, or stops the job.
     pub abort: Arc<Abort>,
+    /// What [`Joined::report_times`] set, for rank 0.
+    times_us: Vec<u64>,
     /// Rank 0's: every rank's [`Card`] and the connections tested between
     /// hosts (`None` on the other ranks).
     pub gathered: Option<Gathered>,
@@ -651,7 +705,14 @@ impl Joined {
         timeout: Duration,
     ) -> Vec<PeerOutcome> {
         self.link
-            .finish(ok, wrong, message, deadline_after(timeout))
+            .finish(ok, wrong, message, self.times_us, deadline_after(timeout))
+    }
+
+    /// Times this rank reports to rank 0 with its outcome, in microseconds
+    /// (at most 8 are sent; what each means is the caller's to say): rank 0
+    /// finds them in [`PeerOutcome::times_us`].
+    pub fn report_times(&mut self, times_us: &[u64]) {
+        self.times_us = times_us.to_vec();
     }
 }
 
@@ -764,6 +825,8 @@ mod tests {
                     .map_err(|f| f.message)?;
                     assert_eq!(j.id, [5u8; 128]);
                     let (nranks, first, gathered) = (j.nranks, j.first_rank, j.gathered.clone());
+                    let mut j = j;
+                    j.report_times(&[r as u64, 10 * r as u64]);
                     let peers = j.finish(r != 2, r as u64, &says(r), Duration::from_secs(secs));
                     Ok((nranks, first, peers, gathered))
                 })
@@ -787,11 +850,13 @@ mod tests {
                 PeerOutcome {
                     rank: 1,
                     done: Some((true, 1, "rank 1".into())),
+                    times_us: vec![1, 10],
                     why: None,
                 },
                 PeerOutcome {
                     rank: 2,
                     done: Some((false, 2, "rank 2".into())),
+                    times_us: vec![2, 20],
                     why: None,
                 },
             ]
@@ -824,13 +889,14 @@ mod tests {
                     1,
                     "\\u{1b}]0;pwned\\u{7}\\u{a}OK: fake \\\\ \\u{202e}".into()
                 )),
+                times_us: vec![1, 10],
                 why: None,
             }]
         );
         // Bytes that are not UTF-8 are shown, not passed on.
         assert_eq!(
-            read_done(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, b'\r']),
-            Some((false, 0, "\u{fffd}\\u{d}".into()))
+            read_done(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, b'\r']),
+            Some((false, 0, "\u{fffd}\\u{d}".into(), vec![]))
         );
     }
 
@@ -922,10 +988,17 @@ mod tests {
         // A rank whose first NCCL rank would lie past the end.
         assert!(read_plan(&plan, 2, 2, none).is_err());
         assert_eq!(
-            read_done(&[1, 3, 0, 0, 0, 0, 0, 0, 0, b'h']),
-            Some((true, 3, "h".into()))
+            read_done(&[1, 3, 0, 0, 0, 0, 0, 0, 0, 0, b'h']),
+            Some((true, 3, "h".into(), vec![]))
         );
-        assert_eq!(read_done(&[2, 0, 0, 0, 0, 0, 0, 0, 0]), None);
+        assert_eq!(
+            read_done(&[1, 3, 0, 0, 0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 0, 0, b'h']),
+            Some((true, 3, "h".into(), vec![5]))
+        );
+        assert_eq!(read_done(&[2, 0, 0, 0, 0, 0, 0, 0, 0, 0]), None);
         assert_eq!(read_done(&[1]), None);
+        // More times than a rank sends, or fewer bytes than it says.
+        assert_eq!(read_done(&[1, 0, 0, 0, 0, 0, 0, 0, 0, 9]), None);
+        assert_eq!(read_done(&[1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]), None);
     }
 }

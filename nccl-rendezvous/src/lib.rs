@@ -399,6 +399,7 @@ mod join_tests {
             vec![PeerOutcome {
                 rank: 1,
                 done: None,
+                times_us: Vec::new(),
                 why: Some(format!(
                     "rank(s) 1 went away before barrier 2 of the rendezvous at tcp://127.0.0.1:{port}: check \
                      their output"
@@ -431,6 +432,7 @@ mod join_tests {
             vec![PeerOutcome {
                 rank: 1,
                 done: Some((false, 3, "boom".into())),
+                times_us: Vec::new(),
                 why: None,
             }]
         );

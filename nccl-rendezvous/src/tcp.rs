@@ -1412,6 +1412,7 @@ mod tests {
         // The peer's outcome, as a hostile one would put it.
         let mut done = vec![1u8];
         done.extend_from_slice(&0u64.to_le_bytes());
+        done.push(0);
         done.extend_from_slice("\x1b[2Jfine\nrank 9: OK\u{202e}".as_bytes());
         let put = Msg::Put {
             key: done_key(1),
@@ -1427,6 +1428,7 @@ mod tests {
             vec![PeerOutcome {
                 rank: 1,
                 done: Some((true, 0, "\\u{1b}[2Jfine\\u{a}rank 9: OK\\u{202e}".into())),
+                times_us: Vec::new(),
                 why: None,
             }]
         );

@@ -139,6 +139,9 @@ pub struct PeerOutcome {
     pub rank: usize,
     /// Right, wrong elements, message; or `None` when it never reported.
     pub done: Option<(bool, u64, String)>,
+    /// The times it reported, in microseconds (what each is, the caller
+    /// says: [`crate::Joined::report_times`]); empty when none came.
+    pub times_us: Vec<u64>,
     /// Why it never reported, where the store could tell (`rank(s) 1 went
     /// away before barrier 2 …`).
     pub why: Option<String>,
