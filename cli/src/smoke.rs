@@ -316,20 +316,8 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         .as_ref()
         .map(|j| format!("[rank {}] ", j.rank))
         .unwrap_or_default();
-    let mut events = Vec::new();
+    let mut events = preamble(a, &who, meeting.as_ref(), &settings, &capture);
     let mut out = std::io::stdout();
-    if let (Some(m), false) = (&meeting, a.json) {
-        say(&mut out, &format!("{who}note: {}", m.line()));
-    }
-    if let (Some(line), false) = (settings_line(&settings), a.json) {
-        say(&mut out, &format!("{who}{line}"));
-    }
-    if let Some(n) = capture.0.swept_note() {
-        if !a.json {
-            say(&mut out, &format!("{who}note: {n}"));
-        }
-        events.push(Event::Note(n));
-    }
     let mut header_done = false;
     let result = smoke::run(&opts, &mut |e: Event| {
         let line = event_line(&who, &e, &mut header_done);
@@ -342,6 +330,10 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     let wall = started.elapsed().as_secs_f64();
     let (code, verdict, top, floor) = ending(a, &result, wall, gathered(&events));
     let judged = judge(&result, top, &capture);
+    let slow = result
+        .as_ref()
+        .ok()
+        .map(|s| crate::nodes::slow_ranks(s, gathered(&events)));
     let warnings = if code == 1 {
         capture.0.last_warnings(10)
     } else {
@@ -350,6 +342,9 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     if a.json {
         let mut doc = json_report(code, &verdict, wall, &events, &warnings, judged.as_ref());
         doc["settings"] = settings_json(&settings);
+        if let Some((_, t)) = &slow {
+            doc["timings"] = t.clone();
+        }
         if let Some(m) = &meeting {
             doc["exchange"] = meeting_json(m);
         }
@@ -366,9 +361,39 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
         let _ = writeln!(std::io::stdout(), "{text}");
     } else {
+        for line in slow.iter().flat_map(|s| &s.0) {
+            say(&mut std::io::stdout(), &format!("{who}note: {line}"));
+        }
         print_ending(&who, &warnings, judged.as_ref(), &settings, &verdict, code);
     }
     ExitCode::from(code)
+}
+
+/// The report's first lines, before the run: how the processes meet, the
+/// settings in force, and what the capture of NCCL's log swept away (an
+/// event too, for `--json`).
+fn preamble(
+    a: &Args,
+    who: &str,
+    meeting: Option<&Meeting>,
+    settings: &[crate::settings::Setting],
+    capture: &Captured,
+) -> Vec<Event> {
+    let mut out = std::io::stdout();
+    if let (Some(m), false) = (meeting, a.json) {
+        say(&mut out, &format!("{who}note: {}", m.line()));
+    }
+    if let (Some(line), false) = (settings_line(settings), a.json) {
+        say(&mut out, &format!("{who}{line}"));
+    }
+    let mut events = Vec::new();
+    if let Some(n) = capture.0.swept_note() {
+        if !a.json {
+            say(&mut out, &format!("{who}note: {n}"));
+        }
+        events.push(Event::Note(n));
+    }
+    events
 }
 
 /// What this process brings to the meeting ([`crate::nodes::card`]), under

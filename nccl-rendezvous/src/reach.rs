@@ -90,6 +90,18 @@ pub struct Probe {
     pub error: Option<String>,
 }
 
+impl Probe {
+    /// A connection from rank `from` to `to`'s `addr`, that reached it.
+    pub fn new(from: usize, to: usize, addr: Addr) -> Probe {
+        Probe {
+            from,
+            to,
+            addr,
+            error: None,
+        }
+    }
+}
+
 /// What rank 0 gathered: every rank's card and every connection tested.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -98,6 +110,13 @@ pub struct Gathered {
     pub cards: Vec<Card>,
     /// The connections tested, in rank order.
     pub probes: Vec<Probe>,
+}
+
+impl Gathered {
+    /// What rank 0 would gather from these cards and connections.
+    pub fn new(cards: Vec<Card>, probes: Vec<Probe>) -> Gathered {
+        Gathered { cards, probes }
+    }
 }
 
 /// A hello as read back: a rank's GPU count and card, its listening ports

@@ -55,7 +55,7 @@ use nccl_rendezvous as rendezvous;
 use nccl_rendezvous::untrusted;
 pub use nccl_rendezvous::{Failed, Job, PeerOutcome};
 pub use net::ifname_problem;
-pub use report::{hint, Event, Failure, Row, Summary, Timing};
+pub use report::{hint, Event, Failure, Row, Summary, Timing, TIMES};
 
 /// What to run: [`Options::new`], then the fields to change.
 #[derive(Debug, Clone)]
@@ -190,8 +190,19 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         )));
     }
     gpu::cleanup(&mut run);
+    let largest_us = match &result {
+        Ok((rows, _)) => rows
+            .iter()
+            .max_by_key(|r| r.bytes)
+            .map_or(0, |r| r.oop.time_us.round() as u64),
+        Err(_) => 0,
+    };
+    let times_us = vec![((driver_s + ctx_s) * 1e6).round() as u64, largest_us];
     let peers = joined
-        .map(|j| finish_with_peers(j, ok, wrong, &message, opts.timeout))
+        .map(|mut j| {
+            j.report_times(&times_us);
+            finish_with_peers(j, ok, wrong, &message, opts.timeout)
+        })
         .unwrap_or_default();
     let (rows, wrong) = result?;
     let all_ok = wrong == 0 && peers.iter().all(|p| matches!(p.done, Some((true, _, _))));
@@ -202,6 +213,7 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         peers,
         ok: all_ok,
         topology,
+        times_us,
     })
 }
 
@@ -487,6 +499,7 @@ fn rendezvous_only(
         peers,
         ok,
         topology: verdict::Topology::default(),
+        times_us: Vec::new(),
     })
 }
 

@@ -88,7 +88,16 @@ pub struct Summary {
     pub ok: bool,
     /// The links of this process's GPUs (for [`verdict::judge`]).
     pub topology: verdict::Topology,
+    /// This process's own times, as every rank reports them to rank 0
+    /// ([`TIMES`]), in microseconds.
+    pub times_us: Vec<u64>,
 }
+
+/// What each rank reports to rank 0 with its outcome, in this order, in
+/// microseconds: its setup (the driver loaded and its GPUs' contexts made,
+/// before it waits for anyone), and the out-of-place time per call at the
+/// largest size (0 where none ran).
+pub const TIMES: [&str; 2] = ["setup", "time per call at the largest size"];
 
 /// Why the smoke test could not finish.
 #[derive(Debug, Clone, PartialEq, Eq)]
