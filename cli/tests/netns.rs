@@ -8,7 +8,7 @@
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{text, wheel_lib, TmpDir};
+use common::{text, wheel_lib, without_launchers, TmpDir};
 
 /// Says why the test cannot run here: a failure under
 /// `NCCL_FIND_REQUIRE_NETNS=1`, else a skip.
@@ -240,7 +240,10 @@ fn bridge(ns: &str, name: &str) -> Result<(), String> {
 }
 
 fn make_hosts() -> Result<Hosts, String> {
-    let pid = std::process::id();
+    // Two tests of this file may make hosts at once, in one process.
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let pid = format!("{n}{}", std::process::id());
     let mut hosts = Hosts { ns: Vec::new() };
     let sw = format!("nf-sw-{pid}");
     ip(&["netns", "add", &sw])?;
@@ -360,10 +363,7 @@ fn three(
         .enumerate()
         .map(|(h, (lib, vars))| on_host(hosts, h, &tmp, *lib, vars))
         .collect();
-    let outs: Vec<_> = kids
-        .into_iter()
-        .map(|k| text(&k.wait_with_output().unwrap()))
-        .collect();
+    let outs = outcomes(kids);
     tmp.assert_empty(&format!("{outs:#?}"));
     outs
 }
@@ -497,5 +497,128 @@ fn three_hosts_say_which_interface_reaches_every_one_and_which_host_differs() {
         assert!(report.contains(&line), "{line}\n{report:#?}");
     }
     assert_eq!(outs[0].0, 1, "{outs:#?}");
+    drop(hosts);
+}
+
+/// `torchrun --nnodes=3` on host `h`: one agent a host, its c10d
+/// rendezvous at host 0's eth0 (hosted there: `is_host`), one worker each,
+/// running `nccl-find smoke --rendezvous-only` with the agent's store.
+/// torch names the agents' hosts to each other: each host's /etc/hosts
+/// (`names`, bound over it in a mount namespace of its own) knows the three.
+fn agent_on(
+    hosts: &Hosts,
+    h: usize,
+    tmp: &TmpDir,
+    names: &std::path::Path,
+    torchrun: &str,
+    lib: &std::path::Path,
+) -> std::process::Child {
+    let mut c = Command::new("ip");
+    let ns = &hosts.ns[h + 1];
+    c.args([
+        "netns", "exec", ns, "unshare", "--uts", "--mount", "sh", "-c",
+    ])
+    .arg("mount --bind \"$1\" /etc/hosts && hostname \"$0\" && shift && exec \"$@\"")
+    .args([HOSTS[h], names.to_str().unwrap(), torchrun])
+    .args(["--nnodes=3", "--nproc-per-node=1", "--max-restarts=0"])
+    .args(["--rdzv-backend=c10d", "--rdzv-endpoint=10.231.8.1:29400"])
+    .args([
+        "--rdzv-id=netns-3",
+        &format!("--rdzv-conf=is_host={}", h == 0),
+    ])
+    .args([
+        "--no-python",
+        env!("CARGO_BIN_EXE_nccl-find"),
+        "smoke",
+        "--rendezvous-only",
+    ])
+    .args(["--timeout", "90", "--lib", lib.to_str().unwrap()]);
+    without_launchers(&mut c)
+        .env_remove("NCCL_SOCKET_IFNAME")
+        .env_remove("NCCL_HOME")
+        .env("TMPDIR", tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().unwrap()
+}
+
+/// Each child's outcome, read at once: one that fills its pipe would stall
+/// the others (torchrun's agents wait for each other to exit).
+fn outcomes(kids: Vec<std::process::Child>) -> Vec<(i32, String, String)> {
+    let readers: Vec<_> = kids
+        .into_iter()
+        .map(|k| std::thread::spawn(move || text(&k.wait_with_output().unwrap())))
+        .collect();
+    readers.into_iter().map(|r| r.join().unwrap()).collect()
+}
+
+#[test]
+fn three_hosts_under_torchrun_c10d_say_the_same() {
+    let Some(lib) = wheel_lib() else { return };
+    let torchrun = match std::env::var("NCCL_FIND_TORCHRUN") {
+        Ok(t) if !t.is_empty() => t,
+        _ => {
+            assert!(
+                std::env::var("NCCL_FIND_REQUIRE_LAUNCHERS").as_deref() != Ok("1"),
+                "NCCL_FIND_REQUIRE_LAUNCHERS=1, but NCCL_FIND_TORCHRUN is not set"
+            );
+            return eprintln!("skipped: NCCL_FIND_TORCHRUN is not set (scripts/launchers sets it)");
+        }
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("network namespaces need root");
+    }
+    let hosts = match make_hosts() {
+        Ok(h) => h,
+        Err(e) => return skip(&format!("cannot make the test's namespaces ({e})")),
+    };
+    let tmp = TmpDir::new("netns3-torchrun");
+    let etc = TmpDir::new("netns3-hosts");
+    let names = etc.path().join("hosts");
+    let known = "127.0.0.1 localhost\n10.231.8.1 nf-a\n10.231.8.2 nf-b\n10.231.8.3 nf-c\n";
+    std::fs::write(&names, known).unwrap();
+    let agents = (0..3)
+        .map(|h| agent_on(&hosts, h, &tmp, &names, &torchrun, &lib))
+        .collect();
+    let outs = outcomes(agents);
+    // Rank 0 is the worker of the agent that hosts the store (host 0 joins
+    // first there, but torch may order the agents as they came).
+    let zero = outs
+        .iter()
+        .position(|o| o.1.contains("[rank 0] note: exchange: torchrun-store"))
+        .unwrap_or_else(|| panic!("{outs:#?}"));
+    let report = nodes_report(&outs[zero].1);
+    assert!(
+        report[0].starts_with("[rank 0] nodes: 3 (")
+            && report[0].contains("NCCL's interfaces dummy0,eth0,dm1"),
+        "{outs:#?}"
+    );
+    assert!(
+        report[1].ends_with(": 4 to an address NCCL will use failed"),
+        "{outs:#?}"
+    );
+    assert_eq!(
+        report.last().map(String::as_str),
+        Some("[rank 0]   proposed: NCCL_SOCKET_IFNAME=eth0 (it reached every host tried)"),
+        "{outs:#?}"
+    );
+    assert_eq!(
+        report
+            .iter()
+            .filter(|l| l.starts_with("[rank 0] problem: ") && l.contains(" dummy0 10.99."))
+            .count(),
+        4,
+        "{outs:#?}"
+    );
+    // torchrun leaves its own directories where a worker failed (rank 0
+    // does, on the problems it names): nothing else may be left.
+    let ours: Vec<String> = tmp
+        .left()
+        .into_iter()
+        .filter(|l| !l.starts_with("torchelastic_"))
+        .collect();
+    assert!(ours.is_empty(), "left behind: {ours:#?}");
     drop(hosts);
 }
