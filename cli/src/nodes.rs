@@ -89,9 +89,7 @@ fn host_facts(picked: &[String]) -> Vec<String> {
             });
     let cuda =
         nccl_smoke::driver::cuda_version().map(|v| format!("{}.{}", v / 1000, v % 1000 / 10));
-    let rdma = crate::host::RdmaHw::gather(Path::new("/"));
-    let ports: Vec<String> = rdma
-        .adapters
+    let ports: Vec<String> = crate::host::rdma::adapters(Path::new("/"))
         .iter()
         .flat_map(|a| {
             a.ports
@@ -402,6 +400,29 @@ pub fn proposal(g: &Gathered) -> Option<String> {
     })
 }
 
+/// The connections that failed to the interfaces NCCL will not use, by
+/// interface and error, in one line (`None`: none failed).
+fn others_not_reached(failed: &[&Probe]) -> Option<String> {
+    let mut by: Vec<(&str, &str, usize)> = Vec::new();
+    for p in failed.iter().filter(|p| !p.addr.nccl) {
+        let (i, e) = (p.addr.iface.as_str(), p.error.as_deref().unwrap_or(""));
+        match by.iter_mut().find(|b| b.0 == i && b.1 == e) {
+            Some(b) => b.2 += 1,
+            None => by.push((i, e, 1)),
+        }
+    }
+    let parts: Vec<String> = by
+        .iter()
+        .map(|(i, e, n)| format!("{i} {n}x ({e})"))
+        .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "not reached on the other interfaces: {} (each in --json)",
+            parts.join(", ")
+        )
+    })
+}
+
 /// The most failed connections the text report names one by one.
 const MAX_LINES: usize = 12;
 
@@ -436,39 +457,39 @@ pub fn reach_lines(g: &Gathered) -> Vec<(bool, String)> {
         ),
     )];
     let host = |r: usize| g.cards.get(r).map_or("?", |c| c.host.as_str());
-    let ordered: Vec<&&Probe> = failed
-        .iter()
-        .filter(|p| p.addr.nccl)
-        .chain(failed.iter().filter(|p| !p.addr.nccl))
-        .collect();
-    for (i, p) in ordered.iter().enumerate() {
+    let nccl: Vec<&&Probe> = failed.iter().filter(|p| p.addr.nccl).collect();
+    for (i, p) in nccl.iter().enumerate() {
         if i == MAX_LINES {
             out.push((
                 false,
-                format!(
-                    "(and {} more failed connection(s): every one is in --json)",
-                    ordered.len() - i
-                ),
+                format!("(and {} more: every one is in --json)", nccl.len() - i),
             ));
             break;
         }
         out.push((
-            p.addr.nccl,
+            true,
             format!(
-                "{} (rank {}) -> {} (rank {}) {} {}{}: {}",
+                "{} (rank {}) -> {} (rank {}) {} {}, which NCCL will use: {}",
                 host(p.from),
                 p.from,
                 host(p.to),
                 p.to,
                 p.addr.iface,
                 p.addr.ip,
-                if p.addr.nccl {
-                    ", which NCCL will use"
-                } else {
-                    ""
-                },
                 p.error.as_deref().unwrap_or("")
             ),
+        ));
+    }
+    if let Some(line) = others_not_reached(&failed) {
+        out.push((false, line));
+    }
+    let rdma = |c: &Card| facts_of(c).get("rdma").is_some_and(|v| v != "none");
+    if g.cards.iter().any(rdma) {
+        out.push((
+            false,
+            "RDMA (NCCL_IB_HCA, RoCE GIDs) was not tested here: this test is TCP, on the addresses NCCL's \
+             bootstrap uses; the run's own transfers test RDMA"
+                .into(),
         ));
     }
     if nccl_failed > 0 {

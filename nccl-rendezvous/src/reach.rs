@@ -19,8 +19,8 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use crate::fsafe::random_bytes;
@@ -128,24 +128,20 @@ pub(crate) struct Hello {
     pub tag: [u8; 16],
 }
 
-/// This rank's listeners: open until dropped.
+/// This rank's listeners: open until dropped (the thread that answers
+/// them hears the end of `_stop` and ends).
 pub(crate) struct Listening {
     ports: Vec<u16>,
     tag: [u8; 16],
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for Listening {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
+    _stop: Option<UnixStream>,
 }
 
 /// Listens on each of `card`'s addresses; a thread answers each connection
-/// with the tag until the result is dropped.
+/// with the tag until the result is dropped. It sleeps in `poll(2)` until a
+/// connection comes: a thousand ranks on one host cost no CPU while they
+/// wait.
 pub(crate) fn listen(card: &Card) -> Listening {
     let tag = random_bytes();
-    let stop = Arc::new(AtomicBool::new(false));
     let mut ports = Vec::new();
     let mut ls = Vec::new();
     for a in card.addrs.iter().take(MAX_ADDRS) {
@@ -159,21 +155,49 @@ pub(crate) fn listen(card: &Card) -> Listening {
             _ => ports.push(0),
         }
     }
+    let mut stop = None;
     if !ls.is_empty() {
-        let stop = stop.clone();
-        let spawned = std::thread::Builder::new()
-            .name("nccl-find-listen".into())
-            .spawn(move || answer(&ls, &stop, tag));
-        if spawned.is_err() {
+        let spawned = UnixStream::pair().ok().and_then(|(mine, theirs)| {
+            std::thread::Builder::new()
+                .name("nccl-find-listen".into())
+                .spawn(move || answer(&ls, &theirs, tag))
+                .ok()
+                .map(|_| mine)
+        });
+        if spawned.is_none() {
             ports.iter_mut().for_each(|p| *p = 0);
         }
+        stop = spawned;
     }
-    Listening { ports, tag, stop }
+    Listening {
+        ports,
+        tag,
+        _stop: stop,
+    }
 }
 
-/// Writes the tag to every connection, until `stop`.
-fn answer(ls: &[TcpListener], stop: &AtomicBool, tag: [u8; 16]) {
-    while !stop.load(Ordering::SeqCst) {
+/// Writes the tag to every connection, until `stop`'s other end closes.
+fn answer(ls: &[TcpListener], stop: &UnixStream, tag: [u8; 16]) {
+    let mut fds: Vec<libc::pollfd> = ls
+        .iter()
+        .map(|l| l.as_raw_fd())
+        .chain([stop.as_raw_fd()])
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        // SAFETY: `fds` is a live array of `fds.len()` pollfd structs, whose
+        // descriptors this thread's listeners and `stop` hold open.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+        if fds.last().is_some_and(|f| f.revents != 0) {
+            return;
+        }
         for l in ls {
             while let Ok((mut s, _)) = l.accept() {
                 let _ = s.set_nonblocking(false);
@@ -181,7 +205,6 @@ fn answer(ls: &[TcpListener], stop: &AtomicBool, tag: [u8; 16]) {
                 let _ = s.write_all(&tag);
             }
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -96,29 +96,35 @@ fn word(s: &str) -> String {
     s.split_once(':').map_or(s, |(_, w)| w).trim().to_string()
 }
 
+/// The RDMA adapters under `root` (`/`, or a test's tree) and their ports.
+pub fn adapters(root: &Path) -> Vec<Adapter> {
+    let ib = root.join("sys/class/infiniband");
+    let mut adapters = Vec::new();
+    for name in names(&ib) {
+        let mut ports = Vec::new();
+        let pdir = ib.join(&name).join("ports");
+        let mut nums: Vec<u32> = names(&pdir).iter().filter_map(|n| n.parse().ok()).collect();
+        nums.sort_unstable();
+        for num in nums {
+            let p = pdir.join(num.to_string());
+            ports.push(Port {
+                num,
+                state: word(&small(&p.join("state")).unwrap_or_default()),
+                phys_state: word(&small(&p.join("phys_state")).unwrap_or_default()),
+                rate: small(&p.join("rate")).unwrap_or_default(),
+                link_layer: small(&p.join("link_layer")).unwrap_or_default(),
+                gids: gids(&p),
+            });
+        }
+        adapters.push(Adapter { name, ports });
+    }
+    adapters
+}
+
 impl RdmaHw {
     /// Reads the machine under `root` (`/`, or a test's tree).
     pub fn gather(root: &Path) -> RdmaHw {
-        let ib = root.join("sys/class/infiniband");
-        let mut adapters = Vec::new();
-        for name in names(&ib) {
-            let mut ports = Vec::new();
-            let pdir = ib.join(&name).join("ports");
-            let mut nums: Vec<u32> = names(&pdir).iter().filter_map(|n| n.parse().ok()).collect();
-            nums.sort_unstable();
-            for num in nums {
-                let p = pdir.join(num.to_string());
-                ports.push(Port {
-                    num,
-                    state: word(&small(&p.join("state")).unwrap_or_default()),
-                    phys_state: word(&small(&p.join("phys_state")).unwrap_or_default()),
-                    rate: small(&p.join("rate")).unwrap_or_default(),
-                    link_layer: small(&p.join("link_layer")).unwrap_or_default(),
-                    gids: gids(&p),
-                });
-            }
-            adapters.push(Adapter { name, ports });
-        }
+        let adapters = adapters(root);
         let uverbs = names(&root.join("dev/infiniband"))
             .into_iter()
             .filter(|n| n.starts_with("uverbs"))
