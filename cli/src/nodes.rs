@@ -649,12 +649,12 @@ pub fn slow_ranks(s: &nccl_smoke::Summary, g: Option<&Gathered>) -> (Vec<String>
     (lines, doc)
 }
 
-/// Microseconds in words: `4.20 s`, `830 us`.
+/// Microseconds in words: `4.20 s`, `907.0 ms`, `830 us`.
 fn micros(us: u64) -> String {
-    if us >= 1_000_000 {
-        format!("{:.2} s", us as f64 / 1e6)
-    } else {
-        format!("{us} us")
+    match us {
+        1_000_000.. => format!("{:.2} s", us as f64 / 1e6),
+        1_000.. => format!("{:.1} ms", us as f64 / 1e3),
+        _ => format!("{us} us"),
     }
 }
 
