@@ -471,6 +471,7 @@ fn every_flag_the_docs_use_is_in_help() {
         "--ntasks-per-node",
         "--oversubscribe",
         "--path",
+        "--rdzv-backend",
         "--rdzv-id",
         "--standalone",
         "--test",

@@ -351,12 +351,12 @@ fn on_host(
     c.spawn().unwrap()
 }
 
+/// A host's `--lib` (`None`: the probe's choice) and variables.
+type Host<'a> = (Option<&'a std::path::Path>, &'a [(&'a str, &'a str)]);
+
 /// The three ranks' outcomes, each host with its own `--lib` (`None`: the
 /// probe's choice) and variables.
-fn three(
-    hosts: &Hosts,
-    each: [(Option<&std::path::Path>, &[(&str, &str)]); 3],
-) -> Vec<(i32, String, String)> {
+fn three(hosts: &Hosts, each: [Host<'_>; 3]) -> Vec<(i32, String, String)> {
     let tmp = TmpDir::new("netns3");
     let kids: Vec<_> = each
         .iter()

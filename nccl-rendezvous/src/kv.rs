@@ -488,7 +488,7 @@ fn test_boundaries(
     world: usize,
     host: &str,
     deadline: Instant,
-) -> Vec<(usize, Vec<(u8, Option<String>)>)> {
+) -> Vec<(usize, reach::Tries)> {
     let mut hello_of = |r: usize| {
         kv.get(r, &key("hello", r))
             .ok()

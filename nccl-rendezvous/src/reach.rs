@@ -335,9 +335,13 @@ pub(crate) fn at_boundary(host: &str, next: &str) -> bool {
     !host.is_empty() && !next.is_empty() && host != next
 }
 
+/// What happened to each address of one rank tried: its index in that
+/// rank's card, and the error (`None`: reached).
+pub(crate) type Tries = Vec<(u8, Option<String>)>;
+
 /// Connects to each of `to`'s addresses at once, each by [`PROBE_WAIT`]
 /// and `until`; what happened to each, by its index in `to`'s card.
-pub(crate) fn probe(to: &Hello, until: Instant) -> Vec<(u8, Option<String>)> {
+pub(crate) fn probe(to: &Hello, until: Instant) -> Tries {
     let wait = PROBE_WAIT.min(until.saturating_duration_since(Instant::now()));
     let tries: Vec<_> = to
         .card
@@ -411,7 +415,7 @@ fn words(e: &std::io::Error) -> String {
 
 /// This rank's results for rank 0: for each, the rank tried, the address's
 /// index in its card, and the error (empty: reached).
-pub(crate) fn results(done: &[(usize, Vec<(u8, Option<String>)>)]) -> Vec<u8> {
+pub(crate) fn results(done: &[(usize, Tries)]) -> Vec<u8> {
     let mut v = Vec::new();
     for (to, tries) in done {
         for (i, e) in tries {
