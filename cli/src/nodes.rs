@@ -50,7 +50,8 @@ pub fn card(
         ),
         format!("nccl_file={}", lib.display()),
     ];
-    for s in settings {
+    // NCCL_VERSION is NVIDIA's images' note for apt, which NCCL ignores.
+    for s in settings.iter().filter(|s| s.name != "NCCL_VERSION") {
         let from = match &s.source {
             Source::Environment => String::new(),
             Source::File(p) => format!(" ({})", p.display()),
