@@ -50,6 +50,9 @@ pub fn card(
         ),
         format!("nccl_file={}", lib.display()),
     ];
+    if local_rank.unwrap_or(0) == 0 {
+        facts.extend(host_facts(&picked));
+    }
     // NCCL_VERSION is NVIDIA's images' note for apt, which NCCL ignores.
     for s in settings.iter().filter(|s| s.name != "NCCL_VERSION") {
         let from = match &s.source {
@@ -58,15 +61,13 @@ pub fn card(
         };
         facts.push(format!("set {}={}{from}", s.name, s.value));
     }
-    if local_rank.unwrap_or(0) == 0 {
-        facts.extend(host_facts(&picked));
-    }
     let mut text = String::new();
     for f in facts {
-        // One fact a line: a value never breaks one.
+        // One fact a line: a value never breaks one, and one too long to
+        // fit is left out (the card stays within its bound).
         let f = f.replace('\n', " ");
         if text.len() + f.len() + 1 > MAX_FACTS {
-            break;
+            continue;
         }
         text.push_str(&f);
         text.push('\n');
@@ -695,7 +696,62 @@ mod tests {
         assert_eq!(outliers(&ranked(&[1, 100]), 0), (0, vec![]));
     }
 
-    fn card(host: &str, facts: &str, ifaces: &[&str]) -> Card {
+    #[test]
+    fn a_card_holds_the_settings_and_the_hosts_facts_once_per_node() {
+        let set = |name: &str, value: &str, source: Source| Setting {
+            name: name.into(),
+            value: value.into(),
+            source,
+        };
+        let settings = [
+            set("NCCL_SOCKET_IFNAME", "eth0", Source::Environment),
+            set(
+                "NCCL_IB_HCA",
+                "mlx5_0",
+                Source::File("/etc/nccl.conf".into()),
+            ),
+            set("NCCL_VERSION", "2.28.3-1", Source::Environment),
+            set(
+                "NCCL_DEBUG_SUBSYS",
+                &"x\n".repeat(5000),
+                Source::Environment,
+            ),
+        ];
+        let lib = Path::new("/opt/nccl/lib/libnccl.so.2");
+        let first = card(lib, Some((2, 28, 9)), &settings, None);
+        let lines: Vec<&str> = first.facts.lines().collect();
+        assert_eq!(
+            lines[..2],
+            ["nccl=2.28.9", "nccl_file=/opt/nccl/lib/libnccl.so.2"]
+        );
+        let keys: Vec<&str> = lines[2..7]
+            .iter()
+            .map(|l| l.split('=').next().unwrap())
+            .collect();
+        assert_eq!(keys, ["driver", "cuda", "gpus", "ifaces", "rdma"]);
+        assert_eq!(
+            lines[7..],
+            [
+                "set NCCL_SOCKET_IFNAME=eth0",
+                "set NCCL_IB_HCA=mlx5_0 (/etc/nccl.conf)"
+            ]
+        );
+        // The 10 KB value does not fit: left out; a line break in a value
+        // never makes a line of its own.
+        assert!(first.facts.len() <= MAX_FACTS);
+        assert!(
+            !first.facts.contains("NCCL_VERSION") && !first.facts.contains("NCCL_DEBUG_SUBSYS")
+        );
+        // The first process of a node (or one that cannot tell, above)
+        // brings the host's facts; the others do not.
+        let second = card(lib, None, &settings[..1], Some(1));
+        assert_eq!(
+            second.facts,
+            "nccl=unknown\nnccl_file=/opt/nccl/lib/libnccl.so.2\nset NCCL_SOCKET_IFNAME=eth0\n"
+        );
+    }
+
+    fn made(host: &str, facts: &str, ifaces: &[&str]) -> Card {
         let addrs = ifaces
             .iter()
             .enumerate()
@@ -716,7 +772,7 @@ mod tests {
     fn the_minority_is_named_and_what_breaks_nccl_is_a_problem() {
         let mut cards: Vec<Card> = (0..16)
             .map(|i| {
-                card(
+                made(
                     &format!("node{i:02}"),
                     &format!("nccl=2.28.9\nset NCCL_SOCKET_IFNAME=ib0\n{HOST}"),
                     &[],
@@ -751,10 +807,10 @@ mod tests {
         // A patch release apart is a note; a second rank of a node alone
         // is named by its rank.
         let mut two = vec![
-            card("a", &format!("nccl=2.28.9\n{HOST}"), &[]),
-            card("a", "nccl=2.28.7\n", &[]),
-            card("b", &format!("nccl=2.28.9\n{HOST}"), &[]),
-            card("b", "nccl=2.28.9\nset NCCL_DEBUG=INFO\n", &[]),
+            made("a", &format!("nccl=2.28.9\n{HOST}"), &[]),
+            made("a", "nccl=2.28.7\n", &[]),
+            made("b", &format!("nccl=2.28.9\n{HOST}"), &[]),
+            made("b", "nccl=2.28.9\nset NCCL_DEBUG=INFO\n", &[]),
         ];
         let (_, diffs) = compare(&two);
         let got: Vec<(bool, &str)> = diffs.iter().map(|d| (d.problem, d.line.as_str())).collect();
@@ -783,7 +839,7 @@ mod tests {
     fn the_proposal_is_the_interface_reached_at_every_connection() {
         let cards: Vec<Card> = ["a", "b", "c"]
             .iter()
-            .map(|h| card(h, "", &["dummy0", "eth0", "eth01"]))
+            .map(|h| made(h, "", &["dummy0", "eth0", "eth01"]))
             .collect();
         let mut g = Gathered::new(cards, Vec::new());
         assert_eq!(proposal(&g), None);
