@@ -20,6 +20,21 @@ fn skip(why: &str) {
     eprintln!("skipped: {why}");
 }
 
+/// Whether this test may make namespaces (root, and `ip netns`); says why
+/// not ([`skip`]) where it may not.
+fn namespaces_can_be_made() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip("network namespaces need root");
+        return false;
+    }
+    if let Err(e) = ip(&["netns", "list"]) {
+        skip(&format!("`ip netns` is not available ({e})"));
+        return false;
+    }
+    true
+}
+
 fn ip(args: &[&str]) -> Result<(), String> {
     let o = Command::new("ip")
         .args(args)
@@ -144,12 +159,8 @@ fn verdict(out: &str) -> String {
 #[test]
 fn two_namespaces_meet_over_tcp_and_a_wrong_socket_ifname_is_named() {
     let Some(lib) = wheel_lib() else { return };
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return skip("network namespaces need root");
-    }
-    if let Err(e) = ip(&["netns", "list"]) {
-        return skip(&format!("`ip netns` is not available ({e})"));
+    if !namespaces_can_be_made() {
+        return;
     }
     let net = match make_net() {
         Ok(n) => n,
@@ -404,12 +415,8 @@ fn failed_lines(nccl_takes_dummy0: bool) -> Vec<String> {
 #[test]
 fn three_hosts_say_which_interface_reaches_every_one_and_which_host_differs() {
     let Some(lib) = wheel_lib() else { return };
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return skip("network namespaces need root");
-    }
-    if let Err(e) = ip(&["netns", "list"]) {
-        return skip(&format!("`ip netns` is not available ({e})"));
+    if !namespaces_can_be_made() {
+        return;
     }
     let hosts = match make_hosts() {
         Ok(h) => h,
@@ -553,9 +560,8 @@ fn three_hosts_under_torchrun_c10d_say_the_same() {
             return eprintln!("skipped: NCCL_FIND_TORCHRUN is not set (scripts/launchers sets it)");
         }
     };
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return skip("network namespaces need root");
+    if !namespaces_can_be_made() {
+        return;
     }
     let hosts = match make_hosts() {
         Ok(h) => h,
