@@ -467,7 +467,7 @@ mod tests {
 
     #[test]
     fn a_hello_reads_back_as_it_was_written() {
-        let c = card("node1", &["127.0.0.1", "::1"]);
+        let c = card("node1", &["127.0.0.1", "127.0.0.2"]);
         let l = listen(&c);
         let h = read_hello(&hello(3, &c, &l)).unwrap();
         assert_eq!((h.ngpus, &h.card, h.tag), (3, &c, l.tag));
