@@ -148,9 +148,10 @@ pub struct Args {
     /// The report as JSON, at the end
     #[arg(long)]
     json: bool,
-    /// Only meet the other processes, under any launcher, and run no
-    /// all-reduce: checks the launch and the network path before a job,
-    /// with no GPU needed
+    /// Only meet the other processes, under any launcher, compare what
+    /// every node brings (NCCL, driver, GPUs, settings) and test the network
+    /// between the hosts as NCCL will connect, and run no all-reduce: checks
+    /// the launch and the network path before a job, with no GPU needed
     #[arg(long)]
     rendezvous_only: bool,
 }
