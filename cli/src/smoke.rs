@@ -119,6 +119,15 @@ pub struct Args {
         default_value = "f32"
     )]
     dtypes: Vec<String>,
+    /// Collectives: all-reduce (default), all-gather, reduce-scatter,
+    /// broadcast, reduce, send-recv, or all
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "all-reduce"
+    )]
+    ops: Vec<String>,
     /// Seed of the inputs (default: derived from NCCL's unique id; always printed)
     #[arg(long)]
     seed: Option<u64>,
@@ -183,6 +192,7 @@ fn options(a: &Args, lib: PathBuf, env: &LaunchEnv) -> Result<(Options, Option<M
         None => smoke::DEFAULT_SIZES.to_vec(),
     };
     let dtypes = dtypes(&a.dtypes)?;
+    let ops = ops(&a.ops)?;
     check_timeout(a.timeout)?;
     if let Some(g) = a.min_busbw.filter(|g| !(g.is_finite() && *g > 0.0)) {
         return Err(format!(
@@ -207,7 +217,27 @@ fn options(a: &Args, lib: PathBuf, env: &LaunchEnv) -> Result<(Options, Option<M
     opts.job = job;
     opts.iters = a.iters;
     opts.rendezvous_only = a.rendezvous_only;
+    opts.ops = ops;
     Ok((opts, meeting))
+}
+
+/// `--ops`: names, or `all`; each once, in the smoke test's order.
+fn ops(names: &[String]) -> Result<Vec<String>, String> {
+    let known = smoke::ops();
+    if let Some(bad) = names
+        .iter()
+        .find(|n| *n != "all" && !known.contains(&n.as_str()))
+    {
+        return Err(format!(
+            "{bad:?} is not a collective: {}, or all",
+            known.join(", ")
+        ));
+    }
+    Ok(known
+        .iter()
+        .filter(|k| names.iter().any(|n| n == "all" || n == *k))
+        .map(|k| k.to_string())
+        .collect())
 }
 
 /// `--dtypes`: names, or `all`.
@@ -319,9 +349,9 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         .unwrap_or_default();
     let mut events = preamble(a, &who, meeting.as_ref(), &settings, &capture);
     let mut out = std::io::stdout();
-    let mut header_done = false;
+    let mut table = Table::default();
     let result = smoke::run(&opts, &mut |e: Event| {
-        let line = event_line(&who, &e, &mut header_done);
+        let line = event_line(&who, &e, &mut table);
         if !a.json && !line.is_empty() {
             say(&mut out, &line);
             let _ = out.flush();
@@ -624,9 +654,18 @@ fn library(
     }
 }
 
+/// Where the text report's table is: its header said, the collective of
+/// the last row.
+#[derive(Default)]
+struct Table {
+    header: bool,
+    op: &'static str,
+}
+
 /// An event as a line of the text report (`who`: this rank's prefix); the
-/// table's header comes before the first row.
-fn event_line(who: &str, e: &Event, header_done: &mut bool) -> String {
+/// table's header comes before the first row, and a collective's name
+/// before its first row (but the all-reduce's, when it comes first).
+fn event_line(who: &str, e: &Event, table: &mut Table) -> String {
     match e {
         Event::Loaded { path, version } => format!("{who}NCCL {version} from {}", path.display()),
         Event::Devices { gpus, nranks, first_rank, seed } => {
@@ -646,8 +685,13 @@ fn event_line(who: &str, e: &Event, header_done: &mut bool) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         Event::Row(r) => format!(
-            "{}{who}{:>10} {:>11} {:>5} | {:>10.1} {:>8.2} {:>8.2} {:>7} | {:>10.1} {:>8.2} {:>8.2} {:>7}",
-            if std::mem::replace(header_done, true) {
+            "{}{}{who}{:>10} {:>11} {:>5} | {:>10.1} {:>8.2} {:>8.2} {:>7} | {:>10.1} {:>8.2} {:>8.2} {:>7}",
+            // Each collective but the default's first row names it.
+            match std::mem::replace(&mut table.op, r.op) {
+                last if last == r.op || (last.is_empty() && r.op == "all-reduce") => String::new(),
+                _ => format!("{who}{}:\n", r.op),
+            },
+            if std::mem::replace(&mut table.header, true) {
                 String::new()
             } else {
                 format!(
@@ -694,8 +738,15 @@ fn verdict_line(result: &Result<smoke::Summary, Failure>, met_only: bool, wall: 
                     s.nranks
                 )
             } else {
+                let mut ops: Vec<&str> = s.rows.iter().map(|r| r.op).collect();
+                ops.dedup();
+                let calls = if ops.iter().all(|o| *o == "all-reduce") {
+                    "all-reduce(s)".to_string()
+                } else {
+                    format!("call(s) ({})", ops.join(", "))
+                };
                 format!(
-                    "OK: every element of {} all-reduce(s) right on {} rank(s){agree} ({wall:.2} s)",
+                    "OK: every element of {} {calls} right on {} rank(s){agree} ({wall:.2} s)",
                     s.rows.len() * 2,
                     s.nranks
                 )

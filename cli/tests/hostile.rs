@@ -73,6 +73,11 @@ fn smoke_bounds_are_usage_errors() {
             vec!["--min-busbw", "NaN"],
             "--min-busbw NaN is not a bandwidth: pass a positive number of GB/s",
         ),
+        (
+            vec!["--ops", "all-reduce,alltoall"],
+            "\"alltoall\" is not a collective: all-reduce, all-gather, reduce-scatter, broadcast, reduce, \
+             send-recv, or all",
+        ),
     ] {
         let o = text(
             &nccl_find()

@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::collective::Collective;
+use crate::collective::{Buffers, Collective, Place};
 use crate::cuda::{self, CuContext, CuDevicePtr, CuFunction, CuStream, Cuda};
 use crate::data::{self, Dtype};
 use crate::nccl::{self, Nccl, NcclComm};
@@ -233,36 +233,47 @@ impl Run<'_> {
     }
 
     /// One call of `op` on every GPU, as one group (blocking communicators),
-    /// marked for the watchdog as inside NCCL.
+    /// marked for the watchdog as inside NCCL. The GPUs hold NCCL ranks
+    /// `first_rank` on, of `d.nranks`.
     fn collective(
         &self,
         op: &dyn Collective,
-        count: usize,
-        t: Dtype,
+        d: &Data,
+        first_rank: usize,
         in_place: bool,
     ) -> Result<(), Failure> {
+        let e = d.t.size() as u64;
         self.dog.inside_nccl(|| {
             // SAFETY: group calls bracket the per-GPU enqueues.
             let rc = unsafe { (self.nc.group_start)() };
             if rc != nccl::SUCCESS {
                 return Err(self.nccl_err("ncclGroupStart", rc, None));
             }
-            for g in &self.gpus {
-                let send = if in_place { g.recv } else { g.send };
-                // SAFETY: both buffers hold what `op.buffers` asks for at
-                // `count` elements of `t` on this GPU (`alloc`); the stream and
-                // communicator belong to it.
-                let rc = unsafe {
-                    op.call(
-                        self.nc,
-                        send as *const c_void,
-                        g.recv as *mut c_void,
-                        count,
-                        t,
-                        g.comm,
-                        g.stream,
-                    )
+            for (j, g) in self.gpus.iter().enumerate() {
+                let rank = first_rank + j;
+                let (send_at, recv_at) = op.in_place(rank, d.count);
+                let bufs = if in_place {
+                    Buffers {
+                        send: (g.recv + send_at as u64 * e) as *const c_void,
+                        recv: (g.recv + recv_at as u64 * e) as *mut c_void,
+                    }
+                } else {
+                    Buffers {
+                        send: g.send as *const c_void,
+                        recv: g.recv as *mut c_void,
+                    }
                 };
+                let at = Place {
+                    rank,
+                    nranks: d.nranks,
+                    comm: g.comm,
+                    stream: g.stream,
+                };
+                // SAFETY: both buffers hold what `op.buffers` asks for at
+                // `d.count` elements of `d.t` on this GPU (`alloc`), from the
+                // op's in-place offsets; the stream and communicator belong
+                // to it; the sweep runs no op that `missing` refused.
+                let rc = unsafe { op.call(self.nc, bufs, d.count, d.t, at) };
                 if rc != nccl::SUCCESS {
                     // After an abort no NCCL call may touch the communicators.
                     self.fired()?;
@@ -428,11 +439,11 @@ impl Run<'_> {
             r
         };
         step(&|| {
-            self.collective(op, count, t, in_place)?;
+            self.collective(op, d, first_rank, in_place)?;
             self.wait(&what)
         })?;
         let t_check = Instant::now();
-        let wrong = self.count_wrong(op, d, first_rank, on_gpu)?;
+        let wrong = self.count_wrong(op, d, first_rank, in_place, on_gpu)?;
         data_s += t_check.elapsed().as_secs_f64();
         let (s0, b0) = self.data_time.get();
         let touched = bytes as u64 * if in_place { 2 } else { 3 };
@@ -442,7 +453,7 @@ impl Run<'_> {
         // one wait.
         step(&|| {
             for _ in 0..if bytes <= 1 << 20 { 5 } else { 1 } {
-                self.collective(op, count, t, in_place)?;
+                self.collective(op, d, first_rank, in_place)?;
             }
             self.wait(&what)
         })?;
@@ -450,18 +461,25 @@ impl Run<'_> {
         step(&|| {
             let start = Instant::now();
             for _ in 0..iters {
-                self.collective(op, count, t, in_place)?;
+                self.collective(op, d, first_rank, in_place)?;
             }
             self.wait(&what)?;
             secs.set(start.elapsed().as_secs_f64() / iters as f64);
             Ok(())
         })?;
-        Ok(Timing::of(bytes, secs.get(), op.bus_factor(nranks), wrong))
+        let counted = op.nccl_tests_count(count, nranks) * t.size();
+        Ok(Timing::of(
+            counted,
+            secs.get(),
+            op.bus_factor(nranks),
+            wrong,
+        ))
     }
 
-    /// Puts every GPU's input in place (`recv` itself in place; `send`,
-    /// with `recv` poisoned, out of place): made by the kernels, or by the
-    /// host and uploaded. Enqueued only: [`Run::wait`] for it.
+    /// Puts every GPU's input in place (in `recv`, at the op's in-place
+    /// offset; else in `send`), with the rest of `recv` poisoned: made by
+    /// the kernels (the all-reduce's), or by the host and uploaded.
+    /// Enqueued only: [`Run::wait`] for it.
     fn make_inputs(
         &self,
         op: &dyn Collective,
@@ -480,23 +498,33 @@ impl Run<'_> {
                 }
             } else {
                 let rank = first_rank + j;
-                self.upload(g, dst, &op.input(t, d.seed, rank, nranks, count))?;
-                if !in_place {
-                    let want = op.expected(t, d.seed, rank, nranks, count);
-                    self.upload(g, g.recv, &data::poison(&want))?;
-                }
+                let want = op.expected(t, d.seed, rank, nranks, count);
+                let recv_len = op.buffers(count, nranks).1 * t.size();
+                // The whole receive buffer poisoned, the input over it.
+                let mut poison = data::poison(&want);
+                poison.resize(recv_len.max(poison.len()), 0xA5);
+                self.upload(g, g.recv, &poison)?;
+                let input = op.input(t, d.seed, rank, nranks, count);
+                let at = if in_place {
+                    g.recv + (op.in_place(rank, count).0 * t.size()) as u64
+                } else {
+                    g.send
+                };
+                self.upload(g, at, &input)?;
             }
         }
         Ok(())
     }
 
     /// Checks every element of every GPU's result (by the check kernel, or
-    /// downloaded to the host); the number wrong.
+    /// downloaded to the host: the part [`Collective::checked`] names); the
+    /// number wrong.
     fn count_wrong(
         &self,
         op: &dyn Collective,
         d: &Data,
         first_rank: usize,
+        in_place: bool,
         on_gpu: bool,
     ) -> Result<usize, Failure> {
         let mut wrong = 0;
@@ -508,10 +536,16 @@ impl Run<'_> {
                 wrong += self.check_result(g)?.0;
             }
         } else {
+            let e = d.t.size();
             for (j, g) in self.gpus.iter().enumerate() {
-                let want = op.expected(d.t, d.seed, first_rank + j, d.nranks, d.count);
-                let got = self.download(g, g.recv, want.len())?;
-                wrong += data::check(d.t, &got, &want).wrong;
+                let rank = first_rank + j;
+                let (at, len) = op.checked(rank, d.nranks, d.count, in_place);
+                if len == 0 {
+                    continue;
+                }
+                let want = op.expected(d.t, d.seed, rank, d.nranks, d.count);
+                let got = self.download(g, g.recv + (at * e) as u64, len * e)?;
+                wrong += data::check(d.t, &got, &want[..len * e]).wrong;
             }
         }
         Ok(wrong)

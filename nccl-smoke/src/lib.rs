@@ -83,6 +83,9 @@ pub struct Options {
     pub iters: Option<usize>,
     /// Only meet the other processes (no GPU needed): for tests.
     pub rendezvous_only: bool,
+    /// The collectives to run, by name ([`ops`]): the all-reduce alone by
+    /// default.
+    pub ops: Vec<String>,
 }
 
 impl Options {
@@ -100,6 +103,7 @@ impl Options {
             job: None,
             iters: None,
             rendezvous_only: false,
+            ops: vec!["all-reduce".into()],
         }
     }
 }
@@ -107,17 +111,43 @@ impl Options {
 /// The default sweep: quick (about 2 s end to end on two GPUs), 4 KiB to 32 MiB.
 pub const DEFAULT_SIZES: [usize; 5] = [4 << 10, 64 << 10, 1 << 20, 8 << 20, 32 << 20];
 
-/// Every collective of [`COLLECTIVES`], in every datatype, at every size.
-fn sweep_order(dtypes: &[Dtype], sizes: &[usize]) -> Vec<(&'static dyn Collective, Dtype, usize)> {
+/// The name of every collective the smoke test runs, in the order a run of
+/// several goes through them (`all-reduce`, `all-gather`, …).
+pub fn ops() -> Vec<&'static str> {
+    COLLECTIVES.iter().map(|c| c.name()).collect()
+}
+
+/// Each collective of `ops` (in [`COLLECTIVES`]' order), in every datatype,
+/// at every size; one the loaded NCCL lacks is left out, and said why.
+fn sweep_order(
+    ops: &[String],
+    dtypes: &[Dtype],
+    sizes: &[usize],
+    nc: &Nccl,
+    on: &mut dyn FnMut(Event),
+) -> Result<Vec<(&'static dyn Collective, Dtype, usize)>, Failure> {
+    if let Some(bad) = ops.iter().find(|o| collective::by_name(o).is_none()) {
+        return Err(Failure::Usage(format!(
+            "{bad:?} is not a collective: {}, or all",
+            self::ops().join(", ")
+        )));
+    }
     let mut out = Vec::new();
-    for op in COLLECTIVES {
+    for op in COLLECTIVES
+        .iter()
+        .filter(|c| ops.iter().any(|o| o == c.name()))
+    {
+        if let Some(why) = op.missing(nc) {
+            on(Event::Note(format!("skipped: {why}")));
+            continue;
+        }
         for &t in dtypes {
             for &bytes in sizes {
                 out.push((*op, t, bytes));
             }
         }
     }
-    out
+    Ok(out)
 }
 
 fn iters_for(bytes: usize) -> usize {
@@ -406,7 +436,7 @@ fn sweep(
     run.init_comms(id, nranks, first_rank, on)?;
     // Streams and buffers, big enough for the largest size of every
     // collective in every datatype.
-    let order = sweep_order(&opts.dtypes, &opts.sizes);
+    let order = sweep_order(&opts.ops, &opts.dtypes, &opts.sizes, run.nc, on)?;
     let (mut send, mut recv) = (8, 8);
     for (op, t, bytes) in &order {
         let (s, r) = op.buffers((bytes / t.size()).max(1), nranks);
@@ -449,10 +479,17 @@ fn sweep(
     }
     let (secs, touched) = run.data_time.get();
     if touched > 0 {
+        // The kernels make the all-reduce's data; the host every other's.
+        let on_gpu = run.kernels_loaded() && rows.iter().any(|r| r.op == "all-reduce");
+        let host = rows.iter().any(|r| r.op != "all-reduce") || !run.kernels_loaded();
+        let where_ = match (on_gpu, host) {
+            (true, true) => "the GPU (the all-reduce's) and the host (the others')",
+            (true, false) => "the GPU",
+            _ => "the host",
+        };
         on(Event::Note(format!(
-            "data: {:.2} GB per GPU made and checked on the {} in {secs:.3} s ({:.0} GB/s per GPU)",
+            "data: {:.2} GB per GPU made and checked on {where_} in {secs:.3} s ({:.1} GB/s per GPU)",
             touched as f64 / 1e9,
-            if run.kernels_loaded() { "GPU" } else { "host" },
             touched as f64 / 1e9 / secs.max(1e-9)
         )));
     }

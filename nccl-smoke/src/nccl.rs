@@ -14,6 +14,8 @@ pub type NcclComm = *mut c_void;
 
 pub const SUCCESS: NcclResult = 0;
 pub const IN_PROGRESS: NcclResult = 7;
+/// `ncclInvalidUsage`.
+pub const INVALID_USAGE: NcclResult = 5;
 
 /// `ncclUniqueId`: 128 opaque bytes.
 #[repr(C)]
@@ -26,6 +28,47 @@ type Fn0 = unsafe extern "C" fn() -> NcclResult;
 /// `ncclCommGetAsyncError`.
 pub type AsyncErrorFn = unsafe extern "C" fn(NcclComm, *mut NcclResult) -> NcclResult;
 type FnComm = unsafe extern "C" fn(NcclComm) -> NcclResult;
+
+/// `ncclAllGather`: send, receive, elements sent, datatype, communicator,
+/// stream.
+pub type AllGatherFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    NcclComm,
+    CuStream,
+) -> NcclResult;
+/// `ncclAllReduce`, `ncclReduceScatter` (elements received) and
+/// `ncclBroadcast` (its `c_int` the root, not an op): send, receive,
+/// elements, datatype, op or root, communicator, stream.
+pub type ReduceLikeFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    NcclComm,
+    CuStream,
+) -> NcclResult;
+/// `ncclReduce`: send, receive, elements, datatype, op, root, communicator,
+/// stream.
+pub type ReduceFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    c_int,
+    NcclComm,
+    CuStream,
+) -> NcclResult;
+/// `ncclSend`: buffer, elements, datatype, peer, communicator, stream.
+pub type SendFn =
+    unsafe extern "C" fn(*const c_void, usize, c_int, c_int, NcclComm, CuStream) -> NcclResult;
+/// `ncclRecv`: buffer, elements, datatype, peer, communicator, stream.
+pub type RecvFn =
+    unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, NcclComm, CuStream) -> NcclResult;
 
 /// NCCL's functions, from one library file.
 #[allow(clippy::type_complexity)]
@@ -43,15 +86,15 @@ pub struct Nccl {
     pub comm_get_async_error: Option<AsyncErrorFn>,
     pub comm_abort: Option<FnComm>,
     pub comm_destroy: FnComm,
-    pub all_reduce: unsafe extern "C" fn(
-        *const c_void,
-        *mut c_void,
-        usize,
-        c_int,
-        c_int,
-        NcclComm,
-        CuStream,
-    ) -> NcclResult,
+    pub all_reduce: ReduceLikeFn,
+    /// The other collectives: `None` where this NCCL lacks them.
+    pub all_gather: Option<AllGatherFn>,
+    pub reduce_scatter: Option<ReduceLikeFn>,
+    pub broadcast: Option<ReduceLikeFn>,
+    pub reduce: Option<ReduceFn>,
+    /// 2.7 and newer.
+    pub send: Option<SendFn>,
+    pub recv: Option<RecvFn>,
     pub group_start: Fn0,
     pub group_end: Fn0,
     pub get_error_string: unsafe extern "C" fn(NcclResult) -> *const c_char,
@@ -103,6 +146,12 @@ impl Nccl {
                 comm_abort: maybe!("ncclCommAbort"),
                 comm_destroy: need!("ncclCommDestroy"),
                 all_reduce: need!("ncclAllReduce"),
+                all_gather: maybe!("ncclAllGather"),
+                reduce_scatter: maybe!("ncclReduceScatter"),
+                broadcast: maybe!("ncclBroadcast"),
+                reduce: maybe!("ncclReduce"),
+                send: maybe!("ncclSend"),
+                recv: maybe!("ncclRecv"),
                 group_start: need!("ncclGroupStart"),
                 group_end: need!("ncclGroupEnd"),
                 get_error_string: need!("ncclGetErrorString"),

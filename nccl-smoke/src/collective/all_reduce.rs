@@ -2,15 +2,9 @@
 //! input. The inputs are chosen so that every sum is exact in every
 //! datatype ([`crate::data`]); the GPU's kernels make and check them.
 
-use std::ffi::c_void;
-
-use super::Collective;
-use crate::cuda::CuStream;
+use super::{Buffers, Collective, Place, SUM};
 use crate::data::{self, Dtype};
-use crate::nccl::{Nccl, NcclComm, NcclResult};
-
-/// `ncclRedOp_t`'s `ncclSum`.
-const SUM: i32 = 0;
+use crate::nccl::{Nccl, NcclResult};
 
 /// `ncclAllReduce` with `ncclSum`.
 #[derive(Debug)]
@@ -48,19 +42,10 @@ impl Collective for AllReduce {
         2.0 * (n - 1.0) / n
     }
 
-    unsafe fn call(
-        &self,
-        nc: &Nccl,
-        send: *const c_void,
-        recv: *mut c_void,
-        count: usize,
-        t: Dtype,
-        comm: NcclComm,
-        stream: CuStream,
-    ) -> NcclResult {
+    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
         // SAFETY: the caller's contract (`Collective::call`): both buffers
         // hold `count` elements of `t` on the GPU of `comm` and `stream`.
-        unsafe { (nc.all_reduce)(send, recv, count, t.nccl(), SUM, comm, stream) }
+        unsafe { (nc.all_reduce)(b.send, b.recv, count, t.nccl(), SUM, at.comm, at.stream) }
     }
 }
 

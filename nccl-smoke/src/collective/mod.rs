@@ -14,9 +14,25 @@ use crate::cuda::CuStream;
 use crate::data::Dtype;
 use crate::nccl::{Nccl, NcclComm, NcclResult};
 
+mod all_gather;
 mod all_reduce;
+mod broadcast;
+mod reduce;
+mod reduce_scatter;
+mod send_recv;
 
+pub use all_gather::AllGather;
 pub use all_reduce::AllReduce;
+pub use broadcast::Broadcast;
+pub use reduce::Reduce;
+pub use reduce_scatter::ReduceScatter;
+pub use send_recv::SendRecv;
+
+/// `ncclRedOp_t`'s `ncclSum`.
+pub(crate) const SUM: i32 = 0;
+
+/// The root of the rooted collectives (broadcast, reduce).
+pub(crate) const ROOT: usize = 0;
 
 /// One NCCL collective, as the smoke test runs it. Every rank runs it over
 /// `count` elements per rank (the size a row of the report names).
@@ -25,8 +41,31 @@ pub trait Collective: Sync + std::fmt::Debug {
     fn name(&self) -> &'static str;
     /// NCCL's function.
     fn nccl_name(&self) -> &'static str;
+    /// Why the loaded NCCL cannot run it (it lacks the function), or `None`.
+    fn missing(&self, _nc: &Nccl) -> Option<String> {
+        None
+    }
     /// Elements in a rank's send and receive buffers.
     fn buffers(&self, count: usize, nranks: usize) -> (usize, usize);
+    /// In place, where the send and the receive buffer start within the one
+    /// buffer, in elements (nccl-tests' in-place offsets).
+    fn in_place(&self, _rank: usize, _count: usize) -> (usize, usize) {
+        (0, 0)
+    }
+    /// The part of the receive buffer whose every element is checked
+    /// (offset and length in elements): all of it, but where a rank's
+    /// result is only part of the buffer (in-place reduce-scatter), or
+    /// none (a rank that is not the root of a reduce).
+    fn checked(&self, rank: usize, nranks: usize, count: usize, in_place: bool) -> (usize, usize) {
+        let _ = (rank, in_place);
+        (0, self.buffers(count, nranks).1)
+    }
+    /// The elements nccl-tests counts for its sizes and bandwidths, for
+    /// `count` elements per rank: the whole gathered buffer of an
+    /// all-gather, the whole input of a reduce-scatter.
+    fn nccl_tests_count(&self, count: usize, _nranks: usize) -> usize {
+        count
+    }
     /// NCCL rank `rank`'s input: `buffers(..).0` elements, made on the host.
     fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8>;
     /// What NCCL rank `rank`'s receive buffer must hold afterwards.
@@ -40,31 +79,90 @@ pub trait Collective: Sync + std::fmt::Debug {
     /// nccl-tests' factor from the algorithm bandwidth to the bus
     /// bandwidth, for `nranks` ranks (its `doc/PERFORMANCE.md`).
     fn bus_factor(&self, nranks: usize) -> f64;
-    /// Enqueues the collective for one GPU.
+    /// Enqueues the collective for one GPU, NCCL rank `rank` of `nranks`.
     ///
     /// # Safety
     ///
     /// `send` and `recv` hold the elements [`Collective::buffers`] asks for
-    /// on the GPU of `comm`, and `stream` belongs to it.
-    #[allow(clippy::too_many_arguments)]
+    /// (from their offsets, in place) on the GPU of `comm`, and `stream`
+    /// belongs to it; [`Collective::missing`] said nothing.
     unsafe fn call(
         &self,
         nc: &Nccl,
-        send: *const c_void,
-        recv: *mut c_void,
+        bufs: Buffers,
         count: usize,
         t: Dtype,
-        comm: NcclComm,
-        stream: CuStream,
+        at: Place,
     ) -> NcclResult;
 }
 
+/// A GPU's two buffers for one call (the same memory, in place).
+#[derive(Debug, Clone, Copy)]
+pub struct Buffers {
+    /// What is sent.
+    pub send: *const c_void,
+    /// What is received.
+    pub recv: *mut c_void,
+}
+
+/// Where one call runs: the rank, the ranks in all, the communicator and
+/// the stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Place {
+    /// NCCL rank.
+    pub rank: usize,
+    /// NCCL ranks in all.
+    pub nranks: usize,
+    /// The GPU's communicator.
+    pub comm: NcclComm,
+    /// Its stream.
+    pub stream: CuStream,
+}
+
+/// "`name` needs `function`, which this NCCL lacks".
+pub(crate) fn lacks(nc: &Nccl, name: &str, function: &str, has: bool) -> Option<String> {
+    (!has).then(|| format!("{name} needs {function}, which NCCL {} lacks", nc.version()))
+}
+
 /// Every collective, in the order a run of several goes through them.
-pub static COLLECTIVES: &[&dyn Collective] = &[&AllReduce];
+pub static COLLECTIVES: &[&dyn Collective] = &[
+    &AllReduce,
+    &AllGather,
+    &ReduceScatter,
+    &Broadcast,
+    &Reduce,
+    &SendRecv,
+];
+
+/// The collective called `name` (`all-gather`).
+pub fn by_name(name: &str) -> Option<&'static dyn Collective> {
+    COLLECTIVES.iter().copied().find(|c| c.name() == name)
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// nccl-tests' `doc/PERFORMANCE.md`: the factor from algorithm to bus
+    /// bandwidth of each of its tests, for n ranks.
+    #[test]
+    fn the_bus_factors_are_nccl_tests_documented_ones() {
+        let documented: [(&str, fn(f64) -> f64); 6] = [
+            ("all-reduce", |n| 2.0 * (n - 1.0) / n),
+            ("all-gather", |n| (n - 1.0) / n),
+            ("reduce-scatter", |n| (n - 1.0) / n),
+            ("broadcast", |_| 1.0),
+            ("reduce", |_| 1.0),
+            ("send-recv", |_| 1.0),
+        ];
+        assert_eq!(COLLECTIVES.len(), documented.len());
+        for (name, factor) in documented {
+            let op = by_name(name).unwrap_or_else(|| panic!("{name}"));
+            for n in [1, 2, 3, 8, 64] {
+                assert_eq!(op.bus_factor(n), factor(n as f64), "{name} × {n}");
+            }
+        }
+    }
 
     #[test]
     fn every_row_has_a_name_of_its_own_and_nccls_function() {

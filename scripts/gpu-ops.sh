@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# nccl-find smoke --ops on a GPU machine (the device's image: torchrun in
+# /opt/torch/.venv): every collective, one process on one GPU and on all,
+# in every datatype, and under torchrun with a process per GPU. Prints each
+# run's rows and verdict; the logs are kept under $OUT (or ./gpu-ops-logs).
+#   scripts/gpu-ops.sh [path/to/nccl-find]
+set -u
+bin=$(readlink -f "${1:-target/release/nccl-find}")
+dest=${OUT:-gpu-ops-logs}
+mkdir -p "$dest"
+export NCCL_NVLS_ENABLE=0
+torchrun=/opt/torch/.venv/bin/torchrun
+n=$(nvidia-smi -L | wc -l)
+results=()
+run() { # file, name, command...
+  local f=$1 name=$2; shift 2
+  local s; s=$(date +%s.%N)
+  timeout 300 "$@" > "$dest/$f.txt" 2>&1; local rc=$?
+  local e; e=$(date +%s.%N)
+  local v; v=$(grep -E '^(\[rank 0\] )?(OK|FAILED)' "$dest/$f.txt" | tail -1 | cut -c1-150)
+  results+=("$(printf '| %-44s | %-4s | %6.2f | %s |' "$name" "$rc" "$(awk -v a="$s" -v b="$e" 'BEGIN{print b-a}')" "$v")")
+}
+run one "1 GPU, --ops all" "$bin" smoke --gpus 0 --ops all --timeout 60
+run all "$n GPUs in one process, --ops all" "$bin" smoke --ops all --timeout 60
+run dt "$n GPUs, --ops all --dtypes all --sizes 4K,1M" "$bin" smoke --ops all --dtypes all --sizes 4K,1M --timeout 60
+run big "$n GPUs, --ops all --sizes 256M" "$bin" smoke --ops all --sizes 256M --timeout 60
+[ "$n" -gt 1 ] && run tr "torchrun x$n, --ops all" "$torchrun" --no-python --standalone --nproc-per-node="$n" "$bin" smoke --ops all --timeout 60
+echo
+for f in all big; do echo "== $f"; grep -vE '^W1|^\*' "$dest/$f.txt" | cut -c1-150; done
+echo "| run | exit | s | verdict |"
+echo "|---|---|---|---|"
+printf '%s\n' "${results[@]}"
