@@ -147,7 +147,8 @@ mod tests {
     /// bandwidth of each of its tests, for n ranks.
     #[test]
     fn the_bus_factors_are_nccl_tests_documented_ones() {
-        let documented: [(&str, fn(f64) -> f64); 6] = [
+        type Factor = fn(f64) -> f64;
+        let documented: [(&str, Factor); 6] = [
             ("all-reduce", |n| 2.0 * (n - 1.0) / n),
             ("all-gather", |n| (n - 1.0) / n),
             ("reduce-scatter", |n| (n - 1.0) / n),
