@@ -120,7 +120,7 @@ pub struct Args {
     )]
     dtypes: Vec<String>,
     /// Collectives: all-reduce (default), all-gather, reduce-scatter,
-    /// broadcast, reduce, send-recv, or all
+    /// broadcast, reduce, all-to-all, gather, scatter, send-recv, or all
     #[arg(
         long,
         value_name = "LIST",

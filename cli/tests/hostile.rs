@@ -76,7 +76,7 @@ fn smoke_bounds_are_usage_errors() {
         (
             vec!["--ops", "all-reduce,alltoall"],
             "\"alltoall\" is not a collective: all-reduce, all-gather, reduce-scatter, broadcast, reduce, \
-             send-recv, or all",
+             all-to-all, gather, scatter, send-recv, or all",
         ),
     ] {
         let o = text(

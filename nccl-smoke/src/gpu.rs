@@ -499,7 +499,11 @@ impl Run<'_> {
             } else {
                 let rank = first_rank + j;
                 let want = op.expected(t, d.seed, rank, nranks, count);
-                let recv_len = op.buffers(count, nranks).1 * t.size();
+                let recv_len = if in_place {
+                    op.one_buffer(count, nranks)
+                } else {
+                    op.buffers(count, nranks).1
+                } * t.size();
                 // The whole receive buffer poisoned, the input over it.
                 let mut poison = data::poison(&want);
                 poison.resize(recv_len.max(poison.len()), 0xA5);

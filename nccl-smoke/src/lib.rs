@@ -439,9 +439,11 @@ fn sweep(
     let order = sweep_order(&opts.ops, &opts.dtypes, &opts.sizes, run.nc, on)?;
     let (mut send, mut recv) = (8, 8);
     for (op, t, bytes) in &order {
-        let (s, r) = op.buffers((bytes / t.size()).max(1), nranks);
+        let count = (bytes / t.size()).max(1);
+        let (s, r) = op.buffers(count, nranks);
         send = send.max(s * t.size());
-        recv = recv.max(r * t.size());
+        // In place, the receive buffer is the one buffer of both.
+        recv = recv.max(r.max(op.one_buffer(count, nranks)) * t.size());
     }
     run.alloc(send, recv)?;
     let t_k = Instant::now();

@@ -29,8 +29,8 @@ type Fn0 = unsafe extern "C" fn() -> NcclResult;
 pub type AsyncErrorFn = unsafe extern "C" fn(NcclComm, *mut NcclResult) -> NcclResult;
 type FnComm = unsafe extern "C" fn(NcclComm) -> NcclResult;
 
-/// `ncclAllGather`: send, receive, elements sent, datatype, communicator,
-/// stream.
+/// `ncclAllGather` (elements sent) and `ncclAlltoAll` (elements to each
+/// peer): send, receive, elements, datatype, communicator, stream.
 pub type AllGatherFn = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
@@ -58,6 +58,17 @@ pub type ReduceFn = unsafe extern "C" fn(
     *mut c_void,
     usize,
     c_int,
+    c_int,
+    c_int,
+    NcclComm,
+    CuStream,
+) -> NcclResult;
+/// `ncclGather` and `ncclScatter` (2.28.3): send, receive, elements per
+/// rank, datatype, root, communicator, stream.
+pub type RootedFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
     c_int,
     c_int,
     NcclComm,
@@ -95,6 +106,10 @@ pub struct Nccl {
     /// 2.7 and newer.
     pub send: Option<SendFn>,
     pub recv: Option<RecvFn>,
+    /// 2.28.3 and newer (before, the same by grouped sends and receives).
+    pub all_to_all: Option<AllGatherFn>,
+    pub gather: Option<RootedFn>,
+    pub scatter: Option<RootedFn>,
     pub group_start: Fn0,
     pub group_end: Fn0,
     pub get_error_string: unsafe extern "C" fn(NcclResult) -> *const c_char,
@@ -152,6 +167,9 @@ impl Nccl {
                 reduce: maybe!("ncclReduce"),
                 send: maybe!("ncclSend"),
                 recv: maybe!("ncclRecv"),
+                all_to_all: maybe!("ncclAlltoAll"),
+                gather: maybe!("ncclGather"),
+                scatter: maybe!("ncclScatter"),
                 group_start: need!("ncclGroupStart"),
                 group_end: need!("ncclGroupEnd"),
                 get_error_string: need!("ncclGetErrorString"),

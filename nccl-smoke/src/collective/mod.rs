@@ -16,16 +16,23 @@ use crate::nccl::{Nccl, NcclComm, NcclResult};
 
 mod all_gather;
 mod all_reduce;
+mod all_to_all;
 mod broadcast;
+mod gather;
+mod p2p;
 mod reduce;
 mod reduce_scatter;
+mod scatter;
 mod send_recv;
 
 pub use all_gather::AllGather;
 pub use all_reduce::AllReduce;
+pub use all_to_all::AllToAll;
 pub use broadcast::Broadcast;
+pub use gather::Gather;
 pub use reduce::Reduce;
 pub use reduce_scatter::ReduceScatter;
+pub use scatter::Scatter;
 pub use send_recv::SendRecv;
 
 /// `ncclRedOp_t`'s `ncclSum`.
@@ -47,6 +54,12 @@ pub trait Collective: Sync + std::fmt::Debug {
     }
     /// Elements in a rank's send and receive buffers.
     fn buffers(&self, count: usize, nranks: usize) -> (usize, usize);
+    /// In place, the elements of the one buffer that holds both (the
+    /// receive buffer, allocated this large).
+    fn one_buffer(&self, count: usize, nranks: usize) -> usize {
+        let (s, r) = self.buffers(count, nranks);
+        s.max(r)
+    }
     /// In place, where the send and the receive buffer start within the one
     /// buffer, in elements (nccl-tests' in-place offsets).
     fn in_place(&self, _rank: usize, _count: usize) -> (usize, usize) {
@@ -131,6 +144,9 @@ pub static COLLECTIVES: &[&dyn Collective] = &[
     &ReduceScatter,
     &Broadcast,
     &Reduce,
+    &AllToAll,
+    &Gather,
+    &Scatter,
     &SendRecv,
 ];
 
@@ -148,12 +164,15 @@ mod tests {
     #[test]
     fn the_bus_factors_are_nccl_tests_documented_ones() {
         type Factor = fn(f64) -> f64;
-        let documented: [(&str, Factor); 6] = [
+        let documented: [(&str, Factor); 9] = [
             ("all-reduce", |n| 2.0 * (n - 1.0) / n),
             ("all-gather", |n| (n - 1.0) / n),
             ("reduce-scatter", |n| (n - 1.0) / n),
             ("broadcast", |_| 1.0),
             ("reduce", |_| 1.0),
+            ("all-to-all", |n| (n - 1.0) / n),
+            ("gather", |n| (n - 1.0) / n),
+            ("scatter", |n| (n - 1.0) / n),
             ("send-recv", |_| 1.0),
         ];
         assert_eq!(COLLECTIVES.len(), documented.len());
@@ -161,6 +180,31 @@ mod tests {
             let op = by_name(name).unwrap_or_else(|| panic!("{name}"));
             for n in [1, 2, 3, 8, 64] {
                 assert_eq!(op.bus_factor(n), factor(n as f64), "{name} × {n}");
+            }
+        }
+    }
+
+    /// Whatever the rank, in place the send and the receive buffer lie
+    /// within the one buffer, and what is checked lies within the result.
+    #[test]
+    fn every_buffer_fits_where_it_is_placed() {
+        for op in COLLECTIVES {
+            for nranks in [1, 2, 3, 8] {
+                for count in [1, 7, 1024] {
+                    let (send, recv) = op.buffers(count, nranks);
+                    let one = op.one_buffer(count, nranks);
+                    for rank in 0..nranks {
+                        let (s, r) = op.in_place(rank, count);
+                        let name = format!("{} rank {rank} of {nranks}, {count}", op.name());
+                        assert!(s + send <= one && r + recv <= one, "{name}: in place");
+                        let (at, len) = op.checked(rank, nranks, count, false);
+                        assert!(at + len <= recv, "{name}: checked out of place");
+                        let (at, len) = op.checked(rank, nranks, count, true);
+                        assert!(at + len <= one, "{name}: checked in place");
+                        let want = op.expected(crate::data::Dtype::F32, 1, rank, nranks, count);
+                        assert!(len * 4 <= want.len(), "{name}: expected too short");
+                    }
+                }
             }
         }
     }

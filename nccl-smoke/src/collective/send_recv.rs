@@ -31,7 +31,11 @@ impl Collective for SendRecv {
     }
 
     fn buffers(&self, count: usize, _nranks: usize) -> (usize, usize) {
-        (count, 2 * count)
+        (count, count)
+    }
+
+    fn one_buffer(&self, count: usize, _nranks: usize) -> usize {
+        2 * count
     }
 
     fn in_place(&self, _rank: usize, count: usize) -> (usize, usize) {

@@ -1,0 +1,122 @@
+//! All-to-all: rank `r`'s block `j` goes to rank `j`, which keeps it as
+//! its block `r`. `ncclAlltoAll` from NCCL 2.28.3; before, a send and a
+//! receive to and from every rank in one group, as nccl-tests does. In
+//! place (which NCCL does not take), the two halves of one buffer.
+
+use super::p2p::{moves, Move};
+use super::{Buffers, Collective, Place};
+use crate::data::{self, Dtype};
+use crate::nccl::{Nccl, NcclResult};
+
+/// `ncclAlltoAll`, or grouped sends and receives.
+#[derive(Debug)]
+pub struct AllToAll;
+
+impl Collective for AllToAll {
+    fn name(&self) -> &'static str {
+        "all-to-all"
+    }
+
+    fn nccl_name(&self) -> &'static str {
+        "ncclAlltoAll"
+    }
+
+    fn missing(&self, nc: &Nccl) -> Option<String> {
+        let has = nc.all_to_all.is_some() || (nc.send.is_some() && nc.recv.is_some());
+        super::lacks(
+            nc,
+            self.name(),
+            "ncclAlltoAll, or ncclSend and ncclRecv",
+            has,
+        )
+    }
+
+    fn buffers(&self, count: usize, nranks: usize) -> (usize, usize) {
+        (count * nranks, count * nranks)
+    }
+
+    fn one_buffer(&self, count: usize, nranks: usize) -> usize {
+        2 * count * nranks
+    }
+
+    fn in_place(&self, _rank: usize, count: usize) -> (usize, usize) {
+        (0, count)
+    }
+
+    fn checked(&self, _rank: usize, nranks: usize, count: usize, in_place: bool) -> (usize, usize) {
+        (if in_place { count * nranks } else { 0 }, count * nranks)
+    }
+
+    fn nccl_tests_count(&self, count: usize, nranks: usize) -> usize {
+        count * nranks
+    }
+
+    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
+        data::input(t, seed, rank, nranks, count * nranks)
+    }
+
+    fn expected(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
+        let e = t.size();
+        (0..nranks)
+            .flat_map(|from| {
+                let all = data::input(t, seed, from, nranks, count * nranks);
+                all[rank * count * e..(rank + 1) * count * e].to_vec()
+            })
+            .collect()
+    }
+
+    /// nccl-tests: `(n-1)/n` of the whole buffer.
+    fn bus_factor(&self, nranks: usize) -> f64 {
+        let n = nranks as f64;
+        (n - 1.0) / n
+    }
+
+    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+        if let Some(f) = nc.all_to_all {
+            // SAFETY: the caller's contract (`Collective::call`).
+            return unsafe { f(b.send, b.recv, count, t.nccl(), at.comm, at.stream) };
+        }
+        let all: Vec<Move> = (0..at.nranks)
+            .flat_map(|peer| {
+                [
+                    Move::Send {
+                        buf: b.send,
+                        offset: peer * count,
+                        peer,
+                    },
+                    Move::Recv {
+                        buf: b.recv,
+                        offset: peer * count,
+                        peer,
+                    },
+                ]
+            })
+            .collect();
+        // SAFETY: the caller's contract: both buffers hold `nranks × count`.
+        unsafe { moves(nc, &all, count, t, at) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_rank_gets_its_block_of_every_input() {
+        for nranks in [1, 2, 3, 8] {
+            for t in Dtype::ALL {
+                let e = t.size();
+                for r in 0..nranks {
+                    let got = AllToAll.expected(t, 4, r, nranks, 3);
+                    for from in 0..nranks {
+                        let sent = AllToAll.input(t, 4, from, nranks, 3);
+                        assert_eq!(
+                            &got[from * 3 * e..(from + 1) * 3 * e],
+                            &sent[r * 3 * e..(r + 1) * 3 * e]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

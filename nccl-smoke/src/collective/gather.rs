@@ -1,0 +1,116 @@
+//! Gather to rank 0: rank 0 ends with every rank's input in rank order
+//! (the others' receive buffers are not NCCL's to write, and are not
+//! checked). `ncclGather` from NCCL 2.28.3; before, every rank sends to
+//! rank 0, which receives from each, in one group.
+
+use super::p2p::{moves, Move};
+use super::{Buffers, Collective, Place, ROOT};
+use crate::data::{self, Dtype};
+use crate::nccl::{Nccl, NcclResult};
+
+/// `ncclGather` to rank 0, or grouped sends and receives.
+#[derive(Debug)]
+pub struct Gather;
+
+impl Collective for Gather {
+    fn name(&self) -> &'static str {
+        "gather"
+    }
+
+    fn nccl_name(&self) -> &'static str {
+        "ncclGather"
+    }
+
+    fn missing(&self, nc: &Nccl) -> Option<String> {
+        let has = nc.gather.is_some() || (nc.send.is_some() && nc.recv.is_some());
+        super::lacks(nc, self.name(), "ncclGather, or ncclSend and ncclRecv", has)
+    }
+
+    fn buffers(&self, count: usize, nranks: usize) -> (usize, usize) {
+        (count, count * nranks)
+    }
+
+    /// NCCL: in place where the root's send buffer is its own block.
+    fn in_place(&self, rank: usize, count: usize) -> (usize, usize) {
+        (rank * count, 0)
+    }
+
+    fn checked(&self, rank: usize, nranks: usize, count: usize, _in_place: bool) -> (usize, usize) {
+        (0, if rank == ROOT { count * nranks } else { 0 })
+    }
+
+    fn nccl_tests_count(&self, count: usize, nranks: usize) -> usize {
+        count * nranks
+    }
+
+    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
+        data::input(t, seed, rank, nranks, count)
+    }
+
+    fn expected(&self, t: Dtype, seed: u64, _rank: usize, nranks: usize, count: usize) -> Vec<u8> {
+        (0..nranks)
+            .flat_map(|r| data::input(t, seed, r, nranks, count))
+            .collect()
+    }
+
+    /// nccl-tests: `(n-1)/n` of the gathered buffer.
+    fn bus_factor(&self, nranks: usize) -> f64 {
+        let n = nranks as f64;
+        (n - 1.0) / n
+    }
+
+    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+        if let Some(f) = nc.gather {
+            // SAFETY: the caller's contract (`Collective::call`).
+            return unsafe {
+                f(
+                    b.send,
+                    b.recv,
+                    count,
+                    t.nccl(),
+                    ROOT as i32,
+                    at.comm,
+                    at.stream,
+                )
+            };
+        }
+        let mut all = vec![Move::Send {
+            buf: b.send,
+            offset: 0,
+            peer: ROOT,
+        }];
+        if at.rank == ROOT {
+            all.extend((0..at.nranks).map(|peer| Move::Recv {
+                buf: b.recv,
+                offset: peer * count,
+                peer,
+            }));
+        }
+        // SAFETY: the caller's contract: the root's receive buffer holds
+        // `nranks × count`, every send buffer `count`.
+        unsafe { moves(nc, &all, count, t, at) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_root_gets_every_input_in_rank_order() {
+        for nranks in [1, 2, 3, 8] {
+            for t in Dtype::ALL {
+                let e = t.size();
+                let got = Gather.expected(t, 6, ROOT, nranks, 4);
+                for r in 0..nranks {
+                    assert_eq!(
+                        &got[r * 4 * e..(r + 1) * 4 * e],
+                        &Gather.input(t, 6, r, nranks, 4)[..]
+                    );
+                }
+            }
+        }
+        assert_eq!(Gather.checked(0, 3, 4, true), (0, 12));
+        assert_eq!(Gather.checked(2, 3, 4, false), (0, 0));
+    }
+}

@@ -1,0 +1,121 @@
+//! Scatter from rank 0: rank `r` ends with block `r` of rank 0's input.
+//! `ncclScatter` from NCCL 2.28.3; before, rank 0 sends each its block and
+//! every rank receives, in one group.
+
+use super::p2p::{moves, Move};
+use super::{Buffers, Collective, Place, ROOT};
+use crate::data::{self, Dtype};
+use crate::nccl::{Nccl, NcclResult};
+
+/// `ncclScatter` from rank 0, or grouped sends and receives.
+#[derive(Debug)]
+pub struct Scatter;
+
+impl Collective for Scatter {
+    fn name(&self) -> &'static str {
+        "scatter"
+    }
+
+    fn nccl_name(&self) -> &'static str {
+        "ncclScatter"
+    }
+
+    fn missing(&self, nc: &Nccl) -> Option<String> {
+        let has = nc.scatter.is_some() || (nc.send.is_some() && nc.recv.is_some());
+        super::lacks(
+            nc,
+            self.name(),
+            "ncclScatter, or ncclSend and ncclRecv",
+            has,
+        )
+    }
+
+    fn buffers(&self, count: usize, nranks: usize) -> (usize, usize) {
+        (count * nranks, count)
+    }
+
+    /// NCCL: in place where the root's receive buffer is its own block of
+    /// what it sends.
+    fn in_place(&self, rank: usize, count: usize) -> (usize, usize) {
+        (0, rank * count)
+    }
+
+    fn checked(&self, rank: usize, _nranks: usize, count: usize, in_place: bool) -> (usize, usize) {
+        (if in_place { rank * count } else { 0 }, count)
+    }
+
+    fn nccl_tests_count(&self, count: usize, nranks: usize) -> usize {
+        count * nranks
+    }
+
+    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
+        data::input(t, seed, rank, nranks, count * nranks)
+    }
+
+    fn expected(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
+        let e = t.size();
+        data::input(t, seed, ROOT, nranks, count * nranks)[rank * count * e..(rank + 1) * count * e]
+            .to_vec()
+    }
+
+    /// nccl-tests: `(n-1)/n` of the root's buffer.
+    fn bus_factor(&self, nranks: usize) -> f64 {
+        let n = nranks as f64;
+        (n - 1.0) / n
+    }
+
+    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+        if let Some(f) = nc.scatter {
+            // SAFETY: the caller's contract (`Collective::call`).
+            return unsafe {
+                f(
+                    b.send,
+                    b.recv,
+                    count,
+                    t.nccl(),
+                    ROOT as i32,
+                    at.comm,
+                    at.stream,
+                )
+            };
+        }
+        let mut all = Vec::new();
+        if at.rank == ROOT {
+            all.extend((0..at.nranks).map(|peer| Move::Send {
+                buf: b.send,
+                offset: peer * count,
+                peer,
+            }));
+        }
+        all.push(Move::Recv {
+            buf: b.recv,
+            offset: 0,
+            peer: ROOT,
+        });
+        // SAFETY: the caller's contract: the root's send buffer holds
+        // `nranks × count`, every receive buffer `count`.
+        unsafe { moves(nc, &all, count, t, at) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_rank_gets_its_block_of_the_roots_input() {
+        for nranks in [1, 2, 3, 8] {
+            for t in Dtype::ALL {
+                let e = t.size();
+                let root = Scatter.input(t, 8, ROOT, nranks, 5);
+                for r in 0..nranks {
+                    assert_eq!(
+                        Scatter.expected(t, 8, r, nranks, 5),
+                        &root[r * 5 * e..(r + 1) * 5 * e]
+                    );
+                }
+            }
+        }
+        assert_eq!(Scatter.checked(2, 3, 5, true), (10, 5));
+    }
+}
