@@ -24,6 +24,10 @@ run one "1 GPU, --ops all" "$bin" smoke --gpus 0 --ops all --timeout 60
 run all "$n GPUs in one process, --ops all" "$bin" smoke --ops all --timeout 60
 run dt "$n GPUs, --ops all --dtypes all --sizes 4K,1M" "$bin" smoke --ops all --dtypes all --sizes 4K,1M --timeout 60
 run big "$n GPUs, --ops all --sizes 256M" "$bin" smoke --ops all --sizes 256M --timeout 60
+# Each alone: its buffers sized by itself, not by the largest of several.
+for op in reduce-scatter all-to-all gather scatter send-recv; do
+  run "alone-$op" "$n GPUs, --ops $op alone, 64M" "$bin" smoke --ops "$op" --sizes 4K,64M --timeout 60
+done
 [ "$n" -gt 1 ] && run tr "torchrun x$n, --ops all" "$torchrun" --no-python --standalone --nproc-per-node="$n" "$bin" smoke --ops all --timeout 60
 echo
 for f in all big; do echo "== $f"; grep -vE '^W1|^\*' "$dest/$f.txt" | cut -c1-150; done
