@@ -251,7 +251,7 @@ impl Run<'_> {
             }
             for (j, g) in self.gpus.iter().enumerate() {
                 let rank = first_rank + j;
-                let (send_at, recv_at) = op.in_place(rank, d.count);
+                let (send_at, recv_at) = op.in_place(rank, d.nranks, d.count);
                 let bufs = if in_place {
                     Buffers {
                         send: (g.recv + send_at as u64 * e) as *const c_void,
@@ -510,7 +510,7 @@ impl Run<'_> {
                 self.upload(g, g.recv, &poison)?;
                 let input = op.input(t, d.seed, rank, nranks, count);
                 let at = if in_place {
-                    g.recv + (op.in_place(rank, count).0 * t.size()) as u64
+                    g.recv + (op.in_place(rank, nranks, count).0 * t.size()) as u64
                 } else {
                     g.send
                 };

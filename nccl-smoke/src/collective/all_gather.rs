@@ -26,7 +26,7 @@ impl Collective for AllGather {
     }
 
     /// nccl-tests: the send buffer sits at the rank's own place.
-    fn in_place(&self, rank: usize, count: usize) -> (usize, usize) {
+    fn in_place(&self, rank: usize, _nranks: usize, count: usize) -> (usize, usize) {
         (rank * count, 0)
     }
 
@@ -80,6 +80,6 @@ mod tests {
             }
         }
         assert_eq!(AllGather.bus_factor(8), 0.875);
-        assert_eq!(AllGather.in_place(3, 10), (30, 0));
+        assert_eq!(AllGather.in_place(3, 4, 10), (30, 0));
     }
 }

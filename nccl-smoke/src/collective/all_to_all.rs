@@ -39,8 +39,8 @@ impl Collective for AllToAll {
         2 * count * nranks
     }
 
-    fn in_place(&self, _rank: usize, count: usize) -> (usize, usize) {
-        (0, count)
+    fn in_place(&self, _rank: usize, nranks: usize, count: usize) -> (usize, usize) {
+        (0, count * nranks)
     }
 
     fn checked(&self, _rank: usize, nranks: usize, count: usize, in_place: bool) -> (usize, usize) {
@@ -100,6 +100,13 @@ impl Collective for AllToAll {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_place_the_halves_of_one_buffer() {
+        assert_eq!(AllToAll.in_place(1, 4, 10), (0, 40));
+        assert_eq!(AllToAll.checked(1, 4, 10, true), (40, 40));
+        assert_eq!(AllToAll.one_buffer(10, 4), 80);
+    }
 
     #[test]
     fn each_rank_gets_its_block_of_every_input() {

@@ -31,7 +31,7 @@ impl Collective for Gather {
     }
 
     /// NCCL: in place where the root's send buffer is its own block.
-    fn in_place(&self, rank: usize, count: usize) -> (usize, usize) {
+    fn in_place(&self, rank: usize, _nranks: usize, count: usize) -> (usize, usize) {
         (rank * count, 0)
     }
 

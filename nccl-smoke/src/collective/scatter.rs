@@ -36,7 +36,7 @@ impl Collective for Scatter {
 
     /// NCCL: in place where the root's receive buffer is its own block of
     /// what it sends.
-    fn in_place(&self, rank: usize, count: usize) -> (usize, usize) {
+    fn in_place(&self, rank: usize, _nranks: usize, count: usize) -> (usize, usize) {
         (0, rank * count)
     }
 

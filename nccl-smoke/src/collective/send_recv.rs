@@ -38,7 +38,7 @@ impl Collective for SendRecv {
         2 * count
     }
 
-    fn in_place(&self, _rank: usize, count: usize) -> (usize, usize) {
+    fn in_place(&self, _rank: usize, _nranks: usize, count: usize) -> (usize, usize) {
         (0, count)
     }
 
@@ -102,7 +102,7 @@ mod tests {
         assert_eq!(SendRecv.bus_factor(8), 1.0);
         // In place, the halves of one buffer: sent from the first, received
         // into (and checked in) the second.
-        assert_eq!(SendRecv.in_place(3, 10), (0, 10));
+        assert_eq!(SendRecv.in_place(3, 4, 10), (0, 10));
         assert_eq!(SendRecv.checked(3, 4, 10, true), (10, 10));
         assert_eq!(SendRecv.checked(3, 4, 10, false), (0, 10));
     }
