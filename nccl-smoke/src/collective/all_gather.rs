@@ -1,6 +1,6 @@
 //! All-gather: every rank ends with every rank's input, in rank order.
 
-use super::{lacks, Buffers, Collective, Place};
+use super::{in_rank_order, lacks, spread, Buffers, Collective, Place};
 use crate::data::{self, Dtype};
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
 
@@ -39,15 +39,12 @@ impl Collective for AllGather {
     }
 
     fn expected(&self, t: Dtype, seed: u64, _rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        (0..nranks)
-            .flat_map(|r| data::input(t, seed, r, nranks, count))
-            .collect()
+        in_rank_order(t, seed, nranks, count)
     }
 
     /// nccl-tests: `(n-1)/n` of the gathered size.
     fn bus_factor(&self, nranks: usize) -> f64 {
-        let n = nranks as f64;
-        (n - 1.0) / n
+        spread(nranks)
     }
 
     unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {

@@ -4,7 +4,7 @@
 //! place (which NCCL does not take), the two halves of one buffer.
 
 use super::p2p::{moves, Move};
-use super::{Buffers, Collective, Place};
+use super::{block_of, spread, Buffers, Collective, Place};
 use crate::data::{self, Dtype};
 use crate::nccl::{Nccl, NcclResult};
 
@@ -56,19 +56,14 @@ impl Collective for AllToAll {
     }
 
     fn expected(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        let e = t.size();
         (0..nranks)
-            .flat_map(|from| {
-                let all = data::input(t, seed, from, nranks, count * nranks);
-                all[rank * count * e..(rank + 1) * count * e].to_vec()
-            })
+            .flat_map(|from| block_of(t, seed, from, nranks, count, rank))
             .collect()
     }
 
     /// nccl-tests: `(n-1)/n` of the whole buffer.
     fn bus_factor(&self, nranks: usize) -> f64 {
-        let n = nranks as f64;
-        (n - 1.0) / n
+        spread(nranks)
     }
 
     unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {

@@ -4,7 +4,7 @@
 //! rank 0, which receives from each, in one group.
 
 use super::p2p::{moves, Move};
-use super::{Buffers, Collective, Place, ROOT};
+use super::{in_rank_order, spread, Buffers, Collective, Place, ROOT};
 use crate::data::{self, Dtype};
 use crate::nccl::{Nccl, NcclResult};
 
@@ -48,15 +48,12 @@ impl Collective for Gather {
     }
 
     fn expected(&self, t: Dtype, seed: u64, _rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        (0..nranks)
-            .flat_map(|r| data::input(t, seed, r, nranks, count))
-            .collect()
+        in_rank_order(t, seed, nranks, count)
     }
 
     /// nccl-tests: `(n-1)/n` of the gathered buffer.
     fn bus_factor(&self, nranks: usize) -> f64 {
-        let n = nranks as f64;
-        (n - 1.0) / n
+        spread(nranks)
     }
 
     unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {

@@ -132,6 +132,37 @@ pub struct Place {
     pub stream: CuStream,
 }
 
+/// Every rank's input in rank order (what an all-gather or a gather
+/// leaves).
+pub(crate) fn in_rank_order(t: Dtype, seed: u64, nranks: usize, count: usize) -> Vec<u8> {
+    (0..nranks)
+        .flat_map(|r| crate::data::input(t, seed, r, nranks, count))
+        .collect()
+}
+
+/// Block `block` of rank `from`'s input of `nranks` blocks of `count`
+/// (what an all-to-all or a scatter hands on).
+pub(crate) fn block_of(
+    t: Dtype,
+    seed: u64,
+    from: usize,
+    nranks: usize,
+    count: usize,
+    block: usize,
+) -> Vec<u8> {
+    let e = t.size();
+    crate::data::input(t, seed, from, nranks, count * nranks)
+        [block * count * e..(block + 1) * count * e]
+        .to_vec()
+}
+
+/// nccl-tests' factor `(n-1)/n`: of the all-gather, reduce-scatter,
+/// all-to-all, gather and scatter.
+pub(crate) fn spread(nranks: usize) -> f64 {
+    let n = nranks as f64;
+    (n - 1.0) / n
+}
+
 /// "`name` needs `function`, which this NCCL lacks".
 pub(crate) fn lacks(nc: &Nccl, name: &str, function: &str, has: bool) -> Option<String> {
     (!has).then(|| format!("{name} needs {function}, which NCCL {} lacks", nc.version()))

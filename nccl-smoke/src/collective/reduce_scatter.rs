@@ -2,7 +2,7 @@
 //! `r`-th block. The inputs are those of the all-reduce over the whole
 //! buffer, so every sum is exact.
 
-use super::{lacks, Buffers, Collective, Place, SUM};
+use super::{lacks, spread, Buffers, Collective, Place, SUM};
 use crate::data::{self, Dtype};
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
 
@@ -61,8 +61,7 @@ impl Collective for ReduceScatter {
 
     /// nccl-tests: `(n-1)/n` of the whole input.
     fn bus_factor(&self, nranks: usize) -> f64 {
-        let n = nranks as f64;
-        (n - 1.0) / n
+        spread(nranks)
     }
 
     unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {

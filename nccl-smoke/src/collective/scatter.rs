@@ -3,7 +3,7 @@
 //! every rank receives, in one group.
 
 use super::p2p::{moves, Move};
-use super::{Buffers, Collective, Place, ROOT};
+use super::{block_of, spread, Buffers, Collective, Place, ROOT};
 use crate::data::{self, Dtype};
 use crate::nccl::{Nccl, NcclResult};
 
@@ -53,15 +53,12 @@ impl Collective for Scatter {
     }
 
     fn expected(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        let e = t.size();
-        data::input(t, seed, ROOT, nranks, count * nranks)[rank * count * e..(rank + 1) * count * e]
-            .to_vec()
+        block_of(t, seed, ROOT, nranks, count, rank)
     }
 
     /// nccl-tests: `(n-1)/n` of the root's buffer.
     fn bus_factor(&self, nranks: usize) -> f64 {
-        let n = nranks as f64;
-        (n - 1.0) / n
+        spread(nranks)
     }
 
     unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
