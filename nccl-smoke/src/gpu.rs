@@ -243,9 +243,16 @@ impl Run<'_> {
         in_place: bool,
     ) -> Result<(), Failure> {
         let e = d.t.size() as u64;
+        // One GPU and one NCCL call: no group, as nccl-tests calls it (a
+        // group costs microseconds where NCCL's own call costs less).
+        let grouped = self.gpus.len() > 1 || op.grouped(self.nc);
         self.dog.inside_nccl(|| {
             // SAFETY: group calls bracket the per-GPU enqueues.
-            let rc = unsafe { (self.nc.group_start)() };
+            let rc = if grouped {
+                unsafe { (self.nc.group_start)() }
+            } else {
+                nccl::SUCCESS
+            };
             if rc != nccl::SUCCESS {
                 return Err(self.nccl_err("ncclGroupStart", rc, None));
             }
@@ -277,10 +284,15 @@ impl Run<'_> {
                 if rc != nccl::SUCCESS {
                     // After an abort no NCCL call may touch the communicators.
                     self.fired()?;
-                    // SAFETY: close the group before reporting.
-                    unsafe { (self.nc.group_end)() };
+                    if grouped {
+                        // SAFETY: close the group before reporting.
+                        unsafe { (self.nc.group_end)() };
+                    }
                     return Err(self.nccl_err(op.nccl_name(), rc, Some(g.comm)));
                 }
+            }
+            if !grouped {
+                return Ok(());
             }
             // SAFETY: closes the group opened above.
             let rc = unsafe { (self.nc.group_end)() };

@@ -31,6 +31,11 @@ impl Collective for AllToAll {
         )
     }
 
+    /// Grouped where the sends and receives stand in for NCCL's own.
+    fn grouped(&self, nc: &Nccl) -> bool {
+        nc.all_to_all.is_none()
+    }
+
     fn buffers(&self, count: usize, nranks: usize) -> (usize, usize) {
         (count * nranks, count * nranks)
     }

@@ -52,6 +52,11 @@ pub trait Collective: Sync + std::fmt::Debug {
     fn missing(&self, _nc: &Nccl) -> Option<String> {
         None
     }
+    /// Whether its NCCL calls on one GPU must be grouped (several sends
+    /// and receives); one call of one GPU runs alone.
+    fn grouped(&self, _nc: &Nccl) -> bool {
+        false
+    }
     /// Elements in a rank's send and receive buffers.
     fn buffers(&self, count: usize, nranks: usize) -> (usize, usize);
     /// In place, the elements of the one buffer that holds both (the

@@ -30,6 +30,11 @@ impl Collective for Scatter {
         )
     }
 
+    /// Grouped where the sends and receives stand in for NCCL's own.
+    fn grouped(&self, nc: &Nccl) -> bool {
+        nc.scatter.is_none()
+    }
+
     fn buffers(&self, count: usize, nranks: usize) -> (usize, usize) {
         (count * nranks, count)
     }

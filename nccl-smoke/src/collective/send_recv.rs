@@ -30,6 +30,10 @@ impl Collective for SendRecv {
         )
     }
 
+    fn grouped(&self, _nc: &Nccl) -> bool {
+        true
+    }
+
     fn buffers(&self, count: usize, _nranks: usize) -> (usize, usize) {
         (count, count)
     }
