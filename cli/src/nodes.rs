@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 
-use nccl_rendezvous::{Addr, Card, Gathered, Probe, MAX_ADDRS, MAX_FACTS};
+use nccl_rendezvous::{Addr, Card, Gathered, Probe, MAX_ADDRS, MAX_CARD_TEXT};
 use serde_json::{json, Value};
 
 use crate::host::Iface;
@@ -66,7 +66,7 @@ pub fn card(
         // One fact a line: a value never breaks one, and one too long to
         // fit is left out (the card stays within its bound).
         let f = f.replace('\n', " ");
-        if text.len() + f.len() + 1 > MAX_FACTS {
+        if text.len() + f.len() + 1 > MAX_CARD_TEXT {
             continue;
         }
         text.push_str(&f);
@@ -125,14 +125,17 @@ fn host_facts(picked: &[String]) -> Vec<String> {
 /// The GPUs the driver lists, without a context: `8 x NVIDIA H100 80GB
 /// HBM3`, or `none`.
 fn gpus() -> String {
-    let mut models: Vec<String> = std::fs::read_dir("/proc/driver/nvidia/gpus")
+    let dirs: Vec<std::path::PathBuf> = std::fs::read_dir("/proc/driver/nvidia/gpus")
         .into_iter()
         .flatten()
         .flatten()
+        .map(|e| e.path())
+        .collect();
+    let mut models: Vec<String> = dirs
+        .iter()
         .take(64)
-        .filter_map(|e| {
-            let b =
-                nccl_find::internal::read_bounded(&e.path().join("information"), 64 << 10).ok()?;
+        .filter_map(|d| {
+            let b = nccl_find::internal::read_bounded(&d.join("information"), 64 << 10).ok()?;
             let t = String::from_utf8_lossy(&b).into_owned();
             t.lines()
                 .find_map(|l| l.strip_prefix("Model:"))
@@ -141,7 +144,7 @@ fn gpus() -> String {
         .collect();
     models.sort();
     models.dedup_by(|a, b| a == b);
-    let n = std::fs::read_dir("/proc/driver/nvidia/gpus").map_or(0, |d| d.count());
+    let n = dirs.len();
     match models.as_slice() {
         [] => "none".into(),
         [one] => format!("{n} x {one}"),
@@ -272,12 +275,7 @@ pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
                 None => groups.push((v, vec![r])),
             }
         }
-        let nodes = |ranks: &[usize]| {
-            let mut h: Vec<&str> = ranks.iter().map(|r| cards[*r].host.as_str()).collect();
-            h.sort_unstable();
-            h.dedup();
-            h.len()
-        };
+        let nodes = |ranks: &[usize]| hosts_of(cards, ranks.iter().copied()).len();
         if groups.len() == 1 {
             if groups[0].0 != "unset" && key != "nccl_file" {
                 same.push(format!("{} {}", label(&key), groups[0].0));
@@ -324,10 +322,8 @@ fn who(
     facts: &[BTreeMap<String, String>],
     host_key: bool,
 ) -> String {
-    let mut hosts: Vec<&str> = ranks.iter().map(|r| cards[*r].host.as_str()).collect();
-    hosts.dedup();
     let mut out = Vec::new();
-    for h in hosts {
+    for h in hosts_of(cards, ranks.iter().copied()) {
         let all = (0..cards.len())
             .filter(|r| cards[*r].host == h && (!host_key || facts[*r].contains_key("driver")))
             .all(|r| ranks.contains(&r));
@@ -431,9 +427,7 @@ const MAX_LINES: usize = 12;
 /// The reachability report: a headline, then each failed connection
 /// (those to the addresses NCCL will use are problems), then the proposal.
 pub fn reach_lines(g: &Gathered) -> Vec<(bool, String)> {
-    let mut hosts: Vec<&str> = g.cards.iter().map(|c| c.host.as_str()).collect();
-    hosts.sort_unstable();
-    hosts.dedup();
+    let hosts = hosts_of(&g.cards, 0..g.cards.len());
     if g.probes.is_empty() {
         let why = if hosts.len() < 2 {
             "one host: nothing to test between hosts".to_string()
@@ -511,19 +505,15 @@ pub fn reach_lines(g: &Gathered) -> Vec<(bool, String)> {
 /// job on one machine hears nothing new (`--json` has it all).
 pub fn report(g: &Gathered) -> Vec<(bool, String)> {
     let (same, diffs) = compare(&g.cards);
-    let mut hosts: Vec<&str> = g.cards.iter().map(|c| c.host.as_str()).collect();
-    hosts.dedup();
-    let mut distinct = hosts.clone();
-    distinct.sort_unstable();
-    distinct.dedup();
-    if distinct.len() < 2 && diffs.is_empty() {
+    let hosts = hosts_of(&g.cards, 0..g.cards.len());
+    if hosts.len() < 2 && diffs.is_empty() {
         return Vec::new();
     }
     let mut out = vec![(
         false,
         format!(
             "nodes: {} ({}), {} rank(s); the same on every one: {}",
-            distinct.len(),
+            hosts.len(),
             shown_hosts(&hosts),
             g.cards.len(),
             if same.is_empty() {
@@ -536,25 +526,33 @@ pub fn report(g: &Gathered) -> Vec<(bool, String)> {
     for d in diffs {
         out.push((d.problem, d.line));
     }
-    if distinct.len() > 1 {
+    if hosts.len() > 1 {
         out.extend(reach_lines(g));
     }
     out
 }
 
-/// Hosts in rank order, each once, at most 8 by name.
-fn shown_hosts(hosts: &[&str]) -> String {
+/// The hosts of `ranks`, each once, in the order of its first rank there
+/// (a host whose ranks are not next to each other, as srun's cyclic
+/// distribution places them, is still one host).
+fn hosts_of(cards: &[Card], ranks: impl Iterator<Item = usize>) -> Vec<&str> {
     let mut seen: Vec<&str> = Vec::new();
-    for h in hosts {
-        if !seen.contains(h) {
+    for r in ranks {
+        let h = cards[r].host.as_str();
+        if !seen.contains(&h) {
             seen.push(h);
         }
     }
-    let n = seen.len();
+    seen
+}
+
+/// Hosts (each once), at most 8 by name.
+fn shown_hosts(hosts: &[&str]) -> String {
+    let n = hosts.len();
     if n > 8 {
-        format!("{}, and {} more", seen[..8].join(", "), n - 8)
+        format!("{}, and {} more", hosts[..8].join(", "), n - 8)
     } else {
-        seen.join(", ")
+        hosts.join(", ")
     }
 }
 
@@ -738,7 +736,7 @@ mod tests {
         );
         // The 10 KB value does not fit: left out; a line break in a value
         // never makes a line of its own.
-        assert!(first.facts.len() <= MAX_FACTS);
+        assert!(first.facts.len() <= MAX_CARD_TEXT);
         assert!(
             !first.facts.contains("NCCL_VERSION") && !first.facts.contains("NCCL_DEBUG_SUBSYS")
         );
@@ -823,6 +821,18 @@ mod tests {
                     "b rank 3: NCCL_DEBUG INFO (the 2 other nodes: unset)"
                 ),
             ]
+        );
+        // Ranks placed cyclically (a, b, a, b, …): each host is named once.
+        let cyclic: Vec<Card> = (0..7)
+            .map(|r| {
+                let v = if r < 3 { "2.21.5" } else { "2.28.9" };
+                made(["a", "b"][r % 2], &format!("nccl={v}\n"), &[])
+            })
+            .collect();
+        let lines: Vec<String> = compare(&cyclic).1.into_iter().map(|d| d.line).collect();
+        assert_eq!(
+            lines,
+            ["a rank 0, 2, b rank 1: NCCL 2.21.5 (the 2 other nodes: 2.28.9)"]
         );
         two[1].facts = "nccl=2.28.9\n".into();
         two[3].facts = "nccl=2.28.9\n".into();

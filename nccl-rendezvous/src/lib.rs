@@ -39,7 +39,7 @@ pub use job::{Exchange, Init, Job};
 pub use kv::Joined;
 pub use launch::LaunchEnv;
 pub use meeting::{Flags, Meeting};
-pub use reach::{Addr, Card, Gathered, Probe, MAX_ADDRS, MAX_FACTS, PROBE_WAIT};
+pub use reach::{Addr, Card, Gathered, Probe, MAX_ADDRS, MAX_CARD_TEXT};
 /// Our TCP store's frames, for the fuzzer and the tests (not part of the API).
 #[doc(hidden)]
 pub use wire::{decode, decode_header, encode, Msg};

@@ -27,11 +27,11 @@ use crate::fsafe::random_bytes;
 use crate::untrusted::{peer_text, shown};
 
 /// The most bytes of facts a card carries.
-pub const MAX_FACTS: usize = 4096;
+pub const MAX_CARD_TEXT: usize = 4096;
 /// The most addresses a card offers.
 pub const MAX_ADDRS: usize = 16;
 /// How long one connection of the test may take, at most.
-pub const PROBE_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const PROBE_WAIT: Duration = Duration::from_secs(2);
 /// The longest host or interface name a card carries.
 const MAX_NAME: usize = 255;
 
@@ -42,7 +42,7 @@ const MAX_NAME: usize = 255;
 pub struct Card {
     /// The host's name.
     pub host: String,
-    /// A compact record of facts (at most [`MAX_FACTS`] bytes, text),
+    /// A compact record of facts (at most [`MAX_CARD_TEXT`] bytes, text),
     /// handed to rank 0 as it is.
     pub facts: String,
     /// The addresses to test (at most [`MAX_ADDRS`]): NCCL's first.
@@ -223,7 +223,7 @@ pub(crate) fn hello(ngpus: u32, card: &Card, l: &Listening) -> Vec<u8> {
     let mut v = ngpus.to_le_bytes().to_vec();
     v.extend_from_slice(&l.tag);
     put_str(&mut v, &card.host, MAX_NAME);
-    put_str(&mut v, &card.facts, MAX_FACTS);
+    put_str(&mut v, &card.facts, MAX_CARD_TEXT);
     let addrs = &card.addrs[..card.addrs.len().min(MAX_ADDRS)];
     v.push(addrs.len() as u8);
     for (a, port) in addrs.iter().zip(&l.ports) {
@@ -296,7 +296,7 @@ pub(crate) fn read_hello(b: &[u8]) -> Option<Hello> {
     }
     let tag: [u8; 16] = c.take(16)?.try_into().ok()?;
     let host = c.text(MAX_NAME)?.replace('\n', "\\u{a}");
-    let facts = c.text(MAX_FACTS)?;
+    let facts = c.text(MAX_CARD_TEXT)?;
     let n = usize::from(c.byte()?);
     if n > MAX_ADDRS {
         return None;
