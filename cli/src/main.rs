@@ -169,7 +169,7 @@ enum Command {
     /// Prove NCCL works: a verified all-reduce on every GPU, in one process
     /// or across processes and nodes (exit 0 only if every element of every
     /// run is right; 3 when there is no driver or no GPU)
-    Smoke(smoke::Args),
+    Smoke(Box<smoke::Args>),
 }
 
 /// What the flags ask for, worked out once from them.

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use nccl_rendezvous::{self as rendezvous, Flags, LaunchEnv, Meeting};
-use nccl_smoke::{self as smoke, Dtype, Event, Failure, Options};
+use nccl_smoke::{self as smoke, Dtype, Event, Failure, Options, Redop};
 use serde_json::json;
 
 /// Exit status when there is no driver or no GPU.
@@ -111,7 +111,8 @@ pub struct Args {
     /// Sizes per rank, e.g. 4K,1M,256M (K, M, G are powers of 1024)
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     sizes: Option<Vec<String>>,
-    /// Datatypes: f32 (default), f16, bf16, f64, i32, i64, u8, or all
+    /// Datatypes: f32 (default), f16, bf16, f64, i32, i64, u8, i8, u32,
+    /// u64, f8e4m3, f8e5m2, or all
     #[arg(
         long,
         value_name = "LIST",
@@ -128,6 +129,15 @@ pub struct Args {
         default_value = "all-reduce"
     )]
     ops: Vec<String>,
+    /// Reductions of the collectives that reduce: sum (default), prod,
+    /// max, min, avg, or all
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "sum"
+    )]
+    redops: Vec<String>,
     /// Seed of the inputs (default: derived from NCCL's unique id; always printed)
     #[arg(long)]
     seed: Option<u64>,
@@ -193,6 +203,7 @@ fn options(a: &Args, lib: PathBuf, env: &LaunchEnv) -> Result<(Options, Option<M
     };
     let dtypes = dtypes(&a.dtypes)?;
     let ops = ops(&a.ops)?;
+    let redops = redops(&a.redops)?;
     check_timeout(a.timeout)?;
     if let Some(g) = a.min_busbw.filter(|g| !(g.is_finite() && *g > 0.0)) {
         return Err(format!(
@@ -218,6 +229,7 @@ fn options(a: &Args, lib: PathBuf, env: &LaunchEnv) -> Result<(Options, Option<M
     opts.iters = a.iters;
     opts.rendezvous_only = a.rendezvous_only;
     opts.ops = ops;
+    opts.redops = redops;
     Ok((opts, meeting))
 }
 
@@ -240,7 +252,7 @@ fn ops(names: &[String]) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// `--dtypes`: names, or `all`.
+/// `--dtypes`: names, or `all`, in the order given.
 fn dtypes(names: &[String]) -> Result<Vec<Dtype>, String> {
     let mut dtypes = Vec::new();
     for d in names {
@@ -248,11 +260,30 @@ fn dtypes(names: &[String]) -> Result<Vec<Dtype>, String> {
             dtypes.extend(Dtype::ALL);
         } else {
             dtypes.push(Dtype::parse(d).ok_or_else(|| {
-                format!("{d:?} is not a datatype: f32, f16, bf16, f64, i32, i64, u8 or all")
+                let known: Vec<&str> = Dtype::ALL.iter().map(|d| d.name()).collect();
+                format!("{d:?} is not a datatype: {}, or all", known.join(", "))
             })?);
         }
     }
     Ok(dtypes)
+}
+
+/// `--redops`: names, or `all`; each once, in the smoke test's order.
+fn redops(names: &[String]) -> Result<Vec<Redop>, String> {
+    let known: Vec<&str> = Redop::ALL.iter().map(|r| r.name()).collect();
+    if let Some(bad) = names
+        .iter()
+        .find(|n| *n != "all" && Redop::parse(n).is_none())
+    {
+        return Err(format!(
+            "{bad:?} is not a reduction: {}, or all",
+            known.join(", ")
+        ));
+    }
+    Ok(Redop::ALL
+        .into_iter()
+        .filter(|r| names.iter().any(|n| n == "all" || n == r.name()))
+        .collect())
 }
 
 /// `--timeout`: a positive number of seconds, at most the rendezvous's
@@ -654,12 +685,21 @@ fn library(
     }
 }
 
-/// Where the text report's table is: its header said, the collective of
-/// the last row.
+/// Where the text report's table is: its header said, the collective (and
+/// reduction) of the last row.
 #[derive(Default)]
 struct Table {
     header: bool,
-    op: &'static str,
+    op: String,
+}
+
+/// A row's collective, with its reduction where it reduces:
+/// `reduce-scatter (prod)`.
+fn op_label(r: &smoke::Row) -> String {
+    match r.redop {
+        Some(red) => format!("{} ({})", r.op, red.name()),
+        None => r.op.to_string(),
+    }
 }
 
 /// An event as a line of the text report (`who`: this rank's prefix); the
@@ -687,9 +727,9 @@ fn event_line(who: &str, e: &Event, table: &mut Table) -> String {
         Event::Row(r) => format!(
             "{}{}{who}{:>10} {:>11} {:>5} | {:>10.1} {:>8.2} {:>8.2} {:>7} | {:>10.1} {:>8.2} {:>8.2} {:>7}",
             // Each collective but the default's first row names it.
-            match std::mem::replace(&mut table.op, r.op) {
-                last if last == r.op || (last.is_empty() && r.op == "all-reduce") => String::new(),
-                _ => format!("{who}{}:\n", r.op),
+            match std::mem::replace(&mut table.op, op_label(r)) {
+                last if last == table.op || (last.is_empty() && table.op == "all-reduce (sum)") => String::new(),
+                _ => format!("{who}{}:\n", table.op),
             },
             if std::mem::replace(&mut table.header, true) {
                 String::new()
@@ -740,10 +780,23 @@ fn verdict_line(result: &Result<smoke::Summary, Failure>, met_only: bool, wall: 
             } else {
                 let mut ops: Vec<&str> = s.rows.iter().map(|r| r.op).collect();
                 ops.dedup();
-                let calls = if ops.iter().all(|o| *o == "all-reduce") {
+                let mut redops: Vec<&str> = Vec::new();
+                for r in s.rows.iter().filter_map(|r| r.redop) {
+                    if !redops.contains(&r.name()) {
+                        redops.push(r.name());
+                    }
+                }
+                if s.rows.is_empty() {
+                    return format!(
+                        "OK: no call ran: each one asked for was skipped (the notes say why){agree} ({wall:.2} s)"
+                    );
+                }
+                let calls = if ops.iter().all(|o| *o == "all-reduce") && redops == ["sum"] {
                     "all-reduce(s)".to_string()
-                } else {
+                } else if redops.iter().all(|r| *r == "sum") {
                     format!("call(s) ({})", ops.join(", "))
+                } else {
+                    format!("call(s) ({}; {})", ops.join(", "), redops.join(", "))
                 };
                 format!(
                     "OK: every element of {} {calls} right on {} rank(s){agree} ({wall:.2} s)",
@@ -791,7 +844,7 @@ fn json_report(
         .iter()
         .filter_map(|e| match e {
             Event::Row(r) => Some(json!({
-                "op": r.op, "bytes": r.bytes, "count": r.count, "dtype": r.dtype.name(),
+                "op": r.op, "redop": r.redop.map(|x| x.name()), "bytes": r.bytes, "count": r.count, "dtype": r.dtype.name(),
                 "oop": {"time_us": r.oop.time_us, "algbw": r.oop.algbw, "busbw": r.oop.busbw, "wrong": r.oop.wrong},
                 "ip": {"time_us": r.ip.time_us, "algbw": r.ip.algbw, "busbw": r.ip.busbw, "wrong": r.ip.wrong},
             })),

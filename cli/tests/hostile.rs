@@ -78,6 +78,15 @@ fn smoke_bounds_are_usage_errors() {
             "\"alltoall\" is not a collective: all-reduce, all-gather, reduce-scatter, broadcast, reduce, \
              all-to-all, gather, scatter, send-recv, or all",
         ),
+        (
+            vec!["--redops", "sum,mean"],
+            "\"mean\" is not a reduction: sum, prod, max, min, avg, or all",
+        ),
+        (
+            vec!["--dtypes", "f8"],
+            "\"f8\" is not a datatype: f32, f16, bf16, f64, i32, i64, u8, i8, u32, u64, f8e4m3, \
+             f8e5m2, or all",
+        ),
     ] {
         let o = text(
             &nccl_find()

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::collective::{Buffers, Collective, Place};
 use crate::cuda::{self, CuContext, CuDevicePtr, CuFunction, CuStream, Cuda};
-use crate::data::{self, Dtype};
+use crate::data::{self, Dtype, Rule, Source};
 use crate::nccl::{self, Nccl, NcclComm};
 use crate::report::{hint, Event, Failure, Timing};
 use crate::{ptx, verdict, watchdog};
@@ -36,6 +36,8 @@ pub(crate) struct Run<'a> {
     pub(crate) dog: Arc<watchdog::Watchdog>,
     /// Seconds spent making and checking data, and bytes per GPU touched.
     pub(crate) data_time: std::cell::Cell<(f64, u64)>,
+    /// The lowest compute capability (major) of this process's GPUs.
+    pub(crate) min_cc: i32,
 }
 
 impl<'a> Run<'a> {
@@ -63,6 +65,7 @@ impl<'a> Run<'a> {
             timeout,
             dog,
             data_time: std::cell::Cell::new((0.0, 0)),
+            min_cc: 0,
         }
     }
 }
@@ -280,7 +283,7 @@ impl Run<'_> {
                 // `d.count` elements of `d.t` on this GPU (`alloc`), from the
                 // op's in-place offsets; the stream and communicator belong
                 // to it; the sweep runs no op that `missing` refused.
-                let rc = unsafe { op.call(self.nc, bufs, d.count, d.t, at) };
+                let rc = unsafe { op.call(self.nc, bufs, d.count, d.t, d.rule.op, at) };
                 if rc != nccl::SUCCESS {
                     // After an abort no NCCL call may touch the communicators.
                     self.fired()?;
@@ -348,72 +351,70 @@ impl Run<'_> {
         self.cu.check(rc, "cuLaunchKernel").map_err(Failure::Cuda)
     }
 
-    /// Fills `dst` on the GPU: rank `rank`'s input, or the poison.
+    /// Launches `f` over `l.count` elements: a fill or a check.
+    fn kernel(&self, g: &Gpu, f: CuFunction, l: &ptx::Launch) -> Result<(), Failure> {
+        let mut values = l.values();
+        let mut args: Vec<*mut c_void> = values
+            .iter_mut()
+            .map(|v| v as *mut u64 as *mut c_void)
+            .collect();
+        self.launch(g, f, l.count as usize, &mut args)
+    }
+
+    /// Fills `len` elements at `dst` on the GPU: rank `rank`'s input, or
+    /// the poison of a result from `src` (`rank` None).
     fn fill(
         &self,
         g: &Gpu,
         d: &Data,
         dst: CuDevicePtr,
-        rank: usize,
-        poison: bool,
+        len: usize,
+        rank: Option<usize>,
+        src: Source,
     ) -> Result<(), Failure> {
         let (fill, _) = g.kernels.expect("kernels loaded");
-        let (mut ptr, mut count, mut seed, mut rank, mut nranks) =
-            (dst, d.count as u64, d.seed, rank as u64, d.nranks as u64);
-        let (mut dtype, mut mask, mut esize, mut mode) = (
-            d.t.code(),
-            d.t.value_mask(d.nranks),
-            d.t.size() as u64,
-            u32::from(poison),
-        );
-        let mut args: [*mut c_void; 9] = [
-            &mut ptr as *mut _ as *mut c_void,
-            &mut count as *mut _ as *mut c_void,
-            &mut seed as *mut _ as *mut c_void,
-            &mut rank as *mut _ as *mut c_void,
-            &mut nranks as *mut _ as *mut c_void,
-            &mut dtype as *mut _ as *mut c_void,
-            &mut mask as *mut _ as *mut c_void,
-            &mut esize as *mut _ as *mut c_void,
-            &mut mode as *mut _ as *mut c_void,
-        ];
-        self.launch(g, fill, d.count, &mut args)
+        let l = ptx::Launch {
+            ptr: dst,
+            count: len as u64,
+            first: 0,
+            seed: d.seed,
+            rank: rank.unwrap_or(0) as u64,
+            mode: u64::from(rank.is_none()),
+            out: 0,
+            rule: d.rule,
+            src,
+        };
+        self.kernel(g, fill, &l)
     }
 
-    /// Checks every element of `src` on the GPU; returns the number wrong
-    /// and the first wrong index.
-    fn check_on_gpu(&self, g: &Gpu, d: &Data, src: CuDevicePtr) -> Result<(), Failure> {
+    /// Checks `len` elements at `at` on the GPU, element `first` of a
+    /// result from `src` on, into the GPU's two counters
+    /// ([`Run::check_result`]).
+    fn check_on_gpu(
+        &self,
+        g: &Gpu,
+        d: &Data,
+        at: CuDevicePtr,
+        (first, len): (usize, usize),
+        src: Source,
+    ) -> Result<(), Failure> {
         let (_, check) = g.kernels.expect("kernels loaded");
-        self.upload(
-            g,
-            g.result,
-            &[0u8; 8]
-                .iter()
-                .chain(&[0xffu8; 8])
-                .copied()
-                .collect::<Vec<_>>(),
-        )?;
-        let (mut ptr, mut count, mut seed, mut nranks) =
-            (src, d.count as u64, d.seed, d.nranks as u64);
-        let (mut dtype, mut mask, mut esize, mut out) = (
-            d.t.code(),
-            d.t.value_mask(d.nranks),
-            d.t.size() as u64,
-            g.result,
-        );
-        let mut args: [*mut c_void; 8] = [
-            &mut ptr as *mut _ as *mut c_void,
-            &mut count as *mut _ as *mut c_void,
-            &mut seed as *mut _ as *mut c_void,
-            &mut nranks as *mut _ as *mut c_void,
-            &mut dtype as *mut _ as *mut c_void,
-            &mut mask as *mut _ as *mut c_void,
-            &mut esize as *mut _ as *mut c_void,
-            &mut out as *mut _ as *mut c_void,
-        ];
-        self.launch(g, check, d.count, &mut args)
+        let mut fresh = [0u8; 16];
+        fresh[8..].fill(0xff);
+        self.upload(g, g.result, &fresh)?;
+        let l = ptx::Launch {
+            ptr: at,
+            count: len as u64,
+            first: first as u64,
+            seed: d.seed,
+            rank: 0,
+            mode: 0,
+            out: g.result,
+            rule: d.rule,
+            src,
+        };
+        self.kernel(g, check, &l)
     }
-
     fn check_result(&self, g: &Gpu) -> Result<(usize, u64), Failure> {
         let b = self.download(g, g.result, 16)?;
         let wrong = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
@@ -432,10 +433,18 @@ impl Run<'_> {
     ) -> Result<Timing, Failure> {
         let (t, count, nranks) = (d.t, d.count, d.nranks);
         let bytes = count * t.size();
-        let on_gpu = op.on_gpu() && self.kernels_loaded();
+        let on_gpu = self.kernels_loaded();
         let t_data = Instant::now();
         self.make_inputs(op, d, first_rank, in_place, on_gpu)?;
-        let what = format!("{} of {bytes} bytes ({})", op.name(), t.name());
+        let what = match op.reduces() {
+            true => format!(
+                "{} of {bytes} bytes ({}, {})",
+                op.name(),
+                t.name(),
+                d.rule.op.name()
+            ),
+            false => format!("{} of {bytes} bytes ({})", op.name(), t.name()),
+        };
         self.wait("making the inputs")?;
         let mut data_s = t_data.elapsed().as_secs_f64();
         let late = format!(
@@ -489,9 +498,9 @@ impl Run<'_> {
     }
 
     /// Puts every GPU's input in place (in `recv`, at the op's in-place
-    /// offset; else in `send`), with the rest of `recv` poisoned: made by
-    /// the kernels (the all-reduce's), or by the host and uploaded.
-    /// Enqueued only: [`Run::wait`] for it.
+    /// offset; else in `send`), over its receive buffer poisoned: made by
+    /// the kernels, or by the host and uploaded. Enqueued only:
+    /// [`Run::wait`] for it.
     fn make_inputs(
         &self,
         op: &dyn Collective,
@@ -500,41 +509,33 @@ impl Run<'_> {
         in_place: bool,
         on_gpu: bool,
     ) -> Result<(), Failure> {
-        let (t, count, nranks) = (d.t, d.count, d.nranks);
+        let (e, count, nranks) = (d.t.size() as u64, d.count, d.nranks);
+        let (send, recv) = op.buffers(count, nranks);
         for (j, g) in self.gpus.iter().enumerate() {
-            let dst = if in_place { g.recv } else { g.send };
-            if on_gpu {
-                self.fill(g, d, dst, first_rank + j, false)?;
-                if !in_place {
-                    self.fill(g, d, g.recv, 0, true)?;
+            let rank = first_rank + j;
+            let src = op.source(rank, nranks, count);
+            let (send_at, recv_at) = match in_place {
+                true => {
+                    let (s, r) = op.in_place(rank, nranks, count);
+                    (g.recv + s as u64 * e, g.recv + r as u64 * e)
                 }
+                false => (g.send, g.recv),
+            };
+            if on_gpu {
+                self.fill(g, d, recv_at, recv, None, src)?;
+                self.fill(g, d, send_at, send, Some(rank), src)?;
             } else {
-                let rank = first_rank + j;
-                let want = op.expected(t, d.seed, rank, nranks, count);
-                let recv_len = if in_place {
-                    op.one_buffer(count, nranks)
-                } else {
-                    op.buffers(count, nranks).1
-                } * t.size();
-                // The whole receive buffer poisoned, the input over it.
-                let mut poison = data::poison(&want);
-                poison.resize(recv_len.max(poison.len()), 0xA5);
-                self.upload(g, g.recv, &poison)?;
-                let input = op.input(t, d.seed, rank, nranks, count);
-                let at = if in_place {
-                    g.recv + (op.in_place(rank, nranks, count).0 * t.size()) as u64
-                } else {
-                    g.send
-                };
-                self.upload(g, at, &input)?;
+                let want = op.expected(&d.rule, d.seed, rank, count);
+                self.upload(g, recv_at, &data::poison(&want))?;
+                self.upload(g, send_at, &op.input(&d.rule, d.seed, rank, count))?;
             }
         }
         Ok(())
     }
 
-    /// Checks every element of every GPU's result (by the check kernel, or
-    /// downloaded to the host: the part [`Collective::checked`] names); the
-    /// number wrong.
+    /// Checks every element of every GPU's result that
+    /// [`Collective::checked`] names (by the check kernel, or downloaded
+    /// to the host); the number wrong.
     fn count_wrong(
         &self,
         op: &dyn Collective,
@@ -543,40 +544,44 @@ impl Run<'_> {
         in_place: bool,
         on_gpu: bool,
     ) -> Result<usize, Failure> {
+        let e = d.t.size();
         let mut wrong = 0;
-        if on_gpu {
-            for g in &self.gpus {
-                self.check_on_gpu(g, d, g.recv)?;
+        let mut checked = Vec::new();
+        for (j, g) in self.gpus.iter().enumerate() {
+            let rank = first_rank + j;
+            let (at, len) = op.checked(rank, d.nranks, d.count, in_place);
+            if len == 0 {
+                continue;
             }
-            for g in &self.gpus {
-                wrong += self.check_result(g)?.0;
+            // The first checked element's index in the result.
+            let recv_at = if in_place {
+                op.in_place(rank, d.nranks, d.count).1
+            } else {
+                0
+            };
+            let src = op.source(rank, d.nranks, d.count);
+            let ptr = g.recv + (at * e) as u64;
+            if on_gpu {
+                self.check_on_gpu(g, d, ptr, (at - recv_at, len), src)?;
+                checked.push(g);
+            } else {
+                let want = op.expected(&d.rule, d.seed, rank, d.count);
+                let got = self.download(g, ptr, len * e)?;
+                let from = (at - recv_at) * e;
+                wrong += data::check(d.t, &got, &want[from..from + len * e]).wrong;
             }
-        } else {
-            let e = d.t.size();
-            for (j, g) in self.gpus.iter().enumerate() {
-                let rank = first_rank + j;
-                let (at, len) = op.checked(rank, d.nranks, d.count, in_place);
-                if len == 0 {
-                    continue;
-                }
-                let want = op.expected(d.t, d.seed, rank, d.nranks, d.count);
-                let got = self.download(g, g.recv + (at * e) as u64, len * e)?;
-                wrong += data::check(d.t, &got, &want[..len * e]).wrong;
-            }
+        }
+        for g in checked {
+            wrong += self.check_result(g)?.0;
         }
         Ok(wrong)
     }
 
     /// Loads the kernels on every GPU and checks them against the host's
-    /// data: the fill's inputs and poison, the check's counts. Any
-    /// disagreement leaves the data to the host (slower, as exact).
-    pub(crate) fn load_kernels(
-        &mut self,
-        dtypes: &[Dtype],
-        nranks: usize,
-        seed: u64,
-        on: &mut dyn FnMut(Event),
-    ) {
+    /// data in each of `rules`: the fill's inputs and poison, the check's
+    /// counts. Any disagreement leaves the data to the host (slower, as
+    /// exact).
+    pub(crate) fn load_kernels(&mut self, rules: &[Rule], seed: u64, on: &mut dyn FnMut(Event)) {
         let text = std::ffi::CString::new(ptx::module()).unwrap_or_default();
         for j in 0..self.gpus.len() {
             if self.set(&self.gpus[j]).is_err() {
@@ -609,7 +614,7 @@ impl Run<'_> {
             }
             self.gpus[j].kernels = Some((fill, check));
         }
-        if let Err(why) = self.self_test(dtypes, nranks, seed) {
+        if let Err(why) = self.self_test(rules, seed) {
             on(Event::Note(format!(
                 "the GPU kernels disagree with the host ({why}): data is made and checked on the host"
             )));
@@ -619,43 +624,54 @@ impl Run<'_> {
         }
     }
 
-    fn self_test(&self, dtypes: &[Dtype], nranks: usize, seed: u64) -> Result<(), String> {
+    /// Each rule, a reduction and blocks from every rank: the kernels'
+    /// input, poison and counts against the host's.
+    fn self_test(&self, rules: &[Rule], seed: u64) -> Result<(), String> {
         let count = 4099usize;
+        let e = |f: Failure| f.to_string();
         for g in &self.gpus {
-            for &t in dtypes {
+            for rule in rules {
+                let (t, n) = (rule.t, rule.nranks);
                 let d = Data {
                     t,
                     count,
-                    nranks,
+                    nranks: n,
                     seed,
+                    rule: *rule,
                 };
                 let bytes = count * t.size();
-                let e = |f: Failure| f.to_string();
-                self.fill(g, &d, g.send, nranks - 1, false).map_err(e)?;
-                self.fill(g, &d, g.recv, 0, true).map_err(e)?;
-                self.wait("the kernels' self-test").map_err(e)?;
-                let input = self.download(g, g.send, bytes).map_err(e)?;
-                if input != data::input(t, seed, nranks - 1, nranks, count) {
-                    return Err(format!("{} inputs", t.name()));
-                }
-                let want = data::expected(t, seed, nranks, count);
-                if self.download(g, g.recv, bytes).map_err(e)? != data::poison(&want) {
-                    return Err(format!("{} poison", t.name()));
-                }
-                // The poison is all wrong; the answer, planted, all right
-                // but one element.
-                self.check_on_gpu(g, &d, g.recv).map_err(e)?;
-                self.wait("the kernels' self-test").map_err(e)?;
-                if self.check_result(g).map_err(e)? != (count, 0) {
-                    return Err(format!("{} check of the poison", t.name()));
-                }
-                let mut planted = want.clone();
-                planted[1234 * t.size()] ^= 1;
-                self.upload(g, g.recv, &planted).map_err(e)?;
-                self.check_on_gpu(g, &d, g.recv).map_err(e)?;
-                self.wait("the kernels' self-test").map_err(e)?;
-                if self.check_result(g).map_err(e)? != (1, 1234) {
-                    return Err(format!("{} check of the answer", t.name()));
+                let what = format!("{} {}", t.name(), rule.op.name());
+                for src in [Source::reduced(7), Source::blocks(1000, 3)] {
+                    self.fill(g, &d, g.send, count, Some(n - 1), src)
+                        .map_err(e)?;
+                    self.fill(g, &d, g.recv, count, None, src).map_err(e)?;
+                    self.wait("the kernels' self-test").map_err(e)?;
+                    let input = self.download(g, g.send, bytes).map_err(e)?;
+                    if input != data::input(rule, seed, n - 1, count) {
+                        return Err(format!("{what} inputs"));
+                    }
+                    let want = data::expected(rule, seed, src, count);
+                    if self.download(g, g.recv, bytes).map_err(e)? != data::poison(&want) {
+                        return Err(format!("{what} poison"));
+                    }
+                    // The poison is all wrong; the answer, planted, all
+                    // right but one element; checked from element 5 on.
+                    self.check_on_gpu(g, &d, g.recv, (0, count), src)
+                        .map_err(e)?;
+                    self.wait("the kernels' self-test").map_err(e)?;
+                    if self.check_result(g).map_err(e)? != (count, 0) {
+                        return Err(format!("{what} check of the poison"));
+                    }
+                    let mut planted = want.clone();
+                    planted[1234 * t.size()] ^= 1;
+                    self.upload(g, g.recv, &planted[5 * t.size()..])
+                        .map_err(e)?;
+                    self.check_on_gpu(g, &d, g.recv, (5, count - 5), src)
+                        .map_err(e)?;
+                    self.wait("the kernels' self-test").map_err(e)?;
+                    if self.check_result(g).map_err(e)? != (1, 1229) {
+                        return Err(format!("{what} check of the answer"));
+                    }
                 }
             }
         }
@@ -723,13 +739,16 @@ fn retain(cu: &Cuda, o: usize) -> Result<(usize, String), String> {
     Ok((ctx as usize, n))
 }
 
-/// One size of one datatype: what the kernels and the host need to know.
+/// One size of one datatype in one reduction: what the kernels and the
+/// host need to know.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Data {
     pub(crate) t: Dtype,
     pub(crate) count: usize,
     pub(crate) nranks: usize,
     pub(crate) seed: u64,
+    /// How the inputs are chosen ([`Rule`]).
+    pub(crate) rule: Rule,
 }
 
 /// The links of this process's GPUs: NVLinks and PCIe from NVML, P2P

@@ -48,7 +48,8 @@ mod watchdog;
 pub use capture::Capture;
 use collective::{Collective, COLLECTIVES};
 use cuda::Cuda;
-pub use data::Dtype;
+use data::Rule;
+pub use data::{Dtype, Redop};
 use gpu::{Data, Run};
 use nccl::Nccl;
 use nccl_rendezvous as rendezvous;
@@ -86,6 +87,8 @@ pub struct Options {
     /// The collectives to run, by name ([`ops`]): the all-reduce alone by
     /// default.
     pub ops: Vec<String>,
+    /// The reductions of the collectives that reduce: `sum` by default.
+    pub redops: Vec<Redop>,
 }
 
 impl Options {
@@ -104,6 +107,7 @@ impl Options {
             iters: None,
             rendezvous_only: false,
             ops: vec!["all-reduce".into()],
+            redops: vec![Redop::Sum],
         }
     }
 }
@@ -117,33 +121,76 @@ pub fn ops() -> Vec<&'static str> {
     COLLECTIVES.iter().map(|c| c.name()).collect()
 }
 
-/// Each collective of `ops` (in [`COLLECTIVES`]' order), in every datatype,
-/// at every size; one the loaded NCCL lacks is left out, and said why.
+/// One row's work: a collective, how its inputs are chosen (datatype and
+/// reduction), a size in bytes.
+type Work = (&'static dyn Collective, Rule, usize);
+
+/// Each collective of `opts.ops` (in [`COLLECTIVES`]' order), in each of
+/// `opts.redops` where it reduces, in every datatype, at every size. What
+/// the loaded NCCL or this process's GPUs (compute capability `min_cc`)
+/// cannot run, or what has no exact answer, is left out and said why, once.
 fn sweep_order(
-    ops: &[String],
-    dtypes: &[Dtype],
-    sizes: &[usize],
+    opts: &Options,
+    nranks: usize,
     nc: &Nccl,
+    min_cc: i32,
     on: &mut dyn FnMut(Event),
-) -> Result<Vec<(&'static dyn Collective, Dtype, usize)>, Failure> {
-    if let Some(bad) = ops.iter().find(|o| collective::by_name(o).is_none()) {
+) -> Result<Vec<Work>, Failure> {
+    if let Some(bad) = opts.ops.iter().find(|o| collective::by_name(o).is_none()) {
         return Err(Failure::Usage(format!(
             "{bad:?} is not a collective: {}, or all",
             self::ops().join(", ")
         )));
     }
+    let mut said: Vec<String> = Vec::new();
+    let mut skip = |why: String| {
+        if !said.contains(&why) {
+            on(Event::Note(format!("skipped: {why}")));
+            said.push(why);
+        }
+    };
+    let release =
+        |(x, y, z): (u32, u32, u32)| format!("NCCL {x}.{y}.{z} (this is {})", nc.version());
     let mut out = Vec::new();
     for op in COLLECTIVES
         .iter()
-        .filter(|c| ops.iter().any(|o| o == c.name()))
+        .filter(|c| opts.ops.iter().any(|o| o == c.name()))
     {
         if let Some(why) = op.missing(nc) {
-            on(Event::Note(format!("skipped: {why}")));
+            skip(why);
             continue;
         }
-        for &t in dtypes {
-            for &bytes in sizes {
-                out.push((*op, t, bytes));
+        let redops: Vec<Option<Redop>> = match op.reduces() {
+            true => opts.redops.iter().copied().map(Some).collect(),
+            false => vec![None],
+        };
+        for red in redops {
+            if let Some(r) = red.filter(|r| !nc.has(r.since())) {
+                skip(format!("{} needs {}", r.name(), release(r.since())));
+                continue;
+            }
+            for &t in &opts.dtypes {
+                if !nc.has(t.since()) {
+                    skip(format!("{} needs {}", t.name(), release(t.since())));
+                    continue;
+                }
+                let fp8 = matches!(t, Dtype::F8e4m3 | Dtype::F8e5m2);
+                if red.is_some() && fp8 && min_cc < 9 {
+                    skip(format!(
+                        "{} reductions need compute capability 9.0; this process's GPUs have {min_cc}.x",
+                        t.name()
+                    ));
+                    continue;
+                }
+                let rule = match red.map(|r| Rule::of(t, r, nranks)) {
+                    Some(Ok(rule)) => rule,
+                    Some(Err(why)) => {
+                        skip(why);
+                        continue;
+                    }
+                    None => Rule::copy(t, nranks),
+                };
+                out.extend(opts.sizes.iter().map(|&bytes| (*op, rule, bytes)));
             }
         }
     }
@@ -203,6 +250,7 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
     });
     let abort = joined.as_ref().map(|j| j.abort.clone());
     let mut run = Run::new(&cu, &nc, gpus, opts.timeout, abort);
+    run.min_cc = topology.gpus.iter().map(|g| g.cc_major).min().unwrap_or(0);
     on(Event::Note(format!(
         "setup: driver {driver_s:.2} s, GPU contexts {ctx_s:.2} s"
     )));
@@ -436,18 +484,23 @@ fn sweep(
     run.init_comms(id, nranks, first_rank, on)?;
     // Streams and buffers, big enough for the largest size of every
     // collective in every datatype.
-    let order = sweep_order(&opts.ops, &opts.dtypes, &opts.sizes, run.nc, on)?;
+    let order = sweep_order(opts, nranks, run.nc, run.min_cc, on)?;
     let (mut send, mut recv) = (8, 8);
-    for (op, t, bytes) in &order {
+    let mut rules: Vec<Rule> = Vec::new();
+    for (op, rule, bytes) in &order {
+        let t = rule.t;
         let count = (bytes / t.size()).max(1);
         let (s, r) = op.buffers(count, nranks);
         send = send.max(s * t.size());
         // In place, the receive buffer is the one buffer of both.
         recv = recv.max(r.max(op.one_buffer(count, nranks)) * t.size());
+        if !rules.contains(rule) {
+            rules.push(*rule);
+        }
     }
     run.alloc(send, recv)?;
     let t_k = Instant::now();
-    run.load_kernels(&opts.dtypes, nranks, seed, on);
+    run.load_kernels(&rules, seed, on);
     if run.kernels_loaded() {
         on(Event::Note(format!(
             "data made and checked on the GPU (kernels loaded and self-tested in {:.2} s)",
@@ -456,13 +509,15 @@ fn sweep(
     }
     let mut rows = Vec::new();
     let mut wrong = 0;
-    for (op, t, bytes) in order {
+    for (op, rule, bytes) in order {
+        let t = rule.t;
         let count = (bytes / t.size()).max(1);
         let d = Data {
             t,
             count,
             nranks,
             seed,
+            rule,
         };
         let iters = opts.iters.unwrap_or_else(|| iters_for(bytes));
         let oop = run.one(op, &d, first_rank, false, iters)?;
@@ -470,6 +525,7 @@ fn sweep(
         wrong += oop.wrong + ip.wrong;
         let row = Row {
             op: op.name(),
+            redop: op.reduces().then_some(rule.op),
             bytes: count * t.size(),
             count,
             dtype: t,
@@ -481,13 +537,10 @@ fn sweep(
     }
     let (secs, touched) = run.data_time.get();
     if touched > 0 {
-        // The kernels make the all-reduce's data; the host every other's.
-        let on_gpu = run.kernels_loaded() && rows.iter().any(|r| r.op == "all-reduce");
-        let host = rows.iter().any(|r| r.op != "all-reduce") || !run.kernels_loaded();
-        let where_ = match (on_gpu, host) {
-            (true, true) => "the GPU (the all-reduce's) and the host (the others')",
-            (true, false) => "the GPU",
-            _ => "the host",
+        let where_ = if run.kernels_loaded() {
+            "the GPU"
+        } else {
+            "the host"
         };
         on(Event::Note(format!(
             "data: {:.2} GB per GPU made and checked on {where_} in {secs:.3} s ({:.1} GB/s per GPU)",

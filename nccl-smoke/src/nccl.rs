@@ -184,6 +184,12 @@ impl Nccl {
         version_of(self.version_code)
     }
 
+    /// Whether this NCCL is release `since` or newer (an unreadable
+    /// version code counts as new).
+    pub fn has(&self, since: (u32, u32, u32)) -> bool {
+        nccl_find::Version::from_code(self.version_code.max(0) as u32).map_or(true, |v| v >= since)
+    }
+
     /// An NCCL result in words, with the communicator's last error if any.
     pub fn error(&self, rc: NcclResult, comm: Option<NcclComm>) -> String {
         // SAFETY: both return pointers to static or comm-owned C strings.

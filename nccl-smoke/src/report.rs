@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use nccl_rendezvous::{Failed, Gathered, PeerOutcome};
 
-use crate::data::Dtype;
+use crate::data::{Dtype, Redop};
 use crate::{net, verdict};
 
 /// Timing and correctness of one mode at one size.
@@ -28,6 +28,8 @@ pub struct Timing {
 pub struct Row {
     /// The collective, by name (`all-reduce`).
     pub op: &'static str,
+    /// Its reduction, where it reduces.
+    pub redop: Option<Redop>,
     /// Bytes per rank.
     pub bytes: usize,
     /// Elements.

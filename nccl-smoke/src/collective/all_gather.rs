@@ -1,7 +1,7 @@
 //! All-gather: every rank ends with every rank's input, in rank order.
 
-use super::{in_rank_order, lacks, spread, Buffers, Collective, Place};
-use crate::data::{self, Dtype};
+use super::{lacks, spread, Buffers, Collective, Place};
+use crate::data::{Dtype, Redop, Source};
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
 
 /// `ncclAllGather`.
@@ -34,12 +34,8 @@ impl Collective for AllGather {
         count * nranks
     }
 
-    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::input(t, seed, rank, nranks, count)
-    }
-
-    fn expected(&self, t: Dtype, seed: u64, _rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        in_rank_order(t, seed, nranks, count)
+    fn source(&self, _rank: usize, _nranks: usize, count: usize) -> Source {
+        Source::blocks(count, 0)
     }
 
     /// nccl-tests: `(n-1)/n` of the gathered size.
@@ -47,32 +43,35 @@ impl Collective for AllGather {
         spread(nranks)
     }
 
-    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+    unsafe fn call(
+        &self,
+        nc: &Nccl,
+        b: Buffers,
+        count: usize,
+        t: Dtype,
+        _op: Redop,
+        at: Place,
+    ) -> NcclResult {
         let Some(f) = nc.all_gather else {
             return INVALID_USAGE;
         };
         // SAFETY: the caller's contract (`Collective::call`).
-        unsafe { f(b.send, b.recv, count, t.nccl(), at.comm, at.stream) }
+        unsafe { f(b.send, b.recv, count, t.nccl().0, at.comm, at.stream) }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::{inputs, rules};
 
     #[test]
     fn every_rank_gets_every_input_in_rank_order() {
         for nranks in [1, 2, 3, 8] {
-            for t in Dtype::ALL {
-                let got = AllGather.expected(t, 7, 0, nranks, 5);
-                assert_eq!(got.len(), 5 * nranks * t.size());
+            for rule in rules(&AllGather, nranks) {
+                let all = inputs(&AllGather, &rule, 7, 5).concat();
                 for r in 0..nranks {
-                    let part = &got[r * 5 * t.size()..(r + 1) * 5 * t.size()];
-                    assert_eq!(
-                        part,
-                        AllGather.input(t, 7, r, nranks, 5),
-                        "{t:?} {r}/{nranks}"
-                    );
+                    assert_eq!(AllGather.expected(&rule, 7, r, 5), all, "{rule:?} {r}");
                 }
             }
         }

@@ -2,8 +2,8 @@
 //! input. The inputs are chosen so that every sum is exact in every
 //! datatype ([`crate::data`]); the GPU's kernels make and check them.
 
-use super::{Buffers, Collective, Place, SUM};
-use crate::data::{self, Dtype};
+use super::{Buffers, Collective, Place};
+use crate::data::{Dtype, Redop, Source};
 use crate::nccl::{Nccl, NcclResult};
 
 /// `ncclAllReduce` with `ncclSum`.
@@ -23,16 +23,12 @@ impl Collective for AllReduce {
         (count, count)
     }
 
-    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::input(t, seed, rank, nranks, count)
-    }
-
-    fn expected(&self, t: Dtype, seed: u64, _rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::expected(t, seed, nranks, count)
-    }
-
-    fn on_gpu(&self) -> bool {
+    fn reduces(&self) -> bool {
         true
+    }
+
+    fn source(&self, _rank: usize, _nranks: usize, _count: usize) -> Source {
+        Source::reduced(0)
     }
 
     /// nccl-tests: `2(n-1)/n` (each rank sends and receives every element
@@ -42,31 +38,48 @@ impl Collective for AllReduce {
         2.0 * (n - 1.0) / n
     }
 
-    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+    unsafe fn call(
+        &self,
+        nc: &Nccl,
+        b: Buffers,
+        count: usize,
+        t: Dtype,
+        op: Redop,
+        at: Place,
+    ) -> NcclResult {
         // SAFETY: the caller's contract (`Collective::call`): both buffers
         // hold `count` elements of `t` on the GPU of `comm` and `stream`.
-        unsafe { (nc.all_reduce)(b.send, b.recv, count, t.nccl(), SUM, at.comm, at.stream) }
+        unsafe {
+            (nc.all_reduce)(
+                b.send,
+                b.recv,
+                count,
+                t.nccl().0,
+                op.nccl().0,
+                at.comm,
+                at.stream,
+            )
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::{inputs, rules};
+    use crate::data::reference;
 
-    /// The expected result against a host sum of every rank's input, for
-    /// 1, 2, 3 and 8 ranks, in every datatype: the same for every rank.
+    /// Every rank's result against the reference reduction of every rank's
+    /// input, for 1, 2, 3 and 8 ranks, in every datatype and reduction.
     #[test]
-    fn the_expected_sum_is_the_host_sum_of_every_input() {
+    fn every_rank_gets_the_reduction_of_every_input() {
         for nranks in [1, 2, 3, 8] {
-            for t in Dtype::ALL {
-                let count = 257;
-                let want = AllReduce.expected(t, 42, 0, nranks, count);
-                assert_eq!(want, AllReduce.expected(t, 42, nranks - 1, nranks, count));
-                let inputs: Vec<Vec<u8>> = (0..nranks)
-                    .map(|r| AllReduce.input(t, 42, r, nranks, count))
-                    .collect();
-                let sum = data::sum_on_host(t, &inputs);
-                assert_eq!(data::check(t, &sum, &want).wrong, 0, "{t:?} × {nranks}");
+            for rule in rules(&AllReduce, nranks) {
+                let all = inputs(&AllReduce, &rule, 42, 257);
+                let want = reference::reduce(rule.t, rule.op, &all);
+                for rank in [0, nranks - 1] {
+                    assert_eq!(AllReduce.expected(&rule, 42, rank, 257), want, "{rule:?}");
+                }
             }
         }
     }

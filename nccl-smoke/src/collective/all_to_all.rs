@@ -4,8 +4,8 @@
 //! place (which NCCL does not take), the two halves of one buffer.
 
 use super::p2p::{moves, Move};
-use super::{block_of, spread, Buffers, Collective, Place};
-use crate::data::{self, Dtype};
+use super::{spread, Buffers, Collective, Place};
+use crate::data::{Dtype, Redop, Source};
 use crate::nccl::{Nccl, NcclResult};
 
 /// `ncclAlltoAll`, or grouped sends and receives.
@@ -56,14 +56,8 @@ impl Collective for AllToAll {
         count * nranks
     }
 
-    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::input(t, seed, rank, nranks, count * nranks)
-    }
-
-    fn expected(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        (0..nranks)
-            .flat_map(|from| block_of(t, seed, from, nranks, count, rank))
-            .collect()
+    fn source(&self, rank: usize, _nranks: usize, count: usize) -> Source {
+        Source::blocks(count, (rank * count) as u64)
     }
 
     /// nccl-tests: `(n-1)/n` of the whole buffer.
@@ -71,10 +65,18 @@ impl Collective for AllToAll {
         spread(nranks)
     }
 
-    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+    unsafe fn call(
+        &self,
+        nc: &Nccl,
+        b: Buffers,
+        count: usize,
+        t: Dtype,
+        _op: Redop,
+        at: Place,
+    ) -> NcclResult {
         if let Some(f) = nc.all_to_all {
             // SAFETY: the caller's contract (`Collective::call`).
-            return unsafe { f(b.send, b.recv, count, t.nccl(), at.comm, at.stream) };
+            return unsafe { f(b.send, b.recv, count, t.nccl().0, at.comm, at.stream) };
         }
         let all: Vec<Move> = (0..at.nranks)
             .flat_map(|peer| {
@@ -100,6 +102,7 @@ impl Collective for AllToAll {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::{inputs, rules};
 
     #[test]
     fn in_place_the_halves_of_one_buffer() {
@@ -111,15 +114,16 @@ mod tests {
     #[test]
     fn each_rank_gets_its_block_of_every_input() {
         for nranks in [1, 2, 3, 8] {
-            for t in Dtype::ALL {
-                let e = t.size();
+            for rule in rules(&AllToAll, nranks) {
+                let e = rule.t.size();
+                let sent = inputs(&AllToAll, &rule, 4, 3);
                 for r in 0..nranks {
-                    let got = AllToAll.expected(t, 4, r, nranks, 3);
+                    let got = AllToAll.expected(&rule, 4, r, 3);
                     for from in 0..nranks {
-                        let sent = AllToAll.input(t, 4, from, nranks, 3);
                         assert_eq!(
                             &got[from * 3 * e..(from + 1) * 3 * e],
-                            &sent[r * 3 * e..(r + 1) * 3 * e]
+                            &sent[from][r * 3 * e..(r + 1) * 3 * e],
+                            "{rule:?}"
                         );
                     }
                 }

@@ -1,7 +1,7 @@
 //! Broadcast from rank 0: every rank ends with rank 0's input.
 
 use super::{lacks, Buffers, Collective, Place, ROOT};
-use crate::data::{self, Dtype};
+use crate::data::{Dtype, Redop, Source};
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
 
 /// `ncclBroadcast` from rank 0.
@@ -25,12 +25,8 @@ impl Collective for Broadcast {
         (count, count)
     }
 
-    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::input(t, seed, rank, nranks, count)
-    }
-
-    fn expected(&self, t: Dtype, seed: u64, _rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::input(t, seed, ROOT, nranks, count)
+    fn source(&self, _rank: usize, _nranks: usize, _count: usize) -> Source {
+        Source::copied(ROOT, 0)
     }
 
     /// nccl-tests: 1.
@@ -38,7 +34,15 @@ impl Collective for Broadcast {
         1.0
     }
 
-    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+    unsafe fn call(
+        &self,
+        nc: &Nccl,
+        b: Buffers,
+        count: usize,
+        t: Dtype,
+        _op: Redop,
+        at: Place,
+    ) -> NcclResult {
         let Some(f) = nc.broadcast else {
             return INVALID_USAGE;
         };
@@ -48,7 +52,7 @@ impl Collective for Broadcast {
                 b.send,
                 b.recv,
                 count,
-                t.nccl(),
+                t.nccl().0,
                 ROOT as i32,
                 at.comm,
                 at.stream,
@@ -60,16 +64,15 @@ impl Collective for Broadcast {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::{inputs, rules};
 
     #[test]
     fn every_rank_gets_the_roots_input() {
         for nranks in [1, 2, 3, 8] {
-            for t in Dtype::ALL {
+            for rule in rules(&Broadcast, nranks) {
+                let all = inputs(&Broadcast, &rule, 1, 6);
                 for r in 0..nranks {
-                    assert_eq!(
-                        Broadcast.expected(t, 1, r, nranks, 6),
-                        Broadcast.input(t, 1, ROOT, nranks, 6)
-                    );
+                    assert_eq!(Broadcast.expected(&rule, 1, r, 6), all[ROOT], "{rule:?}");
                 }
             }
         }

@@ -4,8 +4,8 @@
 //! rank 0, which receives from each, in one group.
 
 use super::p2p::{moves, Move};
-use super::{in_rank_order, spread, Buffers, Collective, Place, ROOT};
-use crate::data::{self, Dtype};
+use super::{spread, Buffers, Collective, Place, ROOT};
+use crate::data::{Dtype, Redop, Source};
 use crate::nccl::{Nccl, NcclResult};
 
 /// `ncclGather` to rank 0, or grouped sends and receives.
@@ -48,12 +48,8 @@ impl Collective for Gather {
         count * nranks
     }
 
-    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::input(t, seed, rank, nranks, count)
-    }
-
-    fn expected(&self, t: Dtype, seed: u64, _rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        in_rank_order(t, seed, nranks, count)
+    fn source(&self, _rank: usize, _nranks: usize, count: usize) -> Source {
+        Source::blocks(count, 0)
     }
 
     /// nccl-tests: `(n-1)/n` of the gathered buffer.
@@ -61,7 +57,15 @@ impl Collective for Gather {
         spread(nranks)
     }
 
-    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+    unsafe fn call(
+        &self,
+        nc: &Nccl,
+        b: Buffers,
+        count: usize,
+        t: Dtype,
+        _op: Redop,
+        at: Place,
+    ) -> NcclResult {
         if let Some(f) = nc.gather {
             // SAFETY: the caller's contract (`Collective::call`).
             return unsafe {
@@ -69,7 +73,7 @@ impl Collective for Gather {
                     b.send,
                     b.recv,
                     count,
-                    t.nccl(),
+                    t.nccl().0,
                     ROOT as i32,
                     at.comm,
                     at.stream,
@@ -97,19 +101,14 @@ impl Collective for Gather {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::{inputs, rules};
 
     #[test]
     fn the_root_gets_every_input_in_rank_order() {
         for nranks in [1, 2, 3, 8] {
-            for t in Dtype::ALL {
-                let e = t.size();
-                let got = Gather.expected(t, 6, ROOT, nranks, 4);
-                for r in 0..nranks {
-                    assert_eq!(
-                        &got[r * 4 * e..(r + 1) * 4 * e],
-                        &Gather.input(t, 6, r, nranks, 4)[..]
-                    );
-                }
+            for rule in rules(&Gather, nranks) {
+                let all = inputs(&Gather, &rule, 6, 4).concat();
+                assert_eq!(Gather.expected(&rule, 6, ROOT, 4), all, "{rule:?}");
             }
         }
         assert_eq!(Gather.checked(0, 3, 4, true), (0, 12));

@@ -11,7 +11,7 @@
 use std::ffi::c_void;
 
 use crate::cuda::CuStream;
-use crate::data::Dtype;
+use crate::data::{self, Dtype, Redop, Rule, Source};
 use crate::nccl::{Nccl, NcclComm, NcclResult};
 
 mod all_gather;
@@ -35,10 +35,7 @@ pub use reduce_scatter::ReduceScatter;
 pub use scatter::Scatter;
 pub use send_recv::SendRecv;
 
-/// `ncclRedOp_t`'s `ncclSum`.
-pub(crate) const SUM: i32 = 0;
-
-/// The root of the rooted collectives (broadcast, reduce).
+/// The root of the rooted collectives (broadcast, reduce, gather, scatter).
 pub(crate) const ROOT: usize = 0;
 
 /// One NCCL collective, as the smoke test runs it. Every rank runs it over
@@ -84,15 +81,27 @@ pub trait Collective: Sync + std::fmt::Debug {
     fn nccl_tests_count(&self, count: usize, _nranks: usize) -> usize {
         count
     }
-    /// NCCL rank `rank`'s input: `buffers(..).0` elements, made on the host.
-    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8>;
-    /// What NCCL rank `rank`'s receive buffer must hold afterwards.
-    fn expected(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8>;
-    /// Whether the GPU's fill and check kernels make its inputs and check
-    /// its result (they compute the all-reduce's); otherwise the host does,
-    /// as exactly and more slowly.
-    fn on_gpu(&self) -> bool {
+    /// Whether it reduces (and takes a reduction); otherwise it moves data.
+    fn reduces(&self) -> bool {
         false
+    }
+    /// Where each element of NCCL rank `rank`'s receive buffer comes from
+    /// (every rank's input is its own values, `buffers(..).0` of them).
+    fn source(&self, rank: usize, nranks: usize, count: usize) -> Source;
+    /// NCCL rank `rank`'s input, made on the host.
+    fn input(&self, rule: &Rule, seed: u64, rank: usize, count: usize) -> Vec<u8> {
+        data::input(rule, seed, rank, self.buffers(count, rule.nranks).0)
+    }
+    /// What NCCL rank `rank`'s receive buffer must hold afterwards, made
+    /// on the host.
+    fn expected(&self, rule: &Rule, seed: u64, rank: usize, count: usize) -> Vec<u8> {
+        let n = rule.nranks;
+        data::expected(
+            rule,
+            seed,
+            self.source(rank, n, count),
+            self.buffers(count, n).1,
+        )
     }
     /// nccl-tests' factor from the algorithm bandwidth to the bus
     /// bandwidth, for `nranks` ranks (its `doc/PERFORMANCE.md`).
@@ -110,6 +119,7 @@ pub trait Collective: Sync + std::fmt::Debug {
         bufs: Buffers,
         count: usize,
         t: Dtype,
+        op: Redop,
         at: Place,
     ) -> NcclResult;
 }
@@ -135,30 +145,6 @@ pub struct Place {
     pub comm: NcclComm,
     /// Its stream.
     pub stream: CuStream,
-}
-
-/// Every rank's input in rank order (what an all-gather or a gather
-/// leaves).
-pub(crate) fn in_rank_order(t: Dtype, seed: u64, nranks: usize, count: usize) -> Vec<u8> {
-    (0..nranks)
-        .flat_map(|r| crate::data::input(t, seed, r, nranks, count))
-        .collect()
-}
-
-/// Block `block` of rank `from`'s input of `nranks` blocks of `count`
-/// (what an all-to-all or a scatter hands on).
-pub(crate) fn block_of(
-    t: Dtype,
-    seed: u64,
-    from: usize,
-    nranks: usize,
-    count: usize,
-    block: usize,
-) -> Vec<u8> {
-    let e = t.size();
-    crate::data::input(t, seed, from, nranks, count * nranks)
-        [block * count * e..(block + 1) * count * e]
-        .to_vec()
 }
 
 /// nccl-tests' factor `(n-1)/n`: of the all-gather, reduce-scatter,
@@ -189,6 +175,33 @@ pub static COLLECTIVES: &[&dyn Collective] = &[
 /// The collective called `name` (`all-gather`).
 pub fn by_name(name: &str) -> Option<&'static dyn Collective> {
     COLLECTIVES.iter().copied().find(|c| c.name() == name)
+}
+
+/// The tests' inputs of a collective over `nranks` ranks: every datatype,
+/// with every reduction that is exact there where it reduces.
+#[cfg(test)]
+pub(crate) fn rules(op: &dyn Collective, nranks: usize) -> Vec<Rule> {
+    let mut out = Vec::new();
+    for t in Dtype::ALL {
+        if op.reduces() {
+            out.extend(
+                Redop::ALL
+                    .iter()
+                    .filter_map(|&r| Rule::of(t, r, nranks).ok()),
+            );
+        } else {
+            out.push(Rule::copy(t, nranks));
+        }
+    }
+    out
+}
+
+/// Every rank's input of `op`, made on the host.
+#[cfg(test)]
+pub(crate) fn inputs(op: &dyn Collective, rule: &Rule, seed: u64, count: usize) -> Vec<Vec<u8>> {
+    (0..rule.nranks)
+        .map(|r| op.input(rule, seed, r, count))
+        .collect()
 }
 
 #[cfg(test)]
@@ -238,7 +251,7 @@ mod tests {
                         assert!(at + len <= recv, "{name}: checked out of place");
                         let (at, len) = op.checked(rank, nranks, count, true);
                         assert!(at >= r && at + len <= r + recv, "{name}: checked in place");
-                        let want = op.expected(crate::data::Dtype::F32, 1, rank, nranks, count);
+                        let want = op.expected(&Rule::copy(Dtype::F32, nranks), 1, rank, count);
                         assert!(len * 4 <= want.len(), "{name}: expected too short");
                     }
                 }

@@ -47,7 +47,7 @@ pub(crate) unsafe fn moves(
                 Move::Send { buf, offset, peer } => send(
                     buf.cast::<u8>().add(offset * e).cast(),
                     count,
-                    t.nccl(),
+                    t.nccl().0,
                     peer as i32,
                     at.comm,
                     at.stream,
@@ -55,7 +55,7 @@ pub(crate) unsafe fn moves(
                 Move::Recv { buf, offset, peer } => recv(
                     buf.cast::<u8>().add(offset * e).cast(),
                     count,
-                    t.nccl(),
+                    t.nccl().0,
                     peer as i32,
                     at.comm,
                     at.stream,

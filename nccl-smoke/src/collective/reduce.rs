@@ -2,8 +2,8 @@
 //! input (exact, as the all-reduce's); the other ranks' receive buffers
 //! are not NCCL's to write, and are not checked.
 
-use super::{lacks, Buffers, Collective, Place, ROOT, SUM};
-use crate::data::{self, Dtype};
+use super::{lacks, Buffers, Collective, Place, ROOT};
+use crate::data::{Dtype, Redop, Source};
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
 
 /// `ncclReduce` with `ncclSum` to rank 0.
@@ -37,12 +37,12 @@ impl Collective for Reduce {
         (0, if rank == ROOT { count } else { 0 })
     }
 
-    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::input(t, seed, rank, nranks, count)
+    fn reduces(&self) -> bool {
+        true
     }
 
-    fn expected(&self, t: Dtype, seed: u64, _rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::expected(t, seed, nranks, count)
+    fn source(&self, _rank: usize, _nranks: usize, _count: usize) -> Source {
+        Source::reduced(0)
     }
 
     /// nccl-tests: 1.
@@ -50,7 +50,15 @@ impl Collective for Reduce {
         1.0
     }
 
-    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+    unsafe fn call(
+        &self,
+        nc: &Nccl,
+        b: Buffers,
+        count: usize,
+        t: Dtype,
+        op: Redop,
+        at: Place,
+    ) -> NcclResult {
         let Some(f) = nc.reduce else {
             return INVALID_USAGE;
         };
@@ -60,8 +68,8 @@ impl Collective for Reduce {
                 b.send,
                 b.recv,
                 count,
-                t.nccl(),
-                SUM,
+                t.nccl().0,
+                op.nccl().0,
                 ROOT as i32,
                 at.comm,
                 at.stream,
@@ -73,17 +81,16 @@ impl Collective for Reduce {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::{inputs, rules};
+    use crate::data::reference;
 
     #[test]
-    fn the_root_gets_the_host_sum_and_the_others_are_not_checked() {
+    fn the_root_gets_the_reduction_and_the_others_are_not_checked() {
         for nranks in [1, 2, 3, 8] {
-            for t in Dtype::ALL {
-                let inputs: Vec<Vec<u8>> = (0..nranks)
-                    .map(|r| Reduce.input(t, 5, r, nranks, 11))
-                    .collect();
-                let sum = data::sum_on_host(t, &inputs);
-                let want = Reduce.expected(t, 5, ROOT, nranks, 11);
-                assert_eq!(data::check(t, &sum, &want).wrong, 0, "{t:?} {nranks}");
+            for rule in rules(&Reduce, nranks) {
+                let all = inputs(&Reduce, &rule, 5, 11);
+                let want = reference::reduce(rule.t, rule.op, &all);
+                assert_eq!(Reduce.expected(&rule, 5, ROOT, 11), want, "{rule:?}");
             }
         }
         assert_eq!(Reduce.checked(0, 4, 10, false), (0, 10));

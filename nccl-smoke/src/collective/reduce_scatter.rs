@@ -2,8 +2,8 @@
 //! `r`-th block. The inputs are those of the all-reduce over the whole
 //! buffer, so every sum is exact.
 
-use super::{lacks, spread, Buffers, Collective, Place, SUM};
-use crate::data::{self, Dtype};
+use super::{lacks, spread, Buffers, Collective, Place};
+use crate::data::{Dtype, Redop, Source};
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
 
 /// `ncclReduceScatter` with `ncclSum`.
@@ -50,13 +50,12 @@ impl Collective for ReduceScatter {
         count * nranks
     }
 
-    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::input(t, seed, rank, nranks, count * nranks)
+    fn reduces(&self) -> bool {
+        true
     }
 
-    fn expected(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        let all = data::expected(t, seed, nranks, count * nranks);
-        all[rank * count * t.size()..(rank + 1) * count * t.size()].to_vec()
+    fn source(&self, rank: usize, _nranks: usize, count: usize) -> Source {
+        Source::reduced((rank * count) as u64)
     }
 
     /// nccl-tests: `(n-1)/n` of the whole input.
@@ -64,32 +63,50 @@ impl Collective for ReduceScatter {
         spread(nranks)
     }
 
-    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+    unsafe fn call(
+        &self,
+        nc: &Nccl,
+        b: Buffers,
+        count: usize,
+        t: Dtype,
+        op: Redop,
+        at: Place,
+    ) -> NcclResult {
         let Some(f) = nc.reduce_scatter else {
             return INVALID_USAGE;
         };
         // SAFETY: the caller's contract (`Collective::call`).
-        unsafe { f(b.send, b.recv, count, t.nccl(), SUM, at.comm, at.stream) }
+        unsafe {
+            f(
+                b.send,
+                b.recv,
+                count,
+                t.nccl().0,
+                op.nccl().0,
+                at.comm,
+                at.stream,
+            )
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::{inputs, rules};
+    use crate::data::reference;
 
     #[test]
-    fn each_rank_gets_the_host_sum_of_its_block() {
+    fn each_rank_gets_the_reduction_of_its_block() {
         for nranks in [1, 2, 3, 8] {
-            for t in Dtype::ALL {
-                let count = 9;
-                let inputs: Vec<Vec<u8>> = (0..nranks)
-                    .map(|r| ReduceScatter.input(t, 3, r, nranks, count))
-                    .collect();
-                let sum = data::sum_on_host(t, &inputs);
+            for rule in rules(&ReduceScatter, nranks) {
+                let (count, e) = (9, rule.t.size());
+                let all = inputs(&ReduceScatter, &rule, 3, count);
+                let whole = reference::reduce(rule.t, rule.op, &all);
                 for r in 0..nranks {
-                    let block = &sum[r * count * t.size()..(r + 1) * count * t.size()];
-                    let want = ReduceScatter.expected(t, 3, r, nranks, count);
-                    assert_eq!(data::check(t, block, &want).wrong, 0, "{t:?} {r}/{nranks}");
+                    let block = &whole[r * count * e..(r + 1) * count * e];
+                    let want = ReduceScatter.expected(&rule, 3, r, count);
+                    assert_eq!(want, block, "{rule:?} rank {r}");
                 }
             }
         }

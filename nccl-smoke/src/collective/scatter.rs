@@ -3,8 +3,8 @@
 //! every rank receives, in one group.
 
 use super::p2p::{moves, Move};
-use super::{block_of, spread, Buffers, Collective, Place, ROOT};
-use crate::data::{self, Dtype};
+use super::{spread, Buffers, Collective, Place, ROOT};
+use crate::data::{Dtype, Redop, Source};
 use crate::nccl::{Nccl, NcclResult};
 
 /// `ncclScatter` from rank 0, or grouped sends and receives.
@@ -53,12 +53,8 @@ impl Collective for Scatter {
         count * nranks
     }
 
-    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::input(t, seed, rank, nranks, count * nranks)
-    }
-
-    fn expected(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        block_of(t, seed, ROOT, nranks, count, rank)
+    fn source(&self, rank: usize, _nranks: usize, count: usize) -> Source {
+        Source::copied(ROOT, (rank * count) as u64)
     }
 
     /// nccl-tests: `(n-1)/n` of the root's buffer.
@@ -66,7 +62,15 @@ impl Collective for Scatter {
         spread(nranks)
     }
 
-    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+    unsafe fn call(
+        &self,
+        nc: &Nccl,
+        b: Buffers,
+        count: usize,
+        t: Dtype,
+        _op: Redop,
+        at: Place,
+    ) -> NcclResult {
         if let Some(f) = nc.scatter {
             // SAFETY: the caller's contract (`Collective::call`).
             return unsafe {
@@ -74,7 +78,7 @@ impl Collective for Scatter {
                     b.send,
                     b.recv,
                     count,
-                    t.nccl(),
+                    t.nccl().0,
                     ROOT as i32,
                     at.comm,
                     at.stream,
@@ -103,18 +107,17 @@ impl Collective for Scatter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::{inputs, rules};
 
     #[test]
     fn each_rank_gets_its_block_of_the_roots_input() {
         for nranks in [1, 2, 3, 8] {
-            for t in Dtype::ALL {
-                let e = t.size();
-                let root = Scatter.input(t, 8, ROOT, nranks, 5);
+            for rule in rules(&Scatter, nranks) {
+                let e = rule.t.size();
+                let root = &inputs(&Scatter, &rule, 8, 5)[ROOT];
                 for r in 0..nranks {
-                    assert_eq!(
-                        Scatter.expected(t, 8, r, nranks, 5),
-                        &root[r * 5 * e..(r + 1) * 5 * e]
-                    );
+                    let want = &root[r * 5 * e..(r + 1) * 5 * e];
+                    assert_eq!(Scatter.expected(&rule, 8, r, 5), want, "{rule:?}");
                 }
             }
         }

@@ -5,7 +5,7 @@
 //! loses, element by element).
 
 use super::{lacks, Buffers, Collective, Place};
-use crate::data::{self, Dtype};
+use crate::data::{Dtype, Redop, Source};
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE, SUCCESS};
 
 /// `ncclSend` and `ncclRecv`, in a ring.
@@ -56,12 +56,8 @@ impl Collective for SendRecv {
         (if in_place { count } else { 0 }, count)
     }
 
-    fn input(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::input(t, seed, rank, nranks, count)
-    }
-
-    fn expected(&self, t: Dtype, seed: u64, rank: usize, nranks: usize, count: usize) -> Vec<u8> {
-        data::input(t, seed, (rank + nranks - 1) % nranks, nranks, count)
+    fn source(&self, rank: usize, nranks: usize, _count: usize) -> Source {
+        Source::copied((rank + nranks - 1) % nranks, 0)
     }
 
     /// nccl-tests: 1.
@@ -69,7 +65,15 @@ impl Collective for SendRecv {
         1.0
     }
 
-    unsafe fn call(&self, nc: &Nccl, b: Buffers, count: usize, t: Dtype, at: Place) -> NcclResult {
+    unsafe fn call(
+        &self,
+        nc: &Nccl,
+        b: Buffers,
+        count: usize,
+        t: Dtype,
+        _op: Redop,
+        at: Place,
+    ) -> NcclResult {
         let (Some(send), Some(recv)) = (nc.send, nc.recv) else {
             return INVALID_USAGE;
         };
@@ -77,29 +81,28 @@ impl Collective for SendRecv {
         let (to, from) = ((at.rank + 1) % n, (at.rank + n - 1) % n);
         // SAFETY: the caller's contract (`Collective::call`); the caller's
         // group holds the pair together.
-        let rc = unsafe { send(b.send, count, t.nccl(), to as i32, at.comm, at.stream) };
+        let rc = unsafe { send(b.send, count, t.nccl().0, to as i32, at.comm, at.stream) };
         if rc != SUCCESS {
             return rc;
         }
         // SAFETY: as above.
-        unsafe { recv(b.recv, count, t.nccl(), from as i32, at.comm, at.stream) }
+        unsafe { recv(b.recv, count, t.nccl().0, from as i32, at.comm, at.stream) }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::{inputs, rules};
 
     #[test]
     fn each_rank_gets_the_previous_ranks_input() {
         for nranks in [1, 2, 3, 8] {
-            for t in Dtype::ALL {
+            for rule in rules(&SendRecv, nranks) {
+                let all = inputs(&SendRecv, &rule, 2, 4);
                 for r in 0..nranks {
                     let from = (r + nranks - 1) % nranks;
-                    assert_eq!(
-                        SendRecv.expected(t, 2, r, nranks, 4),
-                        SendRecv.input(t, 2, from, nranks, 4)
-                    );
+                    assert_eq!(SendRecv.expected(&rule, 2, r, 4), all[from], "{rule:?}");
                 }
             }
         }
