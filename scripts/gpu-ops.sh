@@ -2,7 +2,7 @@
 # nccl-find smoke --ops on a GPU machine (the device's image: torchrun in
 # /opt/torch/.venv): every collective, one process on one GPU and on all,
 # in every datatype, and under torchrun with a process per GPU. Prints each
-# run's rows and verdict; the logs are kept under $OUT (or ./gpu-ops-logs).
+# run's rows and verdict (every reduction and datatype too); the logs are kept under $OUT (or ./gpu-ops-logs).
 #   scripts/gpu-ops.sh [path/to/nccl-find]
 set -u
 bin=$(readlink -f "${1:-target/release/nccl-find}")
@@ -22,15 +22,17 @@ run() { # file, name, command...
 }
 run one "1 GPU, --ops all" "$bin" smoke --gpus 0 --ops all --timeout 60
 run all "$n GPUs in one process, --ops all" "$bin" smoke --ops all --timeout 60
-run dt "$n GPUs, --ops all --dtypes all --sizes 4K,1M" "$bin" smoke --ops all --dtypes all --sizes 4K,1M --timeout 60
+run dt1 "1 GPU, every op, redop and dtype, 4K,1M" "$bin" smoke --gpus 0 --ops all --redops all --dtypes all --sizes 4K,1M --timeout 60
+run dt "$n GPUs, every op, redop and dtype, 4K,1M" "$bin" smoke --ops all --redops all --dtypes all --sizes 4K,1M --timeout 60
+run dflt "$n GPUs, the default run" "$bin" smoke --timeout 60
 run big "$n GPUs, --ops all --sizes 256M" "$bin" smoke --ops all --sizes 256M --timeout 60
 # Each alone: its buffers sized by itself, not by the largest of several.
 for op in reduce-scatter all-to-all gather scatter send-recv; do
   run "alone-$op" "$n GPUs, --ops $op alone, 64M" "$bin" smoke --ops "$op" --sizes 4K,64M --timeout 60
 done
-[ "$n" -gt 1 ] && run tr "torchrun x$n, --ops all" "$torchrun" --no-python --standalone --nproc-per-node="$n" "$bin" smoke --ops all --timeout 60
+[ "$n" -gt 1 ] && run tr "torchrun x$n, every op, redop and dtype, 64K" "$torchrun" --no-python --standalone --nproc-per-node="$n" "$bin" smoke --ops all --redops all --dtypes all --sizes 64K --timeout 60
 echo
-for f in all big; do echo "== $f"; grep -vE '^W1|^\*' "$dest/$f.txt" | cut -c1-150; done
+for f in dt big; do echo "== $f"; grep -vE '^W1|^\*' "$dest/$f.txt" | cut -c1-150; done
 echo "| run | exit | s | verdict |"
 echo "|---|---|---|---|"
 printf '%s\n' "${results[@]}"

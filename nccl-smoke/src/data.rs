@@ -320,12 +320,9 @@ impl Rule {
     }
 
     /// The inputs of a collective that moves data and reduces nothing:
-    /// every rank's, over the widest exact range.
+    /// every rank's, over the widest exact range (a maximum's).
     pub(crate) fn copy(t: Dtype, nranks: usize) -> Rule {
-        Rule {
-            op: Redop::Sum,
-            ..Rule::of(t, Redop::Max, nranks).unwrap_or_else(|_| unreachable!("max is exact"))
-        }
+        Rule::of(t, Redop::Max, nranks).unwrap_or_else(|_| unreachable!("max is exact"))
     }
 
     /// Element `i` of `rank`'s input, in the integer domain.
