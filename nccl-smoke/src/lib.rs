@@ -675,6 +675,110 @@ mod tests {
             .contains("CUDA_VISIBLE_DEVICES=\"\\u{1b}[2J\""));
     }
 
+    /// The libnccl.so.2 of each cached `nvidia-nccl-cu12` wheel, by version,
+    /// oldest first (the test command caches them).
+    fn cached_wheels() -> Vec<((u32, u32, u32), PathBuf)> {
+        let Some(site) = std::env::var_os("NCCL_FIND_WHEELS") else {
+            assert!(
+                std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
+                "NCCL_FIND_WHEELS is unset; run scripts/test"
+            );
+            eprintln!("skipped: NCCL_FIND_WHEELS is unset (scripts/test downloads the wheels and sets it)");
+            return Vec::new();
+        };
+        let mut out: Vec<_> = std::fs::read_dir(site)
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let mut v = name.strip_prefix("nvidia_nccl_cu12-")?.split('.');
+                let mut n = || v.next()?.parse::<u32>().ok();
+                let v = (n()?, n()?, n()?);
+                Some((v, e.path().join("nvidia/nccl/lib/libnccl.so.2")))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The notes and the rows' work of a sweep with a real NCCL loaded (no
+    /// GPU needed), for `nranks` ranks on GPUs of compute capability
+    /// `cc`.x.
+    fn planned(
+        lib: &std::path::Path,
+        nranks: usize,
+        cc: i32,
+        opts: &mut Options,
+    ) -> (Vec<String>, Vec<String>) {
+        let nc = Nccl::load(lib).unwrap();
+        opts.sizes = vec![4096];
+        let mut notes = Vec::new();
+        let order = sweep_order(opts, nranks, &nc, cc, &mut |e| {
+            if let Event::Note(n) = e {
+                notes.push(n);
+            }
+        })
+        .unwrap();
+        let work = order
+            .iter()
+            .map(|(op, rule, _)| format!("{} {} {}", op.name(), rule.t.name(), rule.op.name()))
+            .collect();
+        (notes, work)
+    }
+
+    #[test]
+    fn what_nccl_or_the_gpus_cannot_run_is_skipped_with_its_reason_once() {
+        let wheels = cached_wheels();
+        let (Some((old_v, old)), Some((new_v, new))) = (wheels.first(), wheels.last()) else {
+            return;
+        };
+        assert!(*old_v < (2, 24, 3) && *new_v >= (2, 28, 3), "{wheels:?}");
+        let mut opts = Options::new(old);
+        opts.ops = vec!["all-reduce".into(), "all-to-all".into(), "gather".into()];
+        opts.dtypes = vec![Dtype::F32, Dtype::F8e4m3];
+        opts.redops = vec![Redop::Sum, Redop::Avg];
+        let (notes, work) = planned(old, 3, 9, &mut opts);
+        let v = format!("{}.{}.{}", old_v.0, old_v.1, old_v.2);
+        assert_eq!(
+            notes,
+            [
+                format!("skipped: f8e4m3 needs NCCL 2.24.3 (this is {v})"),
+                "skipped: avg in f32 over 3 ranks has no exact answer: 1/n is not a power of two"
+                    .into(),
+            ]
+        );
+        // All-to-all and gather run as sends and receives before 2.28.3;
+        // a collective that moves data takes a maximum's inputs.
+        assert_eq!(
+            work,
+            ["all-reduce f32 sum", "all-to-all f32 max", "gather f32 max"]
+        );
+        // The newest NCCL has 8-bit floats: their reductions need compute
+        // capability 9.0, their moves do not.
+        opts.dtypes = vec![Dtype::F8e4m3];
+        let (notes, work) = planned(new, 1, 8, &mut opts);
+        assert_eq!(
+            notes,
+            ["skipped: f8e4m3 reductions need compute capability 9.0; this process's GPUs have 8.x"]
+        );
+        assert_eq!(work, ["all-to-all f8e4m3 max", "gather f8e4m3 max"]);
+        // On one rank, NCCL has no 8-bit float average.
+        let (notes, work) = planned(new, 1, 9, &mut opts);
+        assert_eq!(
+            notes,
+            ["skipped: avg in f8e4m3 on one rank: NCCL's one-rank path has no 8-bit float kernel (it answers \
+              invalid argument)"]
+        );
+        assert_eq!(work[0], "all-reduce f8e4m3 sum");
+        // An unknown collective is a usage error.
+        opts.ops = vec!["alltoall".into()];
+        let nc = Nccl::load(new).unwrap();
+        assert!(matches!(
+            sweep_order(&opts, 1, &nc, 9, &mut |_| {}),
+            Err(Failure::Usage(_))
+        ));
+    }
+
     #[test]
     fn timing_math() {
         let t = Timing::of(1 << 30, 0.003, collective::AllReduce.bus_factor(4), 0);
