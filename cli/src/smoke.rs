@@ -141,10 +141,10 @@ pub struct Args {
     /// Seed of the inputs (default: derived from NCCL's unique id; always printed)
     #[arg(long)]
     seed: Option<u64>,
-    /// Seconds each step may take: the rendezvous, communicator init, each checked all-reduce, each timed batch
+    /// Seconds each step may take: the rendezvous, communicator init, each checked call, each timed batch
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     timeout: f64,
-    /// Timed all-reduces per size (default: 20 up to 1 MiB, 10 up to 64 MiB, then 5)
+    /// Timed calls per size and collective (default: 20 up to 1 MiB, 10 up to 64 MiB, then 5)
     #[arg(long)]
     iters: Option<usize>,
     /// This process's rank (default: RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMI_RANK)
