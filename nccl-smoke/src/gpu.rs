@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::collective::{Buffers, Collective, Place};
+use crate::collective::{Call, Collective};
 use crate::cuda::{self, CuContext, CuDevicePtr, CuFunction, CuStream, Cuda};
 use crate::data::{self, Dtype, Rule, Source};
 use crate::nccl::{self, Nccl, NcclComm};
@@ -261,19 +261,21 @@ impl Run<'_> {
             }
             for (j, g) in self.gpus.iter().enumerate() {
                 let rank = first_rank + j;
-                let (send_at, recv_at) = op.in_place(rank, d.nranks, d.count);
-                let bufs = if in_place {
-                    Buffers {
-                        send: (g.recv + send_at as u64 * e) as *const c_void,
-                        recv: (g.recv + recv_at as u64 * e) as *mut c_void,
-                    }
-                } else {
-                    Buffers {
-                        send: g.send as *const c_void,
-                        recv: g.recv as *mut c_void,
-                    }
+                let (send_at, recv_at) = match in_place {
+                    true => op.in_place(rank, d.nranks, d.count),
+                    false => (0, 0),
                 };
-                let at = Place {
+                let (send, recv) = if in_place {
+                    (g.recv, g.recv)
+                } else {
+                    (g.send, g.recv)
+                };
+                let c = Call {
+                    send: (send + send_at as u64 * e) as *const c_void,
+                    recv: (recv + recv_at as u64 * e) as *mut c_void,
+                    count: d.count,
+                    t: d.t,
+                    op: d.rule.op,
                     rank,
                     nranks: d.nranks,
                     comm: g.comm,
@@ -283,7 +285,7 @@ impl Run<'_> {
                 // `d.count` elements of `d.t` on this GPU (`alloc`), from the
                 // op's in-place offsets; the stream and communicator belong
                 // to it; the sweep runs no op that `missing` refused.
-                let rc = unsafe { op.call(self.nc, bufs, d.count, d.t, d.rule.op, at) };
+                let rc = unsafe { op.call(self.nc, &c) };
                 if rc != nccl::SUCCESS {
                     // After an abort no NCCL call may touch the communicators.
                     self.fired()?;

@@ -1,7 +1,7 @@
 //! All-gather: every rank ends with every rank's input, in rank order.
 
-use super::{lacks, spread, Buffers, Collective, Place};
-use crate::data::{Dtype, Redop, Source};
+use super::{lacks, spread, Call, Collective};
+use crate::data::Source;
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
 
 /// `ncclAllGather`.
@@ -43,20 +43,12 @@ impl Collective for AllGather {
         spread(nranks)
     }
 
-    unsafe fn call(
-        &self,
-        nc: &Nccl,
-        b: Buffers,
-        count: usize,
-        t: Dtype,
-        _op: Redop,
-        at: Place,
-    ) -> NcclResult {
+    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
         let Some(f) = nc.all_gather else {
             return INVALID_USAGE;
         };
         // SAFETY: the caller's contract (`Collective::call`).
-        unsafe { f(b.send, b.recv, count, t.nccl().0, at.comm, at.stream) }
+        unsafe { f(c.send, c.recv, c.count, c.t.nccl().0, c.comm, c.stream) }
     }
 }
 

@@ -2,8 +2,8 @@
 //! input. The inputs are chosen so that every sum is exact in every
 //! datatype ([`crate::data`]); the GPU's kernels make and check them.
 
-use super::{Buffers, Collective, Place};
-use crate::data::{Dtype, Redop, Source};
+use super::{Call, Collective};
+use crate::data::Source;
 use crate::nccl::{Nccl, NcclResult};
 
 /// `ncclAllReduce` with `ncclSum`.
@@ -38,26 +38,18 @@ impl Collective for AllReduce {
         2.0 * (n - 1.0) / n
     }
 
-    unsafe fn call(
-        &self,
-        nc: &Nccl,
-        b: Buffers,
-        count: usize,
-        t: Dtype,
-        op: Redop,
-        at: Place,
-    ) -> NcclResult {
+    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
         // SAFETY: the caller's contract (`Collective::call`): both buffers
-        // hold `count` elements of `t` on the GPU of `comm` and `stream`.
+        // hold `c.count` elements of `t` on the GPU of `comm` and `stream`.
         unsafe {
             (nc.all_reduce)(
-                b.send,
-                b.recv,
-                count,
-                t.nccl().0,
-                op.nccl().0,
-                at.comm,
-                at.stream,
+                c.send,
+                c.recv,
+                c.count,
+                c.t.nccl().0,
+                c.op.nccl().0,
+                c.comm,
+                c.stream,
             )
         }
     }

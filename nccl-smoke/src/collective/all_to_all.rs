@@ -4,8 +4,8 @@
 //! place (which NCCL does not take), the two halves of one buffer.
 
 use super::p2p::{moves, Move};
-use super::{spread, Buffers, Collective, Place};
-use crate::data::{Dtype, Redop, Source};
+use super::{spread, Call, Collective};
+use crate::data::Source;
 use crate::nccl::{Nccl, NcclResult};
 
 /// `ncclAlltoAll`, or grouped sends and receives.
@@ -65,37 +65,29 @@ impl Collective for AllToAll {
         spread(nranks)
     }
 
-    unsafe fn call(
-        &self,
-        nc: &Nccl,
-        b: Buffers,
-        count: usize,
-        t: Dtype,
-        _op: Redop,
-        at: Place,
-    ) -> NcclResult {
+    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
         if let Some(f) = nc.all_to_all {
             // SAFETY: the caller's contract (`Collective::call`).
-            return unsafe { f(b.send, b.recv, count, t.nccl().0, at.comm, at.stream) };
+            return unsafe { f(c.send, c.recv, c.count, c.t.nccl().0, c.comm, c.stream) };
         }
-        let all: Vec<Move> = (0..at.nranks)
+        let all: Vec<Move> = (0..c.nranks)
             .flat_map(|peer| {
                 [
                     Move::Send {
-                        buf: b.send,
-                        offset: peer * count,
+                        buf: c.send,
+                        offset: peer * c.count,
                         peer,
                     },
                     Move::Recv {
-                        buf: b.recv,
-                        offset: peer * count,
+                        buf: c.recv,
+                        offset: peer * c.count,
                         peer,
                     },
                 ]
             })
             .collect();
-        // SAFETY: the caller's contract: both buffers hold `nranks × count`.
-        unsafe { moves(nc, &all, count, t, at) }
+        // SAFETY: the caller's contract: both buffers hold `nranks × c.count`.
+        unsafe { moves(nc, &all, c) }
     }
 }
 

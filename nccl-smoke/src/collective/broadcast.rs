@@ -1,7 +1,7 @@
 //! Broadcast from rank 0: every rank ends with rank 0's input.
 
-use super::{lacks, Buffers, Collective, Place, ROOT};
-use crate::data::{Dtype, Redop, Source};
+use super::{lacks, Call, Collective, ROOT};
+use crate::data::Source;
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
 
 /// `ncclBroadcast` from rank 0.
@@ -34,28 +34,20 @@ impl Collective for Broadcast {
         1.0
     }
 
-    unsafe fn call(
-        &self,
-        nc: &Nccl,
-        b: Buffers,
-        count: usize,
-        t: Dtype,
-        _op: Redop,
-        at: Place,
-    ) -> NcclResult {
+    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
         let Some(f) = nc.broadcast else {
             return INVALID_USAGE;
         };
         // SAFETY: the caller's contract (`Collective::call`).
         unsafe {
             f(
-                b.send,
-                b.recv,
-                count,
-                t.nccl().0,
+                c.send,
+                c.recv,
+                c.count,
+                c.t.nccl().0,
                 ROOT as i32,
-                at.comm,
-                at.stream,
+                c.comm,
+                c.stream,
             )
         }
     }

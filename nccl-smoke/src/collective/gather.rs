@@ -4,8 +4,8 @@
 //! rank 0, which receives from each, in one group.
 
 use super::p2p::{moves, Move};
-use super::{spread, Buffers, Collective, Place, ROOT};
-use crate::data::{Dtype, Redop, Source};
+use super::{spread, Call, Collective, ROOT};
+use crate::data::Source;
 use crate::nccl::{Nccl, NcclResult};
 
 /// `ncclGather` to rank 0, or grouped sends and receives.
@@ -57,44 +57,36 @@ impl Collective for Gather {
         spread(nranks)
     }
 
-    unsafe fn call(
-        &self,
-        nc: &Nccl,
-        b: Buffers,
-        count: usize,
-        t: Dtype,
-        _op: Redop,
-        at: Place,
-    ) -> NcclResult {
+    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
         if let Some(f) = nc.gather {
             // SAFETY: the caller's contract (`Collective::call`).
             return unsafe {
                 f(
-                    b.send,
-                    b.recv,
-                    count,
-                    t.nccl().0,
+                    c.send,
+                    c.recv,
+                    c.count,
+                    c.t.nccl().0,
                     ROOT as i32,
-                    at.comm,
-                    at.stream,
+                    c.comm,
+                    c.stream,
                 )
             };
         }
         let mut all = vec![Move::Send {
-            buf: b.send,
+            buf: c.send,
             offset: 0,
             peer: ROOT,
         }];
-        if at.rank == ROOT {
-            all.extend((0..at.nranks).map(|peer| Move::Recv {
-                buf: b.recv,
-                offset: peer * count,
+        if c.rank == ROOT {
+            all.extend((0..c.nranks).map(|peer| Move::Recv {
+                buf: c.recv,
+                offset: peer * c.count,
                 peer,
             }));
         }
         // SAFETY: the caller's contract: the root's receive buffer holds
-        // `nranks × count`, every send buffer `count`.
-        unsafe { moves(nc, &all, count, t, at) }
+        // `nranks × c.count`, every send buffer `c.count`.
+        unsafe { moves(nc, &all, c) }
     }
 }
 

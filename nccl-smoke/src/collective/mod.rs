@@ -106,37 +106,32 @@ pub trait Collective: Sync + std::fmt::Debug {
     /// nccl-tests' factor from the algorithm bandwidth to the bus
     /// bandwidth, for `nranks` ranks (its `doc/PERFORMANCE.md`).
     fn bus_factor(&self, nranks: usize) -> f64;
-    /// Enqueues the collective for one GPU, NCCL rank `rank` of `nranks`.
+    /// Enqueues the collective for one GPU.
     ///
     /// # Safety
     ///
-    /// `send` and `recv` hold the elements [`Collective::buffers`] asks for
-    /// (from their offsets, in place) on the GPU of `comm`, and `stream`
-    /// belongs to it; [`Collective::missing`] said nothing.
-    unsafe fn call(
-        &self,
-        nc: &Nccl,
-        bufs: Buffers,
-        count: usize,
-        t: Dtype,
-        op: Redop,
-        at: Place,
-    ) -> NcclResult;
+    /// `c.send` and `c.recv` hold the elements [`Collective::buffers`] asks
+    /// for at `c.count` (from their offsets, in place) on the GPU of
+    /// `c.comm`, and `c.stream` belongs to it; [`Collective::missing`] said
+    /// nothing.
+    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult;
 }
 
-/// A GPU's two buffers for one call (the same memory, in place).
+/// One call of a collective on one GPU: its two buffers (the same memory
+/// in place, at the op's offsets), the elements per rank, the datatype and
+/// the reduction, and where it runs.
 #[derive(Debug, Clone, Copy)]
-pub struct Buffers {
+pub struct Call {
     /// What is sent.
     pub send: *const c_void,
     /// What is received.
     pub recv: *mut c_void,
-}
-
-/// Where one call runs: the rank, the ranks in all, the communicator and
-/// the stream.
-#[derive(Debug, Clone, Copy)]
-pub struct Place {
+    /// Elements per rank.
+    pub count: usize,
+    /// The datatype.
+    pub t: Dtype,
+    /// The reduction (of a collective that reduces).
+    pub op: Redop,
     /// NCCL rank.
     pub rank: usize,
     /// NCCL ranks in all.

@@ -3,8 +3,7 @@
 
 use std::ffi::c_void;
 
-use super::Place;
-use crate::data::Dtype;
+use super::Call;
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE, SUCCESS};
 
 /// One transfer: to (`Send`) or from (`Recv`) `peer`, `count` elements at
@@ -26,19 +25,13 @@ pub(crate) enum Move {
 ///
 /// # Safety
 ///
-/// Every buffer holds `offset + count` elements of `t` on the GPU of
-/// `at.comm`.
-pub(crate) unsafe fn moves(
-    nc: &Nccl,
-    moves: &[Move],
-    count: usize,
-    t: Dtype,
-    at: Place,
-) -> NcclResult {
+/// Every buffer holds `offset + c.count` elements of `c.t` on the GPU of
+/// `c.comm`.
+pub(crate) unsafe fn moves(nc: &Nccl, moves: &[Move], c: &Call) -> NcclResult {
     let (Some(send), Some(recv)) = (nc.send, nc.recv) else {
         return INVALID_USAGE;
     };
-    let e = t.size();
+    let e = c.t.size();
     for m in moves {
         // SAFETY: the caller's contract: each pointer plus its offset stays
         // within its buffer on this GPU.
@@ -46,19 +39,19 @@ pub(crate) unsafe fn moves(
             match *m {
                 Move::Send { buf, offset, peer } => send(
                     buf.cast::<u8>().add(offset * e).cast(),
-                    count,
-                    t.nccl().0,
+                    c.count,
+                    c.t.nccl().0,
                     peer as i32,
-                    at.comm,
-                    at.stream,
+                    c.comm,
+                    c.stream,
                 ),
                 Move::Recv { buf, offset, peer } => recv(
                     buf.cast::<u8>().add(offset * e).cast(),
-                    count,
-                    t.nccl().0,
+                    c.count,
+                    c.t.nccl().0,
                     peer as i32,
-                    at.comm,
-                    at.stream,
+                    c.comm,
+                    c.stream,
                 ),
             }
         };

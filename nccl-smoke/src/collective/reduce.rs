@@ -2,8 +2,8 @@
 //! input (exact, as the all-reduce's); the other ranks' receive buffers
 //! are not NCCL's to write, and are not checked.
 
-use super::{lacks, Buffers, Collective, Place, ROOT};
-use crate::data::{Dtype, Redop, Source};
+use super::{lacks, Call, Collective, ROOT};
+use crate::data::Source;
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
 
 /// `ncclReduce` with `ncclSum` to rank 0.
@@ -50,29 +50,21 @@ impl Collective for Reduce {
         1.0
     }
 
-    unsafe fn call(
-        &self,
-        nc: &Nccl,
-        b: Buffers,
-        count: usize,
-        t: Dtype,
-        op: Redop,
-        at: Place,
-    ) -> NcclResult {
+    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
         let Some(f) = nc.reduce else {
             return INVALID_USAGE;
         };
         // SAFETY: the caller's contract (`Collective::call`).
         unsafe {
             f(
-                b.send,
-                b.recv,
-                count,
-                t.nccl().0,
-                op.nccl().0,
+                c.send,
+                c.recv,
+                c.count,
+                c.t.nccl().0,
+                c.op.nccl().0,
                 ROOT as i32,
-                at.comm,
-                at.stream,
+                c.comm,
+                c.stream,
             )
         }
     }

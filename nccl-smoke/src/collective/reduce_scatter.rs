@@ -2,8 +2,8 @@
 //! `r`-th block. The inputs are those of the all-reduce over the whole
 //! buffer, so every sum is exact.
 
-use super::{lacks, spread, Buffers, Collective, Place};
-use crate::data::{Dtype, Redop, Source};
+use super::{lacks, spread, Call, Collective};
+use crate::data::Source;
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
 
 /// `ncclReduceScatter` with `ncclSum`.
@@ -63,28 +63,20 @@ impl Collective for ReduceScatter {
         spread(nranks)
     }
 
-    unsafe fn call(
-        &self,
-        nc: &Nccl,
-        b: Buffers,
-        count: usize,
-        t: Dtype,
-        op: Redop,
-        at: Place,
-    ) -> NcclResult {
+    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
         let Some(f) = nc.reduce_scatter else {
             return INVALID_USAGE;
         };
         // SAFETY: the caller's contract (`Collective::call`).
         unsafe {
             f(
-                b.send,
-                b.recv,
-                count,
-                t.nccl().0,
-                op.nccl().0,
-                at.comm,
-                at.stream,
+                c.send,
+                c.recv,
+                c.count,
+                c.t.nccl().0,
+                c.op.nccl().0,
+                c.comm,
+                c.stream,
             )
         }
     }

@@ -3,8 +3,8 @@
 //! every rank receives, in one group.
 
 use super::p2p::{moves, Move};
-use super::{spread, Buffers, Collective, Place, ROOT};
-use crate::data::{Dtype, Redop, Source};
+use super::{spread, Call, Collective, ROOT};
+use crate::data::Source;
 use crate::nccl::{Nccl, NcclResult};
 
 /// `ncclScatter` from rank 0, or grouped sends and receives.
@@ -62,45 +62,37 @@ impl Collective for Scatter {
         spread(nranks)
     }
 
-    unsafe fn call(
-        &self,
-        nc: &Nccl,
-        b: Buffers,
-        count: usize,
-        t: Dtype,
-        _op: Redop,
-        at: Place,
-    ) -> NcclResult {
+    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
         if let Some(f) = nc.scatter {
             // SAFETY: the caller's contract (`Collective::call`).
             return unsafe {
                 f(
-                    b.send,
-                    b.recv,
-                    count,
-                    t.nccl().0,
+                    c.send,
+                    c.recv,
+                    c.count,
+                    c.t.nccl().0,
                     ROOT as i32,
-                    at.comm,
-                    at.stream,
+                    c.comm,
+                    c.stream,
                 )
             };
         }
         let mut all = Vec::new();
-        if at.rank == ROOT {
-            all.extend((0..at.nranks).map(|peer| Move::Send {
-                buf: b.send,
-                offset: peer * count,
+        if c.rank == ROOT {
+            all.extend((0..c.nranks).map(|peer| Move::Send {
+                buf: c.send,
+                offset: peer * c.count,
                 peer,
             }));
         }
         all.push(Move::Recv {
-            buf: b.recv,
+            buf: c.recv,
             offset: 0,
             peer: ROOT,
         });
         // SAFETY: the caller's contract: the root's send buffer holds
-        // `nranks × count`, every receive buffer `count`.
-        unsafe { moves(nc, &all, count, t, at) }
+        // `nranks × c.count`, every receive buffer `c.count`.
+        unsafe { moves(nc, &all, c) }
     }
 }
 

@@ -4,8 +4,8 @@
 //! once is a race NCCL does not promise to win (on H100s over NVLink it
 //! loses, element by element).
 
-use super::{lacks, Buffers, Collective, Place};
-use crate::data::{Dtype, Redop, Source};
+use super::{lacks, Call, Collective};
+use crate::data::Source;
 use crate::nccl::{Nccl, NcclResult, INVALID_USAGE, SUCCESS};
 
 /// `ncclSend` and `ncclRecv`, in a ring.
@@ -65,28 +65,20 @@ impl Collective for SendRecv {
         1.0
     }
 
-    unsafe fn call(
-        &self,
-        nc: &Nccl,
-        b: Buffers,
-        count: usize,
-        t: Dtype,
-        _op: Redop,
-        at: Place,
-    ) -> NcclResult {
+    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
         let (Some(send), Some(recv)) = (nc.send, nc.recv) else {
             return INVALID_USAGE;
         };
-        let n = at.nranks;
-        let (to, from) = ((at.rank + 1) % n, (at.rank + n - 1) % n);
+        let n = c.nranks;
+        let (to, from) = ((c.rank + 1) % n, (c.rank + n - 1) % n);
         // SAFETY: the caller's contract (`Collective::call`); the caller's
         // group holds the pair together.
-        let rc = unsafe { send(b.send, count, t.nccl().0, to as i32, at.comm, at.stream) };
+        let rc = unsafe { send(c.send, c.count, c.t.nccl().0, to as i32, c.comm, c.stream) };
         if rc != SUCCESS {
             return rc;
         }
         // SAFETY: as above.
-        unsafe { recv(b.recv, count, t.nccl().0, from as i32, at.comm, at.stream) }
+        unsafe { recv(c.recv, c.count, c.t.nccl().0, from as i32, c.comm, c.stream) }
     }
 }
 
