@@ -725,7 +725,7 @@ fn event_line(who: &str, e: &Event, table: &mut Table) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         Event::Row(r) => format!(
-            "{}{}{who}{:>10} {:>11} {:>5} | {:>10.1} {:>8.2} {:>8.2} {:>7} | {:>10.1} {:>8.2} {:>8.2} {:>7}",
+            "{}{}{who}{:>10} {:>11} {:>6} | {:>10.1} {:>8.2} {:>8.2} {:>7} | {:>10.1} {:>8.2} {:>8.2} {:>7}",
             // Each collective but the default's first row names it.
             match std::mem::replace(&mut table.op, op_label(r)) {
                 last if last == table.op || (last.is_empty() && table.op == "all-reduce (sum)") => String::new(),
@@ -735,7 +735,7 @@ fn event_line(who: &str, e: &Event, table: &mut Table) -> String {
                 String::new()
             } else {
                 format!(
-                    "{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n{who}{:>10} {:>11} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n",
+                    "{who}{:>10} {:>11} {:>6} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n{who}{:>10} {:>11} {:>6} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}\n",
                     "size", "count", "type", "oop us", "algbw", "busbw", "#wrong", "ip us", "algbw", "busbw", "#wrong",
                     "(bytes)", "(elements)", "", "", "(GB/s)", "(GB/s)", "", "", "(GB/s)", "(GB/s)", ""
                 )
@@ -778,26 +778,12 @@ fn verdict_line(result: &Result<smoke::Summary, Failure>, met_only: bool, wall: 
                     s.nranks
                 )
             } else {
-                let mut ops: Vec<&str> = s.rows.iter().map(|r| r.op).collect();
-                ops.dedup();
-                let mut redops: Vec<&str> = Vec::new();
-                for r in s.rows.iter().filter_map(|r| r.redop) {
-                    if !redops.contains(&r.name()) {
-                        redops.push(r.name());
-                    }
-                }
                 if s.rows.is_empty() {
                     return format!(
                         "OK: no call ran: each one asked for was skipped (the notes say why){agree} ({wall:.2} s)"
                     );
                 }
-                let calls = if ops.iter().all(|o| *o == "all-reduce") && redops == ["sum"] {
-                    "all-reduce(s)".to_string()
-                } else if redops.iter().all(|r| *r == "sum") {
-                    format!("call(s) ({})", ops.join(", "))
-                } else {
-                    format!("call(s) ({}; {})", ops.join(", "), redops.join(", "))
-                };
+                let calls = calls(&s.rows);
                 format!(
                     "OK: every element of {} {calls} right on {} rank(s){agree} ({wall:.2} s)",
                     s.rows.len() * 2,
@@ -828,6 +814,27 @@ fn verdict_line(result: &Result<smoke::Summary, Failure>, met_only: bool, wall: 
             format!("FAILED: {} ({wall:.2} s)", why.join("; "))
         }
         Err(f) => format!("FAILED: {f} ({wall:.2} s)"),
+    }
+}
+
+/// What the rows ran, for the verdict: `all-reduce(s)` (the default), or
+/// `call(s) (all-reduce, all-gather)`, with the reductions where any is
+/// not `sum`: `call(s) (all-reduce, all-gather; sum, prod)`.
+fn calls(rows: &[smoke::Row]) -> String {
+    let mut ops: Vec<&str> = rows.iter().map(|r| r.op).collect();
+    ops.dedup();
+    let mut redops: Vec<&str> = Vec::new();
+    for r in rows.iter().filter_map(|r| r.redop) {
+        if !redops.contains(&r.name()) {
+            redops.push(r.name());
+        }
+    }
+    if ops.iter().all(|o| *o == "all-reduce") && redops == ["sum"] {
+        "all-reduce(s)".to_string()
+    } else if redops.iter().all(|r| *r == "sum") {
+        format!("call(s) ({})", ops.join(", "))
+    } else {
+        format!("call(s) ({}; {})", ops.join(", "), redops.join(", "))
     }
 }
 
@@ -907,6 +914,58 @@ pub fn probed_library(config: &nccl_find::Config) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The text report of a run of two collectives, the second in two
+    /// reductions: each names its rows but the default's first, and the
+    /// verdict names the collectives and the reductions.
+    #[test]
+    fn each_collective_and_reduction_is_named_before_its_rows() {
+        let t = |us: f64| smoke::Timing::of(4096, us * 1e-6, 1.0, 0);
+        let rows = vec![
+            smoke::Row::new(
+                "all-reduce",
+                Some(Redop::Sum),
+                Dtype::F32,
+                1024,
+                t(5.0),
+                t(5.0),
+            ),
+            smoke::Row::new(
+                "all-reduce",
+                Some(Redop::Sum),
+                Dtype::F8e4m3,
+                4096,
+                t(5.0),
+                t(5.0),
+            ),
+            smoke::Row::new(
+                "all-reduce",
+                Some(Redop::Prod),
+                Dtype::F32,
+                1024,
+                t(5.0),
+                t(5.0),
+            ),
+            smoke::Row::new("all-gather", None, Dtype::F32, 1024, t(5.0), t(5.0)),
+        ];
+        let mut table = Table::default();
+        let text: Vec<String> = rows
+            .iter()
+            .map(|r| event_line("", &Event::Row(r.clone()), &mut table))
+            .collect();
+        let text = text.join("\n");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2 + 4 + 2, "{text}");
+        assert!(lines[2].ends_with(
+            "   f32 |        5.0     0.82     0.82       0 |        5.0     0.82     0.82       0"
+        ));
+        assert!(lines[3].contains("  4096 f8e4m3 |"), "{text}");
+        assert_eq!(lines[4], "all-reduce (prod):");
+        assert_eq!(lines[6], "all-gather:");
+        assert_eq!(calls(&rows), "call(s) (all-reduce, all-gather; sum, prod)");
+        assert_eq!(calls(&rows[3..]), "call(s) (all-gather)");
+        assert_eq!(calls(&rows[..2]), "all-reduce(s)");
+    }
 
     #[test]
     fn the_bandwidth_floor_is_the_largest_sizes() {

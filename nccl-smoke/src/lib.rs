@@ -534,15 +534,14 @@ fn sweep(
         let oop = run.one(op, &d, first_rank, false, iters)?;
         let ip = run.one(op, &d, first_rank, true, iters)?;
         wrong += oop.wrong + ip.wrong;
-        let row = Row {
-            op: op.name(),
-            redop: op.reduces().then_some(rule.op),
-            bytes: count * t.size(),
+        let row = Row::new(
+            op.name(),
+            op.reduces().then_some(rule.op),
+            t,
             count,
-            dtype: t,
             oop,
             ip,
-        };
+        );
         on(Event::Row(row.clone()));
         rows.push(row);
     }

@@ -170,6 +170,28 @@ pub fn hint(rc: i32) -> String {
     }
 }
 
+impl Row {
+    /// A row as a run makes it: `count` elements of `dtype` per rank.
+    pub fn new(
+        op: &'static str,
+        redop: Option<Redop>,
+        dtype: Dtype,
+        count: usize,
+        oop: Timing,
+        ip: Timing,
+    ) -> Row {
+        Row {
+            op,
+            redop,
+            bytes: count * dtype.size(),
+            count,
+            dtype,
+            oop,
+            ip,
+        }
+    }
+}
+
 impl Timing {
     /// The figures of an operation on `bytes` in `secs` per call, its bus
     /// bandwidth `bus_factor` times its algorithm bandwidth (nccl-tests'
