@@ -159,9 +159,9 @@ pub struct Args {
     /// Keeps two jobs on one port or file apart (default: NCCL_FIND_TOKEN, TORCHELASTIC_RUN_ID, SLURM_JOB_ID)
     #[arg(long)]
     token: Option<String>,
-    /// Fail (exit 1) when the bus bandwidth at the largest size, the better
-    /// of out of place and in place, is below GBPS GB/s (nccl-tests'
-    /// NCCL_TESTS_MIN_BW)
+    /// Fail (exit 1) when the bus bandwidth at the largest size (of the
+    /// first collective there), the better of out of place and in place, is
+    /// below GBPS GB/s (nccl-tests' NCCL_TESTS_MIN_BW)
     #[arg(long, value_name = "GBPS")]
     min_busbw: Option<f64>,
     /// The report as JSON, at the end
@@ -252,17 +252,21 @@ fn ops(names: &[String]) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// `--dtypes`: names, or `all`, in the order given.
+/// `--dtypes`: names, or `all`, in the order given, each once.
 fn dtypes(names: &[String]) -> Result<Vec<Dtype>, String> {
     let mut dtypes = Vec::new();
     for d in names {
-        if d == "all" {
-            dtypes.extend(Dtype::ALL);
-        } else {
-            dtypes.push(Dtype::parse(d).ok_or_else(|| {
+        let named = match d.as_str() {
+            "all" => Dtype::ALL.to_vec(),
+            _ => vec![Dtype::parse(d).ok_or_else(|| {
                 let known: Vec<&str> = Dtype::ALL.iter().map(|d| d.name()).collect();
                 format!("{d:?} is not a datatype: {}, or all", known.join(", "))
-            })?);
+            })?],
+        };
+        for t in named {
+            if !dtypes.contains(&t) {
+                dtypes.push(t);
+            }
         }
     }
     Ok(dtypes)
@@ -604,11 +608,13 @@ fn ending(
 }
 
 /// The largest size of a run that finished, and the better bus bandwidth
-/// there (out of place or in place); `None` when nothing was timed.
+/// there (out of place or in place) of its first row (the all-reduce's,
+/// where it ran); `None` when nothing was timed.
 fn largest(result: &Result<smoke::Summary, Failure>) -> Option<(usize, f64)> {
     let s = result.as_ref().ok()?;
     s.rows
         .iter()
+        .rev()
         .max_by_key(|r| r.bytes)
         .map(|r| (r.bytes, r.oop.busbw.max(r.ip.busbw)))
 }
@@ -963,6 +969,13 @@ mod tests {
         assert_eq!(lines[4], "all-reduce (prod):");
         assert_eq!(lines[6], "all-gather:");
         assert_eq!(calls(&rows), "call(s) (all-reduce, all-gather; sum, prod)");
+        // Each datatype and reduction once: in the order given, and in the
+        // smoke test's.
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let d = dtypes(&names(&["u64", "all", "f32"])).unwrap();
+        assert_eq!((d.len(), d[0], d[1]), (12, Dtype::U64, Dtype::F32));
+        let r = redops(&names(&["avg", "sum", "avg"])).unwrap();
+        assert_eq!(r, [Redop::Sum, Redop::Avg]);
         assert_eq!(calls(&rows[3..]), "call(s) (all-gather)");
         assert_eq!(calls(&rows[..2]), "all-reduce(s)");
     }

@@ -6,9 +6,9 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::collective::{Call, Collective};
+use crate::collective::{AllReduce, Call, Collective};
 use crate::cuda::{self, CuContext, CuDevicePtr, CuFunction, CuStream, Cuda};
-use crate::data::{self, Dtype, Rule, Source};
+use crate::data::{self, Dtype, Redop, Rule, Source};
 use crate::nccl::{self, Nccl, NcclComm};
 use crate::report::{hint, Event, Failure, Timing};
 use crate::{ptx, verdict, watchdog};
@@ -499,6 +499,47 @@ impl Run<'_> {
         ))
     }
 
+    /// The lowest of every GPU's `value` over the job: one `int32` min
+    /// all-reduce on the communicators, so that every rank decides alike.
+    pub(crate) fn agree_min(
+        &self,
+        value: i32,
+        nranks: usize,
+        first_rank: usize,
+    ) -> Result<i32, Failure> {
+        let Ok(rule) = Rule::of(Dtype::I32, Redop::Min, nranks) else {
+            return Ok(value);
+        };
+        let d = Data {
+            t: Dtype::I32,
+            count: 1,
+            nranks,
+            seed: 0,
+            rule,
+        };
+        for g in &self.gpus {
+            self.upload(g, g.recv, &value.to_le_bytes())?;
+        }
+        self.dog.arm(
+            format!(
+                "the all-reduce of the GPUs' compute capability did not finish within {:.0} s; the \
+                 communicators were aborted. A rank died or stalled: check the other ranks",
+                self.timeout.as_secs_f64()
+            ),
+            Instant::now() + self.timeout,
+        );
+        let r = self
+            .collective(&AllReduce, &d, first_rank, true)
+            .and_then(|()| self.wait("the all-reduce of the compute capability"));
+        self.dog.disarm();
+        r?;
+        let Some(g) = self.gpus.first() else {
+            return Ok(value);
+        };
+        let b = self.download(g, g.recv, 4)?;
+        Ok(i32::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+
     /// Puts every GPU's input in place (in `recv`, at the op's in-place
     /// offset; else in `send`), over its receive buffer poisoned: made by
     /// the kernels, or by the host and uploaded. Enqueued only:
@@ -523,6 +564,9 @@ impl Run<'_> {
                 }
                 false => (g.send, g.recv),
             };
+            // In place, the input then covers part of the poison (the
+            // rank's own block): an element NCCL never wrote there passes
+            // where the answer equals the rank's input, as in nccl-tests.
             if on_gpu {
                 self.fill(g, d, recv_at, recv, None, src)?;
                 self.fill(g, d, send_at, send, Some(rank), src)?;
@@ -643,13 +687,15 @@ impl Run<'_> {
                 };
                 let bytes = count * t.size();
                 let what = format!("{} {}", t.name(), rule.op.name());
-                for src in [Source::reduced(7), Source::blocks(1000, 3)] {
-                    self.fill(g, &d, g.send, count, Some(n - 1), src)
+                // Rank 0's input (hashed values in every rule) and the last
+                // rank's (the identity, past the ranks that put in values).
+                for (src, rank) in [(Source::reduced(7), 0), (Source::blocks(1000, 3), n - 1)] {
+                    self.fill(g, &d, g.send, count, Some(rank), src)
                         .map_err(e)?;
                     self.fill(g, &d, g.recv, count, None, src).map_err(e)?;
                     self.wait("the kernels' self-test").map_err(e)?;
                     let input = self.download(g, g.send, bytes).map_err(e)?;
-                    if input != data::input(rule, seed, n - 1, count) {
+                    if input != data::input(rule, seed, rank, count) {
                         return Err(format!("{what} inputs"));
                     }
                     let want = data::expected(rule, seed, src, count);

@@ -164,6 +164,9 @@ fn sweep_order(
             true => opts.redops.iter().copied().map(Some).collect(),
             false => vec![None],
         };
+        if redops.is_empty() {
+            skip(format!("{}: no reduction was asked for", op.name()));
+        }
         for red in redops {
             if let Some(r) = red.filter(|r| !nc.has(r.since())) {
                 skip(format!("{} needs {}", r.name(), release(r.since())));
@@ -175,11 +178,10 @@ fn sweep_order(
                     continue;
                 }
                 let fp8 = matches!(t, Dtype::F8e4m3 | Dtype::F8e5m2);
-                if red.is_some() && fp8 && min_cc < 9 {
-                    skip(format!(
-                        "{} reductions need compute capability 9.0; this process's GPUs have {min_cc}.x",
-                        t.name()
-                    ));
+                let old = (!nc.has((2, 28, 3))).then(|| nc.version());
+                let refused = fp8_refused(t, op.name(), red.is_some(), op.grouped(nc), old, min_cc);
+                if let Some(why) = refused {
+                    skip(why);
                     continue;
                 }
                 // NCCL's one-rank path (a copy, or a kernel for the 1/n
@@ -206,6 +208,39 @@ fn sweep_order(
         }
     }
     Ok(out)
+}
+
+/// Why NCCL refuses collective `op` in `t` where the communicator's GPUs
+/// have compute capability `min_cc`.x: an 8-bit float needs 9.0 in every
+/// reduction, and before NCCL 2.28.3 (`old`: the version, where older) in
+/// every collective that is not sends and receives (`p2p`). NCCL checks
+/// the communicator's lowest GPU.
+fn fp8_refused(
+    t: Dtype,
+    op: &str,
+    reduces: bool,
+    p2p: bool,
+    old: Option<String>,
+    min_cc: i32,
+) -> Option<String> {
+    if !matches!(t, Dtype::F8e4m3 | Dtype::F8e5m2) || min_cc >= 9 {
+        return None;
+    }
+    let have = match min_cc {
+        0 => "whose compute capability could not be read".to_string(),
+        cc => format!("of compute capability {cc}.x"),
+    };
+    match (reduces, p2p, old) {
+        (true, _, _) => Some(format!(
+            "{} reductions need compute capability 9.0; the job has GPUs {have}",
+            t.name()
+        )),
+        (false, false, Some(v)) => Some(format!(
+            "{} in {op} needs compute capability 9.0 before NCCL 2.28.3 (this is {v}); the job has GPUs {have}",
+            t.name()
+        )),
+        _ => None,
+    }
 }
 
 fn iters_for(bytes: usize) -> usize {
@@ -279,13 +314,9 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         )));
     }
     gpu::cleanup(&mut run);
-    let largest_us = match &result {
-        Ok((rows, _)) => rows
-            .iter()
-            .max_by_key(|r| r.bytes)
-            .map_or(0, |r| r.oop.time_us.round() as u64),
-        Err(_) => 0,
-    };
+    let largest_us = result
+        .as_ref()
+        .map_or(0, |(rows, _)| first_largest_us(rows));
     let times_us = vec![((driver_s + ctx_s) * 1e6).round() as u64, largest_us];
     let peers = joined
         .map(|mut j| {
@@ -304,6 +335,15 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         topology,
         times_us,
     })
+}
+
+/// The out-of-place time per call of the first row at the largest size
+/// (the all-reduce's, where it ran), in microseconds; 0 with no rows.
+fn first_largest_us(rows: &[Row]) -> u64 {
+    rows.iter()
+        .rev()
+        .max_by_key(|r| r.bytes)
+        .map_or(0, |r| r.oop.time_us.round() as u64)
 }
 
 /// Tells the other processes how this one did; rank 0 hears theirs. After
@@ -483,6 +523,48 @@ fn nccl_id(nc: &Nccl) -> Result<[u8; 128], Failure> {
         })
 }
 
+/// The rows' work, with every GPU's buffers allocated for it and, where
+/// the job has 8-bit floats to run over several processes, the job's
+/// lowest compute capability agreed.
+fn plan(
+    run: &mut Run,
+    opts: &Options,
+    nranks: usize,
+    first_rank: usize,
+    on: &mut dyn FnMut(Event),
+) -> Result<Vec<Work>, Failure> {
+    // Streams and buffers, big enough for the largest size of every
+    // collective in every datatype (as this process's GPUs would run them:
+    // the job's can only run fewer).
+    let (mut send, mut recv) = (8, 8);
+    for (op, rule, bytes) in sweep_order(opts, nranks, run.nc, run.min_cc, &mut |_| {})? {
+        let t = rule.t;
+        let count = (bytes / t.size()).max(1);
+        let (s, r) = op.buffers(count, nranks);
+        send = send.max(s * t.size());
+        // In place, the receive buffer is the one buffer of both.
+        recv = recv.max(r.max(op.one_buffer(count, nranks)) * t.size());
+    }
+    run.alloc(send, recv)?;
+    // NCCL refuses 8-bit floats by the communicator's lowest GPU: every
+    // rank must skip alike.
+    let fp8 = opts
+        .dtypes
+        .iter()
+        .any(|t| matches!(t, Dtype::F8e4m3 | Dtype::F8e5m2));
+    if fp8 && nranks > run.gpus.len() {
+        let local = run.min_cc;
+        run.min_cc = run.agree_min(local, nranks, first_rank)?;
+        if run.min_cc != local {
+            on(Event::Note(format!(
+                "the job's GPUs have compute capability {}.x at the lowest (this process's: {local}.x)",
+                run.min_cc
+            )));
+        }
+    }
+    sweep_order(opts, nranks, run.nc, run.min_cc, on)
+}
+
 fn sweep(
     run: &mut Run,
     opts: &Options,
@@ -493,23 +575,13 @@ fn sweep(
     on: &mut dyn FnMut(Event),
 ) -> Result<(Vec<Row>, usize), Failure> {
     run.init_comms(id, nranks, first_rank, on)?;
-    // Streams and buffers, big enough for the largest size of every
-    // collective in every datatype.
-    let order = sweep_order(opts, nranks, run.nc, run.min_cc, on)?;
-    let (mut send, mut recv) = (8, 8);
+    let order = plan(run, opts, nranks, first_rank, on)?;
     let mut rules: Vec<Rule> = Vec::new();
-    for (op, rule, bytes) in &order {
-        let t = rule.t;
-        let count = (bytes / t.size()).max(1);
-        let (s, r) = op.buffers(count, nranks);
-        send = send.max(s * t.size());
-        // In place, the receive buffer is the one buffer of both.
-        recv = recv.max(r.max(op.one_buffer(count, nranks)) * t.size());
+    for (_, rule, _) in &order {
         if !rules.contains(rule) {
             rules.push(*rule);
         }
     }
-    run.alloc(send, recv)?;
     let t_k = Instant::now();
     run.load_kernels(&rules, seed, on);
     if run.kernels_loaded() {
@@ -758,7 +830,7 @@ mod tests {
         let (notes, work) = planned(new, 1, 8, &mut opts);
         assert_eq!(
             notes,
-            ["skipped: f8e4m3 reductions need compute capability 9.0; this process's GPUs have 8.x"]
+            ["skipped: f8e4m3 reductions need compute capability 9.0; the job has GPUs of compute capability 8.x"]
         );
         assert_eq!(work, ["all-to-all f8e4m3 max", "gather f8e4m3 max"]);
         // On one rank, NCCL has no 8-bit float average.
@@ -776,6 +848,35 @@ mod tests {
             sweep_order(&opts, 1, &nc, 9, &mut |_| {}),
             Err(Failure::Usage(_))
         ));
+    }
+
+    #[test]
+    fn eight_bit_floats_below_compute_capability_9_are_skipped_as_nccl_refuses_them() {
+        let f8 = Dtype::F8e5m2;
+        let old = || Some("2.27.7".to_string());
+        assert_eq!(fp8_refused(f8, "all-reduce", true, false, None, 9), None);
+        assert_eq!(
+            fp8_refused(Dtype::Bf16, "all-reduce", true, false, None, 7),
+            None
+        );
+        assert_eq!(
+            fp8_refused(f8, "reduce", true, false, None, 8).as_deref(),
+            Some("f8e5m2 reductions need compute capability 9.0; the job has GPUs of compute capability 8.x")
+        );
+        // Before 2.28.3 a copy is refused too, unless it is sends and
+        // receives; from 2.28.3 it runs.
+        assert_eq!(
+            fp8_refused(f8, "broadcast", false, false, old(), 8).as_deref(),
+            Some(
+                "f8e5m2 in broadcast needs compute capability 9.0 before NCCL 2.28.3 (this is 2.27.7); the job \
+                 has GPUs of compute capability 8.x"
+            )
+        );
+        assert_eq!(fp8_refused(f8, "all-to-all", false, true, old(), 8), None);
+        assert_eq!(fp8_refused(f8, "all-gather", false, false, None, 8), None);
+        assert!(fp8_refused(f8, "all-gather", true, false, None, 0)
+            .unwrap()
+            .ends_with("GPUs whose compute capability could not be read"));
     }
 
     #[test]
