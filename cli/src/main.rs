@@ -166,9 +166,10 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         python: Option<PathBuf>,
     },
-    /// Prove NCCL works: a verified all-reduce on every GPU, in one process
-    /// or across processes and nodes (exit 0 only if every element of every
-    /// run is right; 3 when there is no driver or no GPU)
+    /// Prove NCCL works: a verified all-reduce on every GPU (--ops, --redops
+    /// and --dtypes for every other collective, reduction and datatype), in
+    /// one process or across processes and nodes (exit 0 only if every
+    /// element of every run is right; 3 when there is no driver or no GPU)
     Smoke(Box<smoke::Args>),
 }
 

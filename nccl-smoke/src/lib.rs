@@ -1,10 +1,12 @@
 //! # nccl-smoke
 //!
-//! The run-time smoke test behind `nccl-find smoke`: a verified all-reduce on
-//! every GPU, in one process or across processes and nodes. It loads the
-//! exact NCCL file it is given, checks every element of every result, and
-//! never hangs: every step has a deadline, after which the communicators are
-//! aborted and the report names what never finished.
+//! The run-time smoke test behind `nccl-find smoke`: verified NCCL
+//! collectives (the all-reduce by default, and every other [`ops`]) in
+//! every [`Redop`] and [`Dtype`], on every GPU, in one process or across
+//! processes and nodes. It loads the exact NCCL file it is given, checks
+//! every element of every result, and never hangs: every step has a
+//! deadline, after which the communicators are aborted and the report names
+//! what never finished.
 //!
 //! It is a crate of its own, apart from `nccl-find` (the build dependency
 //! that finds NCCL), so that build scripts never compile this GPU and network
@@ -14,10 +16,12 @@
 //! ```no_run
 //! use std::time::Duration;
 //!
-//! use nccl_smoke::{Dtype, Event, Options, DEFAULT_SIZES};
+//! use nccl_smoke::{Dtype, Event, Options, Redop, DEFAULT_SIZES};
 //! # fn main() -> Result<(), nccl_smoke::Failure> {
 //! let mut opts = Options::new("/usr/lib/x86_64-linux-gnu/libnccl.so.2");
 //! opts.sizes = DEFAULT_SIZES.to_vec();
+//! opts.ops = vec!["all-reduce".into(), "reduce-scatter".into()];
+//! opts.redops = vec![Redop::Sum, Redop::Avg];
 //! opts.dtypes = vec![Dtype::F32, Dtype::Bf16];
 //! opts.timeout = Duration::from_secs(60);
 //! let summary = nccl_smoke::run(&opts, &mut |e: Event| println!("{e:?}"))?;
