@@ -20,12 +20,13 @@ run() { # file, name, command...
   local v; v=$(grep -E '^(\[rank 0\] )?(OK|FAILED)' "$dest/$f.txt" | tail -1 | cut -c1-150)
   results+=("$(printf '| %-44s | %-4s | %6.2f | %s |' "$name" "$rc" "$(awk -v a="$s" -v b="$e" 'BEGIN{print b-a}')" "$v")")
 }
-run one "1 GPU, --ops all" "$bin" smoke --gpus 0 --ops all --timeout 60
-run all "$n GPUs in one process, --ops all" "$bin" smoke --ops all --timeout 60
+run one "1 GPU, every op in f32, sum" "$bin" smoke --gpus 0 --ops all --redops sum --dtypes f32 --timeout 60
+run all "$n GPUs in one process, every op in f32, sum" "$bin" smoke --ops all --redops sum --dtypes f32 --timeout 60
+run full "$n GPUs, --ops all (the full matrix)" "$bin" smoke --ops all --timeout 120
 run dt1 "1 GPU, every op, redop and dtype, 4K,1M" "$bin" smoke --gpus 0 --ops all --redops all --dtypes all --sizes 4K,1M --timeout 60
 run dt "$n GPUs, every op, redop and dtype, 4K,1M" "$bin" smoke --ops all --redops all --dtypes all --sizes 4K,1M --timeout 60
 run dflt "$n GPUs, the default run" "$bin" smoke --timeout 60
-run big "$n GPUs, --ops all --sizes 256M" "$bin" smoke --ops all --sizes 256M --timeout 60
+run big "$n GPUs, every op in f32, sum, 256M" "$bin" smoke --ops all --redops sum --dtypes f32 --sizes 256M --timeout 60
 # Each alone: its buffers sized by itself, not by the largest of several.
 for op in reduce-scatter all-to-all gather scatter send-recv; do
   run "alone-$op" "$n GPUs, --ops $op alone, 64M" "$bin" smoke --ops "$op" --sizes 4K,64M --timeout 60

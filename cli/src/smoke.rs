@@ -111,17 +111,14 @@ pub struct Args {
     /// Sizes per rank, e.g. 4K,1M,256M (K, M, G are powers of 1024)
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     sizes: Option<Vec<String>>,
-    /// Datatypes: f32 (default), f16, bf16, f64, i32, i64, u8, i8, u32,
-    /// u64, f8e4m3, f8e5m2, or all
-    #[arg(
-        long,
-        value_name = "LIST",
-        value_delimiter = ',',
-        default_value = "f32"
-    )]
-    dtypes: Vec<String>,
+    /// Datatypes: f32 (the default; every one with --ops all), f16, bf16,
+    /// f64, i32, i64, u8, i8, u32, u64, f8e4m3, f8e5m2, or all
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    dtypes: Option<Vec<String>>,
     /// Collectives: all-reduce (default), all-gather, reduce-scatter,
     /// broadcast, reduce, all-to-all, gather, scatter, send-recv, or all
+    /// (the full matrix: every reduction and datatype too, unless --redops
+    /// or --dtypes say otherwise)
     #[arg(
         long,
         value_name = "LIST",
@@ -129,15 +126,10 @@ pub struct Args {
         default_value = "all-reduce"
     )]
     ops: Vec<String>,
-    /// Reductions of the collectives that reduce: sum (default), prod,
-    /// max, min, avg, or all
-    #[arg(
-        long,
-        value_name = "LIST",
-        value_delimiter = ',',
-        default_value = "sum"
-    )]
-    redops: Vec<String>,
+    /// Reductions of the collectives that reduce: sum (the default; every
+    /// one with --ops all), prod, max, min, avg, or all
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    redops: Option<Vec<String>>,
     /// Seed of the inputs (default: derived from NCCL's unique id; always printed)
     #[arg(long)]
     seed: Option<u64>,
@@ -201,9 +193,16 @@ fn options(a: &Args, lib: PathBuf, env: &LaunchEnv) -> Result<(Options, Option<M
             .collect::<Result<Vec<_>, _>>()?,
         None => smoke::DEFAULT_SIZES.to_vec(),
     };
-    let dtypes = dtypes(&a.dtypes)?;
+    // `--ops all` is the full matrix: every reduction and datatype too,
+    // unless asked otherwise.
+    let full = a.ops.iter().any(|o| o == "all");
+    let or = |given: &Option<Vec<String>>, default: &str| match given {
+        Some(v) => v.clone(),
+        None => vec![if full { "all" } else { default }.to_string()],
+    };
+    let dtypes = dtypes(&or(&a.dtypes, "f32"))?;
     let ops = ops(&a.ops)?;
-    let redops = redops(&a.redops)?;
+    let redops = redops(&or(&a.redops, "sum"))?;
     check_timeout(a.timeout)?;
     if let Some(g) = a.min_busbw.filter(|g| !(g.is_finite() && *g > 0.0)) {
         return Err(format!(
@@ -978,6 +977,43 @@ mod tests {
         assert_eq!(r, [Redop::Sum, Redop::Avg]);
         assert_eq!(calls(&rows[3..]), "call(s) (all-gather)");
         assert_eq!(calls(&rows[..2]), "all-reduce(s)");
+    }
+
+    /// `--ops all` is the full matrix, but for what `--redops` and
+    /// `--dtypes` say; otherwise the defaults are the all-reduce's sum in
+    /// f32.
+    #[test]
+    fn ops_all_is_the_full_matrix() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: Args,
+        }
+        let opts = |args: &[&str]| {
+            use clap::Parser;
+            let cli = Cli::try_parse_from([&["smoke"], args].concat()).unwrap();
+            options(&cli.a, PathBuf::from("/x"), &LaunchEnv::default())
+                .unwrap()
+                .0
+        };
+        let o = opts(&[]);
+        assert_eq!(
+            (o.ops, o.redops, o.dtypes),
+            (
+                vec!["all-reduce".to_string()],
+                vec![Redop::Sum],
+                vec![Dtype::F32]
+            )
+        );
+        let o = opts(&["--ops", "all"]);
+        assert_eq!((o.ops.len(), o.redops.len(), o.dtypes.len()), (9, 5, 12));
+        let o = opts(&["--ops", "all", "--dtypes", "bf16"]);
+        assert_eq!((o.redops.len(), o.dtypes), (5, vec![Dtype::Bf16]));
+        let o = opts(&["--ops", "all-gather,all-reduce", "--redops", "max"]);
+        assert_eq!(
+            (o.ops.len(), o.redops, o.dtypes),
+            (2, vec![Redop::Max], vec![Dtype::F32])
+        );
     }
 
     #[test]
