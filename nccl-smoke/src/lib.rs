@@ -146,6 +146,16 @@ fn sweep_order(
             self::ops().join(", ")
         )));
     }
+    let chosen = || {
+        COLLECTIVES
+            .iter()
+            .filter(|c| opts.ops.iter().any(|o| o == c.name()))
+    };
+    if opts.redops != [Redop::Sum] && !chosen().any(|c| c.reduces()) {
+        on(Event::Note(
+            "the reductions asked for go unused: none of these collectives reduces".into(),
+        ));
+    }
     let mut said: Vec<String> = Vec::new();
     let mut skip = |why: String| {
         if !said.contains(&why) {
@@ -153,13 +163,8 @@ fn sweep_order(
             said.push(why);
         }
     };
-    let release =
-        |(x, y, z): (u32, u32, u32)| format!("NCCL {x}.{y}.{z} (this is {})", nc.version());
     let mut out = Vec::new();
-    for op in COLLECTIVES
-        .iter()
-        .filter(|c| opts.ops.iter().any(|o| o == c.name()))
-    {
+    for op in chosen() {
         if let Some(why) = op.missing(nc) {
             skip(why);
             continue;
@@ -172,46 +177,54 @@ fn sweep_order(
             skip(format!("{}: no reduction was asked for", op.name()));
         }
         for red in redops {
-            if let Some(r) = red.filter(|r| !nc.has(r.since())) {
-                skip(format!("{} needs {}", r.name(), release(r.since())));
-                continue;
-            }
             for &t in &opts.dtypes {
-                if !nc.has(t.since()) {
-                    skip(format!("{} needs {}", t.name(), release(t.since())));
-                    continue;
+                match rule_for(*op, red, t, nc, nranks, min_cc) {
+                    Ok(rule) => out.extend(opts.sizes.iter().map(|&bytes| (*op, rule, bytes))),
+                    Err(why) => skip(why),
                 }
-                let fp8 = matches!(t, Dtype::F8e4m3 | Dtype::F8e5m2);
-                let old = (!nc.has((2, 28, 3))).then(|| nc.version());
-                let refused = fp8_refused(t, op.name(), red.is_some(), op.grouped(nc), old, min_cc);
-                if let Some(why) = refused {
-                    skip(why);
-                    continue;
-                }
-                // NCCL's one-rank path (a copy, or a kernel for the 1/n
-                // multiply) has no 8-bit float kernel in its host code: it
-                // answers invalid argument.
-                if red == Some(Redop::Avg) && fp8 && nranks == 1 {
-                    skip(format!(
-                        "avg in {} on one rank: NCCL's one-rank path has no 8-bit float kernel \
-                         (it answers invalid argument)",
-                        t.name()
-                    ));
-                    continue;
-                }
-                let rule = match red.map(|r| Rule::of(t, r, nranks)) {
-                    Some(Ok(rule)) => rule,
-                    Some(Err(why)) => {
-                        skip(why);
-                        continue;
-                    }
-                    None => Rule::copy(t, nranks),
-                };
-                out.extend(opts.sizes.iter().map(|&bytes| (*op, rule, bytes)));
             }
         }
     }
     Ok(out)
+}
+
+/// The inputs of `op` in `t` with reduction `red` (`None`: it moves data)
+/// over `nranks` ranks on GPUs of compute capability `min_cc`.x, or why it
+/// cannot run here: the loaded NCCL lacks the reduction or the datatype, or
+/// refuses them, or no input makes the result exact.
+fn rule_for(
+    op: &dyn Collective,
+    red: Option<Redop>,
+    t: Dtype,
+    nc: &Nccl,
+    nranks: usize,
+    min_cc: i32,
+) -> Result<Rule, String> {
+    let release =
+        |(x, y, z): (u32, u32, u32)| format!("NCCL {x}.{y}.{z} (this is {})", nc.version());
+    if let Some(r) = red.filter(|r| !nc.has(r.since())) {
+        return Err(format!("{} needs {}", r.name(), release(r.since())));
+    }
+    if !nc.has(t.since()) {
+        return Err(format!("{} needs {}", t.name(), release(t.since())));
+    }
+    let old = (!nc.has((2, 28, 3))).then(|| nc.version());
+    if let Some(why) = fp8_refused(t, op.name(), red.is_some(), op.grouped(nc), old, min_cc) {
+        return Err(why);
+    }
+    // NCCL's one-rank path (a copy, or a kernel for the 1/n multiply) has
+    // no 8-bit float kernel in its host code: it answers invalid argument.
+    if red == Some(Redop::Avg) && matches!(t, Dtype::F8e4m3 | Dtype::F8e5m2) && nranks == 1 {
+        return Err(format!(
+            "avg in {} on one rank: NCCL's one-rank path has no 8-bit float kernel (it answers \
+             invalid argument)",
+            t.name()
+        ));
+    }
+    match red {
+        Some(r) => Rule::of(t, r, nranks),
+        None => Ok(Rule::copy(t, nranks)),
+    }
 }
 
 /// Why NCCL refuses collective `op` in `t` where the communicator's GPUs
@@ -845,6 +858,14 @@ mod tests {
               invalid argument)"]
         );
         assert_eq!(work[0], "all-reduce f8e4m3 sum");
+        // Reductions where nothing reduces are said to go unused.
+        opts.ops = vec!["gather".into()];
+        opts.redops = vec![Redop::Max];
+        let (notes, _) = planned(new, 2, 9, &mut opts);
+        assert_eq!(
+            notes,
+            ["the reductions asked for go unused: none of these collectives reduces"]
+        );
         // An unknown collective is a usage error.
         opts.ops = vec!["alltoall".into()];
         let nc = Nccl::load(new).unwrap();
