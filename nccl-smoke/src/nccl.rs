@@ -39,9 +39,10 @@ pub type AllGatherFn = unsafe extern "C" fn(
     NcclComm,
     CuStream,
 ) -> NcclResult;
-/// `ncclAllReduce`, `ncclReduceScatter` (elements received) and
-/// `ncclBroadcast` (its `c_int` the root, not an op): send, receive,
-/// elements, datatype, op or root, communicator, stream.
+/// `ncclAllReduce`, `ncclReduceScatter` (elements received), and
+/// `ncclBroadcast`, `ncclGather` and `ncclScatter` (2.28.3; elements per
+/// rank), whose `c_int` is the root, not an op: send, receive, elements,
+/// datatype, op or root, communicator, stream.
 pub type ReduceLikeFn = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
@@ -58,17 +59,6 @@ pub type ReduceFn = unsafe extern "C" fn(
     *mut c_void,
     usize,
     c_int,
-    c_int,
-    c_int,
-    NcclComm,
-    CuStream,
-) -> NcclResult;
-/// `ncclGather` and `ncclScatter` (2.28.3): send, receive, elements per
-/// rank, datatype, root, communicator, stream.
-pub type RootedFn = unsafe extern "C" fn(
-    *const c_void,
-    *mut c_void,
-    usize,
     c_int,
     c_int,
     NcclComm,
@@ -108,8 +98,8 @@ pub struct Nccl {
     pub recv: Option<RecvFn>,
     /// 2.28.3 and newer (before, the same by grouped sends and receives).
     pub all_to_all: Option<AllGatherFn>,
-    pub gather: Option<RootedFn>,
-    pub scatter: Option<RootedFn>,
+    pub gather: Option<ReduceLikeFn>,
+    pub scatter: Option<ReduceLikeFn>,
     pub group_start: Fn0,
     pub group_end: Fn0,
     pub get_error_string: unsafe extern "C" fn(NcclResult) -> *const c_char,

@@ -41,17 +41,7 @@ impl Collective for AllReduce {
     unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
         // SAFETY: the caller's contract (`Collective::call`): both buffers
         // hold `c.count` elements of `t` on the GPU of `comm` and `stream`.
-        unsafe {
-            (nc.all_reduce)(
-                c.send,
-                c.recv,
-                c.count,
-                c.t.nccl().0,
-                c.op.nccl().0,
-                c.comm,
-                c.stream,
-            )
-        }
+        unsafe { c.enqueue(nc.all_reduce, c.op.nccl().0) }
     }
 }
 

@@ -39,17 +39,7 @@ impl Collective for Broadcast {
             return INVALID_USAGE;
         };
         // SAFETY: the caller's contract (`Collective::call`).
-        unsafe {
-            f(
-                c.send,
-                c.recv,
-                c.count,
-                c.t.nccl().0,
-                ROOT as i32,
-                c.comm,
-                c.stream,
-            )
-        }
+        unsafe { c.enqueue(f, ROOT as i32) }
     }
 }
 

@@ -60,17 +60,7 @@ impl Collective for Gather {
     unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
         if let Some(f) = nc.gather {
             // SAFETY: the caller's contract (`Collective::call`).
-            return unsafe {
-                f(
-                    c.send,
-                    c.recv,
-                    c.count,
-                    c.t.nccl().0,
-                    ROOT as i32,
-                    c.comm,
-                    c.stream,
-                )
-            };
+            return unsafe { c.enqueue(f, ROOT as i32) };
         }
         let mut all = vec![Move::Send {
             buf: c.send,

@@ -12,7 +12,7 @@ use std::ffi::c_void;
 
 use crate::cuda::CuStream;
 use crate::data::{self, Dtype, Redop, Rule, Source};
-use crate::nccl::{Nccl, NcclComm, NcclResult};
+use crate::nccl::{Nccl, NcclComm, NcclResult, ReduceLikeFn};
 
 mod all_gather;
 mod all_reduce;
@@ -140,6 +140,20 @@ pub struct Call {
     pub comm: NcclComm,
     /// Its stream.
     pub stream: CuStream,
+}
+
+impl Call {
+    /// Enqueues `f`, a function of `ncclAllReduce`'s shape, with `arg` (the
+    /// reduction's `ncclRedOp_t`, or the root).
+    ///
+    /// # Safety
+    ///
+    /// As [`Collective::call`]'s, for the buffers `f` takes.
+    pub(crate) unsafe fn enqueue(&self, f: ReduceLikeFn, arg: i32) -> NcclResult {
+        let c = self;
+        // SAFETY: the caller's contract.
+        unsafe { f(c.send, c.recv, c.count, c.t.nccl().0, arg, c.comm, c.stream) }
+    }
 }
 
 /// nccl-tests' factor `(n-1)/n`: of the all-gather, reduce-scatter,

@@ -68,17 +68,7 @@ impl Collective for ReduceScatter {
             return INVALID_USAGE;
         };
         // SAFETY: the caller's contract (`Collective::call`).
-        unsafe {
-            f(
-                c.send,
-                c.recv,
-                c.count,
-                c.t.nccl().0,
-                c.op.nccl().0,
-                c.comm,
-                c.stream,
-            )
-        }
+        unsafe { c.enqueue(f, c.op.nccl().0) }
     }
 }
 
