@@ -99,26 +99,16 @@ fn host_facts(picked: &[String]) -> Vec<String> {
                 .map(move |p| format!("{}/{} {}", a.name, p.num, p.state))
         })
         .collect();
+    let listed = |v: &[String], sep: &str| match v.is_empty() {
+        true => "none".to_string(),
+        false => v.join(sep),
+    };
     vec![
         format!("driver={}", driver.as_deref().unwrap_or("none")),
         format!("cuda={}", cuda.as_deref().unwrap_or("none")),
         format!("gpus={}", gpus()),
-        format!(
-            "ifaces={}",
-            if picked.is_empty() {
-                "none".into()
-            } else {
-                picked.join(",")
-            }
-        ),
-        format!(
-            "rdma={}",
-            if ports.is_empty() {
-                "none".into()
-            } else {
-                ports.join(", ")
-            }
-        ),
+        format!("ifaces={}", listed(picked, ",")),
+        format!("rdma={}", listed(&ports, ", ")),
     ]
 }
 
