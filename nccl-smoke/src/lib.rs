@@ -763,8 +763,10 @@ mod tests {
             .contains("CUDA_VISIBLE_DEVICES=\"\\u{1b}[2J\""));
     }
 
-    /// The libnccl.so.2 of each cached `nvidia-nccl-cu12` wheel, by version,
-    /// oldest first (the test command caches them).
+    /// The `nvidia/nccl` directory (`lib/libnccl.so.2`,
+    /// `include/nccl.h`) of each cached `nvidia-nccl-cu12` wheel, by
+    /// version, oldest first (the test command caches them, the newest
+    /// release on PyPI among them).
     fn cached_wheels() -> Vec<((u32, u32, u32), PathBuf)> {
         let Some(site) = std::env::var_os("NCCL_FIND_WHEELS") else {
             assert!(
@@ -782,7 +784,7 @@ mod tests {
                 let mut v = name.strip_prefix("nvidia_nccl_cu12-")?.split('.');
                 let mut n = || v.next()?.parse::<u32>().ok();
                 let v = (n()?, n()?, n()?);
-                Some((v, e.path().join("nvidia/nccl/lib/libnccl.so.2")))
+                Some((v, e.path().join("nvidia/nccl")))
             })
             .collect();
         out.sort();
@@ -820,6 +822,7 @@ mod tests {
         let (Some((old_v, old)), Some((new_v, new))) = (wheels.first(), wheels.last()) else {
             return;
         };
+        let (old, new) = (&old.join("lib/libnccl.so.2"), &new.join("lib/libnccl.so.2"));
         assert!(*old_v < (2, 24, 3) && *new_v >= (2, 28, 3), "{wheels:?}");
         let mut opts = Options::new(old);
         opts.ops = vec!["all-reduce".into(), "all-to-all".into(), "gather".into()];
@@ -902,6 +905,110 @@ mod tests {
         assert!(fp8_refused(f8, "all-gather", true, false, None, 0)
             .unwrap()
             .ends_with("GPUs whose compute capability could not be read"));
+    }
+
+    /// The `name = value` pairs of the `typedef enum { … } <name>;` in `text`,
+    /// comments left out.
+    fn enum_values(text: &str, name: &str) -> Vec<(String, i64)> {
+        let end = text
+            .find(&format!("}} {name};"))
+            .unwrap_or_else(|| panic!("no {name}"));
+        let start = text[..end].rfind("typedef enum").unwrap();
+        let mut body = String::new();
+        let mut rest = &text[start..end];
+        while let Some(i) = rest.find("/*") {
+            body.push_str(&rest[..i]);
+            rest = rest[i..].split_once("*/").map_or("", |(_, after)| after);
+        }
+        body.push_str(rest);
+        body.split(['{', ','])
+            .filter_map(|item| {
+                let (k, v) = item.split_once('=')?;
+                Some((k.trim().to_string(), v.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// The smoke test's datatypes and reductions against NCCL's own, in the
+    /// newest `nccl.h` cached: a release that adds a datatype or a
+    /// reduction turns this red.
+    #[test]
+    fn every_datatype_and_reduction_of_the_newest_nccl_is_ours() {
+        let Some((version, root)) = cached_wheels().pop() else {
+            return;
+        };
+        let text = std::fs::read_to_string(root.join("include/nccl.h")).unwrap();
+        let ours: Vec<(i32, &str)> = Dtype::ALL.iter().map(|d| d.nccl()).collect();
+        let declared = enum_values(&text, "ncclDataType_t");
+        for (name, value) in &declared {
+            if name == "ncclNumTypes" || ours.iter().any(|(v, _)| i64::from(*v) == *value) {
+                continue;
+            }
+            panic!(
+                "NCCL {version:?} has the datatype {name} = {value}, which the smoke test lacks"
+            );
+        }
+        for (v, name) in &ours {
+            assert!(
+                declared.contains(&(name.to_string(), i64::from(*v))),
+                "{name} = {v}"
+            );
+        }
+        let ours: Vec<(i32, &str)> = Redop::ALL.iter().map(|r| r.nccl()).collect();
+        let declared = enum_values(&text, "ncclRedOp_t");
+        for (name, value) in &declared {
+            if name == "ncclNumOps"
+                || ours
+                    .iter()
+                    .any(|(v, n)| i64::from(*v) == *value && n == name)
+            {
+                continue;
+            }
+            panic!(
+                "NCCL {version:?} has the reduction {name} = {value}, which the smoke test lacks"
+            );
+        }
+        assert_eq!(declared.len(), ours.len() + 1, "{declared:?}");
+    }
+
+    /// Each datatype's and reduction's first release against the one
+    /// `scripts/nccl-catalog` read from every release.
+    #[test]
+    fn each_names_first_release_is_the_catalogs() {
+        let names =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/catalog-names.txt");
+        let Ok(text) = std::fs::read_to_string(&names) else {
+            eprintln!(
+                "skipped: {} is not here (a packaged crate)",
+                names.display()
+            );
+            return;
+        };
+        let first = |name: &str| {
+            let v = text
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '));
+            let mut it = v
+                .unwrap_or_else(|| panic!("{name} is not in the catalog"))
+                .split('.');
+            let mut n = || it.next().and_then(|x| x.parse::<u32>().ok()).unwrap();
+            (n(), n(), n())
+        };
+        // The catalog's oldest release is the first open-source one; what
+        // it has is older.
+        let oldest = (2, 3, 5);
+        let since = Dtype::ALL
+            .iter()
+            .map(|d| (d.nccl().1, d.since()))
+            .chain(Redop::ALL.iter().map(|r| (r.nccl().1, r.since())));
+        for (name, ours) in since {
+            let theirs = first(name);
+            if theirs == oldest {
+                assert!(ours <= oldest, "{name}: {ours:?}");
+            } else {
+                assert_eq!(ours, theirs, "{name}");
+            }
+        }
     }
 
     #[test]
