@@ -237,7 +237,7 @@ impl Run<'_> {
 
     /// One call of `op` on every GPU, as one group (blocking communicators),
     /// marked for the watchdog as inside NCCL. The GPUs hold NCCL ranks
-    /// `first_rank` on, of `d.nranks`.
+    /// `first_rank` on, of `d.rule.nranks`.
     fn collective(
         &self,
         op: &dyn Collective,
@@ -245,7 +245,7 @@ impl Run<'_> {
         first_rank: usize,
         in_place: bool,
     ) -> Result<(), Failure> {
-        let e = d.t.size() as u64;
+        let e = d.rule.t.size() as u64;
         // One GPU and one NCCL call: no group, as nccl-tests calls it (a
         // group costs microseconds where NCCL's own call costs less).
         let grouped = self.gpus.len() > 1 || op.grouped(self.nc);
@@ -262,7 +262,7 @@ impl Run<'_> {
             for (j, g) in self.gpus.iter().enumerate() {
                 let rank = first_rank + j;
                 let (send_at, recv_at) = match in_place {
-                    true => op.in_place(rank, d.nranks, d.count),
+                    true => op.in_place(rank, d.rule.nranks, d.count),
                     false => (0, 0),
                 };
                 let (send, recv) = if in_place {
@@ -274,15 +274,15 @@ impl Run<'_> {
                     send: (send + send_at as u64 * e) as *const c_void,
                     recv: (recv + recv_at as u64 * e) as *mut c_void,
                     count: d.count,
-                    t: d.t,
+                    t: d.rule.t,
                     op: d.rule.op,
                     rank,
-                    nranks: d.nranks,
+                    nranks: d.rule.nranks,
                     comm: g.comm,
                     stream: g.stream,
                 };
                 // SAFETY: both buffers hold what `op.buffers` asks for at
-                // `d.count` elements of `d.t` on this GPU (`alloc`), from the
+                // `d.count` elements of `d.rule.t` on this GPU (`alloc`), from the
                 // op's in-place offsets; the stream and communicator belong
                 // to it; the sweep runs no op that `missing` refused.
                 let rc = unsafe { op.call(self.nc, &c) };
@@ -433,7 +433,7 @@ impl Run<'_> {
         in_place: bool,
         iters: usize,
     ) -> Result<Timing, Failure> {
-        let (t, count, nranks) = (d.t, d.count, d.nranks);
+        let (t, count, nranks) = (d.rule.t, d.count, d.rule.nranks);
         let bytes = count * t.size();
         let on_gpu = self.kernels_loaded();
         let t_data = Instant::now();
@@ -511,9 +511,7 @@ impl Run<'_> {
             return Ok(value);
         };
         let d = Data {
-            t: Dtype::I32,
             count: 1,
-            nranks,
             seed: 0,
             rule,
         };
@@ -552,7 +550,7 @@ impl Run<'_> {
         in_place: bool,
         on_gpu: bool,
     ) -> Result<(), Failure> {
-        let (e, count, nranks) = (d.t.size() as u64, d.count, d.nranks);
+        let (e, count, nranks) = (d.rule.t.size() as u64, d.count, d.rule.nranks);
         let (send, recv) = op.buffers(count, nranks);
         for (j, g) in self.gpus.iter().enumerate() {
             let rank = first_rank + j;
@@ -590,22 +588,22 @@ impl Run<'_> {
         in_place: bool,
         on_gpu: bool,
     ) -> Result<usize, Failure> {
-        let e = d.t.size();
+        let e = d.rule.t.size();
         let mut wrong = 0;
         let mut checked = Vec::new();
         for (j, g) in self.gpus.iter().enumerate() {
             let rank = first_rank + j;
-            let (at, len) = op.checked(rank, d.nranks, d.count, in_place);
+            let (at, len) = op.checked(rank, d.rule.nranks, d.count, in_place);
             if len == 0 {
                 continue;
             }
             // The first checked element's index in the result.
             let recv_at = if in_place {
-                op.in_place(rank, d.nranks, d.count).1
+                op.in_place(rank, d.rule.nranks, d.count).1
             } else {
                 0
             };
-            let src = op.source(rank, d.nranks, d.count);
+            let src = op.source(rank, d.rule.nranks, d.count);
             let ptr = g.recv + (at * e) as u64;
             if on_gpu {
                 self.check_on_gpu(g, d, ptr, (at - recv_at, len), src)?;
@@ -614,7 +612,7 @@ impl Run<'_> {
                 let want = op.expected(&d.rule, d.seed, rank, d.count);
                 let got = self.download(g, ptr, len * e)?;
                 let from = (at - recv_at) * e;
-                wrong += data::check(d.t, &got, &want[from..from + len * e]).wrong;
+                wrong += data::check(d.rule.t, &got, &want[from..from + len * e]).wrong;
             }
         }
         for g in checked {
@@ -679,9 +677,7 @@ impl Run<'_> {
             for rule in rules {
                 let (t, n) = (rule.t, rule.nranks);
                 let d = Data {
-                    t,
                     count,
-                    nranks: n,
                     seed,
                     rule: *rule,
                 };
@@ -791,11 +787,10 @@ fn retain(cu: &Cuda, o: usize) -> Result<(usize, String), String> {
 /// host need to know.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Data {
-    pub(crate) t: Dtype,
     pub(crate) count: usize,
-    pub(crate) nranks: usize,
     pub(crate) seed: u64,
-    /// How the inputs are chosen ([`Rule`]).
+    /// The datatype, the reduction and the ranks, and how the inputs are
+    /// chosen for them ([`Rule`]).
     pub(crate) rule: Rule,
 }
 

@@ -612,13 +612,7 @@ fn sweep(
     for (op, rule, bytes) in order {
         let t = rule.t;
         let count = (bytes / t.size()).max(1);
-        let d = Data {
-            t,
-            count,
-            nranks,
-            seed,
-            rule,
-        };
+        let d = Data { count, seed, rule };
         let iters = opts.iters.unwrap_or_else(|| iters_for(bytes));
         let oop = run.one(op, &d, first_rank, false, iters)?;
         let ip = run.one(op, &d, first_rank, true, iters)?;
