@@ -445,15 +445,15 @@ impl Source {
 /// Writes an integer-domain value in `t`; a float divided by `2^shift`
 /// (exact, by [`Rule`]).
 pub(crate) fn encode(t: Dtype, v: u64, shift: u32) -> u64 {
-    let f = v as f32 / (1u64 << shift) as f32;
+    let f = || v as f32 / (1u64 << shift) as f32;
     match t.kind() {
         Kind::Int => v & t.element_mask(),
-        Kind::F32 => u64::from(f.to_bits()),
+        Kind::F32 => u64::from(f().to_bits()),
         Kind::F64 => (v as f64 / (1u64 << shift) as f64).to_bits(),
-        Kind::Bf16 => u64::from(f.to_bits() >> 16),
-        Kind::F16 => u64::from(half_of(f)),
-        Kind::E5m2 => u64::from(half_of(f) >> 8),
-        Kind::E4m3 => u64::from(e4m3_of_half(half_of(f))),
+        Kind::Bf16 => u64::from(f().to_bits() >> 16),
+        Kind::F16 => u64::from(half_of(f())),
+        Kind::E5m2 => u64::from(half_of(f()) >> 8),
+        Kind::E4m3 => u64::from(e4m3_of_half(half_of(f()))),
     }
 }
 
