@@ -26,7 +26,7 @@ PY
 n=$(nvidia-smi -L | wc -l)
 ops=all-to-all,gather,scatter
 "$bin" smoke --lib "$dir/libnccl.so.2" --ops "$ops" --redops all --dtypes all --sizes 4K,1M --timeout 60 2>&1 |
-  grep -E "^NCCL|OK|FAILED|skipped|note: data" | cut -c1-200
+  grep -E "^NCCL|OK|FAILED|skipped|note: data|grouped" | cut -c1-200
 /opt/torch/.venv/bin/torchrun --no-python --standalone --nproc-per-node="$n" "$bin" smoke --lib "$dir/libnccl.so.2" \
-  --ops "$ops" --dtypes all --sizes 4K,64M --timeout 60 2>&1 | grep -E "rank 0\] (OK|FAILED)" | cut -c1-200
+  --ops "$ops" --dtypes all --sizes 4K,64M --timeout 60 2>&1 | grep -E "rank 0\] (OK|FAILED|note: .*grouped)" | cut -c1-200
 rm -rf "$dir"

@@ -156,6 +156,18 @@ fn sweep_order(
             "the reductions asked for go unused: none of these collectives reduces".into(),
         ));
     }
+    let (names, fns): (Vec<_>, Vec<_>) = chosen()
+        .filter(|c| c.missing(nc).is_none() && c.stands_in(nc))
+        .map(|c| (c.name(), c.nccl_name()))
+        .unzip();
+    if !names.is_empty() {
+        on(Event::Note(format!(
+            "{} run as grouped ncclSend and ncclRecv, as nccl-tests does: NCCL {} lacks {}",
+            names.join(", "),
+            nc.version(),
+            fns.join(", ")
+        )));
+    }
     let mut said: Vec<String> = Vec::new();
     let mut skip = |why: String| {
         if !said.contains(&why) {
@@ -827,6 +839,10 @@ mod tests {
         assert_eq!(
             notes,
             [
+                format!(
+                    "all-to-all, gather run as grouped ncclSend and ncclRecv, as nccl-tests \
+                     does: NCCL {v} lacks ncclAlltoAll, ncclGather"
+                ),
                 format!("skipped: f8e4m3 needs NCCL 2.24.3 (this is {v})"),
                 "skipped: avg in f32 over 3 ranks has no exact answer: 1/n is not a power of two"
                     .into(),

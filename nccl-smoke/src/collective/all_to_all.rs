@@ -31,8 +31,7 @@ impl Collective for AllToAll {
         )
     }
 
-    /// Grouped where the sends and receives stand in for NCCL's own.
-    fn grouped(&self, nc: &Nccl) -> bool {
+    fn stands_in(&self, nc: &Nccl) -> bool {
         nc.all_to_all.is_none()
     }
 

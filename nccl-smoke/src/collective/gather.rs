@@ -26,8 +26,7 @@ impl Collective for Gather {
         super::lacks(nc, self.name(), "ncclGather, or ncclSend and ncclRecv", has)
     }
 
-    /// Grouped where the sends and receives stand in for NCCL's own.
-    fn grouped(&self, nc: &Nccl) -> bool {
+    fn stands_in(&self, nc: &Nccl) -> bool {
         nc.gather.is_none()
     }
 

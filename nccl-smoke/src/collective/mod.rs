@@ -49,10 +49,15 @@ pub trait Collective: Sync + std::fmt::Debug {
     fn missing(&self, _nc: &Nccl) -> Option<String> {
         None
     }
+    /// Whether grouped sends and receives stand in for its NCCL function,
+    /// which the loaded NCCL lacks (as nccl-tests does before NCCL 2.28.3).
+    fn stands_in(&self, _nc: &Nccl) -> bool {
+        false
+    }
     /// Whether its NCCL calls on one GPU must be grouped (several sends
     /// and receives); one call of one GPU runs alone.
-    fn grouped(&self, _nc: &Nccl) -> bool {
-        false
+    fn grouped(&self, nc: &Nccl) -> bool {
+        self.stands_in(nc)
     }
     /// Elements in a rank's send and receive buffers.
     fn buffers(&self, count: usize, nranks: usize) -> (usize, usize);

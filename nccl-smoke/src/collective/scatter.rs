@@ -30,8 +30,7 @@ impl Collective for Scatter {
         )
     }
 
-    /// Grouped where the sends and receives stand in for NCCL's own.
-    fn grouped(&self, nc: &Nccl) -> bool {
+    fn stands_in(&self, nc: &Nccl) -> bool {
         nc.scatter.is_none()
     }
 
