@@ -28,6 +28,19 @@ pub(crate) struct Gpu {
     kernels: Option<(CuFunction, CuFunction)>,
 }
 
+impl Gpu {
+    /// Where NCCL rank `rank`'s send and receive buffers start on this
+    /// GPU: its two buffers; in place, the op's offsets into the one.
+    fn places(&self, op: &dyn Collective, d: &Data, rank: usize, in_place: bool) -> (u64, u64) {
+        if !in_place {
+            return (self.send, self.recv);
+        }
+        let e = d.rule.t.size() as u64;
+        let (s, r) = op.in_place(rank, d.rule.nranks, d.count);
+        (self.recv + s as u64 * e, self.recv + r as u64 * e)
+    }
+}
+
 pub(crate) struct Run<'a> {
     pub(crate) cu: &'a Cuda,
     pub(crate) nc: &'a Nccl,
@@ -245,7 +258,6 @@ impl Run<'_> {
         first_rank: usize,
         in_place: bool,
     ) -> Result<(), Failure> {
-        let e = d.rule.t.size() as u64;
         // One GPU and one NCCL call: no group, as nccl-tests calls it (a
         // group costs microseconds where NCCL's own call costs less).
         let grouped = self.gpus.len() > 1 || op.grouped(self.nc);
@@ -261,18 +273,10 @@ impl Run<'_> {
             }
             for (j, g) in self.gpus.iter().enumerate() {
                 let rank = first_rank + j;
-                let (send_at, recv_at) = match in_place {
-                    true => op.in_place(rank, d.rule.nranks, d.count),
-                    false => (0, 0),
-                };
-                let (send, recv) = if in_place {
-                    (g.recv, g.recv)
-                } else {
-                    (g.send, g.recv)
-                };
+                let (send, recv) = g.places(op, d, rank, in_place);
                 let c = Call {
-                    send: (send + send_at as u64 * e) as *const c_void,
-                    recv: (recv + recv_at as u64 * e) as *mut c_void,
+                    send: send as *const c_void,
+                    recv: recv as *mut c_void,
                     count: d.count,
                     t: d.rule.t,
                     op: d.rule.op,
@@ -449,18 +453,8 @@ impl Run<'_> {
         };
         self.wait("making the inputs")?;
         let mut data_s = t_data.elapsed().as_secs_f64();
-        let late = format!(
-            "{what} did not finish within {:.0} s; the communicators were aborted. A rank died or stalled: check \
-             the other ranks",
-            self.timeout.as_secs_f64()
-        );
         // One deadline per step: the checked run, the warm-up, the timed batch.
-        let step = |f: &dyn Fn() -> Result<(), Failure>| -> Result<(), Failure> {
-            self.dog.arm(late.clone(), Instant::now() + self.timeout);
-            let r = f();
-            self.dog.disarm();
-            r
-        };
+        let step = |f: &dyn Fn() -> Result<(), Failure>| self.within(&what, f);
         step(&|| {
             self.collective(op, d, first_rank, in_place)?;
             self.wait(&what)
@@ -499,6 +493,21 @@ impl Run<'_> {
         ))
     }
 
+    /// Runs `f` (collectives and the wait for them) within the timeout:
+    /// past it, the watchdog aborts the communicators and says that `what`
+    /// did not finish.
+    fn within(&self, what: &str, f: &dyn Fn() -> Result<(), Failure>) -> Result<(), Failure> {
+        let late = format!(
+            "{what} did not finish within {:.0} s; the communicators were aborted. A rank died or stalled: check \
+             the other ranks",
+            self.timeout.as_secs_f64()
+        );
+        self.dog.arm(late, Instant::now() + self.timeout);
+        let r = f();
+        self.dog.disarm();
+        r
+    }
+
     /// The lowest of every GPU's `value` over the job: one `int32` min
     /// all-reduce on the communicators, so that every rank decides alike.
     pub(crate) fn agree_min(
@@ -507,30 +516,20 @@ impl Run<'_> {
         nranks: usize,
         first_rank: usize,
     ) -> Result<i32, Failure> {
-        let Ok(rule) = Rule::of(Dtype::I32, Redop::Min, nranks) else {
-            return Ok(value);
-        };
         let d = Data {
             count: 1,
             seed: 0,
-            rule,
+            // An integer minimum has inputs at any rank count.
+            rule: Rule::of(Dtype::I32, Redop::Min, nranks)
+                .unwrap_or_else(|_| unreachable!("an integer min is exact")),
         };
         for g in &self.gpus {
             self.upload(g, g.recv, &value.to_le_bytes())?;
         }
-        self.dog.arm(
-            format!(
-                "the all-reduce of the GPUs' compute capability did not finish within {:.0} s; the \
-                 communicators were aborted. A rank died or stalled: check the other ranks",
-                self.timeout.as_secs_f64()
-            ),
-            Instant::now() + self.timeout,
-        );
-        let r = self
-            .collective(&AllReduce, &d, first_rank, true)
-            .and_then(|()| self.wait("the all-reduce of the compute capability"));
-        self.dog.disarm();
-        r?;
+        self.within("the all-reduce of the GPUs' compute capability", &|| {
+            self.collective(&AllReduce, &d, first_rank, true)?;
+            self.wait("the all-reduce of the compute capability")
+        })?;
         let Some(g) = self.gpus.first() else {
             return Ok(value);
         };
@@ -550,18 +549,12 @@ impl Run<'_> {
         in_place: bool,
         on_gpu: bool,
     ) -> Result<(), Failure> {
-        let (e, count, nranks) = (d.rule.t.size() as u64, d.count, d.rule.nranks);
+        let (count, nranks) = (d.count, d.rule.nranks);
         let (send, recv) = op.buffers(count, nranks);
         for (j, g) in self.gpus.iter().enumerate() {
             let rank = first_rank + j;
             let src = op.source(rank, nranks, count);
-            let (send_at, recv_at) = match in_place {
-                true => {
-                    let (s, r) = op.in_place(rank, nranks, count);
-                    (g.recv + s as u64 * e, g.recv + r as u64 * e)
-                }
-                false => (g.send, g.recv),
-            };
+            let (send_at, recv_at) = g.places(op, d, rank, in_place);
             // In place, the input then covers part of the poison (the
             // rank's own block): an element NCCL never wrote there passes
             // where the answer equals the rank's input, as in nccl-tests.
@@ -673,41 +666,43 @@ impl Run<'_> {
     fn self_test(&self, rules: &[Rule], seed: u64) -> Result<(), String> {
         let count = 4099usize;
         let e = |f: Failure| f.to_string();
-        for g in &self.gpus {
-            for rule in rules {
-                let (t, n) = (rule.t, rule.nranks);
-                let d = Data {
-                    count,
-                    seed,
-                    rule: *rule,
-                };
-                let bytes = count * t.size();
-                let what = format!("{} {}", t.name(), rule.op.name());
-                // Rank 0's input (hashed values in every rule) and the last
-                // rank's (the identity, past the ranks that put in values).
-                for (src, rank) in [(Source::reduced(7), 0), (Source::blocks(1000, 3), n - 1)] {
+        for rule in rules {
+            let (t, n) = (rule.t, rule.nranks);
+            let d = Data {
+                count,
+                seed,
+                rule: *rule,
+            };
+            let bytes = count * t.size();
+            let what = format!("{} {}", t.name(), rule.op.name());
+            // Rank 0's input (hashed values in every rule) and the last
+            // rank's (the identity, past the ranks that put in values).
+            for (src, rank) in [(Source::reduced(7), 0), (Source::blocks(1000, 3), n - 1)] {
+                // The host's, made once for every GPU.
+                let input = data::input(rule, seed, rank, count);
+                let want = data::expected(rule, seed, src, count);
+                let poison = data::poison(&want);
+                // The poison is all wrong; the answer, planted, all right
+                // but one element; checked from element 5 on.
+                let mut planted = want;
+                planted[1234 * t.size()] ^= 1;
+                for g in &self.gpus {
                     self.fill(g, &d, g.send, count, Some(rank), src)
                         .map_err(e)?;
                     self.fill(g, &d, g.recv, count, None, src).map_err(e)?;
                     self.wait("the kernels' self-test").map_err(e)?;
-                    let input = self.download(g, g.send, bytes).map_err(e)?;
-                    if input != data::input(rule, seed, rank, count) {
+                    if self.download(g, g.send, bytes).map_err(e)? != input {
                         return Err(format!("{what} inputs"));
                     }
-                    let want = data::expected(rule, seed, src, count);
-                    if self.download(g, g.recv, bytes).map_err(e)? != data::poison(&want) {
+                    if self.download(g, g.recv, bytes).map_err(e)? != poison {
                         return Err(format!("{what} poison"));
                     }
-                    // The poison is all wrong; the answer, planted, all
-                    // right but one element; checked from element 5 on.
                     self.check_on_gpu(g, &d, g.recv, (0, count), src)
                         .map_err(e)?;
                     self.wait("the kernels' self-test").map_err(e)?;
                     if self.check_result(g).map_err(e)? != (count, 0) {
                         return Err(format!("{what} check of the poison"));
                     }
-                    let mut planted = want.clone();
-                    planted[1234 * t.size()] ^= 1;
                     self.upload(g, g.recv, &planted[5 * t.size()..])
                         .map_err(e)?;
                     self.check_on_gpu(g, &d, g.recv, (5, count - 5), src)
