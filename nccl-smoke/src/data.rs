@@ -485,27 +485,30 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Fills `buf` with `bits(j)` for each element, on several threads.
+/// Fills `buf` with `bits(j)` for each element, on several threads where
+/// it is large.
 fn fill(t: Dtype, count: usize, bits: impl Fn(u64) -> u64 + Sync) -> Vec<u8> {
     let e = t.size();
     let mut buf = vec![0u8; count * e];
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(16);
-    let per = if count < 1 << 16 || threads == 1 {
-        count.max(1)
-    } else {
-        count.div_ceil(threads)
+    // Elements from `first` on, into `chunk`.
+    let part = |first: usize, chunk: &mut [u8]| {
+        for (j, el) in chunk.chunks_exact_mut(e).enumerate() {
+            let b = bits((first + j) as u64).to_le_bytes();
+            el.copy_from_slice(&b[..e]);
+        }
     };
+    if count < 1 << 16 || threads == 1 {
+        part(0, &mut buf);
+        return buf;
+    }
+    let per = count.div_ceil(threads);
     std::thread::scope(|s| {
         for (k, chunk) in buf.chunks_mut(per * e).enumerate() {
-            let bits = &bits;
-            s.spawn(move || {
-                for (j, el) in chunk.chunks_exact_mut(e).enumerate() {
-                    let b = bits((k * per + j) as u64).to_le_bytes();
-                    el.copy_from_slice(&b[..e]);
-                }
-            });
+            let part = &part;
+            s.spawn(move || part(k * per, chunk));
         }
     });
     buf
