@@ -611,11 +611,7 @@ fn ending(
 /// where it ran); `None` when nothing was timed.
 fn largest(result: &Result<smoke::Summary, Failure>) -> Option<(usize, f64)> {
     let s = result.as_ref().ok()?;
-    s.rows
-        .iter()
-        .rev()
-        .max_by_key(|r| r.bytes)
-        .map(|r| (r.bytes, r.oop.busbw.max(r.ip.busbw)))
+    smoke::Row::first_largest(&s.rows).map(|r| (r.bytes, r.oop.busbw.max(r.ip.busbw)))
 }
 
 /// Why `--min-busbw GBPS` fails the run: the bus bandwidth at the largest

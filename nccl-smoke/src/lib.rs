@@ -343,9 +343,13 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         )));
     }
     gpu::cleanup(&mut run);
+    // The out-of-place time per call of the first row at the largest size,
+    // in microseconds; 0 with no rows.
     let largest_us = result
         .as_ref()
-        .map_or(0, |(rows, _)| first_largest_us(rows));
+        .ok()
+        .and_then(|(rows, _)| Row::first_largest(rows))
+        .map_or(0, |r| r.oop.time_us.round() as u64);
     let times_us = vec![((driver_s + ctx_s) * 1e6).round() as u64, largest_us];
     let peers = joined
         .map(|mut j| {
@@ -364,15 +368,6 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         topology,
         times_us,
     })
-}
-
-/// The out-of-place time per call of the first row at the largest size
-/// (the all-reduce's, where it ran), in microseconds; 0 with no rows.
-fn first_largest_us(rows: &[Row]) -> u64 {
-    rows.iter()
-        .rev()
-        .max_by_key(|r| r.bytes)
-        .map_or(0, |r| r.oop.time_us.round() as u64)
 }
 
 /// Tells the other processes how this one did; rank 0 hears theirs. After

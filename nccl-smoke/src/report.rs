@@ -190,6 +190,13 @@ impl Row {
             ip,
         }
     }
+
+    /// The first of `rows` at the largest size (the all-reduce's, where it
+    /// ran): the row whose time a run reports and `--min-busbw` judges.
+    pub fn first_largest(rows: &[Row]) -> Option<&Row> {
+        // `max_by_key` keeps the last of equals: go backwards for the first.
+        rows.iter().rev().max_by_key(|r| r.bytes)
+    }
 }
 
 impl Timing {
@@ -204,5 +211,25 @@ impl Timing {
             busbw: algbw * bus_factor,
             wrong,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_row_at_the_largest_size_is_judged() {
+        let t = Timing::of(1, 1e-6, 1.0, 0);
+        let row = |op, count| Row::new(op, None, Dtype::F32, count, t, t);
+        let rows = [
+            row("all-reduce", 1024),
+            row("all-reduce", 1 << 20),
+            row("all-gather", 1024),
+            row("all-gather", 1 << 20),
+        ];
+        let first = Row::first_largest(&rows).unwrap();
+        assert_eq!((first.op, first.bytes), ("all-reduce", 4 << 20));
+        assert_eq!(Row::first_largest(&[]), None);
     }
 }
