@@ -129,23 +129,29 @@ pub fn ops() -> Vec<&'static str> {
 /// reduction), a size in bytes.
 type Work = (&'static dyn Collective, Rule, usize);
 
-/// Each collective of `opts.ops` (in [`COLLECTIVES`]' order), in each of
-/// `opts.redops` where it reduces, in every datatype, at every size. What
-/// the loaded NCCL or this process's GPUs (compute capability `min_cc`)
-/// cannot run, or what has no exact answer, is left out and said why, once.
+/// A usage error where `opts.ops` names something that is not a collective.
+fn known_ops(opts: &Options) -> Result<(), Failure> {
+    match opts.ops.iter().find(|o| collective::by_name(o).is_none()) {
+        Some(bad) => Err(Failure::Usage(format!(
+            "{bad:?} is not a collective: {}, or all",
+            self::ops().join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Each collective of `opts.ops` (in [`COLLECTIVES`]' order; [`known_ops`]
+/// checked them), in each of `opts.redops` where it reduces, in every
+/// datatype, at every size. What the loaded NCCL or this process's GPUs
+/// (compute capability `min_cc`) cannot run, or what has no exact answer,
+/// is left out and said why, once.
 fn sweep_order(
     opts: &Options,
     nranks: usize,
     nc: &Nccl,
     min_cc: i32,
     on: &mut dyn FnMut(Event),
-) -> Result<Vec<Work>, Failure> {
-    if let Some(bad) = opts.ops.iter().find(|o| collective::by_name(o).is_none()) {
-        return Err(Failure::Usage(format!(
-            "{bad:?} is not a collective: {}, or all",
-            self::ops().join(", ")
-        )));
-    }
+) -> Vec<Work> {
     let chosen = || {
         COLLECTIVES
             .iter()
@@ -197,7 +203,7 @@ fn sweep_order(
             }
         }
     }
-    Ok(out)
+    out
 }
 
 /// The inputs of `op` in `t` with reduction `red` (`None`: it moves data)
@@ -306,6 +312,7 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
     if opts.rendezvous_only {
         return rendezvous_only(opts, &nc, on);
     }
+    known_ops(opts)?;
     let t_driver = Instant::now();
     let (cu, count) = start_driver()?;
     let driver_s = t_driver.elapsed().as_secs_f64();
@@ -561,7 +568,7 @@ fn plan(
     // collective in every datatype (as this process's GPUs would run them:
     // the job's can only run fewer).
     let (mut send, mut recv) = (8, 8);
-    for (op, rule, bytes) in sweep_order(opts, nranks, run.nc, run.min_cc, &mut |_| {})? {
+    for (op, rule, bytes) in sweep_order(opts, nranks, run.nc, run.min_cc, &mut |_| {}) {
         let t = rule.t;
         let count = (bytes / t.size()).max(1);
         let (s, r) = op.buffers(count, nranks);
@@ -586,7 +593,7 @@ fn plan(
             )));
         }
     }
-    sweep_order(opts, nranks, run.nc, run.min_cc, on)
+    Ok(sweep_order(opts, nranks, run.nc, run.min_cc, on))
 }
 
 fn sweep(
@@ -808,8 +815,7 @@ mod tests {
             if let Event::Note(n) = e {
                 notes.push(n);
             }
-        })
-        .unwrap();
+        });
         let work = order
             .iter()
             .map(|(op, rule, _)| format!("{} {} {}", op.name(), rule.t.name(), rule.op.name()))
@@ -876,11 +882,7 @@ mod tests {
         );
         // An unknown collective is a usage error.
         opts.ops = vec!["alltoall".into()];
-        let nc = Nccl::load(new).unwrap();
-        assert!(matches!(
-            sweep_order(&opts, 1, &nc, 9, &mut |_| {}),
-            Err(Failure::Usage(_))
-        ));
+        assert!(matches!(known_ops(&opts), Err(Failure::Usage(_))));
     }
 
     #[test]
