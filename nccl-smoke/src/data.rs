@@ -98,6 +98,11 @@ impl Dtype {
         }
     }
 
+    /// Whether it is one of the 8-bit floats (e4m3, e5m2).
+    pub(crate) fn is_f8(self) -> bool {
+        matches!(self, Dtype::F8e4m3 | Dtype::F8e5m2)
+    }
+
     /// The first NCCL release that has it (`nccl.h`'s enum), as
     /// `(major, minor, patch)`.
     pub fn since(self) -> (u32, u32, u32) {

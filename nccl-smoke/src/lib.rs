@@ -232,7 +232,7 @@ fn rule_for(
     }
     // NCCL's one-rank path (a copy, or a kernel for the 1/n multiply) has
     // no 8-bit float kernel in its host code: it answers invalid argument.
-    if red == Some(Redop::Avg) && matches!(t, Dtype::F8e4m3 | Dtype::F8e5m2) && nranks == 1 {
+    if red == Some(Redop::Avg) && t.is_f8() && nranks == 1 {
         return Err(format!(
             "avg in {} on one rank: NCCL's one-rank path has no 8-bit float kernel (it answers \
              invalid argument)",
@@ -258,7 +258,7 @@ fn fp8_refused(
     old: Option<String>,
     min_cc: i32,
 ) -> Option<String> {
-    if !matches!(t, Dtype::F8e4m3 | Dtype::F8e5m2) || min_cc >= 9 {
+    if !t.is_f8() || min_cc >= 9 {
         return None;
     }
     let have = match min_cc {
@@ -571,18 +571,15 @@ fn plan(
     for (op, rule, bytes) in sweep_order(opts, nranks, run.nc, run.min_cc, &mut |_| {}) {
         let t = rule.t;
         let count = (bytes / t.size()).max(1);
-        let (s, r) = op.buffers(count, nranks);
-        send = send.max(s * t.size());
-        // In place, the receive buffer is the one buffer of both.
-        recv = recv.max(r.max(op.one_buffer(count, nranks)) * t.size());
+        send = send.max(op.buffers(count, nranks).0 * t.size());
+        // The receive buffer is also, in place, the one buffer of both,
+        // which holds at least what is received.
+        recv = recv.max(op.one_buffer(count, nranks) * t.size());
     }
     run.alloc(send, recv)?;
     // NCCL refuses 8-bit floats by the communicator's lowest GPU: every
     // rank must skip alike.
-    let fp8 = opts
-        .dtypes
-        .iter()
-        .any(|t| matches!(t, Dtype::F8e4m3 | Dtype::F8e5m2));
+    let fp8 = opts.dtypes.iter().any(|t| t.is_f8());
     if fp8 && nranks > run.gpus.len() {
         let local = run.min_cc;
         run.min_cc = run.agree_min(local, nranks, first_rank)?;
