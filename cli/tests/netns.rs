@@ -8,7 +8,7 @@
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{text, wheel_lib, without_launchers, TmpDir};
+use common::{skip_launcher, text, wheel_lib, without_launchers, TmpDir};
 
 /// Says why the test cannot run here: a failure under
 /// `NCCL_FIND_REQUIRE_NETNS=1`, else a skip.
@@ -555,13 +555,7 @@ fn three_hosts_under_torchrun_c10d_say_the_same() {
     let Some(lib) = wheel_lib() else { return };
     let torchrun = match std::env::var("NCCL_FIND_TORCHRUN") {
         Ok(t) if !t.is_empty() => t,
-        _ => {
-            assert!(
-                std::env::var("NCCL_FIND_REQUIRE_LAUNCHERS").as_deref() != Ok("1"),
-                "NCCL_FIND_REQUIRE_LAUNCHERS=1, but NCCL_FIND_TORCHRUN is not set"
-            );
-            return eprintln!("skipped: NCCL_FIND_TORCHRUN is not set (scripts/launchers sets it)");
-        }
+        _ => return skip_launcher("NCCL_FIND_TORCHRUN is not set (scripts/launchers sets it)"),
     };
     if !namespaces_can_be_made() {
         return;
