@@ -388,11 +388,11 @@ pub fn proposal(g: &Gathered) -> Option<String> {
     })
 }
 
-/// The connections that failed to the interfaces NCCL will not use, by
-/// interface and error, in one line (`None`: none failed).
+/// `failed`, connections to the interfaces NCCL will not use, by
+/// interface and error, in one line (`None`: none).
 fn others_not_reached(failed: &[&Probe]) -> Option<String> {
     let mut by: Vec<(&str, &str, usize)> = Vec::new();
-    for p in failed.iter().filter(|p| !p.addr.nccl) {
+    for p in failed {
         let (i, e) = (p.addr.iface.as_str(), p.error.as_deref().unwrap_or(""));
         match by.iter_mut().find(|b| b.0 == i && b.1 == e) {
             Some(b) => b.2 += 1,
@@ -427,8 +427,13 @@ pub fn reach_lines(g: &Gathered) -> Vec<(bool, String)> {
         };
         return vec![(false, format!("reach: {why}"))];
     }
-    let failed: Vec<&Probe> = g.probes.iter().filter(|p| p.error.is_some()).collect();
-    let nccl_failed = failed.iter().filter(|p| p.addr.nccl).count();
+    // Failed connections: to the addresses NCCL will use, and the others.
+    let (nccl, others): (Vec<&Probe>, Vec<&Probe>) = g
+        .probes
+        .iter()
+        .filter(|p| p.error.is_some())
+        .partition(|p| p.addr.nccl);
+    let nccl_failed = nccl.len();
     let mut out = vec![(
         false,
         format!(
@@ -443,7 +448,6 @@ pub fn reach_lines(g: &Gathered) -> Vec<(bool, String)> {
         ),
     )];
     let host = |r: usize| g.cards.get(r).map_or("?", |c| c.host.as_str());
-    let nccl: Vec<&&Probe> = failed.iter().filter(|p| p.addr.nccl).collect();
     for (i, p) in nccl.iter().enumerate() {
         if i == MAX_LINES {
             out.push((
@@ -466,7 +470,7 @@ pub fn reach_lines(g: &Gathered) -> Vec<(bool, String)> {
             ),
         ));
     }
-    if let Some(line) = others_not_reached(&failed) {
+    if let Some(line) = others_not_reached(&others) {
         out.push((false, line));
     }
     let rdma = |c: &Card| facts_of(c).get("rdma").is_some_and(|v| v != "none");
