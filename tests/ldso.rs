@@ -425,8 +425,9 @@ fn the_model_maps_what_the_real_loader_maps() {
         vec![b.clone()],
     ));
 
-    // 11: $PLATFORM in a DT_RPATH.
-    let plat = facts(&[], &[]).platform;
+    // 11: $PLATFORM in a DT_RPATH, as the running loader expands it
+    // (`haswell` on many x86-64 CPUs, else `x86_64`).
+    let plat = facts(&[], &[]).platform.expect("ld.so names its platform");
     let h = lab.nccl(&format!("plat/{plat}"));
     let p = lab.program(
         "p-platform",
@@ -461,6 +462,21 @@ fn the_model_maps_what_the_real_loader_maps() {
         vec![],
         vec![hw],
     ));
+
+    // 12b: the legacy hwcap subdirectories (glibc before 2.37) come after
+    // glibc-hwcaps and before their directory: the best one, and the last.
+    let legacy = facts(&[], &[]).legacy;
+    for (what, sub) in [
+        ("the first legacy hwcap subdirectory", legacy.first()),
+        ("the last legacy hwcap subdirectory", legacy.last()),
+    ] {
+        let Some(sub) = sub else { continue };
+        let dir = format!("legacy-{}", cases.len());
+        let want = canon(&lab.nccl(&format!("{dir}/{sub}")));
+        lab.nccl(&dir);
+        let p = lab.program(&format!("p-{dir}"), &["-La", "-l:libnccl.so.2"]);
+        cases.push(case(what, p, vec![d(&dir)], vec![], vec![], vec![want]));
+    }
 
     // 13: nothing anywhere: both say so.
     let p = lab.program("p-none", &["-La", "-l:libnccl.so.2"]);
@@ -502,21 +518,59 @@ fn the_model_maps_what_the_real_loader_maps() {
     let _ = std::fs::remove_dir_all(&lab.dir);
 }
 
-/// Without `ld.so` to ask, the facts follow from the layout, and on this
-/// machine they are the loader's own.
+/// Without `ld.so` to ask, the directories follow from the layout, and on
+/// this machine they are the loader's own. `$PLATFORM` depends on the CPU
+/// (`haswell` or `x86_64` on the same architecture), so the layout leaves
+/// it unknown, and what the loader says is what it expands.
 #[test]
 fn the_layouts_system_directories_are_the_loaders() {
-    let mut asked = facts(&[], &[]);
-    let arch = std::env::consts::ARCH;
-    let ma = match arch {
+    let asked = facts(&[], &[]);
+    let ma = match std::env::consts::ARCH {
         "x86_64" => "x86_64-linux-gnu",
         "aarch64" => "aarch64-linux-gnu",
         _ => return,
     };
-    let guessed = LoaderFacts::for_target(Path::new("/"), Some(ma), arch);
-    asked.cache.clear();
+    let guessed = LoaderFacts::for_target(Path::new("/"), Some(ma));
     assert_eq!(
         (&guessed.system_dirs, &guessed.lib, &guessed.platform),
-        (&asked.system_dirs, &asked.lib, &asked.platform)
+        (&asked.system_dirs, &asked.lib, &None)
     );
+    let Some(platform) = asked.platform else {
+        panic!("ld.so --list-diagnostics names no dl_platform")
+    };
+    // The loader's own search path names the platform's subdirectory
+    // wherever it has legacy hwcap subdirectories (glibc before 2.37).
+    if !asked.legacy.is_empty() {
+        let out = Command::new("/bin/true")
+            .env("LD_DEBUG", "libs")
+            .env("LD_LIBRARY_PATH", "/nonexistent-nccl-find")
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        let line = log
+            .lines()
+            .find(|l| l.contains("(LD_LIBRARY_PATH)"))
+            .unwrap_or_else(|| panic!("LD_DEBUG=libs shows no LD_LIBRARY_PATH search: {log}"));
+        let real: Vec<&str> = line
+            .split_once("search path=")
+            .unwrap()
+            .1
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .split(':')
+            .collect();
+        let mut model = Vec::new();
+        for level in &asked.hwcaps {
+            model.push(format!("/nonexistent-nccl-find/glibc-hwcaps/{level}"));
+        }
+        for sub in &asked.legacy {
+            model.push(format!("/nonexistent-nccl-find/{sub}"));
+        }
+        model.push("/nonexistent-nccl-find".to_string());
+        assert_eq!(
+            real, model,
+            "the loader's search path (platform {platform})"
+        );
+    }
 }

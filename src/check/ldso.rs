@@ -43,10 +43,18 @@ pub struct LoaderFacts {
     pub system_dirs: Vec<PathBuf>,
     /// What `$LIB` expands to (`lib/x86_64-linux-gnu` on Debian, `lib64` on Fedora).
     pub lib: String,
-    /// What `$PLATFORM` expands to (`x86_64`).
-    pub platform: String,
+    /// What `$PLATFORM` expands to (`haswell`, `x86_64`): glibc's
+    /// `dl_platform`, which depends on the CPU, so `None` unless the running
+    /// loader was asked ([`LoaderFacts::read_ld_so`]). An rpath entry that
+    /// names `$PLATFORM` is then left out, as unknown.
+    pub platform: Option<String>,
     /// The `glibc-hwcaps` subdirectories searched, best first (`x86-64-v3`, `x86-64-v2`).
     pub hwcaps: Vec<String>,
+    /// The legacy hwcap subdirectories searched after those and before the
+    /// directory itself (glibc before 2.37), best first: every combination
+    /// of `tls`, the platform and the hwcap names the loader lists
+    /// (`tls/haswell/avx512_1/x86_64` … `x86_64`). Empty unless asked.
+    pub legacy: Vec<String>,
 }
 
 impl LoaderFacts {
@@ -54,11 +62,11 @@ impl LoaderFacts {
     /// that holds no `ld.so` to ask: Debian's system directories where the
     /// multiarch ones exist under `root`, else `/lib64` and `/usr/lib64`
     /// where those do, else `/lib` and `/usr/lib`; no hwcaps subdirectory.
-    pub fn for_target(root: &Path, multiarch: Option<&str>, arch: &str) -> LoaderFacts {
-        let mut facts = LoaderFacts {
-            platform: arch.to_string(),
-            ..LoaderFacts::default()
-        };
+    /// `$PLATFORM` depends on the CPU (glibc says `haswell` where the CPU
+    /// has AVX2 and its kin, else the architecture), so it is not guessed:
+    /// `None`.
+    pub fn for_target(root: &Path, multiarch: Option<&str>) -> LoaderFacts {
+        let mut facts = LoaderFacts::default();
         let multiarch = multiarch.filter(|ma| {
             root.join("usr/lib").join(ma).is_dir() || root.join("lib").join(ma).is_dir()
         });
@@ -81,15 +89,17 @@ impl LoaderFacts {
     }
 
     /// Reads what the real loader says of itself: `ld.so --help` (the
-    /// system directories, the `glibc-hwcaps` subdirectories it searches)
-    /// and `ld.so --list-diagnostics` (`dl_dst_lib`, `dl_platform`), as the
-    /// two texts. What they do not say is left as it was. (Feature `command`.)
+    /// system directories, the `glibc-hwcaps` and legacy hwcap
+    /// subdirectories it searches) and `ld.so --list-diagnostics`
+    /// (`dl_dst_lib`, `dl_platform`), as the two texts. What they do not say
+    /// is left as it was. (Feature `command`.)
     #[cfg(feature = "command")]
     #[cfg_attr(docsrs, doc(cfg(feature = "command")))]
     pub fn read_ld_so(&mut self, help: &str, diagnostics: &str) {
         let mut section = "";
         let mut dirs = Vec::new();
         let mut hwcaps = Vec::new();
+        let mut legacy = Vec::new();
         for line in help.lines() {
             if !line.starts_with(' ') {
                 section = line;
@@ -104,11 +114,20 @@ impl LoaderFacts {
                 if let Some(name) = item.strip_suffix(" (supported, searched)") {
                     hwcaps.push(name.to_string());
                 }
+            } else if section.starts_with("Legacy HWCAP subdirectories") {
+                // `haswell (AT_PLATFORM; supported, searched)`, `tls (supported, searched)`.
+                if let Some((name, why)) = item.split_once(" (") {
+                    if why.ends_with("searched)") && !why.contains("not searched") {
+                        let platform = why.starts_with("AT_PLATFORM");
+                        legacy.push((name.to_string(), platform));
+                    }
+                }
             }
         }
         if !dirs.is_empty() {
             self.system_dirs = dirs;
             self.hwcaps = hwcaps;
+            self.legacy = legacy_subdirs(&legacy);
         }
         for line in diagnostics.lines() {
             let value = |key: &str| {
@@ -119,10 +138,54 @@ impl LoaderFacts {
                 self.lib = v;
             }
             if let Some(v) = value("dl_platform") {
-                self.platform = v;
+                self.platform = Some(v);
             }
         }
     }
+}
+
+/// glibc's legacy hwcap subdirectories (2.36 and older), in its search
+/// order, from the names `ld.so --help` lists (each with whether it is the
+/// platform): the names ordered `tls`, the platform, then the others as
+/// listed; then every non-empty combination of them, in that order, from
+/// all of them down, as binary numbers count down (`tls/haswell/x86_64`,
+/// `tls/haswell`, `tls/x86_64`, `tls`, `haswell/x86_64`, …). Checked
+/// against the real loader's own search path (`LD_DEBUG=libs`) in
+/// `tests/ldso.rs`.
+#[cfg(feature = "command")]
+fn legacy_subdirs(listed: &[(String, bool)]) -> Vec<String> {
+    let mut names: Vec<&str> = Vec::new();
+    for pass in 0..3 {
+        for (name, platform) in listed {
+            let this = match pass {
+                0 => name == "tls",
+                1 => *platform && name != "tls",
+                _ => !*platform && name != "tls",
+            };
+            if this {
+                names.push(name);
+            }
+        }
+    }
+    // More than a handful would be 2^n subdirectories: glibc lists at most
+    // a few (tls, the platform, two or three hwcap names).
+    if names.is_empty() || names.len() > 8 {
+        return Vec::new();
+    }
+    let n = names.len();
+    let mut out = Vec::new();
+    let mut bits = (1u32 << n) - 1;
+    while bits > 0 {
+        let mut parts = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            if bits & (1 << (n - 1 - i)) != 0 {
+                parts.push(*name);
+            }
+        }
+        out.push(parts.join("/"));
+        bits -= 1;
+    }
+    out
 }
 
 /// How the loader got to a file.
@@ -345,10 +408,14 @@ impl<'a> Process<'a> {
         out
     }
 
-    /// `dir/glibc-hwcaps/<level>/name` for each level searched, then `dir/name`.
+    /// `dir/glibc-hwcaps/<level>/name` for each level searched, then
+    /// `dir/<legacy>/name` for each legacy subdirectory, then `dir/name`.
     fn dir_places(&self, dir: &Path, name: &str, via: Via, out: &mut Vec<(PathBuf, Via)>) {
         for level in &self.facts.hwcaps {
             out.push((dir.join("glibc-hwcaps").join(level).join(name), via.clone()));
+        }
+        for sub in &self.facts.legacy {
+            out.push((dir.join(sub).join(name), via.clone()));
         }
         out.push((dir.join(name), via));
     }
@@ -374,8 +441,8 @@ impl<'a> Process<'a> {
             ("$ORIGIN", origin.as_deref()),
             ("${LIB}", Some(self.facts.lib.as_str())),
             ("$LIB", Some(self.facts.lib.as_str())),
-            ("${PLATFORM}", Some(self.facts.platform.as_str())),
-            ("$PLATFORM", Some(self.facts.platform.as_str())),
+            ("${PLATFORM}", self.facts.platform.as_deref()),
+            ("$PLATFORM", self.facts.platform.as_deref()),
         ];
         let mut out = Vec::new();
         for entry in rpath.split(':') {
@@ -492,9 +559,30 @@ mod tests {
         );
         assert_eq!(f.hwcaps, ["x86-64-v3", "x86-64-v2"]);
         assert_eq!(
-            (f.lib.as_str(), f.platform.as_str()),
-            ("lib/x86_64-linux-gnu", "x86_64")
+            (f.lib.as_str(), f.platform.as_deref()),
+            ("lib/x86_64-linux-gnu", Some("x86_64"))
         );
+        assert_eq!(f.legacy, ["x86_64"]);
+        // An Intel CPU with AVX2 under glibc 2.36: `tls` first, then the
+        // platform, then the hwcap names, in every combination.
+        let help = help.replace(
+            "  x86_64 (AT_PLATFORM; supported, searched)\n",
+            "  haswell (AT_PLATFORM; supported, searched)\n  tls (supported, searched)\n  avx512_1 (supported, searched)\n  x86_64 (supported, searched)\n",
+        );
+        f.read_ld_so(&help, "dl_platform=\"haswell\"\n");
+        assert_eq!(f.platform.as_deref(), Some("haswell"));
+        assert_eq!(f.legacy.len(), 15);
+        assert_eq!(
+            f.legacy[..5],
+            [
+                "tls/haswell/avx512_1/x86_64",
+                "tls/haswell/avx512_1",
+                "tls/haswell/x86_64",
+                "tls/haswell",
+                "tls/avx512_1/x86_64"
+            ]
+        );
+        assert_eq!(f.legacy[14], "x86_64");
     }
 
     #[test]
@@ -504,7 +592,7 @@ mod tests {
             cache: vec![("libx.so.2".into(), PathBuf::from("/cache/libx.so.2"))],
             system_dirs: vec![PathBuf::from("/usr/lib")],
             lib: "lib64".into(),
-            platform: "x86_64".into(),
+            platform: Some("x86_64".into()),
             hwcaps: vec!["x86-64-v2".into()],
             ..LoaderFacts::default()
         };

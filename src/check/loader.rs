@@ -40,8 +40,7 @@ pub struct Loader {
 const SONAME: &str = "libnccl.so.2";
 
 pub(crate) fn resolve(ctx: &Ctx, runpath: &[PathBuf], cross: bool) -> Loader {
-    let arch = ctx.target.triple.split('-').next().unwrap_or("");
-    let mut facts = LoaderFacts::for_target(ctx.root, ctx.target.multiarch, arch);
+    let mut facts = LoaderFacts::for_target(ctx.root, ctx.target.multiarch);
     let mut ld_var = String::from("LD_LIBRARY_PATH");
     if !cross {
         if let Some((var, dirs)) = ctx.ld_library_path() {

@@ -248,7 +248,7 @@ pub fn machine_facts() -> LoaderFacts {
         "aarch64" => Some("aarch64-linux-gnu"),
         _ => None,
     };
-    let mut f = LoaderFacts::for_target(Path::new("/"), ma, arch);
+    let mut f = LoaderFacts::for_target(Path::new("/"), ma);
     for ld in ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"] {
         if !Path::new(ld).is_file() {
             continue;
