@@ -7,13 +7,26 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// A fixture tree, as a copy in the target's temporary directory, made
+/// once per run: a clone may lie below /tmp, where nccl-find rightly warns
+/// that another user could swap the library in (scripts/test then builds in
+/// its cache, outside /tmp).
 fn tree(name: &str) -> PathBuf {
-    std::fs::canonicalize(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../fixtures/trees")
-            .join(name),
-    )
-    .unwrap()
+    static TREES: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let trees = TREES.get_or_init(|| {
+        let dest = Path::new(env!("CARGO_TARGET_TMPDIR")).join("loader-env-trees");
+        let _ = std::fs::remove_dir_all(&dest);
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/trees");
+        let ok = Command::new("cp")
+            .arg("-a")
+            .arg(&src)
+            .arg(&dest)
+            .status()
+            .expect("run cp");
+        assert!(ok.success(), "cp -a {} {}", src.display(), dest.display());
+        std::fs::canonicalize(dest).unwrap()
+    });
+    trees.join(name)
 }
 
 fn scratch(tag: &str) -> PathBuf {
