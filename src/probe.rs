@@ -159,11 +159,14 @@ impl Config {
     }
 
     /// Whether to work out which `libnccl.so.2` the run-time loader will
-    /// load, and warn when it is not the linked one (on by default). Off,
-    /// the probe reads none of the loader's variables (`LD_LIBRARY_PATH`)
-    /// and gives no such warning: for a crate whose final binary sets its
-    /// own rpath or loads NCCL by path. Its variables are never rerun
-    /// triggers either way: they change what runs, not what is built.
+    /// load, and warn when it is not the linked one: on by default, except
+    /// in a build script, where it is always off. A build's
+    /// `LD_LIBRARY_PATH` is not the run's, and what the program loads is
+    /// decided by the final binary's rpath ([`emit_rpath_from_dep`](crate::emit_rpath_from_dep))
+    /// and the machine it runs on, where `nccl-find doctor` says it. Off,
+    /// the probe reads none of the loader's variables and gives no such
+    /// warning. Its variables are never rerun triggers either way: they
+    /// change what runs, not what is built.
     pub fn loader_check(&mut self, on: bool) -> &mut Config {
         self.no_loader_check = !on;
         self
@@ -183,8 +186,11 @@ impl Config {
     /// [`Config::cargo_metadata`]) it also prints the cargo directives, and on
     /// failure still prints `rerun-if-env-changed` for every variable read.
     ///
-    /// Under docs.rs (`DOCS_RS` set) it looks at nothing, prints nothing, and
-    /// returns [`ErrorKind::DocsRs`]; [`Config::probe_or_exit`] turns that into `None`.
+    /// Under docs.rs (`DOCS_RS` set) it looks at nothing and returns
+    /// [`ErrorKind::DocsRs`] ([`Config::probe_or_exit`] turns that into
+    /// `None`); in a build script it prints only the `rustc-check-cfg` and
+    /// `rustc-cfg` lines of every API level, so that docs.rs documents every
+    /// version-gated item.
     pub fn probe(&self) -> Result<Nccl, Error> {
         self.probe_printing(true)
     }
@@ -209,9 +215,8 @@ impl Config {
         if emit {
             match &result {
                 Ok(n) => cargo::print(&cargo::directives(n)),
-                Err(e) if *e.kind() != ErrorKind::DocsRs && reruns_on_failure => {
-                    cargo::print(&cargo::rerun_env(&e.report().env))
-                }
+                Err(e) if *e.kind() == ErrorKind::DocsRs => cargo::print(&cargo::docs_rs()),
+                Err(e) if reruns_on_failure => cargo::print(&cargo::rerun_env(&e.report().env)),
                 Err(_) => {}
             }
         }
@@ -289,15 +294,17 @@ impl Config {
         ctx.build_script = self.build_script(&env);
         ctx.python_prefix = self.python_prefix.clone();
         let found = self.find(&ctx, sysroot.as_ref(), &mut report);
-        // What the run-time loader would pick is said in every outcome.
-        if !self.no_loader_check {
+        // What the run-time loader would pick is said in every outcome,
+        // outside a build script: a build's loader path is not the run's.
+        let loader_check = !self.no_loader_check && !ctx.build_script;
+        if loader_check {
             report.loader =
                 env.informing(|| check::loader::resolve(&ctx, &self.runpath, report.cross));
         }
         let outcome = match found {
             Ok(c) => {
                 let opts = check::Options {
-                    loader: !self.no_loader_check,
+                    loader: loader_check,
                     statik: self.statik,
                     symbols: &self.symbols,
                     compile_check: self.compile_check,

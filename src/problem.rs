@@ -324,10 +324,72 @@ impl fmt::Display for Problem {
                 requirement,
             } => write!(
                 f,
-                "NCCL {version} does not satisfy the requirement {requirement}."
+                "NCCL {version} does not satisfy the requirement {requirement}: {}.",
+                needed(requirement)
             ),
         }
     }
+}
+
+/// The first and the last NCCL release that nccl-find's catalog knows of
+/// and `requirement` (Cargo's syntax) allows; `None` when none does.
+pub(crate) fn releases_meeting(requirement: &str) -> Option<(&'static str, &'static str)> {
+    let req = crate::req::VersionReq::parse(requirement).ok()?;
+    let mut found: Option<(&'static str, &'static str)> = None;
+    for release in crate::api::releases() {
+        let mut parts = release.split('.');
+        let mut next = || -> u64 {
+            match parts.next() {
+                Some(p) => p.parse().unwrap_or(0),
+                None => 0,
+            }
+        };
+        let (major, minor, patch) = (next(), next(), next());
+        if req.matches(major, minor, patch) {
+            found = Some(match found {
+                Some((first, _)) => (first, release),
+                None => (release, release),
+            });
+        }
+    }
+    found
+}
+
+/// The newest NCCL release nccl-find's catalog knows of.
+pub(crate) fn newest_release() -> &'static str {
+    match crate::api::releases().last() {
+        Some(r) => r,
+        None => "?",
+    }
+}
+
+/// What a requirement needs, in words: `NCCL 2.29.2 or newer`, or that no
+/// release known has it yet.
+pub(crate) fn needed(requirement: &str) -> String {
+    match releases_meeting(requirement) {
+        Some((first, last)) if last == newest_release() => {
+            format!("it needs NCCL {first} or newer")
+        }
+        Some((first, last)) if first == last => format!("it needs NCCL {first}"),
+        Some((first, last)) => format!("it needs NCCL {first} to {last}"),
+        None => format!(
+            "no NCCL release nccl-find knows of satisfies it (the newest is {})",
+            newest_release()
+        ),
+    }
+}
+
+/// The pip line that installs a release meeting `requirement` from the
+/// distribution `dist` (`nvidia-nccl-cu12`): the first such release or
+/// newer where the newest known meets it, else the newest that does.
+/// `None` when no release known meets it.
+pub(crate) fn pip_pin(requirement: &str, dist: &str) -> Option<String> {
+    let (first, last) = releases_meeting(requirement)?;
+    Some(if last == newest_release() {
+        format!("pip install -U '{dist}>={first}'")
+    } else {
+        format!("pip install '{dist}=={last}'")
+    })
 }
 
 /// A required function the library lacks, with the version that added it.

@@ -73,6 +73,57 @@ fn each_failure_leads_with_its_fix_in_at_most_25_lines() {
     ] {
         common::copy_tree(&trees.join(t), &many);
     }
+    // The wheel made the newest release the catalog knows (2.21.5 and
+    // 2.32.3 are spelled with as many bytes).
+    let newest = scratch("wheel-venv", "newest");
+    let site = newest.join("venv/lib/python3.11/site-packages");
+    let release = nccl_find::internal::catalog_releases()
+        .last()
+        .unwrap()
+        .to_string();
+    let (minor, patch) = release[2..].split_once('.').unwrap();
+    assert_eq!(release.len(), "2.21.5".len(), "{release}");
+    for (file, from, to) in [
+        (
+            "nvidia/nccl/lib/libnccl.so.2",
+            "2.21.5".to_string(),
+            release.clone(),
+        ),
+        (
+            "nvidia/nccl/include/nccl.h",
+            "NCCL_MINOR 21".into(),
+            format!("NCCL_MINOR {minor}"),
+        ),
+        (
+            "nvidia/nccl/include/nccl.h",
+            "NCCL_PATCH 5".into(),
+            format!("NCCL_PATCH {patch}"),
+        ),
+        (
+            "nvidia/nccl/include/nccl.h",
+            "22105".into(),
+            format!("2{minor}{patch:0>2}"),
+        ),
+    ] {
+        let path = site.join(file);
+        let bytes = std::fs::read(&path).unwrap();
+        let at = bytes
+            .windows(from.len())
+            .position(|w| w == from.as_bytes())
+            .unwrap();
+        let mut out = bytes[..at].to_vec();
+        out.extend_from_slice(to.as_bytes());
+        out.extend_from_slice(&bytes[at + from.len()..]);
+        std::fs::write(&path, out).unwrap();
+    }
+    let dist = site.join(format!("nvidia_nccl_cu12-{release}.dist-info"));
+    std::fs::rename(site.join("nvidia_nccl_cu12-2.21.5.dist-info"), &dist).unwrap();
+    let metadata = std::fs::read_to_string(dist.join("METADATA")).unwrap();
+    std::fs::write(
+        dist.join("METADATA"),
+        metadata.replace("Version: 2.21.5", &format!("Version: {release}")),
+    )
+    .unwrap();
     let many_vars = [
         ("VIRTUAL_ENV", "/venv"),
         ("CONDA_PREFIX", "/opt/anaconda3"),
@@ -115,6 +166,25 @@ fn each_failure_leads_with_its_fix_in_at_most_25_lines() {
             ),
         ),
         ("many broken installs", failure(&many, &many_vars, None)),
+        (
+            "NCCL_HOME older than required",
+            failure(
+                &trees.join("wheel-venv"),
+                &[(
+                    "NCCL_HOME",
+                    "/venv/lib/python3.11/site-packages/nvidia/nccl",
+                )],
+                Some("2.29"),
+            ),
+        ),
+        (
+            "a requirement no release meets",
+            failure(&trees.join("wheel-venv"), &venv, Some("2.99")),
+        ),
+        (
+            "a requirement no release meets, the newest installed",
+            failure(&newest, &venv, Some("2.99")),
+        ),
     ];
     let mut all = String::new();
     for (name, e) in &cases {
@@ -123,6 +193,7 @@ fn each_failure_leads_with_its_fix_in_at_most_25_lines() {
             &[
                 (&wheel_no_header, "<SCRATCH>"),
                 (&many, "<MANY>"),
+                (&newest, "<NEWEST>"),
                 (&trees, "<FIXTURES>"),
             ],
         );

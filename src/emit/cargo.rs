@@ -92,14 +92,33 @@ pub fn directives(n: &Nccl) -> Vec<String> {
     if let Some(c) = n.cuda_version {
         out.push(format!("cargo:cuda_version={c}"));
     }
-    for (name, ..) in crate::api::LEVELS {
-        out.push(format!("cargo:rustc-check-cfg=cfg({name})"));
-    }
+    check_cfg(&mut out);
     for name in crate::api::cfgs_for(n.version.major, n.version.minor, n.version.patch) {
         out.push(format!("cargo:rustc-cfg={name}"));
     }
     for w in &n.report.warnings {
         out.push(format!("cargo:warning=nccl-find: {}", escape(w)));
+    }
+    out
+}
+
+/// `rustc-check-cfg` for every API level's cfg, reached or not, so that
+/// `#[cfg(nccl_2_18)]` never warns "unexpected cfg condition name".
+fn check_cfg(out: &mut Vec<String>) {
+    for (name, ..) in crate::api::LEVELS {
+        out.push(format!("cargo:rustc-check-cfg=cfg({name})"));
+    }
+}
+
+/// What a build script prints under docs.rs (`DOCS_RS` set), where nothing
+/// is probed: every level's `rustc-check-cfg`, and every level's
+/// `rustc-cfg`, so that the docs show the whole API, each item with the
+/// level that gates it.
+pub(crate) fn docs_rs() -> Vec<String> {
+    let mut out = Vec::new();
+    check_cfg(&mut out);
+    for (name, ..) in crate::api::LEVELS {
+        out.push(format!("cargo:rustc-cfg={name}"));
     }
     out
 }

@@ -4,10 +4,11 @@
 use std::fmt::Write;
 
 use crate::inspect::{Candidate, Status};
-use crate::origin::SourceKind;
+use crate::origin::{Package, SourceKind};
 use crate::problem::ErrorKind;
 use crate::problem::Problem;
 use crate::report::Report;
+use crate::version::Version;
 
 /// A path for a message: as the report shows it (the root taken off), with
 /// control characters and bytes that are not UTF-8 escaped (`\xff`), so
@@ -85,6 +86,9 @@ fn closest<'r>(kind: &ErrorKind, r: &'r Report) -> Option<&'r Candidate> {
 /// install (first line) and what it lacks, with the fix (second line);
 /// else the kind's own one-line headline.
 pub fn headline(kind: &ErrorKind, r: &Report) -> String {
+    if let ErrorKind::NoneSatisfies { requirement } = kind {
+        return unmet(requirement, r);
+    }
     match closest(kind, r) {
         Some(c) => format!(
             "no NCCL here can be used. The nearest: {}\n  {}",
@@ -93,6 +97,68 @@ pub fn headline(kind: &ErrorKind, r: &Report) -> String {
         ),
         None => kind.headline(),
     }
+}
+
+/// The headline of an unmet version requirement, the fix first: the pip
+/// line that installs a release that meets it, or, where no release
+/// nccl-find knows of does, that, with the newest. Never the advice to
+/// install what is installed.
+fn unmet(requirement: &str, r: &Report) -> String {
+    let mut newest_here: Option<&Version> = None;
+    for c in &r.candidates {
+        if let Some(v) = c.version() {
+            let newer = match newest_here {
+                Some(n) => (v.major, v.minor, v.patch) > (n.major, n.minor, n.patch),
+                None => true,
+            };
+            if newer {
+                newest_here = Some(v);
+            }
+        }
+    }
+    let here = match newest_here {
+        Some(v) => format!("the newest here is NCCL {v}"),
+        None => "none here has a known version".to_string(),
+    };
+    match crate::problem::pip_pin(requirement, &pip_dist(r)) {
+        Some(pin) => format!(
+            "{pin}, or point NCCL_HOME at an install of {}: no install here satisfies the requirement \
+             {requirement} ({here}).",
+            crate::problem::needed(requirement).trim_start_matches("it needs ")
+        ),
+        None => {
+            let newest = crate::problem::newest_release();
+            let here = match newest_here {
+                Some(v) if v.to_string() == newest => ", and it is installed here".to_string(),
+                _ => format!(" ({here})"),
+            };
+            format!(
+                "lower the requirement {requirement}: no NCCL release nccl-find knows of satisfies it. \
+                 The newest is {newest}{here}; if NCCL has released a newer one since, install that."
+            )
+        }
+    }
+}
+
+/// The pip distribution to name in a fix: the NCCL wheel already in use
+/// (`nvidia-nccl-cu13`), else the one for the CUDA major an install was
+/// built for, else `nvidia-nccl-cu12`.
+fn pip_dist(r: &Report) -> String {
+    for c in &r.candidates {
+        if let Some(Package::Pip { name, .. }) = &c.origin.package {
+            if name.starts_with("nvidia-nccl-cu") {
+                return name.clone();
+            }
+        }
+    }
+    for c in &r.candidates {
+        if let Some(cuda) = &c.cuda_version {
+            if (11..=13).contains(&cuda.major) {
+                return format!("nvidia-nccl-cu{}", cuda.major);
+            }
+        }
+    }
+    "nvidia-nccl-cu12".to_string()
 }
 
 /// Why an install lost or was rejected.
@@ -394,20 +460,31 @@ pub fn advice(kind: &ErrorKind, r: &Report) -> String {
         ErrorKind::InvalidRequirement { .. } => {
             let _ = writeln!(s, "  - write the requirement as a version like \"2.18\" or a semver range like \">=2.18, <3\".");
         }
-        ErrorKind::Explicit { variable, .. } => {
+        ErrorKind::Explicit { variable, problem } => {
             let mut names = Vec::new();
             for setting in variable.split(", ") {
                 names.push(setting.split('=').next().unwrap_or(setting));
             }
+            let fix = match problem {
+                Problem::Unsatisfied { requirement, .. }
+                    if crate::problem::releases_meeting(requirement).is_some() =>
+                {
+                    format!(
+                        "point {} at an install of {}",
+                        names.join(" and "),
+                        crate::problem::needed(requirement).trim_start_matches("it needs ")
+                    )
+                }
+                _ => "fix what is described above".to_string(),
+            };
             let _ = writeln!(
                 s,
-                "  - fix what is described above, or unset {} to let nccl-find search.",
+                "  - {fix}, or unset {} to let nccl-find search.",
                 names.join(" and ")
             );
         }
-        ErrorKind::NoneSatisfies { requirement } => {
-            let _ = writeln!(s, "  - install NCCL {requirement}, e.g. pip install nvidia-nccl-cu12 (the newest), and use that virtualenv.");
-        }
+        // The headline says what to do.
+        ErrorKind::NoneSatisfies { .. } => {}
         ErrorKind::OnlyNccl1 => {
             let _ = writeln!(s, "  - delete the stale NCCL 1 copies listed above (old build caches, old conda packages), then install NCCL 2:");
         }
