@@ -2,7 +2,7 @@
 //! its fix. Problems make the exit status 1; notes do not.
 
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use nccl_find::Verdict;
@@ -414,16 +414,100 @@ struct Names {
     params: params::Asked,
 }
 
+/// The NCCL whose rules doctor judges the settings by (variables,
+/// interface choice, parameters): the library a Python package maps where
+/// one does (`--python`, or the environment in use), since that is the NCCL
+/// the job runs; else the one selected.
+struct Judged {
+    library: PathBuf,
+    version: (u32, u32, u32),
+    /// In words: `torch 2.11.0's NCCL 2.28.9`, or `NCCL 2.32.3`.
+    who: String,
+    /// Where it is not the selected NCCL: the selected one, in words.
+    not: Option<String>,
+}
+
+impl Judged {
+    fn of(result: &Result<Nccl, nccl_find::Error>, py: Option<&PythonReport>) -> Option<Judged> {
+        let selected = result.as_ref().ok();
+        let mapped = py.into_iter().flat_map(|p| &p.outcomes).find_map(|o| {
+            let v = parse_version(o.nccl_version.as_deref()?)?;
+            Some((o, o.library.clone()?, v))
+        });
+        match (mapped, selected) {
+            (Some((o, library, version)), n) => {
+                let name = match &o.version {
+                    Some(v) => format!("{} {v}", o.package),
+                    None => o.package.to_string(),
+                };
+                let not = n
+                    .filter(|n| n.library_real != library)
+                    .map(|n| format!("NCCL {} ({})", n.library_version, n.library_real.display()));
+                Some(Judged {
+                    who: format!(
+                        "{name}'s NCCL {}.{}.{} ({})",
+                        version.0,
+                        version.1,
+                        version.2,
+                        library.display()
+                    ),
+                    library,
+                    version,
+                    not,
+                })
+            }
+            (None, Some(n)) => {
+                let v = &n.library_version;
+                Some(Judged {
+                    library: n.library_real.clone(),
+                    version: (v.major, v.minor, v.patch),
+                    who: format!("NCCL {v}"),
+                    not: None,
+                })
+            }
+            (None, None) => None,
+        }
+    }
+}
+
+/// `2.28.9` as numbers.
+fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??, parts.next()??))
+}
+
+/// Where a package maps another NCCL than the one selected, one note says
+/// that the settings are judged for the NCCL the package will run.
+fn check_judged(f: &mut Findings, judged: Option<&Judged>) {
+    if let Some(Judged {
+        who,
+        not: Some(not),
+        ..
+    }) = judged
+    {
+        f.add(
+            Area::Python,
+            Level::Note,
+            format!(
+                "the settings below are judged by the rules of {who}, the NCCL the job will run, \
+                 not by the selected {not}"
+            ),
+            None,
+        );
+    }
+}
+
 impl Names {
     /// Reads the library's strings and asks it for its parameters, with
     /// `env` as the environment's `NCCL_*` variables.
-    fn of(n: &Nccl, env: &[(String, String)]) -> Option<Names> {
-        let names = nccl_find::internal::rodata_names(&n.library_real, "NCCL_").ok()?;
+    fn of(j: &Judged, env: &[(String, String)]) -> Option<Names> {
+        let names = nccl_find::internal::rodata_names(&j.library, "NCCL_").ok()?;
+        let (a, b, c) = j.version;
         // A library with no such strings (a stand-in) teaches nothing.
         (names.len() > 10).then(|| Names {
-            version: n.library_version.to_string(),
+            version: format!("{a}.{b}.{c}"),
             names,
-            params: params::ask(&n.library_real, env),
+            params: params::ask(&j.library, env),
         })
     }
 
@@ -773,6 +857,7 @@ struct Seen<'a> {
     inputs: &'a Inputs,
     result: &'a Result<Nccl, nccl_find::Error>,
     py: Option<&'a PythonReport>,
+    judged: Option<&'a Judged>,
     names: Option<&'a Names>,
 }
 
@@ -811,6 +896,7 @@ const CHECKS: &[Check] = &[
             if let Some(py) = s.py {
                 check_python(f, py);
             }
+            check_judged(f, s.judged);
         },
     },
     Check {
@@ -830,10 +916,7 @@ const CHECKS: &[Check] = &[
         reads: "the interfaces, their addresses and routes; NCCL_SOCKET_IFNAME; the NCCL version's rule",
         concludes: "the interface NCCL will pick, a NCCL_SOCKET_IFNAME that matches nothing",
         run: |f, s| {
-            let version = s.nccl().map(|n| {
-                let v = &n.library_version;
-                (v.major, v.minor, v.patch)
-            });
+            let version = s.judged.map(|j| j.version);
             network::check(f, &s.inputs.facts.interfaces, &s.inputs.env(), version);
         },
     },
@@ -868,12 +951,14 @@ fn findings(
     inputs: &Inputs,
     result: &Result<Nccl, nccl_find::Error>,
     py: Option<&PythonReport>,
+    judged: Option<&Judged>,
     names: Option<&Names>,
 ) -> Findings {
     let seen = Seen {
         inputs,
         result,
         py,
+        judged,
         names,
     };
     let mut f = Findings::default();
@@ -1129,11 +1214,17 @@ pub fn run(
         },
     };
     let result = config.probe();
-    let names = result
+    let judged = Judged::of(&result, py.as_ref());
+    let names = judged
         .as_ref()
-        .ok()
-        .and_then(|n| Names::of(n, &inputs.environment()));
-    let f = findings(&inputs, &result, py.as_ref(), names.as_ref());
+        .and_then(|j| Names::of(j, &inputs.environment()));
+    let f = findings(
+        &inputs,
+        &result,
+        py.as_ref(),
+        judged.as_ref(),
+        names.as_ref(),
+    );
     if as_json {
         println!(
             "{}",

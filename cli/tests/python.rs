@@ -326,3 +326,57 @@ fn a_cupy_whose_nccl_is_too_old_goes_without_nccl_as_doctor_says() {
     );
     let _ = std::fs::remove_dir_all(&fake);
 }
+
+/// `doctor --python <torch's venv>` run where another NCCL is selected (an
+/// `NCCL_HOME` naming the 2.21.5 wheel, as another venv's command may
+/// select): the settings are judged by the rules of the NCCL torch maps,
+/// and doctor says so, naming both.
+#[test]
+fn doctor_judges_the_settings_by_the_nccl_torch_runs() {
+    let Some(w) = common::wheels() else { return };
+    let Some(venv) = venv("NCCL_FIND_TORCH_PYTHON") else {
+        return;
+    };
+    let other = w.join("nvidia_nccl_cu12-2.21.5/nvidia/nccl");
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/facts-healthy.json");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
+    for v in STEERING {
+        cmd.env_remove(v);
+    }
+    let out = cmd
+        .args(["doctor", "--json", "--host-facts"])
+        .arg(&facts)
+        .arg("--python")
+        .arg(&venv)
+        .env("NCCL_HOME", &other)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let torch = entry(&json, "torch");
+    let real = import_torch(&venv, None).unwrap();
+    assert_eq!(torch["library"].as_str(), real.to_str());
+    let version = torch["nccl_version"].as_str().unwrap();
+    let texts: Vec<&str> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["text"].as_str().unwrap())
+        .collect();
+    let selected = std::fs::canonicalize(other.join("lib/libnccl.so.2")).unwrap();
+    let want = format!(
+        "the settings below are judged by the rules of torch {}'s NCCL {version} ({}), the NCCL \
+         the job will run, not by the selected NCCL 2.21.5 ({})",
+        torch["version"].as_str().unwrap(),
+        real.display(),
+        selected.display()
+    );
+    assert!(texts.contains(&want.as_str()), "{texts:#?}");
+    let rule = format!("NCCL {version}'s default rule");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("NCCL would use eth0") && t.contains(&rule)),
+        "{texts:#?}"
+    );
+}
