@@ -499,15 +499,25 @@ fn check_judged(f: &mut Findings, judged: Option<&Judged>) {
 
 impl Names {
     /// Reads the library's strings and asks it for its parameters, with
-    /// `env` as the environment's `NCCL_*` variables.
-    fn of(j: &Judged, env: &[(String, String)]) -> Option<Names> {
+    /// the environment's `NCCL_*` variables; never with a facts file's,
+    /// which are data about another machine.
+    fn of(j: &Judged, inputs: &Inputs) -> Option<Names> {
         let names = nccl_find::internal::rodata_names(&j.library, "NCCL_").ok()?;
         let (a, b, c) = j.version;
         // A library with no such strings (a stand-in) teaches nothing.
-        (names.len() > 10).then(|| Names {
+        (names.len() > 10).then(|| {
+            Names {
             version: format!("{a}.{b}.{c}"),
             names,
-            params: params::ask(&j.library, env),
+            params: match inputs.env_from_file {
+                true => params::Asked::Withheld(
+                    "the variables come from a facts file, and nothing from a facts file reaches a \
+                     process that loads code"
+                        .into(),
+                ),
+                false => params::ask(&j.library, &inputs.environment()),
+            },
+        }
         })
     }
 
@@ -544,7 +554,9 @@ impl Names {
         match &self.params {
             params::Asked::NoApi => json!({"asked": false, "why": format!(
                 "NCCL {} has no Parameter API (it came in {})", self.version, param_api_release())}),
-            params::Asked::Failed(e) => json!({"asked": false, "why": e}),
+            params::Asked::Failed(e) | params::Asked::Withheld(e) => {
+                json!({"asked": false, "why": e})
+            }
             params::Asked::Params(p) => json!({"asked": true, "parameters": p.iter()
                 .filter(|p| p.key != params::DUMP_ALL)
                 .map(|p| json!({"name": p.key, "value": p.value, "default": p.default,
@@ -726,6 +738,9 @@ fn library_values(f: &mut Findings, inputs: &Inputs, n: &Names, any: bool) {
         params::Asked::Failed(e) if any => f.add(Area::Variables, Level::Note, format!(
             "NCCL {} could not be asked for its parameters ({e}): names were checked against the NCCL_* strings in its library and nccl-find's own list",
             n.version), None),
+        params::Asked::Withheld(why) if any => f.add(Area::Variables, Level::Note, format!(
+            "NCCL {} was not asked for its parameters ({why}): names were checked against the NCCL_* strings in its library and nccl-find's own list",
+            n.version), None),
         _ => {}
     }
 }
@@ -779,6 +794,10 @@ struct Inputs {
     settings: Vec<crate::settings::Setting>,
     /// Configuration files NCCL would read that could not be read.
     unread: Vec<String>,
+    /// Whether the variables came from a facts file (its `env`): data
+    /// about another machine, which never reaches a process that loads
+    /// code (the child that asks NCCL does not run).
+    env_from_file: bool,
 }
 
 impl Inputs {
@@ -795,6 +814,7 @@ impl Inputs {
             facts,
             settings,
             unread,
+            env_from_file: false,
         }
     }
 
@@ -828,11 +848,13 @@ impl Inputs {
     /// The facts file's contents; see `from_file`.
     fn from_json(v: &Value, root: &Path) -> Result<Inputs, String> {
         let facts = Facts::from_json(v)?;
-        let env = match v.get("env") {
-            None | Some(Value::Null) => crate::settings::process_env(),
-            Some(vars) => env_from_json(vars)?,
+        let (env, from_file) = match v.get("env") {
+            None | Some(Value::Null) => (crate::settings::process_env(), false),
+            Some(vars) => (env_from_json(vars)?, true),
         };
-        Ok(Inputs::with_env(facts, &env, root))
+        let mut inputs = Inputs::with_env(facts, &env, root);
+        inputs.env_from_file = from_file;
+        Ok(inputs)
     }
 }
 
@@ -1215,9 +1237,7 @@ pub fn run(
     };
     let result = config.probe();
     let judged = Judged::of(&result, py.as_ref());
-    let names = judged
-        .as_ref()
-        .and_then(|j| Names::of(j, &inputs.environment()));
+    let names = judged.as_ref().and_then(|j| Names::of(j, &inputs));
     let f = findings(
         &inputs,
         &result,

@@ -52,7 +52,22 @@ pub enum Asked {
     Params(Vec<Param>),
     /// The library has the API, but the child failed: why.
     Failed(String),
+    /// The child was not run: why (the variables came from a facts file).
+    Withheld(String),
 }
+
+/// The variables that make NCCL write a file, which the child never gets:
+/// asking NCCL for its parameters must not truncate a log or dump a
+/// topology. (Variables that load code, `NCCL_*_PLUGIN`, reach it only
+/// from this process's own environment, as they reach every job started
+/// here; a facts file's variables never reach it.)
+pub const WRITES_FILES: &[&str] = &[
+    "NCCL_DEBUG_FILE",
+    "NCCL_TOPO_DUMP_FILE",
+    "NCCL_TOPO_DUMP_FILE_RANK",
+    "NCCL_GRAPH_DUMP_FILE",
+    "NCCL_GRAPH_DUMP_FILE_RANK",
+];
 
 /// Asks `library` for its parameters, with `env` as the `NCCL_*`
 /// environment (the rest of this process's environment is kept: the
@@ -80,11 +95,15 @@ fn run_child(library: &Path, env: &[(String, String)]) -> Result<String, String>
             cmd.env_remove(k);
         }
     }
-    cmd.envs(env.iter().map(|(k, v)| (k, v)))
-        .env(DUMP_ALL, "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+    cmd.envs(
+        env.iter()
+            .filter(|(k, _)| !WRITES_FILES.contains(&k.as_str()))
+            .map(|(k, v)| (k, v)),
+    )
+    .env(DUMP_ALL, "1")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot run nccl-find again: {e}"))?;

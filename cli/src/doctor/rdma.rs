@@ -414,8 +414,10 @@ fn plugin_for<'a>(
         }
     }
     for t in &tried {
-        let hit = plugins.iter().find(|p| match t.contains('/') {
-            true => p.path == *t,
+        // A path is opened as it is: the file found there (under the
+        // root, where there is one).
+        let hit = plugins.iter().find(|p| match t.starts_with('/') {
+            true => p.path == *t || p.path.ends_with(t.as_str()),
             false => file_name(p) == t,
         });
         if hit.is_some() {

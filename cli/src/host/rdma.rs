@@ -272,14 +272,43 @@ fn is_plugin(n: &str) -> bool {
         })
 }
 
-/// The plugin files in `dir`, sorted: every entry is read (a library
-/// directory holds thousands), and at most [`MAX_ENTRIES`] that match kept.
-fn plugin_names(dir: &Path) -> Vec<String> {
+/// The file names the plugin variables of this process give (bare names,
+/// which NCCL opens through the loader's path as they are: `libfoo.so`,
+/// `ofi`), and the paths (a name with a `/`, opened as it is).
+fn named_plugins() -> (Vec<String>, Vec<String>) {
+    let (mut names, mut paths) = (Vec::new(), Vec::new());
+    for family in PLUGIN_FAMILIES {
+        let var = format!("NCCL_{}_PLUGIN", family.to_ascii_uppercase());
+        let Some(value) = std::env::var_os(&var) else {
+            continue;
+        };
+        for n in value.to_string_lossy().split(',') {
+            let n = n.trim();
+            if n.is_empty() || n == "none" || n.eq_ignore_ascii_case("STATIC_PLUGIN") {
+                continue;
+            }
+            let list = if n.contains('/') {
+                &mut paths
+            } else {
+                &mut names
+            };
+            if list.len() < MAX_ENTRIES && !list.iter().any(|x| x == n) {
+                list.push(n.to_string());
+            }
+        }
+    }
+    (names, paths)
+}
+
+/// The plugin files in `dir` (and the files named `named`), sorted: every
+/// entry is read (a library directory holds thousands), and at most
+/// [`MAX_ENTRIES`] that match kept.
+fn plugin_names(dir: &Path, named: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     if let Ok(rd) = std::fs::read_dir(dir) {
         for e in rd.flatten() {
             if let Ok(n) = e.file_name().into_string() {
-                if is_plugin(&n) && out.len() < MAX_ENTRIES {
+                if (is_plugin(&n) || named.contains(&n)) && out.len() < MAX_ENTRIES {
                     out.push(n);
                 }
             }
@@ -289,10 +318,12 @@ fn plugin_names(dir: &Path) -> Vec<String> {
     out
 }
 
-/// Every plugin file (`libnccl-<family>*.so*`, each family) on the loader's
-/// path, in its order: `LD_LIBRARY_PATH`, the loader cache, the default
-/// directories.
+/// Every plugin file (`libnccl-<family>*.so*`, each family, and the files
+/// the plugin variables name) on the loader's path, in its order:
+/// `LD_LIBRARY_PATH`, the loader cache, the default directories; and the
+/// files the plugin variables name by path.
 fn plugins(root: &Path) -> Vec<Plugin> {
+    let (named, paths) = named_plugins();
     let under = |d: &Path| root.join(d.strip_prefix("/").unwrap_or(d));
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(l) = std::env::var_os("LD_LIBRARY_PATH") {
@@ -320,14 +351,20 @@ fn plugins(root: &Path) -> Vec<Plugin> {
             version,
         });
     };
+    for p in &paths {
+        let at = under(Path::new(p));
+        if std::fs::metadata(&at).is_ok_and(|m| m.is_file()) {
+            push(at, &mut out);
+        }
+    }
     for d in &dirs {
-        for n in plugin_names(d) {
+        for n in plugin_names(d, &named) {
             push(d.join(n), &mut out);
         }
     }
     if let Some(cache) = small_bytes(&under(Path::new("/etc/ld.so.cache"))) {
         for (name, path) in nccl_find::internal::parse_ld_cache(&cache) {
-            if is_plugin(&name) {
+            if is_plugin(&name) || named.contains(&name) {
                 push(under(Path::new(&path)), &mut out);
             }
         }
@@ -341,7 +378,7 @@ fn plugins(root: &Path) -> Vec<Plugin> {
         "/usr/lib",
     ] {
         let d = under(Path::new(d));
-        for n in plugin_names(&d) {
+        for n in plugin_names(&d, &named) {
             push(d.join(n), &mut out);
         }
     }
