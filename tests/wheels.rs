@@ -359,9 +359,18 @@ fn requirement_against_real_wheels() {
         .atleast_version("2.18")
         .probe()
         .unwrap_err();
+    // The fix first: the pin of the first release that meets it, for the
+    // wheel's own series.
+    assert_eq!(
+        e.headline(),
+        "pip install -U 'nvidia-nccl-cu11>=2.18.1', or point NCCL_HOME at an install of NCCL \
+         2.18.1 or newer: no install here satisfies the requirement >=2.18.0 (the newest here is \
+         NCCL 2.13.4)."
+    );
     assert!(
-        e.to_string()
-            .contains("NCCL 2.13.4 does not satisfy the requirement >=2.18.0."),
+        e.to_string().contains(
+            "NCCL 2.13.4 does not satisfy the requirement >=2.18.0: it needs NCCL 2.18.1 or newer."
+        ),
         "{e}"
     );
 }
