@@ -26,6 +26,29 @@ const INTERFACE_RULES: [&str; 4] = [
     "NCCL_NET",
 ];
 
+/// The fact of a process on which NCCL finds no interface: why, in words
+/// (a per-process fact, never compared: [`blocker`] names it).
+const NO_IFACE: &str = "no_iface";
+
+/// Why NCCL finds no interface here (`why`: the rule's words, or the
+/// `NCCL_SOCKET_IFNAME=…` that chose), with the interfaces there are.
+fn no_interface(ifaces: &[Iface], why: &str) -> String {
+    let names: Vec<&str> = ifaces
+        .iter()
+        .filter(|i| i.name != "lo")
+        .map(|i| i.name.as_str())
+        .collect();
+    let names = if names.is_empty() {
+        "lo only".to_string()
+    } else {
+        names.join(", ")
+    };
+    match why.strip_prefix("NCCL_SOCKET_IFNAME=") {
+        Some(v) => format!("NCCL_SOCKET_IFNAME={v} matches none of its interfaces ({names})"),
+        None => format!("NCCL finds no interface: {why} (interfaces: {names})"),
+    }
+}
+
 /// This process's card: its host, its facts (the NCCL `lib` it loads and
 /// `version`, the settings in force and, on the first process of a node,
 /// the driver, the GPUs, the interfaces NCCL would use and the RDMA
@@ -41,7 +64,7 @@ pub fn card(
         .iter()
         .map(|s| (s.name.clone(), s.value.clone()))
         .collect();
-    let (picked, _) = crate::doctor::nccl_interfaces(&ifaces, &env, version);
+    let (picked, why) = crate::doctor::nccl_interfaces(&ifaces, &env, version);
     let picked: Vec<String> = picked.iter().map(|i| i.name.clone()).collect();
     let mut facts = vec![
         format!(
@@ -50,6 +73,9 @@ pub fn card(
         ),
         format!("nccl_file={}", lib.display()),
     ];
+    if picked.is_empty() {
+        facts.push(format!("{NO_IFACE}={}", no_interface(&ifaces, &why)));
+    }
     if local_rank.unwrap_or(0) == 0 {
         facts.extend(host_facts(&picked));
     }
@@ -223,7 +249,8 @@ fn label(key: &str) -> &str {
 fn breaks(key: &str, a: &str, b: &str) -> bool {
     let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
     match key {
-        "nccl" => minor(a) != minor(b),
+        // A version that could not be read is not known to differ.
+        "nccl" => a != "unknown" && b != "unknown" && minor(a) != minor(b),
         k => INTERFACE_RULES.contains(&k),
     }
 }
@@ -252,6 +279,9 @@ pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
     });
     let (mut same, mut diffs) = (Vec::new(), Vec::new());
     for key in keys {
+        if key == NO_IFACE {
+            continue;
+        }
         let host_key = HOST_KEYS.contains(&key.as_str());
         // value → the ranks that have it.
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
@@ -282,17 +312,29 @@ pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
             if i == most {
                 continue;
             }
-            let others = match nodes(common_ranks) {
-                1 if nodes(ranks) == 1 && cards[ranks[0]].host == cards[common_ranks[0]].host => {
-                    format!("the other rank(s) there: {common}")
+            // Nodes where the values part whole nodes, else ranks.
+            let whole = host_key || {
+                let theirs = hosts_of(cards, ranks.iter().copied());
+                hosts_of(cards, common_ranks.iter().copied())
+                    .iter()
+                    .all(|h| !theirs.contains(h))
+            };
+            let others = match (whole, nodes(common_ranks), common_ranks.len()) {
+                (false, 1, _)
+                    if nodes(ranks) == 1 && cards[ranks[0]].host == cards[common_ranks[0]].host =>
+                {
+                    format!("the other rank(s) there: {}", shown(common))
                 }
-                1 => format!("the other node: {common}"),
-                n => format!("the {n} other nodes: {common}"),
+                (false, _, 1) => format!("the other rank: {}", shown(common)),
+                (false, _, n) => format!("the {n} other ranks: {}", shown(common)),
+                (true, 1, _) => format!("the other node: {}", shown(common)),
+                (true, n, _) => format!("the {n} other nodes: {}", shown(common)),
             };
             let line = format!(
-                "{}: {} {v} ({others})",
+                "{}: {} {} ({others})",
                 who(cards, ranks, &facts, host_key),
                 label(&key),
+                shown(v),
             );
             diffs.push(Difference {
                 problem: breaks(&key, v, common),
@@ -302,6 +344,16 @@ pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
         }
     }
     (same, diffs)
+}
+
+/// A fact's value as the report shows it: an empty one as `""` (set, and
+/// empty), never as nothing between two spaces.
+fn shown(v: &str) -> &str {
+    if v.is_empty() {
+        "\"\" (empty)"
+    } else {
+        v
+    }
 }
 
 /// The nodes `ranks` name: a host alone where every one of its ranks is
@@ -386,6 +438,68 @@ pub fn proposal(g: &Gathered) -> Option<String> {
     } else {
         name.to_string()
     })
+}
+
+/// What the meeting showed will make NCCL fail, in one line with the fix:
+/// rank 0's judge ([`nccl_rendezvous::Judge`]), the one place that ranks
+/// the causes found between nodes. The first of: a rank on which NCCL
+/// finds no interface (its bootstrap cannot start), NCCL releases of
+/// another minor version (their bootstraps do not speak to each other),
+/// an address NCCL will use that another node cannot reach (NCCL hangs
+/// until its timeout). `None`: nothing known stops NCCL.
+pub fn blocker(g: &Gathered) -> Option<String> {
+    let facts: Vec<BTreeMap<String, String>> = g.cards.iter().map(facts_of).collect();
+    let fix = |otherwise: &str| match proposal(g) {
+        Some(v) => format!("use NCCL_SOCKET_IFNAME={v}, which reached every node"),
+        None => otherwise.to_string(),
+    };
+    let lost: Vec<usize> = (0..facts.len())
+        .filter(|r| facts[*r].contains_key(NO_IFACE))
+        .collect();
+    if let Some(first) = lost.first() {
+        let why = &facts[*first][NO_IFACE];
+        let same = lost.iter().all(|r| facts[*r][NO_IFACE] == *why);
+        let more = match lost.len() {
+            n if n > 1 && !same => " (on the first of them; each in --json)".to_string(),
+            _ => String::new(),
+        };
+        return Some(format!(
+            "{}: {why}{more}, so NCCL cannot start there: {}",
+            who(&g.cards, &lost, &facts, false),
+            fix("unset NCCL_SOCKET_IFNAME, or set it to an interface every node has")
+        ));
+    }
+    let (_, diffs) = compare(&g.cards);
+    if let Some(d) = diffs.iter().find(|d| d.problem && d.key == "nccl") {
+        return Some(format!(
+            "NCCL releases differ: {}, and NCCL's bootstrap needs one minor release on every rank: load \
+             the same NCCL everywhere (the same wheel, or --lib to the same file)",
+            d.line
+        ));
+    }
+    let failed: Vec<&Probe> = g
+        .probes
+        .iter()
+        .filter(|p| p.addr.nccl && p.error.is_some())
+        .collect();
+    let p = failed.first()?;
+    let host = |r: usize| g.cards.get(r).map_or("?", |c| c.host.as_str());
+    let more = match failed.len() {
+        1 => String::new(),
+        n => format!(" (and {} more connection(s) to NCCL's addresses)", n - 1),
+    };
+    Some(format!(
+        "{} (rank {}) cannot reach {} {} of {} (rank {}), which NCCL will use ({}){more}, so NCCL would \
+         hang: {}",
+        host(p.from),
+        p.from,
+        p.addr.iface,
+        p.addr.ip,
+        host(p.to),
+        p.to,
+        p.error.as_deref().unwrap_or(""),
+        fix("no one interface reached every node: check the routes and firewalls between them")
+    ))
 }
 
 /// `failed`, connections to the interfaces NCCL will not use, by

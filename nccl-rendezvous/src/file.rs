@@ -499,6 +499,9 @@ impl FileStore {
     /// it failed.
     fn wait_barrier(&mut self, n: u32, deadline: Instant) -> Result<(), Failed> {
         let mut pause = Backoff::new(Duration::from_millis(100));
+        // Rank 0 says at its own deadline (a little later, maybe) who never
+        // came: a while past this rank's own for it.
+        let deadline = deadline + PEER_GRACE;
         loop {
             if self.read(&format!("open{n}"), 0).map_err(fail)?.is_some() {
                 return Ok(());
@@ -524,6 +527,10 @@ impl FileStore {
         }
     }
 }
+
+/// How long past its deadline a peer waits for rank 0's word on how a
+/// barrier ended (within the meeting's grace, `kv::GRACE`).
+const PEER_GRACE: Duration = Duration::from_secs(1);
 
 /// A key as part of a file name: `nccl-find/` dropped, `/` as `-`.
 fn key_name(key: &str) -> Result<String, String> {
