@@ -923,10 +923,10 @@ mod tests {
         assert_eq!(
             got,
             [
-                (false, "a rank 1: NCCL 2.28.7 (the 2 other nodes: 2.28.9)"),
+                (false, "a rank 1: NCCL 2.28.7 (the 3 other ranks: 2.28.9)"),
                 (
                     false,
-                    "b rank 3: NCCL_DEBUG INFO (the 2 other nodes: unset)"
+                    "b rank 3: NCCL_DEBUG INFO (the 3 other ranks: unset)"
                 ),
             ]
         );
@@ -940,11 +940,77 @@ mod tests {
         let lines: Vec<String> = compare(&cyclic).1.into_iter().map(|d| d.line).collect();
         assert_eq!(
             lines,
-            ["a rank 0, 2, b rank 1: NCCL 2.21.5 (the 2 other nodes: 2.28.9)"]
+            ["a rank 0, 2, b rank 1: NCCL 2.21.5 (the 4 other ranks: 2.28.9)"]
         );
         two[1].facts = "nccl=2.28.9\n".into();
         two[3].facts = "nccl=2.28.9\n".into();
         assert_eq!(compare(&two).1, vec![]);
+        // An empty value is named as one; a version that could not be
+        // read is not a problem.
+        two[3].facts = "nccl=unknown\nset NCCL_SOCKET_IFNAME=\n".into();
+        let lines: Vec<(bool, String)> = compare(&two)
+            .1
+            .into_iter()
+            .map(|d| (d.problem, d.line))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (
+                    false,
+                    "b rank 3: NCCL unknown (the 3 other ranks: 2.28.9)".to_string()
+                ),
+                (
+                    true,
+                    "b rank 3: NCCL_SOCKET_IFNAME \"\" (empty) (the 3 other ranks: unset)"
+                        .to_string()
+                ),
+            ]
+        );
+    }
+
+    /// The judge's causes, first to last: a rank without an interface,
+    /// NCCL minor releases that differ, an address NCCL will use that is
+    /// not reached; each with its fix.
+    #[test]
+    fn the_blocker_is_the_first_cause_with_its_fix() {
+        let cards: Vec<Card> = ["a", "b"]
+            .iter()
+            .map(|h| made(h, "nccl=2.28.9\n", &["ib0", "eth0"]))
+            .collect();
+        let mut g = Gathered::new(cards, Vec::new());
+        assert_eq!(blocker(&g), None);
+        for (f, t) in [(0, 1), (1, 0)] {
+            g.probes.push(probe(f, t, &g, 0, Some("timed out")));
+            g.probes.push(probe(f, t, &g, 1, None));
+        }
+        assert_eq!(
+            blocker(&g).as_deref(),
+            Some(
+                "a (rank 0) cannot reach ib0 10.0.0.1 of b (rank 1), which NCCL will use (timed out) (and 1 more \
+                 connection(s) to NCCL's addresses), so NCCL would hang: use NCCL_SOCKET_IFNAME=eth0, which \
+                 reached every node"
+            )
+        );
+        g.cards[1].facts = "nccl=2.21.5\n".into();
+        assert_eq!(
+            blocker(&g).as_deref(),
+            Some(
+                "NCCL releases differ: b: NCCL 2.21.5 (the other node: 2.28.9), and NCCL's bootstrap needs one \
+                 minor release on every rank: load the same NCCL everywhere (the same wheel, or --lib to the \
+                 same file)"
+            )
+        );
+        g.cards[0].facts =
+            "nccl=2.28.9\nno_iface=NCCL_SOCKET_IFNAME=x0 matches none of its interfaces (eth0)\n"
+                .into();
+        assert_eq!(
+            blocker(&g).as_deref(),
+            Some(
+                "a: NCCL_SOCKET_IFNAME=x0 matches none of its interfaces (eth0), so NCCL cannot start there: use \
+                 NCCL_SOCKET_IFNAME=eth0, which reached every node"
+            )
+        );
     }
 
     fn probe(from: usize, to: usize, g: &Gathered, i: usize, error: Option<&str>) -> Probe {
