@@ -177,7 +177,10 @@ fn a_token_mismatch_is_refused() {
         o0.1.contains("note: refused a peer from 127.0.0.1:"),
         "{o0:?}"
     );
-    assert!(o0.2.contains("rank(s) 1 never arrived"), "{o0:?}");
+    assert!(
+        o0.2.contains("rank 1 never came to tcp://127.0.0.1:"),
+        "{o0:?}"
+    );
 }
 
 #[test]
