@@ -158,7 +158,7 @@ enum Up {
     /// Rank 0's unique id is wanted now.
     NeedId,
     /// The meeting's end.
-    Met(Reply<Met>),
+    Met(Box<Reply<Met>>),
 }
 
 /// How often a rank looks for another's abort while it runs.
@@ -193,7 +193,7 @@ fn store_thread(
     }) {
         Ok(kv) => kv,
         Err(f) => {
-            let _ = ends.up.send(Up::Met(Err(f)));
+            let _ = ends.up.send(Up::Met(Box::new(Err(f))));
             return;
         }
     };
@@ -213,10 +213,10 @@ fn store_thread(
     // process may end as soon as it does.
     if met.is_err() {
         kv.close();
-        let _ = ends.up.send(Up::Met(met));
+        let _ = ends.up.send(Up::Met(Box::new(met)));
         return;
     }
-    let _ = ends.up.send(Up::Met(met));
+    let _ = ends.up.send(Up::Met(Box::new(met)));
     let got = run_until_finished(kv.as_mut(), &ends.cmds, &ends.abort, rank, world);
     kv.close();
     if let Some(got) = got {
@@ -265,7 +265,7 @@ pub(crate) fn join(
             Ok(Up::NeedId) => {
                 let _ = id_tx.send(make_id());
             }
-            Ok(Up::Met(m)) => break Some(m),
+            Ok(Up::Met(m)) => break Some(*m),
             Err(_) => break None,
         }
     };
