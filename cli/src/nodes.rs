@@ -945,8 +945,18 @@ mod tests {
         two[1].facts = "nccl=2.28.9\n".into();
         two[3].facts = "nccl=2.28.9\n".into();
         assert_eq!(compare(&two).1, vec![]);
-        // An empty value is named as one; a version that could not be
-        // read is not a problem.
+    }
+
+    /// An empty value is named as one; a version that could not be read
+    /// is not a problem.
+    #[test]
+    fn an_empty_value_and_an_unknown_version_are_named() {
+        let mut two = vec![
+            made("a", &format!("nccl=2.28.9\n{HOST}"), &[]),
+            made("a", "nccl=2.28.9\n", &[]),
+            made("b", &format!("nccl=2.28.9\n{HOST}"), &[]),
+            made("b", "nccl=2.28.9\n", &[]),
+        ];
         two[3].facts = "nccl=unknown\nset NCCL_SOCKET_IFNAME=\n".into();
         let lines: Vec<(bool, String)> = compare(&two)
             .1

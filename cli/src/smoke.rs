@@ -371,19 +371,26 @@ impl Drop for Captured {
     }
 }
 
+/// The options and the NCCL to load, or the exit status: a usage error
+/// comes first (2), before the search for NCCL.
+fn prepared(
+    a: &Args,
+    probed: impl FnOnce() -> Result<PathBuf, String>,
+) -> Result<(Options, Option<Meeting>), ExitCode> {
+    let (mut opts, meeting) =
+        options(a, PathBuf::new(), &LaunchEnv::from_process()).map_err(|e| {
+            say(&mut std::io::stderr(), &format!("nccl-find smoke: {e}"));
+            ExitCode::from(2)
+        })?;
+    opts.lib = library(a, probed)?;
+    Ok((opts, meeting))
+}
+
 /// Runs the smoke test; `lib` is the probe's choice when `--lib` is absent.
 pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCode {
     let started = Instant::now();
-    // A usage error comes first, before the search for NCCL.
-    let (mut opts, meeting) = match options(a, PathBuf::new(), &LaunchEnv::from_process()) {
+    let (mut opts, meeting) = match prepared(a, probed) {
         Ok(o) => o,
-        Err(e) => {
-            say(&mut std::io::stderr(), &format!("nccl-find smoke: {e}"));
-            return ExitCode::from(2);
-        }
-    };
-    opts.lib = match library(a, probed) {
-        Ok(l) => l,
         Err(code) => return code,
     };
     // What the user set, before the capture of NCCL's log sets its own.

@@ -471,69 +471,7 @@ fn meet(
     kv.fence(deadline)?;
     drop(listening);
     if rank == 0 {
-        let mut hellos = Vec::with_capacity(world);
-        for r in 0..world {
-            let b = kv.get(r, &key("hello", r)).map_err(fail)?;
-            let h = reach::read_hello(&b)
-                .filter(|h| (1..=MAX_GPUS).contains(&h.ngpus))
-                .ok_or_else(|| {
-                    fail(format!(
-                        "rank {r} left a hello that is malformed (another program wrote it?)"
-                    ))
-                })?;
-            hellos.push(h);
-        }
-        let counts: Vec<usize> = hellos.iter().map(|h| h.ngpus as usize).collect();
-        let gathered = gather(kv, hellos);
-        let mut ruling = brought
-            .judge
-            .and_then(|j| j(&gathered))
-            .map(|cause| Ruling {
-                cause,
-                stop: !brought.run_anyway,
-            });
-        // Made once every rank is here and nothing known stops the job:
-        // NCCL's side of it (its bootstrap root) starts only for a job
-        // that can run. Where it cannot be made, that is the job's cause.
-        let id = match &ruling {
-            Some(r) if r.stop => [0u8; 128],
-            _ => match make_id() {
-                Ok(id) => id,
-                Err(e) => {
-                    ruling = Some(Ruling {
-                        cause: format!("rank 0 could not make NCCL's unique id: {e}"),
-                        stop: true,
-                    });
-                    [0u8; 128]
-                }
-            },
-        };
-        if let Some(r) = &ruling {
-            kv.put(RULING, &reach::ruling_bytes(r)).map_err(fail)?;
-        }
-        let (first, nranks) = offsets(&counts);
-        if !ruling.as_ref().is_some_and(|r| r.stop) {
-            let uniform = counts.iter().all(|c| *c == counts[0]);
-            let mut plan = id.to_vec();
-            plan.extend_from_slice(&(nranks as u64).to_le_bytes());
-            plan.push(u8::from(uniform));
-            plan.extend_from_slice(&(counts[0] as u32).to_le_bytes());
-            kv.put(PLAN, &plan).map_err(fail)?;
-            if !uniform {
-                for (r, f) in first.iter().enumerate().skip(1) {
-                    kv.put(&key("place", r), &(*f as u64).to_le_bytes())
-                        .map_err(fail)?;
-                }
-            }
-        }
-        kv.fence(deadline)?;
-        return Ok(Learned {
-            id,
-            nranks,
-            first_rank: 0,
-            gathered: Some(gathered),
-            ruling,
-        });
+        return rule(kv, world, brought, make_id, deadline);
     }
     kv.fence(deadline)?;
     let ruling = match kv.get(0, RULING) {
@@ -559,6 +497,81 @@ fn meet(
         nranks,
         first_rank,
         gathered: None,
+        ruling,
+    })
+}
+
+/// Rank 0, step 3: every hello and every test read and judged; the
+/// ruling, where there is a cause, and the plan, unless the ruling stops
+/// the job; the fence.
+fn rule(
+    kv: &mut dyn Kv,
+    world: usize,
+    brought: &Brought,
+    make_id: &mut dyn FnMut() -> Result<[u8; 128], String>,
+    deadline: Instant,
+) -> Reply<Learned> {
+    let mut hellos = Vec::with_capacity(world);
+    for r in 0..world {
+        let b = kv.get(r, &key("hello", r)).map_err(fail)?;
+        let h = reach::read_hello(&b)
+            .filter(|h| (1..=MAX_GPUS).contains(&h.ngpus))
+            .ok_or_else(|| {
+                fail(format!(
+                    "rank {r} left a hello that is malformed (another program wrote it?)"
+                ))
+            })?;
+        hellos.push(h);
+    }
+    let counts: Vec<usize> = hellos.iter().map(|h| h.ngpus as usize).collect();
+    let gathered = gather(kv, hellos);
+    let mut ruling = brought
+        .judge
+        .and_then(|j| j(&gathered))
+        .map(|cause| Ruling {
+            cause,
+            stop: !brought.run_anyway,
+        });
+    // Made once every rank is here and nothing known stops the job:
+    // NCCL's side of it (its bootstrap root) starts only for a job that
+    // can run. Where it cannot be made, that is the job's cause.
+    let id = match &ruling {
+        Some(r) if r.stop => [0u8; 128],
+        _ => match make_id() {
+            Ok(id) => id,
+            Err(e) => {
+                ruling = Some(Ruling {
+                    cause: format!("rank 0 could not make NCCL's unique id: {e}"),
+                    stop: true,
+                });
+                [0u8; 128]
+            }
+        },
+    };
+    if let Some(r) = &ruling {
+        kv.put(RULING, &reach::ruling_bytes(r)).map_err(fail)?;
+    }
+    let (first, nranks) = offsets(&counts);
+    if !ruling.as_ref().is_some_and(|r| r.stop) {
+        let uniform = counts.iter().all(|c| *c == counts[0]);
+        let mut plan = id.to_vec();
+        plan.extend_from_slice(&(nranks as u64).to_le_bytes());
+        plan.push(u8::from(uniform));
+        plan.extend_from_slice(&(counts[0] as u32).to_le_bytes());
+        kv.put(PLAN, &plan).map_err(fail)?;
+        if !uniform {
+            for (r, f) in first.iter().enumerate().skip(1) {
+                kv.put(&key("place", r), &(*f as u64).to_le_bytes())
+                    .map_err(fail)?;
+            }
+        }
+    }
+    kv.fence(deadline)?;
+    Ok(Learned {
+        id,
+        nranks,
+        first_rank: 0,
+        gathered: Some(gathered),
         ruling,
     })
 }
