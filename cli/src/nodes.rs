@@ -26,6 +26,29 @@ const INTERFACE_RULES: [&str; 4] = [
     "NCCL_NET",
 ];
 
+/// The fact of a process on which NCCL finds no interface: why, in words
+/// (a per-process fact, never compared: [`blocker`] names it).
+const NO_IFACE: &str = "no_iface";
+
+/// Why NCCL finds no interface here (`why`: the rule's words, or the
+/// `NCCL_SOCKET_IFNAME=…` that chose), with the interfaces there are.
+fn no_interface(ifaces: &[Iface], why: &str) -> String {
+    let names: Vec<&str> = ifaces
+        .iter()
+        .filter(|i| i.name != "lo")
+        .map(|i| i.name.as_str())
+        .collect();
+    let names = if names.is_empty() {
+        "lo only".to_string()
+    } else {
+        names.join(", ")
+    };
+    match why.strip_prefix("NCCL_SOCKET_IFNAME=") {
+        Some(v) => format!("NCCL_SOCKET_IFNAME={v} matches none of its interfaces ({names})"),
+        None => format!("NCCL finds no interface: {why} (interfaces: {names})"),
+    }
+}
+
 /// This process's card: its host, its facts (the NCCL `lib` it loads and
 /// `version`, the settings in force and, on the first process of a node,
 /// the driver, the GPUs, the interfaces NCCL would use and the RDMA
@@ -41,7 +64,7 @@ pub fn card(
         .iter()
         .map(|s| (s.name.clone(), s.value.clone()))
         .collect();
-    let (picked, _) = crate::doctor::nccl_interfaces(&ifaces, &env, version);
+    let (picked, why) = crate::doctor::nccl_interfaces(&ifaces, &env, version);
     let picked: Vec<String> = picked.iter().map(|i| i.name.clone()).collect();
     let mut facts = vec![
         format!(
@@ -50,6 +73,9 @@ pub fn card(
         ),
         format!("nccl_file={}", lib.display()),
     ];
+    if picked.is_empty() {
+        facts.push(format!("{NO_IFACE}={}", no_interface(&ifaces, &why)));
+    }
     if local_rank.unwrap_or(0) == 0 {
         facts.extend(host_facts(&picked));
     }
@@ -223,7 +249,8 @@ fn label(key: &str) -> &str {
 fn breaks(key: &str, a: &str, b: &str) -> bool {
     let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
     match key {
-        "nccl" => minor(a) != minor(b),
+        // A version that could not be read is not known to differ.
+        "nccl" => a != "unknown" && b != "unknown" && minor(a) != minor(b),
         k => INTERFACE_RULES.contains(&k),
     }
 }
@@ -252,6 +279,9 @@ pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
     });
     let (mut same, mut diffs) = (Vec::new(), Vec::new());
     for key in keys {
+        if key == NO_IFACE {
+            continue;
+        }
         let host_key = HOST_KEYS.contains(&key.as_str());
         // value → the ranks that have it.
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
@@ -282,17 +312,29 @@ pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
             if i == most {
                 continue;
             }
-            let others = match nodes(common_ranks) {
-                1 if nodes(ranks) == 1 && cards[ranks[0]].host == cards[common_ranks[0]].host => {
-                    format!("the other rank(s) there: {common}")
+            // Nodes where the values part whole nodes, else ranks.
+            let whole = host_key || {
+                let theirs = hosts_of(cards, ranks.iter().copied());
+                hosts_of(cards, common_ranks.iter().copied())
+                    .iter()
+                    .all(|h| !theirs.contains(h))
+            };
+            let others = match (whole, nodes(common_ranks), common_ranks.len()) {
+                (false, 1, _)
+                    if nodes(ranks) == 1 && cards[ranks[0]].host == cards[common_ranks[0]].host =>
+                {
+                    format!("the other rank(s) there: {}", shown(common))
                 }
-                1 => format!("the other node: {common}"),
-                n => format!("the {n} other nodes: {common}"),
+                (false, _, 1) => format!("the other rank: {}", shown(common)),
+                (false, _, n) => format!("the {n} other ranks: {}", shown(common)),
+                (true, 1, _) => format!("the other node: {}", shown(common)),
+                (true, n, _) => format!("the {n} other nodes: {}", shown(common)),
             };
             let line = format!(
-                "{}: {} {v} ({others})",
+                "{}: {} {} ({others})",
                 who(cards, ranks, &facts, host_key),
                 label(&key),
+                shown(v),
             );
             diffs.push(Difference {
                 problem: breaks(&key, v, common),
@@ -302,6 +344,16 @@ pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
         }
     }
     (same, diffs)
+}
+
+/// A fact's value as the report shows it: an empty one as `""` (set, and
+/// empty), never as nothing between two spaces.
+fn shown(v: &str) -> &str {
+    if v.is_empty() {
+        "\"\" (empty)"
+    } else {
+        v
+    }
 }
 
 /// The nodes `ranks` name: a host alone where every one of its ranks is
@@ -386,6 +438,68 @@ pub fn proposal(g: &Gathered) -> Option<String> {
     } else {
         name.to_string()
     })
+}
+
+/// What the meeting showed will make NCCL fail, in one line with the fix:
+/// rank 0's judge ([`nccl_rendezvous::Judge`]), the one place that ranks
+/// the causes found between nodes. The first of: a rank on which NCCL
+/// finds no interface (its bootstrap cannot start), NCCL releases of
+/// another minor version (their bootstraps do not speak to each other),
+/// an address NCCL will use that another node cannot reach (NCCL hangs
+/// until its timeout). `None`: nothing known stops NCCL.
+pub fn blocker(g: &Gathered) -> Option<String> {
+    let facts: Vec<BTreeMap<String, String>> = g.cards.iter().map(facts_of).collect();
+    let fix = |otherwise: &str| match proposal(g) {
+        Some(v) => format!("use NCCL_SOCKET_IFNAME={v}, which reached every node"),
+        None => otherwise.to_string(),
+    };
+    let lost: Vec<usize> = (0..facts.len())
+        .filter(|r| facts[*r].contains_key(NO_IFACE))
+        .collect();
+    if let Some(first) = lost.first() {
+        let why = &facts[*first][NO_IFACE];
+        let same = lost.iter().all(|r| facts[*r][NO_IFACE] == *why);
+        let more = match lost.len() {
+            n if n > 1 && !same => " (on the first of them; each in --json)".to_string(),
+            _ => String::new(),
+        };
+        return Some(format!(
+            "{}: {why}{more}, so NCCL cannot start there: {}",
+            who(&g.cards, &lost, &facts, false),
+            fix("unset NCCL_SOCKET_IFNAME, or set it to an interface every node has")
+        ));
+    }
+    let (_, diffs) = compare(&g.cards);
+    if let Some(d) = diffs.iter().find(|d| d.problem && d.key == "nccl") {
+        return Some(format!(
+            "NCCL releases differ: {}, and NCCL's bootstrap needs one minor release on every rank: load \
+             the same NCCL everywhere (the same wheel, or --lib to the same file)",
+            d.line
+        ));
+    }
+    let failed: Vec<&Probe> = g
+        .probes
+        .iter()
+        .filter(|p| p.addr.nccl && p.error.is_some())
+        .collect();
+    let p = failed.first()?;
+    let host = |r: usize| g.cards.get(r).map_or("?", |c| c.host.as_str());
+    let more = match failed.len() {
+        1 => String::new(),
+        n => format!(" (and {} more connection(s) to NCCL's addresses)", n - 1),
+    };
+    Some(format!(
+        "{} (rank {}) cannot reach {} {} of {} (rank {}), which NCCL will use ({}){more}, so NCCL would \
+         hang: {}",
+        host(p.from),
+        p.from,
+        p.addr.iface,
+        p.addr.ip,
+        host(p.to),
+        p.to,
+        p.error.as_deref().unwrap_or(""),
+        fix("no one interface reached every node: check the routes and firewalls between them")
+    ))
 }
 
 /// `failed`, connections to the interfaces NCCL will not use, by
@@ -809,10 +923,10 @@ mod tests {
         assert_eq!(
             got,
             [
-                (false, "a rank 1: NCCL 2.28.7 (the 2 other nodes: 2.28.9)"),
+                (false, "a rank 1: NCCL 2.28.7 (the 3 other ranks: 2.28.9)"),
                 (
                     false,
-                    "b rank 3: NCCL_DEBUG INFO (the 2 other nodes: unset)"
+                    "b rank 3: NCCL_DEBUG INFO (the 3 other ranks: unset)"
                 ),
             ]
         );
@@ -826,11 +940,87 @@ mod tests {
         let lines: Vec<String> = compare(&cyclic).1.into_iter().map(|d| d.line).collect();
         assert_eq!(
             lines,
-            ["a rank 0, 2, b rank 1: NCCL 2.21.5 (the 2 other nodes: 2.28.9)"]
+            ["a rank 0, 2, b rank 1: NCCL 2.21.5 (the 4 other ranks: 2.28.9)"]
         );
         two[1].facts = "nccl=2.28.9\n".into();
         two[3].facts = "nccl=2.28.9\n".into();
         assert_eq!(compare(&two).1, vec![]);
+    }
+
+    /// An empty value is named as one; a version that could not be read
+    /// is not a problem.
+    #[test]
+    fn an_empty_value_and_an_unknown_version_are_named() {
+        let mut two = vec![
+            made("a", &format!("nccl=2.28.9\n{HOST}"), &[]),
+            made("a", "nccl=2.28.9\n", &[]),
+            made("b", &format!("nccl=2.28.9\n{HOST}"), &[]),
+            made("b", "nccl=2.28.9\n", &[]),
+        ];
+        two[3].facts = "nccl=unknown\nset NCCL_SOCKET_IFNAME=\n".into();
+        let lines: Vec<(bool, String)> = compare(&two)
+            .1
+            .into_iter()
+            .map(|d| (d.problem, d.line))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (
+                    false,
+                    "b rank 3: NCCL unknown (the 3 other ranks: 2.28.9)".to_string()
+                ),
+                (
+                    true,
+                    "b rank 3: NCCL_SOCKET_IFNAME \"\" (empty) (the 3 other ranks: unset)"
+                        .to_string()
+                ),
+            ]
+        );
+    }
+
+    /// The judge's causes, first to last: a rank without an interface,
+    /// NCCL minor releases that differ, an address NCCL will use that is
+    /// not reached; each with its fix.
+    #[test]
+    fn the_blocker_is_the_first_cause_with_its_fix() {
+        let cards: Vec<Card> = ["a", "b"]
+            .iter()
+            .map(|h| made(h, "nccl=2.28.9\n", &["ib0", "eth0"]))
+            .collect();
+        let mut g = Gathered::new(cards, Vec::new());
+        assert_eq!(blocker(&g), None);
+        for (f, t) in [(0, 1), (1, 0)] {
+            g.probes.push(probe(f, t, &g, 0, Some("timed out")));
+            g.probes.push(probe(f, t, &g, 1, None));
+        }
+        assert_eq!(
+            blocker(&g).as_deref(),
+            Some(
+                "a (rank 0) cannot reach ib0 10.0.0.1 of b (rank 1), which NCCL will use (timed out) (and 1 more \
+                 connection(s) to NCCL's addresses), so NCCL would hang: use NCCL_SOCKET_IFNAME=eth0, which \
+                 reached every node"
+            )
+        );
+        g.cards[1].facts = "nccl=2.21.5\n".into();
+        assert_eq!(
+            blocker(&g).as_deref(),
+            Some(
+                "NCCL releases differ: b: NCCL 2.21.5 (the other node: 2.28.9), and NCCL's bootstrap needs one \
+                 minor release on every rank: load the same NCCL everywhere (the same wheel, or --lib to the \
+                 same file)"
+            )
+        );
+        g.cards[0].facts =
+            "nccl=2.28.9\nno_iface=NCCL_SOCKET_IFNAME=x0 matches none of its interfaces (eth0)\n"
+                .into();
+        assert_eq!(
+            blocker(&g).as_deref(),
+            Some(
+                "a: NCCL_SOCKET_IFNAME=x0 matches none of its interfaces (eth0), so NCCL cannot start there: use \
+                 NCCL_SOCKET_IFNAME=eth0, which reached every node"
+            )
+        );
     }
 
     fn probe(from: usize, to: usize, g: &Gathered, i: usize, error: Option<&str>) -> Probe {

@@ -165,6 +165,13 @@ pub struct Args {
     /// the launch and the network path before a job, with no GPU needed
     #[arg(long)]
     rendezvous_only: bool,
+    /// Start NCCL even where the meeting showed that it cannot work (an
+    /// address NCCL will use that another node cannot reach, a
+    /// NCCL_SOCKET_IFNAME that leaves a rank no interface, NCCL releases
+    /// of another minor version): for NCCL's own error. Without it, every
+    /// rank stops before NCCL with the cause and the fix
+    #[arg(long)]
+    run_nccl_anyway: bool,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -312,6 +319,14 @@ fn gathered(events: &[Event]) -> Option<&rendezvous::Gathered> {
     })
 }
 
+/// Rank 0's ruling, where the job runs NCCL although it found a cause.
+fn cause(events: &[Event]) -> Option<&str> {
+    events.iter().find_map(|e| match e {
+        Event::Cause(c) => Some(c.as_str()),
+        _ => None,
+    })
+}
+
 /// `settings` in `--json`: each `NCCL_*` setting in force and its source.
 fn settings_json(settings: &[crate::settings::Setting]) -> serde_json::Value {
     json!(settings
@@ -356,23 +371,31 @@ impl Drop for Captured {
     }
 }
 
+/// The options and the NCCL to load, or the exit status: a usage error
+/// comes first (2), before the search for NCCL.
+fn prepared(
+    a: &Args,
+    probed: impl FnOnce() -> Result<PathBuf, String>,
+) -> Result<(Options, Option<Meeting>), ExitCode> {
+    let (mut opts, meeting) =
+        options(a, PathBuf::new(), &LaunchEnv::from_process()).map_err(|e| {
+            say(&mut std::io::stderr(), &format!("nccl-find smoke: {e}"));
+            ExitCode::from(2)
+        })?;
+    opts.lib = library(a, probed)?;
+    Ok((opts, meeting))
+}
+
 /// Runs the smoke test; `lib` is the probe's choice when `--lib` is absent.
 pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCode {
     let started = Instant::now();
-    let lib = match library(a, probed) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let (mut opts, meeting) = match options(a, lib, &LaunchEnv::from_process()) {
+    let (mut opts, meeting) = match prepared(a, probed) {
         Ok(o) => o,
-        Err(e) => {
-            say(&mut std::io::stderr(), &format!("nccl-find smoke: {e}"));
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     // What the user set, before the capture of NCCL's log sets its own.
     let settings = settings_in_force();
-    bring_card(&mut opts, &settings);
+    bring_card(&mut opts, &settings, a.run_nccl_anyway);
     let wake = handle_interrupts();
     let capture = Captured(smoke::Capture::start(a.json));
     watch_interrupts(wake);
@@ -393,7 +416,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         events.push(e);
     });
     let wall = started.elapsed().as_secs_f64();
-    let (code, verdict, top, floor) = ending(a, &result, wall, gathered(&events));
+    let (code, verdict, top, floor) = ending(a, &result, wall, gathered(&events), cause(&events));
     let judged = judge(&result, top, &capture);
     let slow = result
         .as_ref()
@@ -429,7 +452,15 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         for line in slow.iter().flat_map(|s| &s.0) {
             say(&mut std::io::stdout(), &format!("{who}note: {line}"));
         }
-        print_ending(&who, &warnings, judged.as_ref(), &settings, &verdict, code);
+        print_ending(
+            &who,
+            &result,
+            &warnings,
+            judged.as_ref(),
+            &settings,
+            &verdict,
+            code,
+        );
     }
     ExitCode::from(code)
 }
@@ -463,7 +494,9 @@ fn preamble(
 
 /// What this process brings to the meeting ([`crate::nodes::card`]), under
 /// a launcher or `--init`: the NCCL it will load, read from the file.
-fn bring_card(opts: &mut Options, settings: &[crate::settings::Setting]) {
+/// Rank 0 judges every card with [`crate::nodes::blocker`], and stops the
+/// job before NCCL on what it finds, unless `run_anyway`.
+fn bring_card(opts: &mut Options, settings: &[crate::settings::Setting], run_anyway: bool) {
     let (lib, local_rank) = (opts.lib.clone(), opts.local_rank);
     if let Some(job) = opts.job.as_mut() {
         let version = nccl_find::internal::read_elf(&lib)
@@ -471,13 +504,17 @@ fn bring_card(opts: &mut Options, settings: &[crate::settings::Setting]) {
             .and_then(|e| nccl_find::internal::parse_version_text(e.version_text.as_deref()?))
             .map(|(v, _)| (v.major, v.minor, v.patch));
         job.card = crate::nodes::card(&lib, version, settings, local_rank);
+        job.judge = Some(crate::nodes::blocker);
+        job.run_anyway = run_anyway;
     }
 }
 
 /// The text report's last lines: NCCL's last warnings (stderr), what the
 /// hardware allowed, and the verdict.
+#[allow(clippy::too_many_arguments)]
 fn print_ending(
     who: &str,
+    result: &Result<smoke::Summary, Failure>,
     warnings: &[String],
     judged: Option<&smoke::verdict::Verdict>,
     settings: &[crate::settings::Setting],
@@ -499,6 +536,15 @@ fn print_ending(
         if let Some(line) = sockets_why(v, settings) {
             say(&mut std::io::stdout(), &format!("{who}hardware: {line}"));
         }
+    }
+    if matches!(result, Err(Failure::Stopped(_))) {
+        say(
+            &mut std::io::stdout(),
+            &format!(
+                "{who}note: NCCL was not started: the meeting showed that it cannot work here \
+                 (--run-nccl-anyway starts it regardless)"
+            ),
+        );
     }
     say(&mut std::io::stdout(), &format!("{who}{verdict}"));
     // A failure is said on stderr too, where that is somewhere else (a
@@ -572,11 +618,16 @@ fn settings_in_force() -> Vec<crate::settings::Setting> {
 
 /// The exit status and the verdict, with `--min-busbw`'s figure and why it
 /// failed the run, where it did (or, on rank 0, a problem between nodes).
+/// The one place that ranks what the last line says: a cause the meeting
+/// found (rank 0's ruling, on every rank: the job stopped before NCCL, or
+/// NCCL ran anyway and failed) outranks the symptom it causes (NCCL's
+/// error, a timeout, a rank gone), which follows it.
 fn ending(
     a: &Args,
     result: &Result<smoke::Summary, Failure>,
     wall: f64,
     gathered: Option<&rendezvous::Gathered>,
+    cause: Option<&str>,
 ) -> (u8, String, Option<(usize, f64)>, Option<String>) {
     let top = largest(result);
     let floor = a.min_busbw.and_then(|min| below_floor(&top, min));
@@ -599,9 +650,19 @@ fn ending(
         (0, Some(_)) => 1,
         (c, _) => c,
     };
-    let verdict = match &why {
-        Some(why) if result.as_ref().is_ok_and(|s| s.ok) => format!("FAILED: {why} ({wall:.2} s)"),
-        _ => verdict_line(result, a.rendezvous_only, wall),
+    let ok = result.as_ref().is_ok_and(|s| s.ok);
+    let (code, verdict) = match (cause, &why) {
+        // NCCL ran anyway and failed, or nothing ran that could show the
+        // cause wrong: the cause first, then what NCCL said.
+        (Some(c), _) if !ok || a.rendezvous_only => {
+            let then = match failed_text(result) {
+                Some(t) => format!(" (then: {t})"),
+                None => String::new(),
+            };
+            (code.max(1), format!("FAILED: {c}{then} ({wall:.2} s)"))
+        }
+        (_, Some(why)) if ok => (code, format!("FAILED: {why} ({wall:.2} s)")),
+        _ => (code, verdict_line(result, a.rendezvous_only, wall)),
     };
     (code, verdict, top, floor)
 }
@@ -716,6 +777,7 @@ fn event_line(who: &str, e: &Event, table: &mut Table) -> String {
             format!("{who}GPUs: {}; {ranks} of {nranks}; seed {seed}", g.join(", "))
         }
         Event::Note(n) => format!("{who}note: {n}"),
+        Event::Cause(c) => format!("{who}note: NCCL runs (--run-nccl-anyway), although the meeting showed: {c}"),
         Event::Gathered(g) => crate::nodes::report(g)
             .into_iter()
             .enumerate()
@@ -792,6 +854,18 @@ fn verdict_line(result: &Result<smoke::Summary, Failure>, met_only: bool, wall: 
                 )
             }
         }
+        _ => format!(
+            "FAILED: {} ({wall:.2} s)",
+            failed_text(result).unwrap_or_default()
+        ),
+    }
+}
+
+/// What failed, in words: every reason (here and on the other ranks), or
+/// the failure; `None` where every element everywhere was right.
+fn failed_text(result: &Result<smoke::Summary, Failure>) -> Option<String> {
+    match result {
+        Ok(s) if s.ok => None,
         Ok(s) => {
             let mut why = Vec::new();
             if s.wrong > 0 {
@@ -812,9 +886,9 @@ fn verdict_line(result: &Result<smoke::Summary, Failure>, met_only: bool, wall: 
                     }),
                 }
             }
-            format!("FAILED: {} ({wall:.2} s)", why.join("; "))
+            Some(why.join("; "))
         }
-        Err(f) => format!("FAILED: {f} ({wall:.2} s)"),
+        Err(f) => Some(f.to_string()),
     }
 }
 

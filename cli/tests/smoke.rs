@@ -177,7 +177,10 @@ fn a_token_mismatch_is_refused() {
         o0.1.contains("note: refused a peer from 127.0.0.1:"),
         "{o0:?}"
     );
-    assert!(o0.2.contains("rank(s) 1 never arrived"), "{o0:?}");
+    assert!(
+        o0.2.contains("rank 1 never came to tcp://127.0.0.1:"),
+        "{o0:?}"
+    );
 }
 
 #[test]
@@ -192,30 +195,207 @@ fn a_rank_that_never_comes_ends_at_the_deadline() {
         text(&k1.wait_with_output().unwrap()),
     );
     let took = start.elapsed();
-    assert_eq!(o0.0, 1);
-    assert!(
-        o0.2.contains(
-            "the rendezvous timed out after 2 s: rank(s) 2 never arrived at tcp://127.0.0.1:"
-        ),
+    // Every rank that came names the one that did not, not its own
+    // symptom (rank 1 reached rank 0).
+    let want = format!(
+        "rank 2 never came to {init} (waited 2 s); ranks 0, 1 are here. Start it, with the same rendezvous \
+         and token, check that it can reach {init}, or raise --timeout"
+    );
+    assert_eq!(
+        (o0.0, last(&o0.1)),
+        (1, format!("[rank 0] FAILED: {want}")),
         "{o0:?}"
     );
-    assert!(o0.2.contains("(2 of 3 processes did)"), "{o0:?}");
-    // Rank 1 gives up on its own deadline too.
-    assert_eq!(o1.0, 1, "{o1:?}");
-    assert!(took < Duration::from_secs(8), "{took:?}");
+    assert_eq!(
+        (o1.0, last(&o1.1)),
+        (1, format!("[rank 1] FAILED: {want}")),
+        "{o1:?}"
+    );
+    assert!(took < Duration::from_secs(20), "{took:?}");
 
     // The same through a file.
     let dir = std::env::temp_dir().join(format!("nccl-find-smoke-missing-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let init = format!("file://{}", dir.join("rdv").display());
-    let o0 = text(
-        &spawn(&rank_args(&lib, 0, 2, &init, &["--timeout", "1"]), &[])
-            .wait_with_output()
-            .unwrap(),
+    let at = dir.join("rdv").display().to_string();
+    let init = format!("file://{at}");
+    let k0 = spawn(&rank_args(&lib, 0, 3, &init, &["--timeout", "2"]), &[]);
+    let k1 = spawn(&rank_args(&lib, 1, 3, &init, &["--timeout", "2"]), &[]);
+    let (o0, o1) = (
+        text(&k0.wait_with_output().unwrap()),
+        text(&k1.wait_with_output().unwrap()),
     );
-    assert_eq!(o0.0, 1);
-    assert!(o0.2.contains("rank(s) 1 never arrived at "), "{o0:?}");
+    let want = format!(
+        "rank 2 never came to {at} (waited 2 s); ranks 0, 1 are here. Start it, with the same rendezvous \
+         and token, check that it can reach {at}, or raise --timeout"
+    );
+    assert_eq!(
+        (o0.0, last(&o0.1)),
+        (1, format!("[rank 0] FAILED: {want}")),
+        "{o0:?}"
+    );
+    assert_eq!(
+        (o1.0, last(&o1.1)),
+        (1, format!("[rank 1] FAILED: {want}")),
+        "{o1:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The last line of a report (stdout), without its wall time.
+fn last(out: &str) -> String {
+    let line = out.lines().last().unwrap_or("");
+    match line.rsplit_once(" (") {
+        Some((v, t)) if t.ends_with(" s)") => v.to_string(),
+        _ => line.to_string(),
+    }
+}
+
+/// A job of `world` ranks meeting over TCP with `--rendezvous-only`, rank
+/// `r` loading `libs(r)` with `vars(r)` and `extra` flags: each rank's
+/// exit status and last line.
+fn ranks(
+    world: usize,
+    libs: &dyn Fn(usize) -> std::path::PathBuf,
+    vars: &dyn Fn(usize) -> Vec<(&'static str, &'static str)>,
+    extra: &[&str],
+) -> Vec<(i32, String, String)> {
+    let init = format!("tcp://127.0.0.1:{}", free_port());
+    let mut flags = vec!["--timeout", "60"];
+    flags.extend_from_slice(extra);
+    let kids: Vec<Child> = (0..world)
+        .map(|r| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
+            without_launchers(&mut c)
+                .arg("smoke")
+                .args(rank_args(&libs(r), r, world, &init, &flags))
+                .env_remove("NCCL_SOCKET_IFNAME")
+                .envs(vars(r))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    kids.into_iter()
+        .map(|k| {
+            let o = text(&k.wait_with_output().unwrap());
+            (o.0, last(&o.1), format!("{o:?}"))
+        })
+        .collect()
+}
+
+/// Each rank's exit status and last line, against one for all.
+fn assert_every_rank(got: &[(i32, String, String)], code: i32, line: &str) {
+    for (r, g) in got.iter().enumerate() {
+        assert_eq!(
+            (g.0, g.1.as_str()),
+            (code, format!("[rank {r}] {line}").as_str()),
+            "rank {r}: {}",
+            g.2
+        );
+    }
+}
+
+/// This host's name, as the cards say it.
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// A NCCL_SOCKET_IFNAME that leaves NCCL no interface, on every rank or
+/// on one: every rank stops before NCCL with the cause, at once.
+#[test]
+fn a_socket_ifname_that_matches_nothing_stops_every_rank() {
+    let Some(lib) = wheel_lib() else { return };
+    let lib = |_| lib.clone();
+    let ifaces = nccl_find_interfaces();
+    let fix = "so NCCL cannot start there: unset NCCL_SOCKET_IFNAME, or set it to an interface every node has";
+    let bad = |_| vec![("NCCL_SOCKET_IFNAME", "nosuch0")];
+    let got = ranks(3, &lib, &bad, &[]);
+    assert_every_rank(
+        &got,
+        1,
+        &format!(
+            "FAILED: {}: NCCL_SOCKET_IFNAME=nosuch0 matches none of its interfaces ({ifaces}), {fix}",
+            host()
+        ),
+    );
+    let one = |r| match r {
+        1 => vec![("NCCL_SOCKET_IFNAME", "nosuch0")],
+        _ => vec![],
+    };
+    let got = ranks(3, &lib, &one, &[]);
+    assert_every_rank(
+        &got,
+        1,
+        &format!(
+            "FAILED: {} rank 1: NCCL_SOCKET_IFNAME=nosuch0 matches none of its interfaces ({ifaces}), {fix}",
+            host()
+        ),
+    );
+    // Run anyway: the cause is still every rank's last line (no NCCL call
+    // here shows it wrong).
+    let got = ranks(3, &lib, &one, &["--run-nccl-anyway"]);
+    assert_every_rank(
+        &got,
+        1,
+        &format!(
+            "FAILED: {} rank 1: NCCL_SOCKET_IFNAME=nosuch0 matches none of its interfaces ({ifaces}), {fix}",
+            host()
+        ),
+    );
+    assert!(
+        got[1].2.contains(
+            "[rank 1] note: NCCL runs (--run-nccl-anyway), although the meeting showed: "
+        ),
+        "{}",
+        got[1].2
+    );
+}
+
+/// The interfaces other than lo that this machine has, as a card names
+/// them (those `nccl-find doctor` lists).
+fn nccl_find_interfaces() -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<String> = v["facts"]["interfaces"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v:#}"))
+        .iter()
+        .filter_map(|i| i["name"].as_str())
+        .filter(|n| *n != "lo")
+        .map(String::from)
+        .collect();
+    if names.is_empty() {
+        "lo only".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Another NCCL minor release on one rank: every rank stops before NCCL.
+#[test]
+fn another_nccl_on_one_rank_stops_every_rank() {
+    let (Some(lib), Some(wheels)) = (wheel_lib(), common::wheels()) else {
+        return;
+    };
+    let newer = wheels.join("nvidia_nccl_cu12-2.32.3/nvidia/nccl/lib/libnccl.so.2");
+    let libs = |r| if r == 2 { newer.clone() } else { lib.clone() };
+    let got = ranks(3, &libs, &|_| vec![], &[]);
+    assert_every_rank(
+        &got,
+        1,
+        &format!(
+            "FAILED: NCCL releases differ: {} rank 2: NCCL 2.32.3 (the other rank(s) there: 2.21.5), and NCCL's \
+             bootstrap needs one minor release on every rank: load the same NCCL everywhere (the same wheel, \
+             or --lib to the same file)",
+            host()
+        ),
+    );
 }
 
 #[test]
@@ -370,6 +550,20 @@ fn usage_errors() {
         assert_eq!(o.0, 2, "{args:?}: {o:?}");
         assert!(o.2.contains(says), "{args:?}: {o:?}");
     }
+    // A usage error comes before the search for NCCL, which finds none.
+    let o = text(
+        &spawn(
+            &["--ops".into(), "bogus-op".into()],
+            &[("NCCL_HOME", "/no/such/nccl")],
+        )
+        .wait_with_output()
+        .unwrap(),
+    );
+    assert_eq!(o.0, 2, "{o:?}");
+    assert!(
+        o.2.starts_with("nccl-find smoke: \"bogus-op\" is not a collective"),
+        "{o:?}"
+    );
     let o = text(
         &spawn(&["--lib".into(), "/no/such/libnccl.so.2".into()], &[])
             .wait_with_output()

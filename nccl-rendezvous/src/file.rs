@@ -16,7 +16,7 @@ use crate::job::Job;
 use crate::kv::Kv;
 use crate::owner::{self, Writer};
 use crate::untrusted::peer_text;
-use crate::words::{fail, hex, list, same_token, unhex, Failed};
+use crate::words::{fail, hex, list, never_came, same_token, unhex, Failed};
 
 /// The first line of a rendezvous file (format 4: a store; named for a
 /// run, with its writer on the fourth line).
@@ -484,11 +484,7 @@ impl FileStore {
         let (secs, path) = (self.timeout.as_secs_f64(), self.path.display());
         let (came, world) = (self.world - missing.len(), self.world);
         let message = if n == 0 {
-            format!(
-                "the rendezvous timed out after {secs:.0} s: rank(s) {} never arrived at {path} ({came} of \
-                 {world} processes did). Start them with the same file and token, or raise --timeout",
-                list(&missing)
-            )
+            never_came(&missing, world, self.timeout, &format!("{path}"), "")
         } else {
             format!(
                 "rank(s) {} never reached barrier {n} of the rendezvous at {path} within {secs:.0} s ({came} \
@@ -503,6 +499,9 @@ impl FileStore {
     /// it failed.
     fn wait_barrier(&mut self, n: u32, deadline: Instant) -> Result<(), Failed> {
         let mut pause = Backoff::new(Duration::from_millis(100));
+        // Rank 0 says at its own deadline (a little later, maybe) who never
+        // came: a while past this rank's own for it.
+        let deadline = deadline + PEER_GRACE;
         loop {
             if self.read(&format!("open{n}"), 0).map_err(fail)?.is_some() {
                 return Ok(());
@@ -528,6 +527,10 @@ impl FileStore {
         }
     }
 }
+
+/// How long past its deadline a peer waits for rank 0's word on how a
+/// barrier ended (within the meeting's grace, `kv::GRACE`).
+const PEER_GRACE: Duration = Duration::from_secs(1);
 
 /// A key as part of a file name: `nccl-find/` dropped, `/` as `-`.
 fn key_name(key: &str) -> Result<String, String> {
@@ -911,11 +914,7 @@ mod tests {
         .unwrap();
         assert!(t.elapsed() < Duration::from_secs(3));
         assert_eq!(e.missing, [1]);
-        assert!(
-            e.message.contains("rank(s) 1 never arrived at "),
-            "{}",
-            e.message
-        );
+        assert!(e.message.contains("rank 1 never came to "), "{}", e.message);
         assert_eq!(names(&d), ["theirs"]);
         std::fs::remove_dir_all(&d).unwrap();
     }
@@ -946,10 +945,10 @@ mod tests {
         assert_eq!(
             e.message,
             format!(
-                "the rendezvous timed out after 1 s: rank(s) 1-{} never arrived at {} (1 of {MAX_WORLD} \
-                 processes did). Start them with the same file and token, or raise --timeout",
+                "ranks 1-{} never came to {at} (waited 1 s); rank 0 is here. Start them, with the same \
+                 rendezvous and token, check that they can reach {at}, or raise --timeout",
                 MAX_WORLD - 1,
-                d.join("rdv").display()
+                at = d.join("rdv").display()
             )
         );
         assert_eq!(e.missing.len(), MAX_WORLD - 1);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::kv;
-use crate::reach::Card;
+use crate::reach::{Card, Judge};
 
 /// The most bytes the file store adds to the rendezvous file's name:
 /// `.<run>.new-<nonce>.<rank>`, a rank of up to 20 digits.
@@ -151,4 +151,11 @@ pub struct Job {
     /// What this process brings to the meeting: its host, facts for rank 0
     /// to compare, and the addresses the others test (empty: none).
     pub card: Card,
+    /// How rank 0 judges what every rank brought ([`Judge`]): a cause it
+    /// finds goes to every rank, and stops the job before NCCL unless
+    /// `run_anyway`. `None`: nothing is judged.
+    pub judge: Option<Judge>,
+    /// Whether the job goes on to NCCL although rank 0 found a cause that
+    /// will make it fail (rank 0's own choice rules).
+    pub run_anyway: bool,
 }

@@ -5,15 +5,21 @@
 //! another rank's abort and raise one.
 //!
 //! 1. Every rank puts `hello/<rank>` (its GPU count); fence.
-//! 2. Rank 0 reads every hello, puts `plan` (the unique id, the NCCL ranks
+//! 2. The last rank of each host tests the connections to the next host
+//!    ([`crate::reach`]) and puts `reach/<rank>`; fence.
+//! 3. Rank 0 reads every hello and every test, and judges them
+//!    ([`crate::reach::Judge`]): a cause NCCL will fail on goes under
+//!    `ruling` for every rank, and stops the job here (unless the job runs
+//!    NCCL anyway). Otherwise it puts `plan` (the unique id, the NCCL ranks
 //!    in all, and the GPU count when every process has the same one) and,
 //!    only when the counts differ, `place/<rank>` (each one's first NCCL
-//!    rank); fence. Every peer reads `plan` (and its `place`).
-//! 3. At the end every rank puts `done/<rank>` (its outcome); fence; rank 0
+//!    rank); fence. Every peer reads `ruling`, then `plan` (and its
+//!    `place`).
+//! 4. At the end every rank puts `done/<rank>` (its outcome); fence; rank 0
 //!    reads every outcome; fence (so that no rank leaves the store, and a
 //!    launcher drops what it put, before rank 0 has read it).
 //!
-//! Two fences to meet, whatever the world size: each rank does O(1) work,
+//! Three fences to meet, whatever the world size: each rank does O(1) work,
 //! and rank 0 O(world). Between the meeting and the end, the same thread
 //! looks for an abort every 250 ms ([`Kv::watch`]); a rank that fails
 //! raises one ([`Kv::abort`]). The store's calls may block (a PMI server
@@ -25,7 +31,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::reach::{self, Card, Gathered};
+use crate::reach::{self, Card, Gathered, Judge, Ruling};
 use crate::untrusted::peer_text;
 use crate::words::{deadline_after, fail, offsets, then, Abort, Failed, PeerOutcome};
 
@@ -86,6 +92,17 @@ type Reply<T> = Result<T, Failed>;
 /// of itself.
 type Met = (Learned, Vec<String>);
 
+/// What a rank brings to the meeting: its card, and (rank 0's) how the
+/// meeting is judged.
+pub(crate) struct Brought {
+    /// What the others see of this rank.
+    pub card: Card,
+    /// Rank 0's judge of what every rank brought.
+    pub judge: Option<Judge>,
+    /// Whether a cause found goes on to NCCL all the same.
+    pub run_anyway: bool,
+}
+
 enum Cmd {
     Finish {
         ok: bool,
@@ -141,7 +158,7 @@ enum Up {
     /// Rank 0's unique id is wanted now.
     NeedId,
     /// The meeting's end.
-    Met(Reply<Met>),
+    Met(Box<Reply<Met>>),
 }
 
 /// How often a rank looks for another's abort while it runs.
@@ -167,7 +184,7 @@ fn store_thread(
     rank: usize,
     world: usize,
     ngpus: usize,
-    card: Card,
+    brought: Brought,
     deadline: Instant,
 ) {
     let notes = ends.up.clone();
@@ -176,7 +193,7 @@ fn store_thread(
     }) {
         Ok(kv) => kv,
         Err(f) => {
-            let _ = ends.up.send(Up::Met(Err(f)));
+            let _ = ends.up.send(Up::Met(Box::new(Err(f))));
             return;
         }
     };
@@ -190,16 +207,16 @@ fn store_thread(
             .recv()
             .map_err(|_| "the rank stopped waiting".to_string())?
     };
-    let met = meet(kv.as_mut(), rank, world, ngpus, &card, &mut id, deadline)
+    let met = meet(kv.as_mut(), rank, world, ngpus, &brought, &mut id, deadline)
         .map(|learned| (learned, kv.notes()));
     // A failed meeting closes the store before the rank hears of it: the
     // process may end as soon as it does.
     if met.is_err() {
         kv.close();
-        let _ = ends.up.send(Up::Met(met));
+        let _ = ends.up.send(Up::Met(Box::new(met)));
         return;
     }
-    let _ = ends.up.send(Up::Met(met));
+    let _ = ends.up.send(Up::Met(Box::new(met)));
     let got = run_until_finished(kv.as_mut(), &ends.cmds, &ends.abort, rank, world);
     kv.close();
     if let Some(got) = got {
@@ -216,7 +233,7 @@ pub(crate) fn join(
     rank: usize,
     world: usize,
     ngpus: usize,
-    card: Card,
+    brought: Brought,
     make_id: &dyn Fn() -> Result<[u8; 128], String>,
     timeout: Duration,
     log: &mut dyn FnMut(String),
@@ -238,7 +255,7 @@ pub(crate) fn join(
     };
     std::thread::Builder::new()
         .name("nccl-find-kv".into())
-        .spawn(move || store_thread(open, ends, rank, world, ngpus, card, deadline))
+        .spawn(move || store_thread(open, ends, rank, world, ngpus, brought, deadline))
         .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
     let until = Instant::now() + until_past(deadline);
     let met = loop {
@@ -248,12 +265,12 @@ pub(crate) fn join(
             Ok(Up::NeedId) => {
                 let _ = id_tx.send(make_id());
             }
-            Ok(Up::Met(m)) => break Some(m),
+            Ok(Up::Met(m)) => break Some(*m),
             Err(_) => break None,
         }
     };
     match (met, whose) {
-        (Some(Ok(((id, nranks, first_rank, gathered), notes))), _) => {
+        (Some(Ok((learned, notes))), _) => {
             for n in notes {
                 log(n);
             }
@@ -263,12 +280,13 @@ pub(crate) fn join(
                 world,
             };
             Ok(Joined {
-                id,
-                nranks,
-                first_rank,
+                id: learned.id,
+                nranks: learned.nranks,
+                first_rank: learned.first_rank,
                 abort,
                 times_us: Vec::new(),
-                gathered,
+                gathered: learned.gathered,
+                ruling: learned.ruling,
                 link,
             })
         }
@@ -406,28 +424,41 @@ pub(crate) fn done_key(rank: usize) -> String {
 
 const PLAN: &str = "nccl-find/plan";
 
-/// What a rank learns by meeting: the unique id, the NCCL ranks in all,
-/// its first, and (rank 0) what every rank brought.
-type Learned = ([u8; 128], usize, usize, Option<Gathered>);
+/// What a rank learns by meeting.
+struct Learned {
+    /// NCCL's unique id (zeros where the job stops).
+    id: [u8; 128],
+    /// The NCCL ranks in all.
+    nranks: usize,
+    /// This rank's first.
+    first_rank: usize,
+    /// Rank 0's: what every rank brought.
+    gathered: Option<Gathered>,
+    /// Rank 0's ruling, where it found a cause.
+    ruling: Option<Ruling>,
+}
 
-/// Steps 1 and 2: the unique id, the NCCL ranks in all, this rank's first;
-/// between the fences, the boundaries between hosts are tested
-/// ([`crate::reach`]).
+const RULING: &str = "nccl-find/ruling";
+
+/// Steps 1 to 3: the connections between hosts tested ([`crate::reach`]),
+/// rank 0's ruling on them, the unique id, the NCCL ranks in all, this
+/// rank's first.
 fn meet(
     kv: &mut dyn Kv,
     rank: usize,
     world: usize,
     ngpus: usize,
-    card: &Card,
+    brought: &Brought,
     make_id: &mut dyn FnMut() -> Result<[u8; 128], String>,
     deadline: Instant,
 ) -> Reply<Learned> {
+    let card = &brought.card;
     let n = u32::try_from(ngpus)
         .ok()
         .filter(|n| (1..=MAX_GPUS).contains(n))
         .ok_or_else(|| fail(format!("{ngpus} GPUs is not a GPU count")))?;
-    // Open until the second fence: every test of this rank's addresses
-    // happens before it.
+    // Open until every test of this rank's addresses is done (the second
+    // fence).
     let listening = reach::listen(card);
     kv.put(&key("hello", rank), &reach::hello(n, card, &listening))
         .map_err(fail)?;
@@ -437,24 +468,91 @@ fn meet(
         kv.put(&key("reach", rank), &reach::results(&tested))
             .map_err(fail)?;
     }
+    kv.fence(deadline)?;
+    drop(listening);
     if rank == 0 {
-        // Made once every rank is here: NCCL's side of it (its bootstrap
-        // root) starts only for a job that meets.
-        let id = make_id().map_err(fail)?;
-        let mut hellos = Vec::with_capacity(world);
-        for r in 0..world {
-            let b = kv.get(r, &key("hello", r)).map_err(fail)?;
-            let h = reach::read_hello(&b)
-                .filter(|h| (1..=MAX_GPUS).contains(&h.ngpus))
-                .ok_or_else(|| {
-                    fail(format!(
-                        "rank {r} left a hello that is malformed (another program wrote it?)"
-                    ))
-                })?;
-            hellos.push(h);
-        }
-        let counts: Vec<usize> = hellos.iter().map(|h| h.ngpus as usize).collect();
-        let (first, nranks) = offsets(&counts);
+        return rule(kv, world, brought, make_id, deadline);
+    }
+    kv.fence(deadline)?;
+    let ruling = match kv.get(0, RULING) {
+        Ok(b) => Some(
+            reach::read_ruling(&b)
+                .ok_or_else(|| fail("rank 0's ruling is malformed (another program wrote it?)"))?,
+        ),
+        Err(_) => None,
+    };
+    if ruling.as_ref().is_some_and(|r| r.stop) {
+        return Ok(Learned {
+            id: [0u8; 128],
+            nranks: 0,
+            first_rank: 0,
+            gathered: None,
+            ruling,
+        });
+    }
+    let plan = kv.get(0, PLAN).map_err(fail)?;
+    let (id, nranks, first_rank) = read_plan(&plan, rank, world, |r| kv.get(0, &key("place", r)))?;
+    Ok(Learned {
+        id,
+        nranks,
+        first_rank,
+        gathered: None,
+        ruling,
+    })
+}
+
+/// Rank 0, step 3: every hello and every test read and judged; the
+/// ruling, where there is a cause, and the plan, unless the ruling stops
+/// the job; the fence.
+fn rule(
+    kv: &mut dyn Kv,
+    world: usize,
+    brought: &Brought,
+    make_id: &mut dyn FnMut() -> Result<[u8; 128], String>,
+    deadline: Instant,
+) -> Reply<Learned> {
+    let mut hellos = Vec::with_capacity(world);
+    for r in 0..world {
+        let b = kv.get(r, &key("hello", r)).map_err(fail)?;
+        let h = reach::read_hello(&b)
+            .filter(|h| (1..=MAX_GPUS).contains(&h.ngpus))
+            .ok_or_else(|| {
+                fail(format!(
+                    "rank {r} left a hello that is malformed (another program wrote it?)"
+                ))
+            })?;
+        hellos.push(h);
+    }
+    let counts: Vec<usize> = hellos.iter().map(|h| h.ngpus as usize).collect();
+    let gathered = gather(kv, hellos);
+    let mut ruling = brought
+        .judge
+        .and_then(|j| j(&gathered))
+        .map(|cause| Ruling {
+            cause,
+            stop: !brought.run_anyway,
+        });
+    // Made once every rank is here and nothing known stops the job:
+    // NCCL's side of it (its bootstrap root) starts only for a job that
+    // can run. Where it cannot be made, that is the job's cause.
+    let id = match &ruling {
+        Some(r) if r.stop => [0u8; 128],
+        _ => match make_id() {
+            Ok(id) => id,
+            Err(e) => {
+                ruling = Some(Ruling {
+                    cause: format!("rank 0 could not make NCCL's unique id: {e}"),
+                    stop: true,
+                });
+                [0u8; 128]
+            }
+        },
+    };
+    if let Some(r) = &ruling {
+        kv.put(RULING, &reach::ruling_bytes(r)).map_err(fail)?;
+    }
+    let (first, nranks) = offsets(&counts);
+    if !ruling.as_ref().is_some_and(|r| r.stop) {
         let uniform = counts.iter().all(|c| *c == counts[0]);
         let mut plan = id.to_vec();
         plan.extend_from_slice(&(nranks as u64).to_le_bytes());
@@ -467,16 +565,15 @@ fn meet(
                     .map_err(fail)?;
             }
         }
-        kv.fence(deadline)?;
-        drop(listening);
-        let gathered = gather(kv, hellos);
-        return Ok((id, nranks, 0, Some(gathered)));
     }
     kv.fence(deadline)?;
-    drop(listening);
-    let plan = kv.get(0, PLAN).map_err(fail)?;
-    read_plan(&plan, rank, world, |r| kv.get(0, &key("place", r)))
-        .map(|(id, nranks, first)| (id, nranks, first, None))
+    Ok(Learned {
+        id,
+        nranks,
+        first_rank: 0,
+        gathered: Some(gathered),
+        ruling,
+    })
 }
 
 /// The tests this rank makes: where it is the last of its host's, every
@@ -690,6 +787,11 @@ pub struct Joined {
     /// Rank 0's: every rank's [`Card`] and the connections tested between
     /// hosts (`None` on the other ranks).
     pub gathered: Option<Gathered>,
+    /// Rank 0's ruling, on every rank, where it found a cause NCCL will
+    /// fail on. Where it stops the job ([`Ruling::stop`]) there is no
+    /// unique id: the caller ends with the cause ([`Joined::finish`] still
+    /// closes the store).
+    pub ruling: Option<Ruling>,
     link: KvLink,
 }
 
@@ -797,6 +899,18 @@ mod tests {
         says: fn(usize) -> String,
         card: fn(usize) -> Card,
     ) -> Vec<Got> {
+        run_judged(counts, absent, secs, says, card, None)
+    }
+
+    /// [`run_saying`], rank 0 judging with `judge`.
+    fn run_judged(
+        counts: &[usize],
+        absent: Option<usize>,
+        secs: u64,
+        says: fn(usize) -> String,
+        card: fn(usize) -> Card,
+        judge: Option<Judge>,
+    ) -> Vec<Got> {
         let world = counts.len();
         let shared = Arc::new(Shared {
             map: Mutex::default(),
@@ -817,12 +931,21 @@ mod tests {
                         r,
                         world,
                         n,
-                        card(r),
+                        Brought {
+                            card: card(r),
+                            judge,
+                            run_anyway: false,
+                        },
                         &|| Ok([5u8; 128]),
                         Duration::from_secs(secs),
                         &mut |_| {},
                     )
                     .map_err(|f| f.message)?;
+                    if let Some(r) = j.ruling.as_ref().filter(|r| r.stop) {
+                        let cause = r.cause.clone();
+                        j.finish(true, 0, "stopped", Duration::from_secs(secs));
+                        return Err(format!("stopped: {cause}"));
+                    }
                     assert_eq!(j.id, [5u8; 128]);
                     let (nranks, first, gathered) = (j.nranks, j.first_rank, j.gathered.clone());
                     let mut j = j;
@@ -836,7 +959,7 @@ mod tests {
     }
 
     #[test]
-    fn equal_gpu_counts_meet_in_two_fences() {
+    fn equal_gpu_counts_meet_in_three_fences() {
         let got = run(&[2, 2, 2], None, 30);
         let places: Vec<(usize, usize)> = got
             .iter()
@@ -939,6 +1062,36 @@ mod tests {
                 ok(4, 0, "127.0.0.1"),
             ]
         );
+    }
+
+    /// A cause rank 0 finds reaches every rank, which stops before NCCL:
+    /// no unique id is made.
+    #[test]
+    fn rank_0s_ruling_stops_every_rank() {
+        fn judge(g: &Gathered) -> Option<String> {
+            Some(format!("{} cards; the fix", g.cards.len()))
+        }
+        let got = run_judged(
+            &[1, 1, 1],
+            None,
+            30,
+            |_| String::new(),
+            |_| Card::default(),
+            Some(judge),
+        );
+        for g in got {
+            assert_eq!(g.unwrap_err(), "stopped: 3 cards; the fix");
+        }
+        let r = Ruling {
+            cause: "a cause; the fix".into(),
+            stop: false,
+        };
+        assert_eq!(read_ruling_back(&r), Some(r.clone()));
+        assert_eq!(reach::read_ruling(&[2]), None);
+    }
+
+    fn read_ruling_back(r: &Ruling) -> Option<Ruling> {
+        reach::read_ruling(&reach::ruling_bytes(r))
     }
 
     #[test]

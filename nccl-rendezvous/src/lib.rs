@@ -39,7 +39,7 @@ pub use job::{Exchange, Init, Job};
 pub use kv::Joined;
 pub use launch::LaunchEnv;
 pub use meeting::{Flags, Meeting};
-pub use reach::{Addr, Card, Gathered, Probe, MAX_ADDRS, MAX_CARD_TEXT};
+pub use reach::{Addr, Card, Gathered, Judge, Probe, Ruling, MAX_ADDRS, MAX_CARD_TEXT};
 /// Our TCP store's frames, for the fuzzer and the tests (not part of the API).
 #[doc(hidden)]
 pub use wire::{decode, decode_header, encode, Msg};
@@ -106,7 +106,11 @@ pub fn join(
         job.rank,
         job.world,
         job.ngpus,
-        job.card.clone(),
+        kv::Brought {
+            card: job.card.clone(),
+            judge: job.judge,
+            run_anyway: job.run_anyway,
+        },
         make_id,
         job.timeout,
         log,
@@ -305,6 +309,8 @@ pub(crate) mod testutil {
             timeout: Duration::from_secs(secs),
             origin: None,
             card: Card::default(),
+            judge: None,
+            run_anyway: false,
         }
     }
 
@@ -401,7 +407,7 @@ mod join_tests {
                 done: None,
                 times_us: Vec::new(),
                 why: Some(format!(
-                    "rank(s) 1 went away before barrier 2 of the rendezvous at tcp://127.0.0.1:{port}: check \
+                    "rank(s) 1 went away before barrier 3 of the rendezvous at tcp://127.0.0.1:{port}: check \
                      their output"
                 )),
             }]

@@ -168,6 +168,8 @@ fn resolve(a: &Flags, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
                 .filter(|_| a.init.is_none())
                 .and_then(|p| p.origin.clone()),
             card: Card::default(),
+            judge: None,
+            run_anyway: false,
         },
         backend,
         launcher,

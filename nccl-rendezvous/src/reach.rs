@@ -119,6 +119,58 @@ impl Gathered {
     }
 }
 
+/// How rank 0 judges what it gathered, once every rank has met and every
+/// connection between hosts was tested: the cause that will make NCCL fail
+/// (an address NCCL will use that another node cannot reach, a setting
+/// that leaves NCCL no interface, another NCCL on a node), in one line
+/// with its fix; `None` where none is known.
+pub type Judge = fn(&Gathered) -> Option<String>;
+
+/// Rank 0's ruling on the meeting, as every rank hears it: the cause NCCL
+/// will fail on, with its fix, and whether the job stops here, before
+/// NCCL starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Ruling {
+    /// The cause, with the fix (peer text, escaped where it came from
+    /// rank 0).
+    pub cause: String,
+    /// Whether every rank stops before NCCL.
+    pub stop: bool,
+}
+
+/// The longest cause a ruling carries.
+const MAX_CAUSE: usize = 2000;
+
+/// A ruling as the store carries it: whether it stops (a byte), then the
+/// cause.
+pub(crate) fn ruling_bytes(r: &Ruling) -> Vec<u8> {
+    let mut cut = r.cause.len().min(MAX_CAUSE);
+    while !r.cause.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut v = vec![u8::from(r.stop)];
+    v.extend_from_slice(&r.cause.as_bytes()[..cut]);
+    v
+}
+
+/// A ruling read back from rank 0's bytes: `None` when malformed. The
+/// cause is shown escaped.
+pub(crate) fn read_ruling(b: &[u8]) -> Option<Ruling> {
+    let stop = match b.first()? {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    if b.len() > 1 + MAX_CAUSE {
+        return None;
+    }
+    Some(Ruling {
+        cause: peer_text(&String::from_utf8_lossy(&b[1..])),
+        stop,
+    })
+}
+
 /// A hello as read back: a rank's GPU count and card, its listening ports
 /// (0 where it could not listen) and its tag.
 pub(crate) struct Hello {

@@ -21,7 +21,7 @@ use crate::kv::{done_key, Kv};
 use crate::proof::{self, Label, NONCE_LEN, PROOF_LEN};
 use crate::untrusted::peer_text;
 use crate::wire::{decode, decode_header, encode, kind_name, read_msg, send, timed_out, Msg};
-use crate::words::{fail, list, then, Failed};
+use crate::words::{fail, list, never_came, then, Failed};
 
 /// Connections that have not said hello yet, at most this many at once: a
 /// flood of idle ones pushes out the oldest, never a real rank's.
@@ -317,23 +317,27 @@ impl Lobby<'_> {
         let dropped = self.dropped;
         let here: Vec<usize> = self.peers.iter().map(|p| p.rank).collect();
         let missing: Vec<usize> = (1..job.world).filter(|r| !here.contains(r)).collect();
-        Failed {
-            message: format!(
-                "the rendezvous timed out after {:.0} s: rank(s) {} never arrived at tcp://{host}:{port} \
-                 ({} of {} processes did{}). Start them, check that they can reach this address and use the \
-                 same token, or raise --timeout",
-                job.timeout.as_secs_f64(),
-                list(&missing),
-                self.peers.len() + 1,
-                job.world,
-                if dropped > 0 {
-                    format!("; {dropped} other connection(s) sent no valid hello")
-                } else {
-                    String::new()
-                }
-            ),
-            missing,
+        let message = never_came(
+            &missing,
+            job.world,
+            job.timeout,
+            &format!("tcp://{}", crate::job::host_port(host, port)),
+            &if dropped > 0 {
+                format!(" ({dropped} other connection(s) sent no valid hello)")
+            } else {
+                String::new()
+            },
+        );
+        // Those that came hear why the job ends, not a closed connection.
+        let stop = Msg::Stop {
+            reason: message.clone(),
+            missing: missing.iter().map(|r| *r as u32).collect(),
+        };
+        for p in &mut self.peers {
+            let _ = p.s.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = send(&mut p.s, &stop);
         }
+        Failed { message, missing }
     }
 
     /// Takes what has arrived (a few at a time, so that each new connection
@@ -645,7 +649,10 @@ fn welcome_answer(
     nonce: &[u8; 16],
     deadline: Instant,
 ) -> Step<()> {
-    match read_msg(s, Some(deadline)) {
+    // Rank 0 says, at its own deadline (a little later, maybe), who never
+    // came: a while past this rank's own for it, within the meeting's
+    // grace (`kv::GRACE`).
+    match read_msg(s, Some(deadline + WELCOME_GRACE)) {
         Ok(Msg::Welcome { proof: their_proof }) => {
             let want = welcome_proof(
                 &job.token,
@@ -668,6 +675,10 @@ fn welcome_answer(
             job.rank,
             peer_text(&reason)
         ))),
+        Ok(Msg::Stop { reason, missing }) => Step::End(Failed {
+            message: peer_text(&reason),
+            missing: missing.into_iter().map(|r| r as usize).collect(),
+        }),
         Ok(m) => Step::End(fail(format!(
             "rank 0 answered {} instead of a welcome",
             kind_name(&m)
@@ -678,6 +689,10 @@ fn welcome_answer(
         Err(e) => Step::End(fail(format!("waiting for rank 0's welcome: {e}"))),
     }
 }
+
+/// How long past its deadline a peer waits for rank 0's welcome, or for its
+/// word on who never came.
+const WELCOME_GRACE: Duration = Duration::from_secs(1);
 
 /// How long rank 0, closing the store, waits for the peers to leave first.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
@@ -1203,14 +1218,14 @@ mod tests {
     }
 
     /// A welcomed peer speaking the store by hand: its hello (one GPU) and
-    /// the two barriers of the meeting.
+    /// the three barriers of the meeting.
     fn raw_meet(s: &mut TcpStream, rank: usize) {
         let hello = Msg::Put {
             key: format!("nccl-find/hello/{rank}"),
             value: 1u32.to_le_bytes().to_vec(),
         };
         s.write_all(&encode(&hello)).unwrap();
-        for n in [0, 1] {
+        for n in [0, 1, 2] {
             s.write_all(&encode(&Msg::Arrive { n })).unwrap();
             assert_eq!(read_msg(s, wait()), Ok(Msg::Pass { n }));
         }
@@ -1252,7 +1267,9 @@ mod tests {
         assert!(reason.starts_with("token mismatch"), "{reason}");
         assert!(!reason.contains("s3cret"), "{reason}");
         let (r, notes) = r0.join().unwrap();
-        assert!(r.unwrap_err().contains("rank(s) 1 never arrived"));
+        assert!(r
+            .unwrap_err()
+            .starts_with("rank 1 never came to tcp://127.0.0.1:"));
         assert!(notes.iter().all(|n| !n.contains("s3cret")), "{notes:?}");
         assert!(same_token("abc", "abc") && !same_token("abc", "abd") && !same_token("abc", "ab"));
     }
@@ -1419,7 +1436,7 @@ mod tests {
             value: done,
         };
         s.write_all(&encode(&put)).unwrap();
-        for n in [2, 3] {
+        for n in [3, 4] {
             s.write_all(&encode(&Msg::Arrive { n })).unwrap();
             assert_eq!(read_msg(&mut s, wait()), Ok(Msg::Pass { n }));
         }
@@ -1462,7 +1479,7 @@ mod tests {
         });
         let (r, _) = r0.join().unwrap();
         let e = r.unwrap_err();
-        assert!(e.contains("rank(s) 1 never arrived"), "{e}");
+        assert!(e.starts_with("rank 1 never came to tcp://"), "{e}");
         assert!(
             e.contains("1 other connection(s) sent no valid hello"),
             "{e}"

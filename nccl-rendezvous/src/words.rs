@@ -154,6 +154,37 @@ pub fn printable(s: &str, max: usize) -> String {
     format!("\"{}\"", crate::untrusted::shown(s, max))
 }
 
+/// Ranks that never came to the meeting at `at`, in words, with how long
+/// rank 0 waited, the ranks of `world` that are here, and the fix:
+/// `rank 2 never came to tcp://10.0.0.1:29500 (waited 5 s); ranks 0, 1
+/// are here. Start it …`. `extra` goes after who is here.
+pub(crate) fn never_came(
+    missing: &[usize],
+    world: usize,
+    waited: Duration,
+    at: &str,
+    extra: &str,
+) -> String {
+    let mut away = vec![false; world];
+    for r in missing.iter().filter(|r| **r < world) {
+        away[*r] = true;
+    }
+    let here: Vec<usize> = (0..world).filter(|r| !away[*r]).collect();
+    let one = |v: &[usize], a: &'static str, b: &'static str| if v.len() == 1 { a } else { b };
+    format!(
+        "{} {} never came to {at} (waited {:.0} s); {} {} {} here{extra}. Start {}, with the same \
+         rendezvous and token, check that {} can reach {at}, or raise --timeout",
+        one(missing, "rank", "ranks"),
+        list(missing),
+        waited.as_secs_f64(),
+        one(&here, "rank", "ranks"),
+        list(&here),
+        one(&here, "is", "are"),
+        one(missing, "it", "them"),
+        one(missing, "it", "they"),
+    )
+}
+
 /// Ranks in words, in order, each once: runs of three or more as
 /// `first-last` (`1, 3-7, 9`), so that a list of a thousand ranks stays a
 /// few words where they run together.

@@ -530,14 +530,48 @@ fn meet(
             let mut job = job.clone();
             job.ngpus = ngpus;
             let make = || nccl_id(nc).map_err(|f| f.to_string());
-            let mut j = rendezvous::join(&job, &make, &mut |m| on(Event::Note(m)))
-                .map_err(Failure::Rendezvous)?;
-            if let Some(g) = j.gathered.take() {
-                on(Event::Gathered(g));
-            }
+            let j = ruled(
+                rendezvous::join(&job, &make, &mut |m| on(Event::Note(m))),
+                opts.timeout,
+                on,
+            )?;
             (j.id, j.nranks, j.first_rank, Some(j))
         }
     })
+}
+
+/// The meeting's end, as this rank hears it: rank 0's report of what every
+/// rank brought, then its ruling. Where the ruling stops the job, every
+/// rank leaves (the store closed behind it) with the cause, before NCCL
+/// starts; where the job runs NCCL anyway, the cause is said
+/// ([`Event::Cause`]).
+fn ruled(
+    joined: Result<rendezvous::Joined, Failed>,
+    timeout: Duration,
+    on: &mut dyn FnMut(Event),
+) -> Result<rendezvous::Joined, Failure> {
+    let mut j = joined.map_err(Failure::Rendezvous)?;
+    if let Some(g) = j.gathered.take() {
+        on(Event::Gathered(g));
+    }
+    match j.ruling.clone() {
+        Some(r) if r.stop => {
+            // Every rank stops alike: the end's fences only wait for the
+            // ranks that are all leaving now.
+            j.finish(
+                true,
+                0,
+                "stopped before NCCL",
+                timeout.min(Duration::from_secs(10)),
+            );
+            Err(Failure::Stopped(r.cause))
+        }
+        Some(r) => {
+            on(Event::Cause(r.cause));
+            Ok(j)
+        }
+        None => Ok(j),
+    }
 }
 
 fn nccl_id(nc: &Nccl) -> Result<[u8; 128], Failure> {
@@ -671,11 +705,11 @@ fn rendezvous_only(
         on(Event::Note(format!("local rank {local}")));
     }
     let make = || nc.unique_id().map(|u| u.internal);
-    let mut j =
-        rendezvous::join(&job, &make, &mut |m| on(Event::Note(m))).map_err(Failure::Rendezvous)?;
-    if let Some(g) = j.gathered.take() {
-        on(Event::Gathered(g));
-    }
+    let j = ruled(
+        rendezvous::join(&job, &make, &mut |m| on(Event::Note(m))),
+        opts.timeout,
+        on,
+    )?;
     on(Event::Note(format!(
         "rendezvous: nranks {} first_rank {} id {}",
         j.nranks,

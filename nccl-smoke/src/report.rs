@@ -72,6 +72,10 @@ pub enum Event {
     /// (its host, its facts, its addresses) and the connections tested
     /// between hosts.
     Gathered(Gathered),
+    /// On every rank, where rank 0 found at the meeting what will make
+    /// NCCL fail and the job runs NCCL all the same: the cause, with its
+    /// fix. It outranks whatever NCCL then says.
+    Cause(String),
 }
 
 /// How it went.
@@ -130,6 +134,9 @@ pub enum Failure {
     Timeout(String),
     /// Another rank went away.
     PeerGone(String),
+    /// The meeting showed that NCCL cannot work (rank 0's ruling, the same
+    /// on every rank): the cause, with its fix. NCCL was not started.
+    Stopped(String),
 }
 
 impl std::fmt::Display for Failure {
@@ -141,7 +148,12 @@ impl std::fmt::Display for Failure {
                  or in a container run with the NVIDIA container toolkit (--gpus all)"
             ),
             Failure::NoGpu(e) => write!(f, "no GPU: {e}. Check CUDA_VISIBLE_DEVICES and nvidia-smi"),
-            Failure::Usage(e) | Failure::Load(e) | Failure::Cuda(e) | Failure::Timeout(e) | Failure::PeerGone(e) => {
+            Failure::Usage(e)
+            | Failure::Load(e)
+            | Failure::Cuda(e)
+            | Failure::Timeout(e)
+            | Failure::PeerGone(e)
+            | Failure::Stopped(e) => {
                 f.write_str(e)
             }
             Failure::Rendezvous(r) => f.write_str(&r.message),

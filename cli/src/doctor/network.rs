@@ -174,19 +174,43 @@ pub(super) fn check(
             Level::Problem,
             format!("NCCL would find no interface ({why})"),
             Some(format!(
-                "NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to one of {}",
-                ifaces
-                    .iter()
-                    .filter(|i| i.running)
-                    .map(|i| i.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to {}",
+                running_choices(ifaces)
             )),
         ),
         Some(first) => check_chosen(f, first, &why, &suggestion, version),
     }
     let chosen = picked.first().map(|p| p.name.as_str());
     check_bridges(f, ifaces, chosen, &suggestion, version);
+}
+
+/// The running interfaces to choose from, those that can reach other nodes
+/// first: never loopback first, nor a Docker or libvirt bridge.
+fn running_choices(ifaces: &[Iface]) -> String {
+    let local =
+        |i: &&Iface| i.name == "lo" || i.name.starts_with("docker") || i.name.starts_with("virbr");
+    let running: Vec<&Iface> = ifaces.iter().filter(|i| i.running).collect();
+    let names = |v: Vec<&&Iface>| {
+        v.iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (good, near): (Vec<&&Iface>, Vec<&&Iface>) = running.iter().partition(|i| !local(i));
+    match (good.is_empty(), near.is_empty()) {
+        (true, true) => "an interface that is up (none is running)".to_string(),
+        (true, false) => format!(
+            "one of {} (one node only: none reaches another)",
+            names(near)
+        ),
+        (false, true) => format!("one of {}", names(good)),
+        (false, false) => format!(
+            "one of {} ({} {} no other node)",
+            names(good),
+            names(near.clone()),
+            if near.len() == 1 { "reaches" } else { "reach" }
+        ),
+    }
 }
 
 /// The `NCCL_SOCKET_IFNAME` to suggest: the first real NIC that is
