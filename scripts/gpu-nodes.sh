@@ -3,11 +3,13 @@
 # torchrun in /opt/torch/.venv, Open MPI's mpirun): rank 0's report of the
 # nodes (the facts every rank sent, the connections tested, the timings)
 # under torchrun and mpirun; --min-busbw below and above the measured
-# figure; and, where `ip netns` and `unshare` work, two emulated nodes: two
-# network namespaces (each its own host name, one GPU each) joined by a
-# veth pair, each with an unrouted interface that NCCL's default rule takes
-# first: the report names it and proposes NCCL_SOCKET_IFNAME, and the run
-# with that value passes over NCCL's sockets between the two "nodes".
+# figure; and two emulated nodes (below): network and UTS namespaces, one
+# GPU each, with an ib0 that NCCL's default rule takes first and that leads
+# nowhere: every rank stops before NCCL with the proposal as its last line,
+# the run with the proposal passes over NCCL's sockets, and torch's own
+# all_reduce shows what NCCL does under both. Then the other causes found
+# at the meeting: a NCCL_SOCKET_IFNAME that matches nothing (on every rank,
+# on one), a rank that never comes.
 # Prints a table last; each run's output is kept under $OUT (or
 # ./gpu-nodes-logs).
 #   scripts/gpu-nodes.sh [path/to/nccl-find]
@@ -17,7 +19,7 @@ dest=${OUT:-gpu-nodes-logs}
 mkdir -p "$dest"
 export NCCL_NVLS_ENABLE=0
 torchrun=/opt/torch/.venv/bin/torchrun
-py=/opt/torch/.venv/bin/python
+py=${PY:-/opt/torch/.venv/bin/python}
 mpirun=$(command -v mpirun || true)
 n=$(nvidia-smi -L | wc -l)
 lib=$(ls /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 2>/dev/null | head -1)
@@ -56,6 +58,8 @@ for d in docs:
 PY
 }
 nvidia-smi -L > "$dest/gpus.txt"
+# NODES_ONLY=1: only the two emulated nodes below.
+if [ -z "${NODES_ONLY:-}" ]; then
 run trj "torchrun x$n --json (rank 0's nodes and timings)" "$torchrun" --no-python --standalone --nproc-per-node="$n" "$bin" smoke --json --timeout 60
 nodes_of "$dest/trj.txt" > "$dest/trj.nodes.txt" 2>&1
 if [ -n "$mpirun" ]; then
@@ -65,43 +69,105 @@ fi
 # --min-busbw: below (1 GB/s) and far above (100000 GB/s) what any GPU does.
 run floor1 "torchrun x$n --min-busbw 1" "$torchrun" --no-python --standalone --nproc-per-node="$n" "$bin" smoke --sizes 256M --min-busbw 1 --timeout 60
 run floor2 "torchrun x$n --min-busbw 100000" "$torchrun" --no-python --standalone --nproc-per-node="$n" "$bin" smoke --sizes 256M --min-busbw 100000 --timeout 60
-# Two emulated nodes, where the machine lets us make them.
-if [ "$n" -ge 2 ] && ip netns add nf-gpu-a 2>/dev/null; then
-  ok=1
-  ip netns add nf-gpu-b || ok=0
-  ip link add nfga type veth peer name nfgb || ok=0
-  for h in a b; do
-    ns=nf-gpu-$h; ip=$([ $h = a ] && echo 1 || echo 2)
-    ip -n $ns link set lo up || ok=0
-    ip -n $ns link add dummy0 type veth peer name dm1 && ip -n $ns link set dm1 up && ip -n $ns link set dummy0 up || ok=0
-    ip -n $ns addr add 10.99.$ip.1/24 dev dummy0 || ok=0
-    ip link set nfg$h netns $ns && ip -n $ns link set nfg$h name eth0 && ip -n $ns link set eth0 up || ok=0
-    ip -n $ns addr add 10.231.9.$ip/24 dev eth0 || ok=0
+fi
+# Two emulated nodes: network and UTS namespaces (scripts/netns-pair.py,
+# with the pure-Python pyroute2 from a wheel in gpu-dist/, since the image
+# has no `ip`), one GPU each, NCCL over its sockets between them. Each has
+# an ib0 that NCCL's default rule takes first and that leads nowhere, and
+# an eth0 that joins them. Every rank's exit status and last line, and the
+# wall time of the slowest, per run.
+nodes=()
+noderow() { # name, file stem, ranks
+  local name=$1 f=$2 ranks=$3 cells="" r
+  for r in $(seq 0 $((ranks - 1))); do
+    cells+="$(cat "$dest/$f.$r.rc" 2>/dev/null || echo -) "
   done
-  if [ $ok = 1 ]; then
-    two() { # file, name, extra env...
-      local f=$1 name=$2; shift 2
-      for r in 0 1; do
-        h=$([ $r = 0 ] && echo a || echo b)
-        env "$@" timeout 120 ip netns exec nf-gpu-$h unshare --uts sh -c 'hostname "$0" && exec "$@"' "node-$h" \
-          "$bin" smoke ${lib:+--lib "$lib"} --rank $r --world-size 2 --gpus $r --init tcp://10.231.9.1:29555 --token gpu-nodes --timeout 30 \
-          > "$dest/$f.$r.txt" 2>&1 &
-      done
-      wait
-      row "$name" "-" "$(said "$dest/$f.0.txt")"
-    }
-    two ns1 "2 nodes (namespaces), NCCL's default rule"
-    two ns2 "2 nodes, NCCL_SOCKET_IFNAME=eth0 (the proposal)" NCCL_SOCKET_IFNAME=eth0
+  nodes+=("$(printf '| %s | %s| %s s |' "$name" "$cells" "$(cat "$dest/$f.wall")")")
+  for r in $(seq 0 $((ranks - 1))); do
+    [ -f "$dest/$f.$r.txt" ] || continue
+    nodes+=("|   rank $r: $(grep -v '^\s*$' "$dest/$f.$r.txt" | tail -1 | cut -c1-300) | | |")
+  done
+}
+# ranks: file, name, world, env for every rank, then per-rank "host:rank:env" items.
+ranks() {
+  local f=$1 name=$2 world=$3 common=$4; shift 4
+  local t0 item h r extra
+  t0=$(date +%s%N)
+  for item in "$@"; do
+    IFS=: read -r h r extra <<<"$item"
+    (
+      if [ "$h" = host ]; then pre=(); else pre=(nsenter --net=/run/netns/nf-$h unshare --uts sh -c 'hostname "$0" && exec "$@"' "node-$h"); fi
+      # shellcheck disable=SC2086
+      env CUDA_VISIBLE_DEVICES=$r $common $extra timeout 120 "${pre[@]}" "$bin" smoke ${lib:+--lib "$lib"} \
+        --rank "$r" --world-size "$world" --init "tcp://$addr:29555" --token gpu-nodes --timeout "${tmo:-30}" $flags \
+        > "$dest/$f.$r.txt" 2>&1
+      echo $? > "$dest/$f.$r.rc"
+    ) &
+  done
+  wait
+  local tenths=$(( ($(date +%s%N) - t0) / 100000000 ))
+  echo "$((tenths / 10)).$((tenths % 10))" > "$dest/$f.wall"
+  noderow "$name" "$f" "$world"
+}
+# torch's own all_reduce between the two nodes, as NCCL does it.
+torch_pair() { # file, name, env...
+  local f=$1 name=$2; shift 2
+  local t0 r h
+  t0=$(date +%s%N)
+  for r in 0 1; do
+    h=$([ $r = 0 ] && echo a || echo b)
+    env CUDA_VISIBLE_DEVICES=$r "$@" timeout 45 nsenter --net=/run/netns/nf-$h unshare --uts sh -c 'hostname "$0" && exec "$@"' "node-$h" \
+      "$py" -c "
+import torch, torch.distributed as d
+d.init_process_group('nccl', init_method='tcp://10.231.9.1:29600', rank=$r, world_size=2)
+x = torch.full((1 << 20,), $r + 1.0, device='cuda')
+d.all_reduce(x); torch.cuda.synchronize()
+print('all_reduce', 'right' if bool((x == 3).all()) else 'WRONG', x[0].item())
+d.destroy_process_group()
+" > "$dest/$f.$r.txt" 2>&1
+    echo $? > "$dest/$f.$r.rc" &
+  done
+  wait
+  local tenths=$(( ($(date +%s%N) - t0) / 100000000 ))
+  echo "$((tenths / 10)).$((tenths % 10))" > "$dest/$f.wall"
+  for r in 0 1; do
+    if grep -q '^all_reduce' "$dest/$f.$r.txt"; then :; else
+      [ "$(cat "$dest/$f.$r.rc")" = 124 ] && echo "hung: killed after 45 s" >> "$dest/$f.$r.txt"
+    fi
+  done
+  noderow "$name" "$f" 2
+}
+pyroute=$(ls gpu-dist/pyroute2-*.whl 2>/dev/null | head -1)
+if [ "$n" -ge 2 ] && [ -n "$pyroute" ]; then
+  rm -rf /tmp/nf-pyroute2 && "$py" -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/nf-pyroute2')" "$pyroute"
+  export PYTHONPATH=/tmp/nf-pyroute2
+  if "$py" scripts/netns-pair.py up > "$dest/netns.txt" 2>&1; then
+    addr=10.231.9.1 flags=
+    ranks ns-default "2 nodes, NCCL's default rule (ib0 leads nowhere)" 2 "" a:0: b:1:
+    ranks ns-eth0 "2 nodes, NCCL_SOCKET_IFNAME=eth0 (the proposal)" 2 "NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET" a:0: b:1:
+    grep -h 'NET/Socket : Using' "$dest"/ns-eth0.*.txt | sort -u | cut -c1-160 > "$dest/ns-eth0.transport.txt"
+    flags=--run-nccl-anyway tmo=20 ranks ns-anyway "2 nodes, default rule, --run-nccl-anyway --timeout 20" 2 "" a:0: b:1:
+    ranks ns-nosuch "2 nodes, NCCL_SOCKET_IFNAME=nosuch0 on both" 2 "NCCL_SOCKET_IFNAME=nosuch0" a:0: b:1:
+    ranks ns-nosuch1 "2 nodes, NCCL_SOCKET_IFNAME=nosuch0 on rank 1" 2 "NCCL_SOCKET_IFNAME=eth0" a:0: b:1:NCCL_SOCKET_IFNAME=nosuch0
+    tmo=8 ranks ns-absent "world of 3, rank 2 never starts (--timeout 8)" 3 "NCCL_SOCKET_IFNAME=eth0" a:0: b:1:
+    torch_pair torch-default "torch all_reduce, NCCL's default rule"
+    torch_pair torch-eth0 "torch all_reduce, NCCL_SOCKET_IFNAME=eth0" NCCL_SOCKET_IFNAME=eth0
   else
-    row "2 nodes (namespaces)" "-" "skipped: the namespaces could not be made"
+    nodes+=("| 2 nodes: the namespaces could not be made ($(tail -1 "$dest/netns.txt")) | | |")
   fi
-  ip netns del nf-gpu-a 2>/dev/null; ip netns del nf-gpu-b 2>/dev/null
+  "$py" scripts/netns-pair.py down >> "$dest/netns.txt" 2>&1
 else
-  row "2 nodes (namespaces)" "-" "skipped: fewer than 2 GPUs, or no ip netns here"
+  nodes+=("| 2 nodes: skipped (fewer than 2 GPUs, or no pyroute2 wheel in gpu-dist/) | | |")
 fi
 echo
 for f in "$dest"/*.nodes.txt; do echo "== $f"; cat "$f"; done
-for f in ns1 ns2; do [ -f "$dest/$f.0.txt" ] && { echo "== $f rank 0"; grep -E '^\[rank 0\] (nodes|problem|  |hardware|OK|FAILED|note: timing)' "$dest/$f.0.txt" | cut -c1-220; }; done
-echo "| run | exit | rank 0's verdict |"
+[ -f "$dest/ns-eth0.transport.txt" ] && { echo "== NCCL's transport with the proposal"; cat "$dest/ns-eth0.transport.txt"; }
+if [ ${#results[@]} -gt 0 ]; then
+  echo "| run | exit | rank 0's verdict |"
+  echo "|---|---|---|"
+  printf '%s\n' "${results[@]}"
+  echo
+fi
+echo "| two nodes | exit of each rank | wall |"
 echo "|---|---|---|"
-printf '%s\n' "${results[@]}"
+printf '%s\n' "${nodes[@]}"

@@ -133,10 +133,10 @@ pub struct Args {
     /// Seed of the inputs (default: derived from NCCL's unique id; always printed)
     #[arg(long)]
     seed: Option<u64>,
-    /// Seconds each step may take: the rendezvous, communicator init, each checked call, each timed batch
+    /// Seconds each step may take: the rendezvous, communicator init, each checked call, each timed batch (at least 1)
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     timeout: f64,
-    /// Timed calls per size and collective (default: 20 up to 1 MiB, 10 up to 64 MiB, then 5)
+    /// Timed calls per size and collective, 1 to 100000 (default: 20 up to 1 MiB, 10 up to 64 MiB, then 5)
     #[arg(long)]
     iters: Option<usize>,
     /// This process's rank (default: RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMI_RANK)
@@ -211,6 +211,11 @@ fn options(a: &Args, lib: PathBuf, env: &LaunchEnv) -> Result<(Options, Option<M
     let ops = ops(&a.ops)?;
     let redops = redops(&or(&a.redops, "sum"))?;
     check_timeout(a.timeout)?;
+    if let Some(n) = a.iters.filter(|n| !(1..=MAX_ITERS).contains(n)) {
+        return Err(format!(
+            "--iters {n}: from 1 to {MAX_ITERS} timed calls per size and collective"
+        ));
+    }
     if let Some(g) = a.min_busbw.filter(|g| !(g.is_finite() && *g > 0.0)) {
         return Err(format!(
             "--min-busbw {g} is not a bandwidth: pass a positive number of GB/s"
@@ -296,11 +301,26 @@ fn redops(names: &[String]) -> Result<Vec<Redop>, String> {
         .collect())
 }
 
-/// `--timeout`: a positive number of seconds, at most the rendezvous's
-/// longest.
+/// The shortest `--timeout`: the processes need about that to meet, and
+/// NCCL longer to make its communicators.
+const MIN_TIMEOUT: f64 = 1.0;
+
+/// The most timed calls per size and collective (`--iters`): enough for
+/// the smallest size to be timed well; a batch longer than `--timeout` is
+/// stopped by the watchdog anyway.
+const MAX_ITERS: usize = 100_000;
+
+/// `--timeout`: a number of seconds from [`MIN_TIMEOUT`] to the
+/// rendezvous's longest.
 fn check_timeout(timeout: f64) -> Result<(), String> {
     if !(timeout > 0.0 && timeout.is_finite()) {
         return Err(format!("--timeout {timeout} is not a number of seconds"));
+    }
+    if timeout < MIN_TIMEOUT {
+        return Err(format!(
+            "--timeout {timeout}: at least {MIN_TIMEOUT:.0} second (the processes need about that to \
+             meet); pass a longer deadline"
+        ));
     }
     let max_timeout = rendezvous::MAX_TIMEOUT.as_secs_f64();
     if timeout > max_timeout {

@@ -457,6 +457,7 @@ fn every_flag_the_docs_use_is_in_help() {
         "--force-reinstall",
         "--git",
         "--gpus-per-task",
+        "--list-diagnostics",
         "--log-dir",
         "--map-by",
         "--master-addr",

@@ -543,6 +543,18 @@ fn usage_errors() {
         (vec!["--dtypes", "f128"], "is not a datatype"),
         (vec!["--timeout=-1"], "is not a number of seconds"),
         (vec!["--timeout", "0"], "is not a number of seconds"),
+        (
+            vec!["--timeout", "1e-9"],
+            "--timeout 0.000000001: at least 1 second",
+        ),
+        (
+            vec!["--iters", "0"],
+            "--iters 0: from 1 to 100000 timed calls per size and collective",
+        ),
+        (
+            vec!["--iters", "100001"],
+            "--iters 100001: from 1 to 100000 timed calls per size and collective",
+        ),
     ] {
         let mut a = vec!["--lib".to_string(), l.clone()];
         a.extend(args.iter().map(|s| s.to_string()));

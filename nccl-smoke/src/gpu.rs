@@ -125,6 +125,9 @@ impl Run<'_> {
         // SAFETY: closes the group opened above; blocks until init is done.
         let rc = self.dog.inside_nccl(|| unsafe { (self.nc.group_end)() });
         self.dog.disarm();
+        let Some(rc) = rc else {
+            return Err(self.stopped());
+        };
         if rc != nccl::SUCCESS {
             return Err(self.nccl_err("ncclGroupEnd (communicator init)", rc, None));
         }
@@ -206,6 +209,14 @@ impl Run<'_> {
         }
     }
 
+    /// The watchdog's failure, once it has fired.
+    fn stopped(&self) -> Failure {
+        match self.dog.failure() {
+            Some(f) => f,
+            None => Failure::Timeout("the watchdog stopped the run".into()),
+        }
+    }
+
     fn fired(&self) -> Result<(), Failure> {
         match self.dog.has_fired().then(|| self.dog.failure()).flatten() {
             Some(f) => Err(f),
@@ -261,7 +272,7 @@ impl Run<'_> {
         // One GPU and one NCCL call: no group, as nccl-tests calls it (a
         // group costs microseconds where NCCL's own call costs less).
         let grouped = self.gpus.len() > 1 || op.grouped(self.nc);
-        self.dog.inside_nccl(|| {
+        let done = self.dog.inside_nccl(|| {
             // SAFETY: group calls bracket the per-GPU enqueues.
             let rc = if grouped {
                 unsafe { (self.nc.group_start)() }
@@ -309,7 +320,11 @@ impl Run<'_> {
                 return Err(self.nccl_err(&format!("ncclGroupEnd ({})", op.name()), rc, None));
             }
             Ok(())
-        })
+        });
+        match done {
+            Some(r) => r,
+            None => Err(self.stopped()),
+        }
     }
 
     fn upload(&self, g: &Gpu, dst: CuDevicePtr, src: &[u8]) -> Result<(), Failure> {
@@ -454,7 +469,8 @@ impl Run<'_> {
         self.wait("making the inputs")?;
         let mut data_s = t_data.elapsed().as_secs_f64();
         // One deadline per step: the checked run, the warm-up, the timed batch.
-        let step = |f: &dyn Fn() -> Result<(), Failure>| self.within(&what, f);
+        let alone = self.gpus.len() >= nranks;
+        let step = |f: &dyn Fn() -> Result<(), Failure>| self.within(&what, alone, f);
         step(&|| {
             self.collective(op, d, first_rank, in_place)?;
             self.wait(&what)
@@ -495,11 +511,23 @@ impl Run<'_> {
 
     /// Runs `f` (collectives and the wait for them) within the timeout:
     /// past it, the watchdog aborts the communicators and says that `what`
-    /// did not finish.
-    fn within(&self, what: &str, f: &dyn Fn() -> Result<(), Failure>) -> Result<(), Failure> {
+    /// did not finish, and why it may not have: another rank, or (`alone`:
+    /// this process holds every rank) the work asked for.
+    fn within(
+        &self,
+        what: &str,
+        alone: bool,
+        f: &dyn Fn() -> Result<(), Failure>,
+    ) -> Result<(), Failure> {
+        let why = match alone {
+            true => {
+                "This process holds every rank, so no other rank held it up: raise --timeout, or ask for \
+                 less (--iters, --sizes)"
+            }
+            false => "A rank died or stalled: check the other ranks",
+        };
         let late = format!(
-            "{what} did not finish within {:.0} s; the communicators were aborted. A rank died or stalled: check \
-             the other ranks",
+            "{what} did not finish within {:.0} s; the communicators were aborted. {why}",
             self.timeout.as_secs_f64()
         );
         self.dog.arm(late, Instant::now() + self.timeout);
@@ -526,10 +554,15 @@ impl Run<'_> {
         for g in &self.gpus {
             self.upload(g, g.recv, &value.to_le_bytes())?;
         }
-        self.within("the all-reduce of the GPUs' compute capability", &|| {
-            self.collective(&AllReduce, &d, first_rank, true)?;
-            self.wait("the all-reduce of the compute capability")
-        })?;
+        let alone = self.gpus.len() >= nranks;
+        self.within(
+            "the all-reduce of the GPUs' compute capability",
+            alone,
+            &|| {
+                self.collective(&AllReduce, &d, first_rank, true)?;
+                self.wait("the all-reduce of the compute capability")
+            },
+        )?;
         let Some(g) = self.gpus.first() else {
             return Ok(value);
         };

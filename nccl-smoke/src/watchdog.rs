@@ -6,8 +6,17 @@
 //! calls return. Should NCCL still not give the run thread back, the
 //! process ends with the failure (exit status 1) a few seconds later: the
 //! deadline holds whatever NCCL does.
+//!
+//! Queuing stops before any abort. Once the watchdog fires, the run thread
+//! starts no NCCL call ([`Watchdog::inside_nccl`] refuses it), and a thread
+//! outside NCCL stops at its next look at the flag and aborts the
+//! communicators itself (`Run::abort_live`).
+//! The watchdog aborts only a thread held inside one NCCL call for
+//! [`HELD`], which NCCL allows beside a call in flight; never one that is
+//! between calls of a batch, where the next call would find a freed
+//! communicator ("corrupted comm object detected").
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,6 +29,10 @@ pub const GRACE: Duration = Duration::from_secs(10);
 
 /// How often the watchdog looks at NCCL's errors and the other ranks.
 const TICK: Duration = Duration::from_millis(20);
+
+/// How long the run thread must stay inside one NCCL call, once the
+/// watchdog has fired, before the watchdog aborts under it.
+pub const HELD: Duration = Duration::from_millis(200);
 
 #[derive(Default)]
 struct State {
@@ -42,6 +55,8 @@ pub struct Watchdog {
     fired: AtomicBool,
     /// The run thread is inside an NCCL call.
     in_nccl: AtomicBool,
+    /// The NCCL calls the run thread has entered.
+    calls: AtomicU64,
 }
 
 /// What the watchdog needs of NCCL (plain function pointers).
@@ -63,6 +78,7 @@ impl Watchdog {
             cv: Condvar::new(),
             fired: AtomicBool::new(false),
             in_nccl: AtomicBool::new(false),
+            calls: AtomicU64::new(0),
         });
         let d = dog.clone();
         std::thread::Builder::new()
@@ -98,17 +114,26 @@ impl Watchdog {
         s.poll_errors = poll_errors;
     }
 
-    /// Runs `f`, an NCCL call of the run thread, marked as inside NCCL.
-    pub fn inside_nccl<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.in_nccl.store(true, Ordering::Release);
+    /// Runs `f`, an NCCL call of the run thread, marked as inside NCCL;
+    /// `None`, without calling it, once the watchdog has fired: no call
+    /// starts on a communicator that may be aborted. (Sequentially
+    /// consistent with [`Watchdog::fire`]: either this sees the flag, or
+    /// the watchdog sees the call under way.)
+    pub fn inside_nccl<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.in_nccl.store(true, Ordering::SeqCst);
+        if self.fired.load(Ordering::SeqCst) {
+            self.in_nccl.store(false, Ordering::SeqCst);
+            return None;
+        }
         let r = f();
-        self.in_nccl.store(false, Ordering::Release);
-        r
+        self.in_nccl.store(false, Ordering::SeqCst);
+        Some(r)
     }
 
     /// Whether the watchdog stopped the run (cheap: one atomic load).
     pub fn has_fired(&self) -> bool {
-        self.fired.load(Ordering::Acquire)
+        self.fired.load(Ordering::SeqCst)
     }
 
     /// Why the watchdog stopped the run.
@@ -117,7 +142,7 @@ impl Watchdog {
     }
 
     /// The run is over: the communicators left (none if they were aborted)
-    /// are the caller's to destroy.
+    /// are the caller's to destroy, or to abort after a failure.
     pub fn stop(&self) -> Vec<NcclComm> {
         let mut s = self.lock();
         s.stop = true;
@@ -135,25 +160,36 @@ impl Watchdog {
                 return;
             }
             s.fired = Some(why.clone());
-            self.fired.store(true, Ordering::Release);
+            self.fired.store(true, Ordering::SeqCst);
         }
-        // A run thread outside NCCL (waiting on its streams) sees the flag
-        // at once and aborts the communicators itself, with no NCCL call in
-        // flight; one held inside NCCL needs the abort from here.
+        // Queuing stops first: the run thread starts no NCCL call now, and
+        // one outside NCCL (between the calls of a batch, waiting on its
+        // streams) stops at its next look and aborts the communicators
+        // itself. Only a thread held inside the same NCCL call for HELD
+        // needs the abort from here; one that never comes back gets it
+        // after GRACE.
         let asked = Instant::now();
+        let mut inside_since: Option<(u64, Instant)> = None;
         let mut s = self.lock();
-        while !s.stop
-            && !self.in_nccl.load(Ordering::Acquire)
-            && asked.elapsed() < Duration::from_millis(200)
-        {
+        loop {
+            if s.stop {
+                return;
+            }
+            let call = self.calls.load(Ordering::SeqCst);
+            inside_since = match (self.in_nccl.load(Ordering::SeqCst), inside_since) {
+                (true, Some((c, t))) if c == call => Some((c, t)),
+                (true, _) => Some((call, Instant::now())),
+                (false, _) => None,
+            };
+            let held = inside_since.is_some_and(|(_, t)| t.elapsed() >= HELD);
+            if held || asked.elapsed() >= GRACE {
+                break;
+            }
             s = self
                 .cv
                 .wait_timeout(s, Duration::from_millis(5))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
-        }
-        if s.stop {
-            return;
         }
         let comms = std::mem::take(&mut s.comms);
         drop(s);
@@ -260,5 +296,90 @@ impl Watchdog {
                 return self.fire(why, &fns);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// The aborts of each test, by the fake communicator's address.
+    static ABORTS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    /// Calls of each test that started after its abort.
+    static LATE: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+    unsafe extern "C" fn abort(c: NcclComm) -> nccl::NcclResult {
+        ABORTS[c as usize - 1].fetch_add(1, Ordering::SeqCst);
+        nccl::SUCCESS
+    }
+
+    unsafe extern "C" fn error_string(_: nccl::NcclResult) -> *const std::ffi::c_char {
+        c"error".as_ptr()
+    }
+
+    /// A watchdog over the fake communicator `which`.
+    fn dog_over(which: usize) -> Arc<Watchdog> {
+        let fns = NcclFns {
+            abort: Some(abort),
+            async_error: None,
+            error_string,
+        };
+        let dog = Watchdog::start(fns, None);
+        dog.set_comms(&[which as NcclComm], false);
+        dog
+    }
+
+    /// A batch of short calls outlives its deadline: the watchdog aborts
+    /// nothing while the calls are queued; the run thread stops queuing at
+    /// once (no call starts after the flag) and aborts them itself.
+    #[test]
+    fn a_batch_of_calls_stops_queuing_before_any_abort() {
+        let dog = dog_over(1);
+        dog.arm("late".into(), Instant::now());
+        let start = Instant::now();
+        let mut made = 0;
+        while start.elapsed() < Duration::from_secs(5) {
+            let r = dog.inside_nccl(|| {
+                if ABORTS[0].load(Ordering::SeqCst) > 0 {
+                    LATE[0].fetch_add(1, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            });
+            if r.is_none() {
+                break;
+            }
+            made += 1;
+        }
+        assert!(dog.has_fired(), "the deadline had passed");
+        assert!(made < 5000, "the run thread went on queuing");
+        // The run thread's own cleanup takes the communicators.
+        assert_eq!(dog.stop().len(), 1);
+        assert_eq!(ABORTS[0].load(Ordering::SeqCst), 0);
+        assert_eq!(LATE[0].load(Ordering::SeqCst), 0);
+        assert!(matches!(dog.failure(), Some(Failure::Timeout(m)) if m == "late"));
+    }
+
+    /// A run thread held inside one NCCL call is aborted by the watchdog,
+    /// after HELD, and starts no call after it.
+    #[test]
+    fn a_call_held_inside_nccl_is_aborted_under_it() {
+        let dog = dog_over(2);
+        let held = dog.inside_nccl(|| {
+            // Late from inside the call: the watchdog finds it under way.
+            dog.arm("late".into(), Instant::now());
+            let start = Instant::now();
+            while ABORTS[1].load(Ordering::SeqCst) == 0 && start.elapsed() < Duration::from_secs(5)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            start.elapsed()
+        });
+        let waited = held.expect("the call started before the deadline");
+        assert_eq!(ABORTS[1].load(Ordering::SeqCst), 1);
+        assert!(waited >= HELD - Duration::from_millis(50), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        assert!(dog.inside_nccl(|| ()).is_none());
+        assert_eq!(dog.stop().len(), 0);
     }
 }
