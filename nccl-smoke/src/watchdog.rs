@@ -168,29 +168,9 @@ impl Watchdog {
         // itself. Only a thread held inside the same NCCL call for HELD
         // needs the abort from here; one that never comes back gets it
         // after GRACE.
-        let asked = Instant::now();
-        let mut inside_since: Option<(u64, Instant)> = None;
-        let mut s = self.lock();
-        loop {
-            if s.stop {
-                return;
-            }
-            let call = self.calls.load(Ordering::SeqCst);
-            inside_since = match (self.in_nccl.load(Ordering::SeqCst), inside_since) {
-                (true, Some((c, t))) if c == call => Some((c, t)),
-                (true, _) => Some((call, Instant::now())),
-                (false, _) => None,
-            };
-            let held = inside_since.is_some_and(|(_, t)| t.elapsed() >= HELD);
-            if held || asked.elapsed() >= GRACE {
-                break;
-            }
-            s = self
-                .cv
-                .wait_timeout(s, Duration::from_millis(5))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        let Some(mut s) = self.held_inside() else {
+            return;
+        };
         let comms = std::mem::take(&mut s.comms);
         drop(s);
         if let Some(abort) = fns.abort {
@@ -230,6 +210,35 @@ impl Watchdog {
             s = self
                 .cv
                 .wait_timeout(s, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Waits, once fired, until the run thread is held inside one NCCL
+    /// call for [`HELD`], or [`GRACE`] has passed: the lock to abort
+    /// under. `None` when the run ended meanwhile (its thread aborts).
+    fn held_inside(&self) -> Option<std::sync::MutexGuard<'_, State>> {
+        let asked = Instant::now();
+        let mut inside_since: Option<(u64, Instant)> = None;
+        let mut s = self.lock();
+        loop {
+            if s.stop {
+                return None;
+            }
+            let call = self.calls.load(Ordering::SeqCst);
+            inside_since = match (self.in_nccl.load(Ordering::SeqCst), inside_since) {
+                (true, Some((c, t))) if c == call => Some((c, t)),
+                (true, _) => Some((call, Instant::now())),
+                (false, _) => None,
+            };
+            let held = inside_since.is_some_and(|(_, t)| t.elapsed() >= HELD);
+            if held || asked.elapsed() >= GRACE {
+                return Some(s);
+            }
+            s = self
+                .cv
+                .wait_timeout(s, Duration::from_millis(5))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
