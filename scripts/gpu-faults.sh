@@ -2,8 +2,13 @@
 # Faults on real NCCL, on the GPU machine: SIGINT during a sweep (exit 130,
 # no process or temp dir left); a rank that stalls mid-collective (SIGSTOP),
 # which must end rank 0 at its collective deadline with the communicators
-# aborted; and the rank killed mid-collective. Prints a table last.
+# aborted; and the rank killed mid-collective. And a timed batch that
+# outlives --timeout (one process, 1 and 2 GPUs, NCCL_DEBUG=WARN): the
+# run thread stops queuing before any abort, so NCCL never finds a freed
+# communicator ("corrupted comm object detected"); --iters out of bounds.
+# Prints a table last.
 #   scripts/gpu-faults.sh [path/to/nccl-find]
+#   FAULTS=batch scripts/gpu-faults.sh …   # only the timed-batch rows
 set -u
 bin=${1:-target/release/nccl-find}
 export NCCL_NVLS_ENABLE=0
@@ -12,6 +17,25 @@ rows=()
 row() { rows+=("$(printf '| %-40s | %-8s | %-18s | %s |' "$1" "$2" "$3" "$4")"); }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
+
+# A timed batch of 100000 calls of 1 GiB outlives --timeout 5.
+all=$(seq -s, 0 $(( $(nvidia-smi -L | wc -l) - 1 )))
+for gpus in $(echo 0 "$all" | tr ' ' '\n' | sort -u); do
+  s=$(now)
+  NCCL_DEBUG=WARN "$bin" smoke --gpus $gpus --sizes 1G --iters 100000 --timeout 5 >"$out/batch.$gpus.txt" 2>&1; rc=$?; e=$(now)
+  row "1 GiB x 100000 past --timeout 5, GPUs $gpus" "$rc" "$(secs $s $e) s" \
+    "corrupted: $(grep -c 'corrupted comm' "$out/batch.$gpus.txt"); $(tail -1 "$out/batch.$gpus.txt" | cut -c1-200)"
+done
+for n in 0 100001; do
+  "$bin" smoke --iters $n >"$out/iters.$n.txt" 2>&1; rc=$?
+  row "--iters $n" "$rc" "-" "$(tail -1 "$out/iters.$n.txt" | cut -c1-120)"
+done
+if [ "${FAULTS:-}" = batch ]; then
+  echo "| fault | exit | time | the last line |"
+  echo "|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  exit 0
+fi
 
 # SIGINT during a long single-process sweep.
 "$bin" smoke --sizes 1G --iters 400 --timeout 60 >"$out/int.txt" 2>&1 & p=$!

@@ -72,7 +72,9 @@ run floor2 "torchrun x$n --min-busbw 100000" "$torchrun" --no-python --standalon
 fi
 # Two emulated nodes: network and UTS namespaces (scripts/netns-pair.py,
 # with the pure-Python pyroute2 from a wheel in gpu-dist/, since the image
-# has no `ip`), one GPU each, NCCL over its sockets between them. Each has
+# has no `ip`), one GPU each (rank r takes GPU r mod the GPUs there are: on
+# a one-GPU machine both nodes share it, which NCCL allows across hosts),
+# NCCL over its sockets between them. Each has
 # an ib0 that NCCL's default rule takes first and that leads nowhere, and
 # an eth0 that joins them. Every rank's exit status and last line, and the
 # wall time of the slowest, per run.
@@ -98,7 +100,7 @@ ranks() {
     (
       if [ "$h" = host ]; then pre=(); else pre=(nsenter --net=/run/netns/nf-$h unshare --uts sh -c 'hostname "$0" && exec "$@"' "node-$h"); fi
       # shellcheck disable=SC2086
-      env CUDA_VISIBLE_DEVICES=$r $common $extra timeout 120 "${pre[@]}" "$bin" smoke ${lib:+--lib "$lib"} \
+      env CUDA_VISIBLE_DEVICES=$((r % n)) $common $extra timeout 120 "${pre[@]}" "$bin" smoke ${lib:+--lib "$lib"} \
         --rank "$r" --world-size "$world" --init "tcp://$addr:29555" --token gpu-nodes --timeout "${tmo:-30}" $flags \
         > "$dest/$f.$r.txt" 2>&1
       echo $? > "$dest/$f.$r.rc"
@@ -109,14 +111,18 @@ ranks() {
   echo "$((tenths / 10)).$((tenths % 10))" > "$dest/$f.wall"
   noderow "$name" "$f" "$world"
 }
-# torch's own all_reduce between the two nodes, as NCCL does it.
+# torch's own all_reduce between the two nodes, as NCCL does it. Each node
+# has an /etc/hosts that names both: torch's store looks up every client it
+# accepts, and a namespace with no name server would stall it there.
+printf '127.0.0.1 localhost\n10.231.9.1 node-a\n10.231.9.2 node-b\n' > /tmp/nf-hosts
 torch_pair() { # file, name, env...
   local f=$1 name=$2; shift 2
   local t0 r h
   t0=$(date +%s%N)
   for r in 0 1; do
     h=$([ $r = 0 ] && echo a || echo b)
-    env CUDA_VISIBLE_DEVICES=$r "$@" timeout 45 nsenter --net=/run/netns/nf-$h unshare --uts sh -c 'hostname "$0" && exec "$@"' "node-$h" \
+    (env CUDA_VISIBLE_DEVICES=$((r % n)) "$@" timeout 45 nsenter --net=/run/netns/nf-$h unshare --uts --mount \
+      sh -c 'mount --bind /tmp/nf-hosts /etc/hosts && hostname "$0" && exec "$@"' "node-$h" \
       "$py" -c "
 import torch, torch.distributed as d
 d.init_process_group('nccl', init_method='tcp://10.231.9.1:29600', rank=$r, world_size=2)
@@ -125,7 +131,7 @@ d.all_reduce(x); torch.cuda.synchronize()
 print('all_reduce', 'right' if bool((x == 3).all()) else 'WRONG', x[0].item())
 d.destroy_process_group()
 " > "$dest/$f.$r.txt" 2>&1
-    echo $? > "$dest/$f.$r.rc" &
+    echo $? > "$dest/$f.$r.rc") &
   done
   wait
   local tenths=$(( ($(date +%s%N) - t0) / 100000000 ))
@@ -138,11 +144,13 @@ d.destroy_process_group()
   noderow "$name" "$f" 2
 }
 pyroute=$(ls gpu-dist/pyroute2-*.whl 2>/dev/null | head -1)
-if [ "$n" -ge 2 ] && [ -n "$pyroute" ]; then
+if [ "$n" -ge 1 ] && [ -n "$pyroute" ]; then
   rm -rf /tmp/nf-pyroute2 && "$py" -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/nf-pyroute2')" "$pyroute"
   export PYTHONPATH=/tmp/nf-pyroute2
   if "$py" scripts/netns-pair.py up > "$dest/netns.txt" 2>&1; then
     addr=10.231.9.1 flags=
+    # ONLY=torch: torch's two runs alone.
+    if [ "${ONLY:-}" != torch ]; then
     ranks ns-default "2 nodes, NCCL's default rule (ib0 leads nowhere)" 2 "" a:0: b:1:
     ranks ns-eth0 "2 nodes, NCCL_SOCKET_IFNAME=eth0 (the proposal)" 2 "NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET" a:0: b:1:
     grep -h 'NET/Socket : Using' "$dest"/ns-eth0.*.txt | sort -u | cut -c1-160 > "$dest/ns-eth0.transport.txt"
@@ -150,6 +158,7 @@ if [ "$n" -ge 2 ] && [ -n "$pyroute" ]; then
     ranks ns-nosuch "2 nodes, NCCL_SOCKET_IFNAME=nosuch0 on both" 2 "NCCL_SOCKET_IFNAME=nosuch0" a:0: b:1:
     ranks ns-nosuch1 "2 nodes, NCCL_SOCKET_IFNAME=nosuch0 on rank 1" 2 "NCCL_SOCKET_IFNAME=eth0" a:0: b:1:NCCL_SOCKET_IFNAME=nosuch0
     tmo=8 ranks ns-absent "world of 3, rank 2 never starts (--timeout 8)" 3 "NCCL_SOCKET_IFNAME=eth0" a:0: b:1:
+    fi
     torch_pair torch-default "torch all_reduce, NCCL's default rule"
     torch_pair torch-eth0 "torch all_reduce, NCCL_SOCKET_IFNAME=eth0" NCCL_SOCKET_IFNAME=eth0
   else
@@ -157,7 +166,7 @@ if [ "$n" -ge 2 ] && [ -n "$pyroute" ]; then
   fi
   "$py" scripts/netns-pair.py down >> "$dest/netns.txt" 2>&1
 else
-  nodes+=("| 2 nodes: skipped (fewer than 2 GPUs, or no pyroute2 wheel in gpu-dist/) | | |")
+  nodes+=("| 2 nodes: skipped (no GPU, or no pyroute2 wheel in gpu-dist/) | | |")
 fi
 echo
 for f in "$dest"/*.nodes.txt; do echo "== $f"; cat "$f"; done

@@ -435,6 +435,12 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         }
         events.push(e);
     });
+    // NCCL logs through C's stdio, which holds its lines back when stdout
+    // is a file (NCCL_DEBUG=INFO > log): out with them now, so that the
+    // verdict stays the last line.
+    // SAFETY: fflush(NULL) flushes every C output stream; no stream is
+    // closed, and NCCL's communicators are gone.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
     let wall = started.elapsed().as_secs_f64();
     let (code, verdict, top, floor) = ending(a, &result, wall, gathered(&events), cause(&events));
     let judged = judge(&result, top, &capture);

@@ -276,7 +276,9 @@ fn exit_codes() {
     assert_eq!((c, out.as_str()), (1, ""));
     assert_eq!(
         err,
-        "nccl-find: NCCL was found, but no install satisfies the requirement >=2.29.0.\n"
+        "nccl-find: pip install -U 'nvidia-nccl-cu13>=2.29.2', or point NCCL_HOME at an install of \
+         NCCL 2.29.2 or newer: no install here satisfies the requirement >=2.29.0 (the newest here is \
+         NCCL 2.28.3).\n"
     );
     assert_eq!(code("dpkg", &["--json", "--env"], &[]), 2);
     assert_eq!(code("dpkg", &["--bogus"], &[]), 2);
@@ -549,7 +551,8 @@ fn area(text: &str, name: &str) -> String {
 }
 
 /// `doctor` (`--json` too where asked) on the real NCCL at `nccl`, with
-/// `env` as the facts file's environment and `home` as `HOME`.
+/// `env` as its own environment (a facts file's variables never reach the
+/// child that asks NCCL) and `home` as `HOME`.
 fn doctor_on(
     nccl: &Path,
     env: serde_json::Value,
@@ -561,13 +564,16 @@ fn doctor_on(
     let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let file = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("facts-env-{}-{n}.json", std::process::id()));
-    std::fs::write(&file, serde_json::json!({ "env": env }).to_string()).unwrap();
+    std::fs::write(&file, "{}").unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
     cmd.args(["doctor", "--host-facts"])
         .arg(&file)
         .args(json.then_some("--json"))
         .env_clear()
         .env("NCCL_HOME", nccl);
+    for (k, v) in env.as_object().expect("variables") {
+        cmd.env(k, v.as_str().expect("a string"));
+    }
     if let Some(h) = home {
         cmd.env("HOME", h);
     }

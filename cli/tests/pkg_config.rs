@@ -189,14 +189,19 @@ fn version_comparisons_as_pkg_config_reads_them() {
     assert_eq!((code, out.as_str()), (1, ""));
     assert!(
         err.starts_with("nccl-find: NCCL_HOME=")
-            && err.ends_with("does not satisfy the requirement >=2.22.0.\n")
+            && err.ends_with(
+                "does not satisfy the requirement >=2.22.0: it needs NCCL 2.22.3 or newer.\n"
+            )
             && err.lines().count() == 1,
         "{err}"
     );
     let (code, out, err) = tarball(&["--cflags", "nccl >= 2.22"]);
     assert_eq!((code, out.as_str()), (1, ""));
     assert!(
-        err.ends_with("does not satisfy the requirement >=2.22.0.\nRun `nccl-find --print` to see where it looked and what to do.\n"),
+        err.ends_with(
+            "does not satisfy the requirement >=2.22.0: it needs NCCL 2.22.3 or newer.\nRun \
+             `nccl-find --print` to see where it looked and what to do.\n"
+        ),
         "{err}"
     );
     let (code, _, err) = tarball(&["--short-errors", "--cflags", "nccl >= 2.22"]);
