@@ -103,9 +103,44 @@ fn texts(n: &Nccl) -> Result<(String, String), String> {
 /// Writes `text` to `path`, replacing what is there only by a rename: a new
 /// file is created beside it (`O_EXCL`, `O_NOFOLLOW`), so that no link
 /// planted there is followed.
+/// A name no one can guess in advance: 16 hex digits from the kernel's
+/// random source (a name another user planted beforehand cannot block the
+/// write, and `O_EXCL` refuses one planted since).
+fn unguessable() -> Result<String, String> {
+    let mut bytes = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// `DIR` takes CMake code, which `find_package` runs: it must not be a
+/// link, and no other user may own or write it or a directory above it
+/// (nor may it lie below `/tmp`), as for the cache.
+fn check_dir(dir: &Path) -> Result<(), String> {
+    let why = match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => Some(format!(
+            "{} is a symbolic link, which another user may have planted",
+            nccl_find::internal::escape_os(dir.as_os_str())
+        )),
+        _ => {
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let uid = unsafe { libc::geteuid() };
+            nccl_find::internal::safe_ancestors(dir, uid).err()
+        }
+    };
+    match why {
+        Some(why) => Err(format!(
+            "{why}: find_package runs the CMake code written there, so no other user may change it. \
+             Choose a directory of your own (./build/nccl, say)"
+        )),
+        None => Ok(()),
+    }
+}
+
 fn put(path: &Path, text: &str) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension(format!("cmake.{}.tmp", std::process::id()));
+    let tmp = path.with_extension(format!("cmake.{}.tmp", unguessable()?));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -127,7 +162,9 @@ fn put(path: &Path, text: &str) -> Result<(), String> {
 /// Writes the package into `dir` (made if need be); the two files written.
 pub fn write(n: &Nccl, dir: &Path) -> Result<Vec<PathBuf>, String> {
     let (config, version) = texts(n)?;
+    check_dir(dir)?;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    check_dir(dir)?;
     let mut out = Vec::new();
     for (name, text) in [
         ("NCCLConfig.cmake", config),

@@ -509,13 +509,16 @@ impl Names {
             Names {
             version: format!("{a}.{b}.{c}"),
             names,
-            params: match inputs.env_from_file {
-                true => params::Asked::Withheld(
+            params: match (inputs.env_from_file, inputs.unread.first()) {
+                (true, _) => params::Asked::Withheld(
                     "the variables come from a facts file, and nothing from a facts file reaches a \
                      process that loads code"
                         .into(),
                 ),
-                false => params::ask(&j.library, &inputs.environment()),
+                (false, Some(file)) => params::Asked::Withheld(format!(
+                    "NCCL's configuration file {file}, and NCCL would wait on it or fail"
+                )),
+                (false, None) => params::ask(&j.library, &inputs.environment()),
             },
         }
         })
@@ -669,12 +672,23 @@ fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
         library_values(f, inputs, n, any);
     }
     for u in &inputs.unread {
-        f.add(
-            Area::Variables,
-            Level::Note,
-            format!("NCCL's configuration file {u}: NCCL reads nothing from it"),
-            None,
-        );
+        // A FIFO holds NCCL at start until someone writes to it, and a
+        // device such as /dev/zero never ends a line: NCCL hangs there.
+        if u.contains("not a regular file") {
+            f.add(
+                Area::Variables,
+                Level::Problem,
+                format!("NCCL's configuration file {u}: NCCL would hang reading it when it starts"),
+                Some("remove it, or point NCCL_CONF_FILE at a regular file".into()),
+            );
+        } else {
+            f.add(
+                Area::Variables,
+                Level::Note,
+                format!("NCCL's configuration file {u}: NCCL reads nothing from it"),
+                None,
+            );
+        }
     }
     if !any {
         f.add(
@@ -798,6 +812,10 @@ struct Inputs {
     /// about another machine, which never reaches a process that loads
     /// code (the child that asks NCCL does not run).
     env_from_file: bool,
+    /// The variables and the root the settings were read from, to read
+    /// them again by the rules of the NCCL judged ([`Inputs::for_nccl`]).
+    vars: Vec<(String, String)>,
+    root: PathBuf,
 }
 
 impl Inputs {
@@ -807,15 +825,25 @@ impl Inputs {
     }
 
     /// The settings in force from the environment `env` and NCCL's
-    /// configuration files, read under `root` (`~` is `HOME`).
+    /// configuration files, read under `root` by the newest NCCL's rules.
     fn with_env(facts: Facts, env: &[(String, String)], root: &Path) -> Inputs {
-        let (settings, unread) = crate::settings::read(env, root);
+        let (settings, unread) = crate::settings::read(env, root, None);
         Inputs {
             facts,
             settings,
             unread,
             env_from_file: false,
+            vars: env.to_vec(),
+            root: root.to_path_buf(),
         }
+    }
+
+    /// The settings again, as NCCL `version` finds its configuration
+    /// files (`NCCL_CONF_FILE` from 2.23, `~` from `HOME` from 2.30.3).
+    fn for_nccl(&mut self, version: Option<(u32, u32, u32)>) {
+        let (settings, unread) = crate::settings::read(&self.vars, &self.root, version);
+        self.settings = settings;
+        self.unread = unread;
     }
 
     /// The settings as `NAME`, `value` pairs, as the checks read them.
@@ -1237,6 +1265,8 @@ pub fn run(
     };
     let result = config.probe();
     let judged = Judged::of(&result, py.as_ref());
+    let mut inputs = inputs;
+    inputs.for_nccl(judged.as_ref().map(|j| j.version));
     let names = judged.as_ref().and_then(|j| Names::of(j, &inputs));
     let f = findings(
         &inputs,

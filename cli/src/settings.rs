@@ -1,11 +1,14 @@
 //! The `NCCL_*` settings in force, as NCCL reads them (`initEnv` in its
 //! `src/misc/param.cc`): the environment, then `NCCL_CONF_FILE` (else
-//! `~/.nccl.conf`), then `/etc/nccl.conf`. A file's line is `NAME=value`
+//! `~/.nccl.conf`), then `/etc/nccl.conf`, by the rules of the NCCL that
+//! runs ([`ConfRules`]: before 2.23 there is no `NCCL_CONF_FILE`, and before
+//! 2.30.3 `~` is the user database's home, not `HOME`). A file's line is `NAME=value`
 //! (everything before the first `=` is the name, as it is; a line without
 //! `=`, or starting with `#`, sets nothing), and NCCL sets each name only
 //! where it is not set yet: the environment wins, then the first file.
 //! nccl-find's own variables (`NCCL_HOME`, `NCCL_FIND_*`) are no settings.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// nccl-find's own variables (which install to link), which NCCL does not
@@ -66,18 +69,73 @@ pub fn process_env() -> Vec<(String, String)> {
         .collect()
 }
 
-/// [`in_force`] with this process's `HOME` as `~`.
-pub fn read(env: &[(String, String)], root: &Path) -> (Vec<Setting>, Vec<String>) {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    in_force(env, home.as_deref(), root)
+/// How a release of NCCL finds its configuration files, read from
+/// `src/misc/param.cc` at each release tag: `NCCL_CONF_FILE` came in 2.23
+/// (2.22.3 has none; 2.23.4 has it), and `userHomeDir()` took the user
+/// database's home (`getpwuid(getuid())->pw_dir`) up to 2.29.7 and `HOME`
+/// from 2.30.3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfRules {
+    /// `NCCL_CONF_FILE` replaces `~/.nccl.conf`.
+    pub conf_file_var: bool,
+    /// `~` is `HOME` (else the user database's home directory).
+    pub home_from_env: bool,
 }
 
-/// The files NCCL reads, in its order: `NCCL_CONF_FILE` (from `env`), else
-/// `$HOME/.nccl.conf`; then `/etc/nccl.conf`. Paths are taken under `root`
-/// (`/` but for tests and sysroots), and shown as NCCL names them.
-pub fn files(env: &[(String, String)], home: Option<&Path>) -> Vec<PathBuf> {
+impl ConfRules {
+    /// The rules of NCCL `version`; the newest where it is not known.
+    pub fn of(version: Option<(u32, u32, u32)>) -> ConfRules {
+        let v = version.unwrap_or((u32::MAX, 0, 0));
+        ConfRules {
+            conf_file_var: v >= (2, 23, 0),
+            home_from_env: v >= (2, 30, 3),
+        }
+    }
+}
+
+/// This user's home directory in the user database, as NCCL before 2.30.3
+/// takes it.
+fn database_home() -> Option<PathBuf> {
+    // SAFETY: getuid cannot fail; getpwuid returns a pointer to static
+    // storage or null, read at once on this thread (nothing else here
+    // calls getpw*); pw_dir is a NUL-terminated string when not null.
+    unsafe {
+        let pw = libc::getpwuid(libc::getuid());
+        if pw.is_null() || (*pw).pw_dir.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr((*pw).pw_dir);
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes())))
+    }
+}
+
+/// [`in_force`] as NCCL `version` reads its files here: `~` is this
+/// process's `HOME` or its user's home in the user database, by that
+/// version's rules.
+pub fn read(
+    env: &[(String, String)],
+    root: &Path,
+    version: Option<(u32, u32, u32)>,
+) -> (Vec<Setting>, Vec<String>) {
+    let rules = ConfRules::of(version);
+    let home = match rules.home_from_env {
+        true => std::env::var_os("HOME").map(PathBuf::from),
+        false => database_home(),
+    };
+    in_force(env, home.as_deref(), root, rules)
+}
+
+/// The files NCCL reads, in its order: `NCCL_CONF_FILE` (from `env`, where
+/// the rules have it), else `~/.nccl.conf` (`home`); then `/etc/nccl.conf`.
+/// Paths are taken under `root` (`/` but for tests and sysroots), and shown
+/// as NCCL names them.
+pub fn files(env: &[(String, String)], home: Option<&Path>, rules: ConfRules) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    match env.iter().find(|(k, _)| k == "NCCL_CONF_FILE") {
+    let named = match rules.conf_file_var {
+        true => env.iter().find(|(k, _)| k == "NCCL_CONF_FILE"),
+        false => None,
+    };
+    match named {
         Some((_, f)) if !f.is_empty() => out.push(PathBuf::from(f)),
         _ => {
             if let Some(h) = home {
@@ -96,6 +154,7 @@ pub fn in_force(
     env: &[(String, String)],
     home: Option<&Path>,
     root: &Path,
+    rules: ConfRules,
 ) -> (Vec<Setting>, Vec<String>) {
     let mut out: Vec<Setting> = env
         .iter()
@@ -107,7 +166,7 @@ pub fn in_force(
         })
         .collect();
     let mut unread = Vec::new();
-    for file in files(env, home) {
+    for file in files(env, home, rules) {
         let real = root.join(file.strip_prefix("/").unwrap_or(&file));
         let data = match nccl_find::internal::read_bounded(&real, MAX_FILE) {
             Ok(d) => d,
@@ -181,7 +240,8 @@ mod tests {
         .unwrap();
         std::fs::write(root.join("home/u/.nccl.conf"), "NCCL_IB_HCA=mlx5_1\n").unwrap();
         let env = vec![("NCCL_DEBUG".to_string(), "INFO".to_string())];
-        let (got, unread) = in_force(&env, Some(Path::new("/home/u")), &root);
+        let newest = ConfRules::of(None);
+        let (got, unread) = in_force(&env, Some(Path::new("/home/u")), &root, newest);
         let show: Vec<String> = got
             .iter()
             .map(|s| format!("{}={} ({})", s.name, s.value, s.source))
@@ -198,15 +258,36 @@ mod tests {
         // NCCL_CONF_FILE replaces ~/.nccl.conf; /etc/nccl.conf still counts.
         std::fs::write(root.join("etc/mine.conf"), "NCCL_IB_HCA=mlx5_2\n").unwrap();
         let env = vec![("NCCL_CONF_FILE".to_string(), "/etc/mine.conf".to_string())];
-        let (got, _) = in_force(&env, Some(Path::new("/home/u")), &root);
+        let (got, _) = in_force(&env, Some(Path::new("/home/u")), &root, newest);
         let hca = got.iter().find(|s| s.name == "NCCL_IB_HCA").unwrap();
         assert_eq!(hca.value, "mlx5_2");
+        // NCCL 2.22.3 has no NCCL_CONF_FILE: ~/.nccl.conf still counts.
+        let old = ConfRules::of(Some((2, 22, 3)));
+        let (got, _) = in_force(&env, Some(Path::new("/home/u")), &root, old);
+        let hca = got.iter().find(|s| s.name == "NCCL_IB_HCA").unwrap();
+        assert_eq!(hca.value, "mlx5_1");
         // A directory where the file should be is said, not read.
         std::fs::remove_file(root.join("home/u/.nccl.conf")).unwrap();
         std::fs::create_dir(root.join("home/u/.nccl.conf")).unwrap();
-        let (_, unread) = in_force(&[], Some(Path::new("/home/u")), &root);
+        let (_, unread) = in_force(&[], Some(Path::new("/home/u")), &root, newest);
         assert_eq!(unread.len(), 1, "{unread:?}");
         assert!(unread[0].starts_with("/home/u/.nccl.conf: "), "{unread:?}");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// The rules by release, as read from NCCL's `param.cc` at each tag.
+    #[test]
+    fn each_release_finds_its_files_by_its_own_rules() {
+        let rules = |v| {
+            let r = ConfRules::of(Some(v));
+            (r.conf_file_var, r.home_from_env)
+        };
+        assert_eq!(rules((2, 21, 5)), (false, false));
+        assert_eq!(rules((2, 22, 3)), (false, false));
+        assert_eq!(rules((2, 23, 4)), (true, false));
+        assert_eq!(rules((2, 29, 7)), (true, false));
+        assert_eq!(rules((2, 30, 3)), (true, true));
+        assert_eq!(rules((2, 32, 3)), (true, true));
+        assert_eq!(ConfRules::of(None), ConfRules::of(Some((2, 32, 3))));
     }
 }

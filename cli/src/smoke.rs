@@ -639,7 +639,12 @@ fn settings_line(settings: &[crate::settings::Setting]) -> Option<String> {
 /// The `NCCL_*` settings NCCL will run with here: this process's
 /// environment, then NCCL's configuration files.
 fn settings_in_force() -> Vec<crate::settings::Setting> {
-    crate::settings::read(&crate::settings::process_env(), std::path::Path::new("/")).0
+    crate::settings::read(
+        &crate::settings::process_env(),
+        std::path::Path::new("/"),
+        None,
+    )
+    .0
 }
 
 /// The exit status and the verdict, with `--min-busbw`'s figure and why it

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -188,5 +189,235 @@ fn a_plugin_named_by_path_or_file_name_is_found() {
         assert!(report.contains(&line), "no {line:?} in:\n{report}");
     }
     assert!(!report.contains("not on the loader's path"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--cmake-config DIR` for the tarball fixture: exit status, stdout, stderr.
+fn cmake_config(dir: &Path) -> (i32, String, String) {
+    let tarball = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/trees/tarball/opt/nccl_2.21.5-1+cuda12.4_x86_64");
+    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .arg("--cmake-config")
+        .arg(dir)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("NCCL_HOME", &tarball)
+        .output()
+        .unwrap();
+    common::text(&out)
+}
+
+/// `--cmake-config` writes CMake code that `find_package` runs: a link
+/// planted at DIR is not followed (the file it leads to is untouched), a
+/// DIR another user owns or can write is refused, naming why; a good DIR
+/// gets exactly the two files, each said, and no temporary file is left.
+#[test]
+fn cmake_config_writes_only_into_a_directory_of_the_users() {
+    let base = scratch("cmake");
+    std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let victim = base.join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("NCCLConfig.cmake"), "# the victim's\n").unwrap();
+    let link = base.join("planted");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let (code, out, err) = cmake_config(&link);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "nccl-find: --cmake-config: {} is a symbolic link, which another user may have planted: \
+             find_package runs the CMake code written there, so no other user may change it. Choose a \
+             directory of your own (./build/nccl, say)\n",
+            link.display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.join("NCCLConfig.cmake")).unwrap(),
+        "# the victim's\n"
+    );
+    let open = base.join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let (code, _, err) = cmake_config(&open.join("pkg"));
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with(&format!(
+            "nccl-find: --cmake-config: {} has mode 777: others can write in it: find_package runs",
+            open.display()
+        )),
+        "{err}"
+    );
+    assert!(!open.join("pkg").exists());
+    if std::fs::metadata("/proc/self").unwrap().uid() == 0 {
+        let theirs = base.join("theirs");
+        std::fs::create_dir_all(&theirs).unwrap();
+        assert!(Command::new("chown")
+            .args(["65534"])
+            .arg(&theirs)
+            .status()
+            .unwrap()
+            .success());
+        let (code, _, err) = cmake_config(&theirs);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains(&format!(
+                "{} belongs to user 65534, not to you (user 0) or root",
+                theirs.display()
+            )),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0);
+    }
+    let good = base.join("good");
+    let (code, out, err) = cmake_config(&good);
+    assert_eq!(code, 0, "{err}");
+    let wrote: Vec<&str> = out.lines().filter(|l| l.starts_with("wrote ")).collect();
+    assert_eq!(
+        wrote,
+        [
+            format!("wrote {}", good.join("NCCLConfig.cmake").display()),
+            format!("wrote {}", good.join("NCCLConfigVersion.cmake").display()),
+        ]
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&good)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["NCCLConfig.cmake", "NCCLConfigVersion.cmake"]);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// `doctor` with only `vars` and `NCCL_HOME` as its environment, judged
+/// with the healthy host's facts: (exit status, the JSON report).
+fn doctor_json(nccl: &Path, vars: &[(&str, &Path)]) -> (i32, Value) {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/facts-healthy.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .args(["doctor", "--json", "--host-facts"])
+        .arg(&golden)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("NCCL_HOME", nccl)
+        .envs(vars.iter().map(|(k, v)| (*k, v.as_os_str())))
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap_or(-1), json)
+}
+
+/// The variables doctor says are in force, as `NAME=value (source)`.
+fn in_force(json: &Value) -> Vec<String> {
+    json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["area"] == "NCCL variables")
+        .map(|f| f["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// NCCL 2.21.5 has no `NCCL_CONF_FILE` and takes `~` from the user
+/// database, not `HOME`: a setting in either is not in force there, and
+/// doctor does not say it is. NCCL 2.32.3 reads both, as its own answer
+/// (the Parameter API) shows.
+#[test]
+fn configuration_files_are_read_by_the_rules_of_the_nccl_that_runs() {
+    let Some(w) = common::wheels() else { return };
+    let dir = scratch("conf");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join(".nccl.conf"),
+        "NCCL_SOCKET_IFNAME=nosuchif0\nNCCL_SET_THREAD_NAME=1\n",
+    )
+    .unwrap();
+    let named = dir.join("named.conf");
+    std::fs::write(&named, "NCCL_IB_HCA=mlx5_9\n").unwrap();
+    let old = w.join("nvidia_nccl_cu12-2.21.5/nvidia/nccl");
+    let (_, json) = doctor_json(&old, &[("HOME", &home)]);
+    let said = in_force(&json);
+    assert!(
+        !said.iter().any(|t| t.contains("nosuchif0")),
+        "2.21.5 reads ~/.nccl.conf from the user database's home, not HOME: {said:#?}"
+    );
+    let (_, json) = doctor_json(&old, &[("NCCL_CONF_FILE", &named)]);
+    let said = in_force(&json);
+    assert!(
+        !said.iter().any(|t| t.contains("mlx5_9")),
+        "2.21.5 has no NCCL_CONF_FILE: {said:#?}"
+    );
+    // The newest reads HOME's file, and the file NCCL_CONF_FILE names.
+    let new = newest_wheel(&w);
+    let (_, json) = doctor_json(&new, &[("HOME", &home)]);
+    let line = format!(
+        "NCCL_SOCKET_IFNAME=nosuchif0 from {}/.nccl.conf",
+        home.display()
+    );
+    assert!(
+        in_force(&json).iter().any(|t| t.starts_with(&line)),
+        "{:#?}",
+        in_force(&json)
+    );
+    // NCCL itself read that file (NCCL_SOCKET_IFNAME is no listed
+    // parameter; NCCL_SET_THREAD_NAME is).
+    let params = json["nccl_parameters"]["parameters"].as_array().unwrap();
+    let named_thread = params
+        .iter()
+        .find(|p| p["name"] == "NCCL_SET_THREAD_NAME")
+        .unwrap();
+    assert_eq!(named_thread["value"], "TRUE", "{named_thread}");
+    let (_, json) = doctor_json(&new, &[("NCCL_CONF_FILE", &named)]);
+    let line = format!("NCCL_IB_HCA=mlx5_9 from {}", named.display());
+    assert!(
+        in_force(&json).iter().any(|t| t.starts_with(&line)),
+        "{:#?}",
+        in_force(&json)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A FIFO (or /dev/zero) as `NCCL_CONF_FILE` would hang NCCL at start: doctor
+/// says so at once, as a problem, and loads no NCCL that would hang on it
+/// (before: 30 s, then "loading it took longer than 30 s").
+#[test]
+fn a_configuration_file_that_is_no_regular_file_is_skipped_at_once() {
+    let Some(w) = common::wheels() else { return };
+    let dir = scratch("fifo");
+    let fifo = dir.join("conf.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for (file, kind) in [
+        (fifo.as_path(), "a FIFO (named pipe)"),
+        (Path::new("/dev/zero"), "a character device"),
+    ] {
+        let started = std::time::Instant::now();
+        let (code, json) = doctor_json(&newest_wheel(&w), &[("NCCL_CONF_FILE", file)]);
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+        assert_eq!(code, 1);
+        let problem = json["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["level"] == "problem")
+            .expect("a problem");
+        assert_eq!(
+            problem["text"],
+            format!(
+                "NCCL's configuration file {}: it is {kind}, not a regular file: NCCL would hang \
+                 reading it when it starts",
+                file.display()
+            )
+        );
+        assert_eq!(
+            problem["fix"],
+            "remove it, or point NCCL_CONF_FILE at a regular file"
+        );
+        assert_eq!(json["nccl_parameters"]["asked"], false);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
