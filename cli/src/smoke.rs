@@ -406,6 +406,14 @@ fn prepared(
     Ok((opts, meeting))
 }
 
+/// NCCL logs through C's stdio, which holds its lines back when stdout is
+/// a file (`NCCL_DEBUG=INFO > log`): out with them before the verdict, so
+/// that the verdict stays the last line.
+fn flush_nccls_log() {
+    // SAFETY: fflush(NULL) flushes every C output stream and closes none.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
+}
+
 /// Runs the smoke test; `lib` is the probe's choice when `--lib` is absent.
 pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCode {
     let started = Instant::now();
@@ -435,12 +443,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
         }
         events.push(e);
     });
-    // NCCL logs through C's stdio, which holds its lines back when stdout
-    // is a file (NCCL_DEBUG=INFO > log): out with them now, so that the
-    // verdict stays the last line.
-    // SAFETY: fflush(NULL) flushes every C output stream; no stream is
-    // closed, and NCCL's communicators are gone.
-    unsafe { libc::fflush(std::ptr::null_mut()) };
+    flush_nccls_log();
     let wall = started.elapsed().as_secs_f64();
     let (code, verdict, top, floor) = ending(a, &result, wall, gathered(&events), cause(&events));
     let judged = judge(&result, top, &capture);
