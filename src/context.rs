@@ -21,6 +21,10 @@ pub(crate) struct Ctx<'a> {
     pub warnings: RefCell<Vec<String>>,
     pub notes: RefCell<Vec<String>>,
     pub misleading_pc: RefCell<Vec<MisleadingPc>>,
+    /// Directories where an install that would rank above the answer
+    /// would appear (an activated environment's site-packages with no
+    /// NCCL wheel yet): a build script reruns when they change.
+    pub watched: RefCell<Vec<PathBuf>>,
     /// Running as a build script: searches that depend on `PATH` are left
     /// out, so that a `PATH` change never reruns the build script.
     pub build_script: bool,
@@ -40,6 +44,7 @@ impl<'a> Ctx<'a> {
             warnings: RefCell::default(),
             notes: RefCell::default(),
             misleading_pc: RefCell::default(),
+            watched: RefCell::default(),
             build_script: false,
             python_prefix: None,
             ld_cache: std::cell::OnceCell::new(),

@@ -317,6 +317,7 @@ impl Config {
         report.warnings = ctx.warnings.take();
         report.notes = ctx.notes.take();
         report.misleading_pc = ctx.misleading_pc.take();
+        report.watched = ctx.watched.take();
         report.env = env.reads();
         (report, outcome)
     }

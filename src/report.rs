@@ -42,6 +42,11 @@ pub struct Report {
     pub loader: Loader,
     /// Whether the target differs from the host (`TARGET` ≠ `HOST`).
     pub cross: bool,
+    /// Where an install that would rank above the answer would appear
+    /// (an activated environment's site-packages with no NCCL wheel yet):
+    /// a build script's `rerun-if-changed`, so that a wheel installed
+    /// there later is found.
+    pub watched: Vec<PathBuf>,
 }
 
 impl Report {
@@ -60,6 +65,7 @@ impl Report {
             misleading_pc: Vec::new(),
             loader: Loader::default(),
             cross: false,
+            watched: Vec::new(),
         }
     }
 

@@ -354,3 +354,76 @@ fn cargos_own_ld_library_path_entries_are_not_searched() {
     }
     let _ = std::fs::remove_dir_all(&ws);
 }
+
+/// A build found NCCL through `LD_LIBRARY_PATH` in an activated venv with
+/// no wheel; then `pip install nvidia-nccl-cu12` puts one into that venv.
+/// The venv's wheel ranks above `LD_LIBRARY_PATH`, so it decides: the next
+/// build runs the build script again and links the wheel (before, the old
+/// answer stayed while `nccl-find --print` showed the wheel). A build with
+/// nothing changed runs nothing.
+#[test]
+fn a_wheel_installed_into_the_active_venv_later_is_found() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ws = repo.join("target/reruns-new-wheel-ws");
+    common::probe_crate(
+        &ws,
+        "rerun-probe",
+        "fn main() { nccl_find::Config::new().probe_or_exit(); }\n",
+    );
+    let trees = common::trees();
+    // An activated venv, with no NCCL wheel yet.
+    let venv = ws.join("venv");
+    let site = venv.join("lib/python3.11/site-packages");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+    // NCCL 2.8.4 (include/ beside lib/) on LD_LIBRARY_PATH.
+    let older = ws.join("older");
+    common::copy_tree(&trees.join("old-formula/usr/local"), &older);
+    let s = |p: &Path| Some(p.display().to_string());
+    let vars = vec![
+        ("VIRTUAL_ENV", s(&venv)),
+        ("LD_LIBRARY_PATH", s(&older.join("lib"))),
+    ];
+    let version = || -> String {
+        let mut newest: Option<(std::time::SystemTime, String)> = None;
+        for e in std::fs::read_dir(ws.join("target/debug/build")).unwrap() {
+            let f = e.unwrap().path().join("output");
+            let (Ok(m), Ok(text)) = (std::fs::metadata(&f), std::fs::read_to_string(&f)) else {
+                continue;
+            };
+            let t = m.modified().unwrap();
+            if newest.as_ref().is_none_or(|(n, _)| t > *n) {
+                newest = Some((t, text));
+            }
+        }
+        let text = newest.expect("a build script output").1;
+        text.lines()
+            .find_map(|l| l.strip_prefix("cargo:version="))
+            .unwrap_or("none")
+            .to_string()
+    };
+    let out = build_mode(&ws, &vars);
+    assert!(ran_build_script(&out));
+    assert_eq!(version(), "2.8.4");
+    let again = build_mode(&ws, &vars);
+    assert!(!ran_build_script(&again), "nothing changed, yet it reran");
+    // `pip install`: the wheel's files, written now, into the venv.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let wheel = trees.join("wheel-venv/venv/lib/python3.11/site-packages");
+    let ok = Command::new("cp")
+        .arg("-r")
+        .arg(wheel.join("nvidia"))
+        .arg(wheel.join("nvidia_nccl_cu12-2.21.5.dist-info"))
+        .arg(&site)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let out = build_mode(&ws, &vars);
+    assert!(
+        ran_build_script(&out),
+        "a wheel installed into the active venv did not rerun the build script"
+    );
+    assert_eq!(version(), "2.21.5");
+    let _ = std::fs::remove_dir_all(&ws);
+}

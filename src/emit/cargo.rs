@@ -61,6 +61,9 @@ pub fn directives(n: &Nccl) -> Vec<String> {
         files.push(archive.clone());
         files.push(cudart.clone());
     }
+    for d in &n.report.watched {
+        files.push(d.clone());
+    }
     let mut seen: Vec<&Path> = Vec::new();
     for f in &files {
         if !seen.contains(&f.as_path()) {

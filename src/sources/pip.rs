@@ -136,6 +136,18 @@ fn wheel_site(ctx: &Ctx, sp: &Path, why: &str) -> Option<Site> {
     let nccl = sp.join("nvidia/nccl");
     if !nccl.is_dir() {
         ctx.looked(SourceKind::Pip, sp, format!("no nvidia/nccl ({why})"));
+        // An activated environment is where `pip install nvidia-nccl-cu12`
+        // puts the wheel: a build script reruns when it comes (cargo reads
+        // a directory's newest entry; `nvidia/` alone where it is there).
+        if ctx.build_script && (why.ends_with("VIRTUAL_ENV") || why.ends_with("CONDA_PREFIX")) {
+            let nvidia = sp.join("nvidia");
+            let dir = if nvidia.is_dir() {
+                nvidia
+            } else {
+                sp.to_path_buf()
+            };
+            ctx.watched.borrow_mut().push(dir);
+        }
         return None;
     }
     ctx.looked(SourceKind::Pip, &nccl, format!("wheel ({why})"));
