@@ -25,6 +25,22 @@ fn build(ws: &Path, home: &Path, vars: &[(&str, &str)]) -> Output {
     out
 }
 
+/// What the build script printed in its newest run in `ws`.
+fn newest_output(ws: &Path) -> String {
+    let mut newest: Option<(std::time::SystemTime, String)> = None;
+    for e in std::fs::read_dir(ws.join("target/debug/build")).unwrap() {
+        let f = e.unwrap().path().join("output");
+        let (Ok(m), Ok(text)) = (std::fs::metadata(&f), std::fs::read_to_string(&f)) else {
+            continue;
+        };
+        let t = m.modified().unwrap();
+        if newest.as_ref().is_none_or(|(n, _)| t > *n) {
+            newest = Some((t, text));
+        }
+    }
+    newest.expect("a build script output").1
+}
+
 /// Whether cargo ran the scratch crate's build script in this build.
 fn ran_build_script(out: &Output) -> bool {
     String::from_utf8_lossy(&out.stderr).lines().any(|l| {
@@ -238,20 +254,7 @@ fn in_every_common_mode_the_loaders_and_locators_variables_rerun_nothing() {
             "2.21.5",
         ),
     ];
-    let output = || -> String {
-        let mut newest: Option<(std::time::SystemTime, String)> = None;
-        for e in std::fs::read_dir(ws.join("target/debug/build")).unwrap() {
-            let f = e.unwrap().path().join("output");
-            let (Ok(m), Ok(text)) = (std::fs::metadata(&f), std::fs::read_to_string(&f)) else {
-                continue;
-            };
-            let t = m.modified().unwrap();
-            if newest.as_ref().map_or(true, |(n, _)| t > *n) {
-                newest = Some((t, text));
-            }
-        }
-        newest.expect("a build script output").1
-    };
+    let output = || newest_output(&ws);
     for (mode, vars, version) in &modes {
         let out = build_mode(&ws, vars);
         assert!(ran_build_script(&out), "{mode}: the first build runs it");
@@ -385,18 +388,7 @@ fn a_wheel_installed_into_the_active_venv_later_is_found() {
         ("LD_LIBRARY_PATH", s(&older.join("lib"))),
     ];
     let version = || -> String {
-        let mut newest: Option<(std::time::SystemTime, String)> = None;
-        for e in std::fs::read_dir(ws.join("target/debug/build")).unwrap() {
-            let f = e.unwrap().path().join("output");
-            let (Ok(m), Ok(text)) = (std::fs::metadata(&f), std::fs::read_to_string(&f)) else {
-                continue;
-            };
-            let t = m.modified().unwrap();
-            if newest.as_ref().is_none_or(|(n, _)| t > *n) {
-                newest = Some((t, text));
-            }
-        }
-        let text = newest.expect("a build script output").1;
+        let text = newest_output(&ws);
         text.lines()
             .find_map(|l| l.strip_prefix("cargo:version="))
             .unwrap_or("none")

@@ -120,13 +120,8 @@ fn a_facts_files_variables_reach_no_process() {
         "NCCL {version} was not asked for its parameters ({why}): names were checked against the \
          NCCL_* strings in its library and nccl-find's own list"
     );
-    let texts: Vec<&str> = json["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["text"].as_str().unwrap())
-        .collect();
-    assert!(texts.contains(&note.as_str()), "{texts:#?}");
+    let texts = findings(&json, "NCCL variables");
+    assert!(texts.contains(&note), "{texts:#?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -139,19 +134,13 @@ fn asking_nccl_writes_no_file() {
     let dir = scratch("debug-file");
     let victim = dir.join("precious.log");
     std::fs::write(&victim, "precious").unwrap();
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/facts-healthy.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
-        .args(["doctor", "--json", "--host-facts"])
-        .arg(&golden)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("NCCL_HOME", newest_wheel(&w))
-        .env("NCCL_DEBUG", "INFO")
-        .env("NCCL_DEBUG_FILE", &victim)
-        .output()
-        .unwrap();
-    let json: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let (_, json) = doctor_json(
+        &newest_wheel(&w),
+        &[
+            ("NCCL_DEBUG", Path::new("INFO")),
+            ("NCCL_DEBUG_FILE", &victim),
+        ],
+    );
     assert_eq!(json["nccl_parameters"]["asked"], true, "{json}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     let _ = std::fs::remove_dir_all(&dir);
@@ -306,15 +295,20 @@ fn doctor_json(nccl: &Path, vars: &[(&str, &Path)]) -> (i32, Value) {
     (out.status.code().unwrap_or(-1), json)
 }
 
-/// The variables doctor says are in force, as `NAME=value (source)`.
-fn in_force(json: &Value) -> Vec<String> {
+/// The texts of doctor's findings in `area`.
+fn findings(json: &Value, area: &str) -> Vec<String> {
     json["findings"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["area"] == "NCCL variables")
+        .filter(|f| f["area"] == area)
         .map(|f| f["text"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// The variables doctor says are in force, as `NAME=value (source)`.
+fn in_force(json: &Value) -> Vec<String> {
+    findings(json, "NCCL variables")
 }
 
 /// NCCL 2.21.5 has no `NCCL_CONF_FILE` and takes `~` from the user
