@@ -34,7 +34,11 @@ fn newest_output(ws: &Path) -> String {
             continue;
         };
         let t = m.modified().unwrap();
-        if newest.as_ref().is_none_or(|(n, _)| t > *n) {
+        let newer = match &newest {
+            Some((n, _)) => t > *n,
+            None => true,
+        };
+        if newer {
             newest = Some((t, text));
         }
     }
