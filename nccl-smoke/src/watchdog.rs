@@ -324,7 +324,7 @@ mod tests {
     }
 
     unsafe extern "C" fn error_string(_: nccl::NcclResult) -> *const std::ffi::c_char {
-        c"error".as_ptr()
+        b"error\0".as_ptr().cast()
     }
 
     /// A watchdog over the fake communicator `which`.
