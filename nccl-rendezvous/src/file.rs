@@ -287,6 +287,11 @@ fn cannot_write(p: &Path, e: &dyn std::fmt::Display) -> String {
 /// Rank 0 publishes a new run at `path` (taking over one whose rank 0 is
 /// provably gone).
 fn publish_run(job: &Job, path: &Path, log: &mut dyn FnMut(String)) -> Result<FileStore, Failed> {
+    if !job.token_secret {
+        if let Some(w) = shared_dir(path) {
+            log(w);
+        }
+    }
     let run = fsafe::nonce();
     let made: Made = Arc::default();
     // Interrupted, rank 0 removes what this run made and every file of the
@@ -311,6 +316,29 @@ fn publish_run(job: &Job, path: &Path, log: &mut dyn FnMut(String)) -> Result<Fi
     let mut s = FileStore::new(job, path, run, key);
     s.made = made;
     Ok(s)
+}
+
+/// Rank 0's warning where `path` is in a directory other users can write
+/// (world-writable, or sticky as `/tmp`) and the job token is public.
+fn shared_dir(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = path.parent()?;
+    let mode = std::fs::metadata(dir).ok()?.mode();
+    let how = match (mode & 0o002 != 0, mode & 0o1000 != 0) {
+        (true, true) => "world-writable and sticky",
+        (true, false) => "world-writable",
+        (false, true) => "sticky",
+        (false, false) => return None,
+    };
+    Some(format!(
+        "the file rendezvous is in {}, a directory other users can write ({how}), and the job token \
+         is public (no --token or NCCL_FIND_TOKEN: it is the default or the launcher's job id). \
+         Another user's files there are refused, but they see this run's file names and can block \
+         it, and any process of this user's that uses the same path joins this job. Pass --token \
+         (or set NCCL_FIND_TOKEN) to a secret every rank shares, and meet in a directory only this \
+         user can write",
+        dir.display()
+    ))
 }
 
 /// A peer waits for rank 0's run: a rendezvous file of this version, with
@@ -734,6 +762,56 @@ mod tests {
                 side(&rdv, run, "open0", 0).display()
             ))
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Rank 0 of a file rendezvous in a directory other users can write,
+    /// with a public token, says so, naming --token; with a secret token,
+    /// or in a directory only this user can write, it says nothing. The
+    /// job goes on either way.
+    #[test]
+    fn a_shared_directory_with_a_public_token_is_named_on_rank_0() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = scratch("shared");
+        let init = Init::File {
+            path: d.join("rdv"),
+        };
+        let warning = format!(
+            "the file rendezvous is in {}, a directory other users can write (world-writable and \
+             sticky), and the job token is public (no --token or NCCL_FIND_TOKEN: it is the default \
+             or the launcher's job id). Another user's files there are refused, but they see this \
+             run's file names and can block it, and any process of this user's that uses the same \
+             path joins this job. Pass --token (or set NCCL_FIND_TOKEN) to a secret every rank \
+             shares, and meet in a directory only this user can write",
+            d.display()
+        );
+        for (mode, secret, said) in [
+            (0o1777, false, vec![warning]),
+            (0o1777, true, vec![]),
+            (0o700, false, vec![]),
+        ] {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).unwrap();
+            let mut jobs: Vec<Job> = (0..2)
+                .map(|r| job(r, 2, "nccl-find", init.clone(), 20))
+                .collect();
+            for j in &mut jobs {
+                j.token_secret = secret;
+            }
+            let j1 = jobs.pop().unwrap();
+            let peer = std::thread::spawn(move || {
+                let mut notes = Vec::new();
+                let j = join(&j1, &id, &mut |m| notes.push(m)).unwrap();
+                j.finish(true, 0, "", Duration::from_secs(20));
+                notes
+            });
+            let mut notes = Vec::new();
+            let j0 = join(&jobs[0], &id, &mut |m| notes.push(m)).unwrap();
+            assert_eq!(j0.id, [7; 128]);
+            j0.finish(true, 0, "", Duration::from_secs(20));
+            assert_eq!(peer.join().unwrap(), Vec::<String>::new());
+            assert_eq!(notes, said, "mode {mode:o}, secret {secret}");
+        }
+        assert_eq!(names(&d), Vec::<String>::new());
         std::fs::remove_dir_all(&d).unwrap();
     }
 
