@@ -656,13 +656,14 @@ impl Kv for FileStore {
         }
     }
 
-    fn close(&mut self) {
+    fn close(&mut self, until: Instant) {
         if self.rank == 0 {
             // Every peer removes its own files once it has passed the last
-            // barrier: wait (briefly) for their last arrivals to go, so
-            // that no peer misses the opening, then remove the run.
+            // barrier: wait (briefly, and never past `until`) for their
+            // last arrivals to go, so that no peer misses the opening, then
+            // remove the run.
             if let Some(last) = self.fences.checked_sub(1) {
-                let until = Instant::now() + Duration::from_secs(5);
+                let until = until.min(Instant::now() + Duration::from_secs(5));
                 let mut pause = Backoff::new(Duration::from_millis(20));
                 while self.last_here.iter().any(|r| self.arrived(last, *r))
                     && Instant::now() < until

@@ -951,10 +951,13 @@ impl Kv for Hub {
             let gone: Vec<usize> = missing.iter().copied().filter(|r| st.gone[*r]).collect();
             let now = Instant::now();
             if !gone.is_empty() || now >= deadline {
+                // Every rank here was admitted: one that is still
+                // connected and never came stopped answering.
                 let reason = if gone.is_empty() {
                     format!(
-                        "rank(s) {} never reached barrier {n} of the rendezvous at {} within {:.0} s ({} of {} \
-                         processes did). Check every rank's output, or raise --timeout",
+                        "rank(s) {} stopped answering: still connected to the rendezvous at {}, they never \
+                         reached barrier {n} within {:.0} s ({} of {} processes did). Check their output (a \
+                         process stopped or hung?), or raise --timeout",
                         list(&missing),
                         shared.at,
                         self.timeout.as_secs_f64(),
@@ -1002,11 +1005,12 @@ impl Kv for Hub {
         self.shared.abort(why.to_string(), None);
     }
 
-    fn close(&mut self) {
+    fn close(&mut self, until: Instant) {
         // A peer leaves once it has heard that the last barrier opened: wait
-        // (a little) for each to go, so that none misses it, then close.
+        // (a little, and never past `until`: a peer that stalled never
+        // goes) for each to go, so that none misses it, then close.
         let shared = &self.shared;
-        let until = Instant::now() + CLOSE_WAIT;
+        let until = until.min(Instant::now() + CLOSE_WAIT);
         let mut st = shared.lock();
         while !st.gone.iter().skip(1).all(|g| *g) {
             let left = until.saturating_duration_since(Instant::now());
@@ -1149,7 +1153,7 @@ impl Kv for PeerKv {
         let _ = send(&mut self.s, &Msg::Abort { reason: why.into() });
     }
 
-    fn close(&mut self) {
+    fn close(&mut self, _until: Instant) {
         let _ = self.s.shutdown(std::net::Shutdown::Both);
     }
 }
@@ -1507,6 +1511,39 @@ mod tests {
             .message;
         assert!(e.contains("no message before the deadline"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    }
+
+    /// An admitted peer that stalls (its hello said, then not a word):
+    /// rank 0 names it at its deadline and ends within the grace (closing
+    /// the store waited 5 s for it to leave, past the 2 s grace, and rank 0
+    /// said only that the rendezvous did not end). The other peer hears
+    /// the same.
+    #[test]
+    fn a_stalled_peer_is_named_within_the_grace() {
+        let port = free_port();
+        let t = Instant::now();
+        let r0 = tcp_rank0_of(port, "t", 3, 2);
+        let (mut stalled, _, _) = raw_hello(port, "t", 1, 3);
+        let peer2 = std::thread::spawn(move || {
+            join(&job(2, 3, "t", tcp(port), 2), &id, &mut |_| {})
+                .map(|_| ())
+                .map_err(|f| f.message)
+        });
+        assert!(matches!(
+            read_msg(&mut stalled, wait()),
+            Ok(Msg::Welcome { .. })
+        ));
+        let (r, _) = r0.join().unwrap();
+        let took = t.elapsed();
+        let want = format!(
+            "rank(s) 1 stopped answering: still connected to the rendezvous at tcp://127.0.0.1:{port}, \
+             they never reached barrier 0 within 2 s (2 of 3 processes did). Check their output (a \
+             process stopped or hung?), or raise --timeout"
+        );
+        assert_eq!(r, Err(want.clone()));
+        assert!(took < Duration::from_secs(4), "{took:?}");
+        assert_eq!(peer2.join().unwrap(), Err(want));
+        drop(stalled);
     }
 
     #[test]
