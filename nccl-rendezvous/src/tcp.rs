@@ -1548,6 +1548,40 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     }
 
+    /// A peer that stalls after the meeting (it never leaves its outcome):
+    /// rank 0's end names it, within the grace past the end's deadline
+    /// (before, closing the store waited 5 s, and the outcome came back
+    /// empty).
+    #[test]
+    fn a_peer_that_stalls_at_the_end_is_named_within_the_grace() {
+        let port = free_port();
+        let r0 = std::thread::spawn(move || {
+            let j = join(&job(0, 2, "t", tcp(port), 20), &id, &mut |_| {}).unwrap();
+            let t = Instant::now();
+            let got = j.finish(true, 0, "", Duration::from_secs(2));
+            (got, t.elapsed())
+        });
+        let (mut s, _, _) = raw_hello(port, "t", 1, 2);
+        assert!(matches!(read_msg(&mut s, wait()), Ok(Msg::Welcome { .. })));
+        raw_meet(&mut s, 1);
+        let (got, took) = r0.join().unwrap();
+        assert_eq!(
+            got,
+            vec![PeerOutcome {
+                rank: 1,
+                done: None,
+                times_us: Vec::new(),
+                why: Some(format!(
+                    "rank(s) 1 stopped answering: still connected to the rendezvous at \
+                     tcp://127.0.0.1:{port}, they never reached barrier 3 within 20 s (1 of 2 processes \
+                     did). Check their output (a process stopped or hung?), or raise --timeout"
+                )),
+            }]
+        );
+        assert!(took < Duration::from_secs(4), "{took:?}");
+        drop(s);
+    }
+
     /// A peer that puts more keys than the store takes is cut off, and
     /// rank 0 and the other peer say so (it was reported as "went away").
     #[test]
