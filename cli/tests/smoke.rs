@@ -241,6 +241,52 @@ fn a_rank_that_never_comes_ends_at_the_deadline() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A file rendezvous in a directory other users can write (sticky, as
+/// /tmp): with the public default token, rank 0 (only) says so and names
+/// --token; with NCCL_FIND_TOKEN or --token it says nothing. Both jobs
+/// run.
+#[test]
+fn a_file_rendezvous_in_a_shared_directory_without_a_token_is_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(lib) = wheel_lib() else { return };
+    let dir = std::env::temp_dir().join(format!("nccl-find-smoke-shared-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let init = format!("file://{}", dir.join("rdv").display());
+    let said = format!(
+        "[rank 0] note: the file rendezvous is in {}, a directory other users can write \
+         (world-writable and sticky), and the job token is public (no --token or NCCL_FIND_TOKEN: \
+         it is the default or the launcher's job id). Another user's files there are refused, but \
+         they see this run's file names and can block it, and any process of this user's that uses \
+         the same path joins this job. Pass --token (or set NCCL_FIND_TOKEN) to a secret every rank \
+         shares, and meet in a directory only this user can write",
+        dir.display()
+    );
+    let run = |extra: &[&str], vars: &[(&str, &str)]| {
+        let mut a = vec!["--timeout", "20"];
+        a.extend_from_slice(extra);
+        let k1 = spawn(&rank_args(&lib, 1, 2, &init, &a), vars);
+        let k0 = spawn(&rank_args(&lib, 0, 2, &init, &a), vars);
+        let (o0, o1) = (
+            text(&k0.wait_with_output().unwrap()),
+            text(&k1.wait_with_output().unwrap()),
+        );
+        assert_eq!((o0.0, o1.0), (0, 0), "{o0:?} {o1:?}");
+        let named = |o: &str| {
+            o.lines()
+                .filter(|l| l.contains("a directory other users can write"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        (named(&o0.1), named(&o1.1))
+    };
+    assert_eq!(run(&[], &[]), (vec![said], vec![]));
+    assert_eq!(run(&[], &[("NCCL_FIND_TOKEN", "s3cret")]), (vec![], vec![]));
+    assert_eq!(run(&["--token", "s3cret"], &[]), (vec![], vec![]));
+    assert_eq!(names(&dir), Vec::<String>::new());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The last line of a report (stdout), without its wall time.
 fn last(out: &str) -> String {
     let line = out.lines().last().unwrap_or("");

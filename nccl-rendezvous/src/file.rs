@@ -83,17 +83,11 @@ pub(crate) enum Previous {
 /// Whether `path` holds a rendezvous file of this user's (a regular file,
 /// ours, that starts like one), and whether its writer is provably gone.
 pub(crate) fn previous(path: &Path) -> Previous {
-    let Ok(Some((bytes, id))) = fsafe::read_small(path, RENDEZVOUS_MAX) else {
+    // Another user's file is an error here: not ours.
+    let Ok(Some((bytes, id))) = fsafe::read_mine(path, RENDEZVOUS_MAX) else {
         return Previous::Foreign;
     };
-    let mine = std::fs::symlink_metadata(path)
-        .ok()
-        .zip(std::fs::metadata("/proc/self").ok())
-        .is_some_and(|(f, me)| {
-            use std::os::unix::fs::MetadataExt;
-            f.uid() == me.uid()
-        });
-    if !mine || !bytes.starts_with(b"nccl-find-smoke ") {
+    if !bytes.starts_with(b"nccl-find-smoke ") {
         return Previous::Foreign;
     }
     let text = String::from_utf8_lossy(&bytes);
@@ -293,6 +287,11 @@ fn cannot_write(p: &Path, e: &dyn std::fmt::Display) -> String {
 /// Rank 0 publishes a new run at `path` (taking over one whose rank 0 is
 /// provably gone).
 fn publish_run(job: &Job, path: &Path, log: &mut dyn FnMut(String)) -> Result<FileStore, Failed> {
+    if !job.token_secret {
+        if let Some(w) = shared_dir(path) {
+            log(w);
+        }
+    }
     let run = fsafe::nonce();
     let made: Made = Arc::default();
     // Interrupted, rank 0 removes what this run made and every file of the
@@ -319,13 +318,38 @@ fn publish_run(job: &Job, path: &Path, log: &mut dyn FnMut(String)) -> Result<Fi
     Ok(s)
 }
 
+/// Rank 0's warning where `path` is in a directory other users can write
+/// (world-writable, or sticky as `/tmp`) and the job token is public.
+fn shared_dir(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = path.parent()?;
+    let mode = std::fs::metadata(dir).ok()?.mode();
+    let how = match (mode & 0o002 != 0, mode & 0o1000 != 0) {
+        (true, true) => "world-writable and sticky",
+        (true, false) => "world-writable",
+        (false, true) => "sticky",
+        (false, false) => return None,
+    };
+    Some(format!(
+        "the file rendezvous is in {}, a directory other users can write ({how}), and the job token \
+         is public (no --token or NCCL_FIND_TOKEN: it is the default or the launcher's job id). \
+         Another user's files there are refused, but they see this run's file names and can block \
+         it, and any process of this user's that uses the same path joins this job. Pass --token \
+         (or set NCCL_FIND_TOKEN) to a secret every rank shares, and meet in a directory only this \
+         user can write",
+        dir.display()
+    ))
+}
+
 /// A peer waits for rank 0's run: a rendezvous file of this version, with
 /// this job's token, whose rank 0 is not provably gone. Its run's nonce.
 fn wait_for_run(job: &Job, path: &Path, deadline: Instant) -> Result<String, Failed> {
     let mut other = None;
     let mut pause = Backoff::new(Duration::from_millis(100));
     loop {
-        let got = fsafe::read_small(path, RENDEZVOUS_MAX)
+        // Another user's file at the path stops this rank at once: rank 0
+        // cannot take the path over either.
+        let got = fsafe::read_mine(path, RENDEZVOUS_MAX)
             .map_err(|e| fail(format!("rank {}: {e}", job.rank)))?;
         if let Some((bytes, _)) = got {
             let text = String::from_utf8_lossy(&bytes);
@@ -412,10 +436,11 @@ impl FileStore {
     }
 
     /// What rank `rank` wrote in its file `what`: `Ok(None)` while it is
-    /// not there; an error for one that is not this job's.
+    /// not there; an error for one that is not this job's (another user's,
+    /// or another token's).
     fn read(&self, what: &str, rank: usize) -> Result<Option<String>, String> {
         let f = self.side(what, rank);
-        let Some((bytes, _)) = fsafe::read_small(&f, SMALL_FILE)? else {
+        let Some((bytes, _)) = fsafe::read_mine(&f, SMALL_FILE)? else {
             return Ok(None);
         };
         let text = String::from_utf8_lossy(&bytes);
@@ -600,7 +625,7 @@ impl Kv for FileStore {
             return Some(peer_text(&why));
         }
         if self.rank != 0 {
-            if let Ok(Some((bytes, _))) = fsafe::read_small(&self.path, RENDEZVOUS_MAX) {
+            if let Ok(Some((bytes, _))) = fsafe::read_mine(&self.path, RENDEZVOUS_MAX) {
                 let text = String::from_utf8_lossy(&bytes);
                 if let [FILE_MAGIC, _, run, writer, ..] = text.lines().collect::<Vec<_>>()[..] {
                     if run == self.run {
@@ -631,13 +656,14 @@ impl Kv for FileStore {
         }
     }
 
-    fn close(&mut self) {
+    fn close(&mut self, until: Instant) {
         if self.rank == 0 {
             // Every peer removes its own files once it has passed the last
-            // barrier: wait (briefly) for their last arrivals to go, so
-            // that no peer misses the opening, then remove the run.
+            // barrier: wait (briefly, and never past `until`) for their
+            // last arrivals to go, so that no peer misses the opening, then
+            // remove the run.
             if let Some(last) = self.fences.checked_sub(1) {
-                let until = Instant::now() + Duration::from_secs(5);
+                let until = until.min(Instant::now() + Duration::from_secs(5));
                 let mut pause = Backoff::new(Duration::from_millis(20));
                 while self.last_here.iter().any(|r| self.arrived(last, *r))
                     && Instant::now() < until
@@ -659,6 +685,136 @@ mod tests {
     use super::super::testutil::*;
     use super::super::*;
     use super::*;
+
+    /// Another local user (uid 65534) plants a whole run in a shared
+    /// sticky directory before the job starts: the rendezvous file with the
+    /// public token, every barrier's opening, and a plan with a unique id
+    /// of their choosing. The rank counts none of it: it stops at once,
+    /// naming the file and its owner. (As root: only root can make a file
+    /// another user owns.)
+    #[test]
+    fn another_users_files_do_not_count() {
+        if fsafe::my_uid() != Some(0) {
+            eprintln!("skipped: making a file another user owns needs root");
+            return;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let d = scratch("owner");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let rdv = d.join("rdv");
+        let run = "deadbeefdeadbeefdeadbeefdeadbeef";
+        let token = "nccl-find";
+        let mut plan = vec![0xde; 128];
+        plan.extend_from_slice(&2u64.to_le_bytes());
+        plan.push(1);
+        plan.extend_from_slice(&1u32.to_le_bytes());
+        let mut planted = vec![(
+            rdv.clone(),
+            format!("{FILE_MAGIC}\n{token}\n{run}\n{}\nopen\n", owner::line()),
+        )];
+        for n in 0..5 {
+            planted.push((
+                side(&rdv, run, &format!("open{n}"), 0),
+                format!("{token}\nopen\nend\n"),
+            ));
+        }
+        planted.push((
+            side(&rdv, run, "k-plan", 0),
+            format!("{token}\n{}\nend\n", hex(&plan)),
+        ));
+        for (f, text) in &planted {
+            std::fs::write(f, text).unwrap();
+            std::os::unix::fs::chown(f, Some(65534), Some(65534)).unwrap();
+        }
+        let t = Instant::now();
+        let got = join(
+            &job(1, 2, token, Init::File { path: rdv.clone() }, 20),
+            &id,
+            &mut |_| {},
+        )
+        .map(|j| j.id[0])
+        .map_err(|f| f.message);
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert_eq!(
+            got,
+            Err(format!(
+                "rank 1: {} belongs to uid 65534, not to this job's user (uid 0): another user's file does \
+                 not count. Remove it, or meet in a directory other users cannot write",
+                rdv.display()
+            ))
+        );
+        // The rendezvous file is the job's own (its rank 0's), and the
+        // other user planted the files beside it, having read the run's
+        // nonce in the directory's listing: the first one read stops the
+        // rank.
+        std::os::unix::fs::chown(&rdv, Some(0), Some(0)).unwrap();
+        let got = join(
+            &job(1, 2, token, Init::File { path: rdv.clone() }, 20),
+            &id,
+            &mut |_| {},
+        )
+        .map(|j| j.id[0])
+        .map_err(|f| f.message);
+        assert_eq!(
+            got,
+            Err(format!(
+                "{} belongs to uid 65534, not to this job's user (uid 0): another user's file does not \
+                 count. Remove it, or meet in a directory other users cannot write",
+                side(&rdv, run, "open0", 0).display()
+            ))
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Rank 0 of a file rendezvous in a directory other users can write,
+    /// with a public token, says so, naming --token; with a secret token,
+    /// or in a directory only this user can write, it says nothing. The
+    /// job goes on either way.
+    #[test]
+    fn a_shared_directory_with_a_public_token_is_named_on_rank_0() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = scratch("shared");
+        let init = Init::File {
+            path: d.join("rdv"),
+        };
+        let warning = format!(
+            "the file rendezvous is in {}, a directory other users can write (world-writable and \
+             sticky), and the job token is public (no --token or NCCL_FIND_TOKEN: it is the default \
+             or the launcher's job id). Another user's files there are refused, but they see this \
+             run's file names and can block it, and any process of this user's that uses the same \
+             path joins this job. Pass --token (or set NCCL_FIND_TOKEN) to a secret every rank \
+             shares, and meet in a directory only this user can write",
+            d.display()
+        );
+        for (mode, secret, said) in [
+            (0o1777, false, vec![warning]),
+            (0o1777, true, vec![]),
+            (0o700, false, vec![]),
+        ] {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).unwrap();
+            let mut jobs: Vec<Job> = (0..2)
+                .map(|r| job(r, 2, "nccl-find", init.clone(), 20))
+                .collect();
+            for j in &mut jobs {
+                j.token_secret = secret;
+            }
+            let j1 = jobs.pop().unwrap();
+            let peer = std::thread::spawn(move || {
+                let mut notes = Vec::new();
+                let j = join(&j1, &id, &mut |m| notes.push(m)).unwrap();
+                j.finish(true, 0, "", Duration::from_secs(20));
+                notes
+            });
+            let mut notes = Vec::new();
+            let j0 = join(&jobs[0], &id, &mut |m| notes.push(m)).unwrap();
+            assert_eq!(j0.id, [7; 128]);
+            j0.finish(true, 0, "", Duration::from_secs(20));
+            assert_eq!(peer.join().unwrap(), Vec::<String>::new());
+            assert_eq!(notes, said, "mode {mode:o}, secret {secret}");
+        }
+        assert_eq!(names(&d), Vec::<String>::new());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 
     #[test]
     fn ranks_sharing_a_pid_meet_through_a_file_and_leave_nothing() {

@@ -79,12 +79,31 @@ const SWAPS: usize = 8;
 /// read never passes `max`. A regular file replaced by another since the
 /// look is looked at again, `SWAPS` times at most.
 pub fn read_small(path: &Path, max: u64) -> Small {
+    read_checked(path, max, None)
+}
+
+/// [`read_small`], for a file that counts only as this user's: one that
+/// another user owns is refused, named with its owner, before a byte of it
+/// is read (the owner is that of the file opened, not of a look before).
+pub fn read_mine(path: &Path, max: u64) -> Small {
+    match my_uid() {
+        Some(me) => read_checked(path, max, Some(me)),
+        None => Err(format!(
+            "cannot read {}: this process's user cannot be told (/proc/self is unreadable), so \
+             neither can whether the file is its own",
+            path.display()
+        )),
+    }
+}
+
+/// [`read_small`], refusing a file whose owner is not `owner` (`None`: any).
+fn read_checked(path: &Path, max: u64, owner: Option<u32>) -> Small {
     for _ in 0..SWAPS {
-        if let Some(r) = read_once(path, max) {
+        if let Some(r) = read_once(path, max, owner) {
             return r;
         }
     }
-    read_once(path, max).unwrap_or_else(|| {
+    read_once(path, max, owner).unwrap_or_else(|| {
         Err(format!(
             "{} was replaced {} times while it was read: another program keeps rewriting it",
             path.display(),
@@ -99,7 +118,7 @@ pub type Small = Result<Option<(Vec<u8>, FileId)>, String>;
 
 /// One look and read; `None`: the regular file looked at was replaced by
 /// another regular file before it was opened.
-fn read_once(path: &Path, max: u64) -> Option<Small> {
+fn read_once(path: &Path, max: u64, owner: Option<u32>) -> Option<Small> {
     let before = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Some(Ok(None)),
@@ -134,6 +153,14 @@ fn read_once(path: &Path, max: u64) -> Option<Small> {
     }
     if FileId::of(&after) != FileId::of(&before) {
         return None;
+    }
+    if let Some(me) = owner.filter(|me| *me != after.uid()) {
+        return Some(Err(format!(
+            "{} belongs to uid {}, not to this job's user (uid {me}): another user's file does not \
+             count. Remove it, or meet in a directory other users cannot write",
+            path.display(),
+            after.uid()
+        )));
     }
     let mut bytes = Vec::new();
     if let Err(e) = file.take(max + 1).read_to_end(&mut bytes) {

@@ -139,6 +139,12 @@ pub struct Job {
     pub ngpus: usize,
     /// Keeps jobs apart.
     pub token: String,
+    /// Whether the token is a secret: given by `--token` or
+    /// `NCCL_FIND_TOKEN`. Otherwise it is the default or the launcher's
+    /// job identity (`SLURM_JOB_ID`, `TORCHELASTIC_RUN_ID`), which others
+    /// can know, and rank 0 of a file rendezvous in a directory other
+    /// users can write says so.
+    pub token_secret: bool,
     /// How to meet.
     pub exchange: Exchange,
     /// Deadline for each wait.

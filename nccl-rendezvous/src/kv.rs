@@ -48,8 +48,9 @@ pub trait Kv: Send {
     fn fence(&mut self, deadline: Instant) -> Result<(), Failed>;
     /// Reads `key` as rank `from` put it.
     fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String>;
-    /// Leaves the store (best effort).
-    fn close(&mut self) {}
+    /// Leaves the store (best effort), by `until`: a store that waits for
+    /// the others to leave first waits no longer than that.
+    fn close(&mut self, _until: Instant) {}
     /// What the report should hear about the store itself (a slow one),
     /// once the ranks have met.
     fn notes(&self) -> Vec<String> {
@@ -212,16 +213,26 @@ fn store_thread(
     // A failed meeting closes the store before the rank hears of it: the
     // process may end as soon as it does.
     if met.is_err() {
-        kv.close();
+        kv.close(close_by(deadline));
         let _ = ends.up.send(Up::Met(Box::new(met)));
         return;
     }
     let _ = ends.up.send(Up::Met(Box::new(met)));
-    let got = run_until_finished(kv.as_mut(), &ends.cmds, &ends.abort, rank, world);
-    kv.close();
-    if let Some(got) = got {
-        let _ = ends.outcomes.send(got);
+    match run_until_finished(kv.as_mut(), &ends.cmds, &ends.abort, rank, world) {
+        Some((got, deadline)) => {
+            kv.close(close_by(deadline));
+            let _ = ends.outcomes.send(got);
+        }
+        None => kv.close(close_by(Instant::now())),
     }
+}
+
+/// When closing the store ends, for a step whose deadline is `deadline`:
+/// within the [`GRACE`] the waiting rank gives the store's thread, with
+/// time left to say what happened (a peer that stalled, named, rather
+/// than a rendezvous that did not end).
+fn close_by(deadline: Instant) -> Instant {
+    deadline + GRACE / 2
 }
 
 /// Meets the other ranks through the store `open` reaches. Rank 0 makes
@@ -309,15 +320,15 @@ pub(crate) fn join(
 }
 
 /// While the rank runs, looks for another's abort now and then; at the
-/// end, leaves this rank's outcome and (rank 0) gets everyone's. `None`
-/// when the rank went without finishing.
+/// end, leaves this rank's outcome and (rank 0) gets everyone's, with the
+/// end's deadline. `None` when the rank went without finishing.
 fn run_until_finished(
     kv: &mut dyn Kv,
     cmds: &mpsc::Receiver<Cmd>,
     abort: &Abort,
     rank: usize,
     world: usize,
-) -> Option<Vec<PeerOutcome>> {
+) -> Option<(Vec<PeerOutcome>, Instant)> {
     loop {
         match cmds.recv_timeout(WATCH_EVERY) {
             Ok(Cmd::Finish {
@@ -336,7 +347,7 @@ fn run_until_finished(
                     message: &message,
                     times_us: &times_us,
                 };
-                return Some(outcomes(kv, rank, world, &mine, deadline));
+                return Some((outcomes(kv, rank, world, &mine, deadline), deadline));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if abort.raised().is_none() {

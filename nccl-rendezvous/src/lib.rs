@@ -305,6 +305,7 @@ pub(crate) mod testutil {
             world,
             ngpus: 1,
             token: token.into(),
+            token_secret: true,
             exchange: Exchange::Ours(init),
             timeout: Duration::from_secs(secs),
             origin: None,

@@ -139,15 +139,17 @@ fn resolve(a: &Flags, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
             ))
         }
     };
-    let (token, token_from) = match (
+    // Given by hand, the token is a secret; the launcher's job identity
+    // and the default are public.
+    let (token, token_from, token_secret) = match (
         &a.token,
         env.get("NCCL_FIND_TOKEN")?,
         plan.as_ref().and_then(|p| p.token.clone()),
     ) {
-        (Some(t), _, _) => (t.clone(), Some("--token")),
-        (None, Some(t), _) => (t.to_string(), Some("NCCL_FIND_TOKEN")),
-        (None, None, Some(t)) => (t, Some("the launcher's job identity")),
-        (None, None, None) => ("nccl-find".to_string(), None),
+        (Some(t), _, _) => (t.clone(), Some("--token"), true),
+        (None, Some(t), _) => (t.to_string(), Some("NCCL_FIND_TOKEN"), true),
+        (None, None, Some(t)) => (t, Some("the launcher's job identity"), false),
+        (None, None, None) => ("nccl-find".to_string(), None, false),
     };
     check_token(&token).map_err(|e| format!("--token: {e}"))?;
     let local_rank = match &plan {
@@ -160,6 +162,7 @@ fn resolve(a: &Flags, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
             world,
             ngpus: 1,
             token,
+            token_secret,
             exchange,
             timeout: a.timeout,
             // --init names its own address.

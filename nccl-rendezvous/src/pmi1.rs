@@ -658,7 +658,7 @@ impl Kv for Session {
         unhex(&text).ok_or_else(bad)
     }
 
-    fn close(&mut self) {
+    fn close(&mut self, until: Instant) {
         if self.finalized {
             return;
         }
@@ -666,7 +666,7 @@ impl Kv for Session {
         // A barrier may still be waiting for its answer: finalize anyway,
         // skipping a late barrier_out, for a short while only.
         self.broken = false;
-        let until = Instant::now() + Duration::from_secs(2);
+        let until = until.min(Instant::now() + Duration::from_secs(2));
         let line = b"cmd=finalize\n";
         let _ = self.sock.set_write_timeout(Some(Duration::from_secs(2)));
         if self.sock.write_all(line).is_err() {
@@ -684,7 +684,7 @@ impl Kv for Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.close();
+        self.close(Instant::now() + Duration::from_secs(2));
     }
 }
 
@@ -953,7 +953,7 @@ mod tests {
             s.get(0, "nccl-find/plan").unwrap_err(),
             "the PMI server refused cmd=get (rc=1): no 0/nccl-find/plan in the job's store"
         );
-        s.close();
+        s.close(soon(60));
         drop(s);
         f.thread.join().unwrap();
         let lines = f.lines.lock().unwrap();
@@ -1117,7 +1117,7 @@ mod tests {
             c.connect(0, 1, soon(60)).err().unwrap(),
             format!("PMI_FD={fd} was already used by this process")
         );
-        kv.close();
+        kv.close(soon(60));
         drop(kv);
         f.thread.join().unwrap();
 

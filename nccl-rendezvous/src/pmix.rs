@@ -604,7 +604,7 @@ impl Kv for PmixKv {
         }
     }
 
-    fn close(&mut self) {
+    fn close(&mut self, _until: Instant) {
         self.close_now();
     }
 }

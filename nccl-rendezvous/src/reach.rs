@@ -14,8 +14,14 @@
 //! between nodes: the last rank of each host connects to every address of
 //! the next rank in a ring over ranks (the first rank of the next host),
 //! and to rank 0's unless rank 0 shares its host. That is O(nodes)
-//! connections, in parallel per address, each bounded by [`PROBE_WAIT`].
-//! Nothing is sent but the tag; nothing else is read.
+//! connections, in parallel per address (each distinct address of a card
+//! once, at most [`MAX_ADDRS`]), each bounded by [`PROBE_WAIT`]. Nothing
+//! is sent; nothing is read but the tag.
+//!
+//! The tag proves that the far end is a process of this job that knows the
+//! tag (it got it from the store), not another process on a shared subnet.
+//! It is no secret and authenticates nothing more: whoever connects to a
+//! listener is sent it.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
@@ -334,7 +340,9 @@ impl Cursor<'_> {
 }
 
 /// Reads a hello back. One of four bytes (a GPU count alone) is a hello
-/// without a card.
+/// without a card. The card's addresses are bounded ([`MAX_ADDRS`]) and
+/// each is kept once (its first mention), so the test connects to each
+/// distinct address once.
 pub(crate) fn read_hello(b: &[u8]) -> Option<Hello> {
     let mut c = Cursor(b);
     let ngpus = c.u32()?;
@@ -361,12 +369,18 @@ pub(crate) fn read_hello(b: &[u8]) -> Option<Hello> {
             6 => IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(c.take(16)?).ok()?)),
             _ => return None,
         };
-        ports.push(c.u16()?);
+        let port = c.u16()?;
         let nccl = match c.byte()? {
             0 => false,
             1 => true,
             _ => return None,
         };
+        // Each address once, as its first mention says it: a card that
+        // names one 16 times is not 16 connections to it.
+        if addrs.iter().any(|a: &Addr| a.ip == ip) {
+            continue;
+        }
+        ports.push(port);
         addrs.push(Addr { iface, ip, nccl });
     }
     if !c.0.is_empty() {
@@ -566,6 +580,33 @@ mod tests {
         drop(l);
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(probe(&h, until), [(0, Some("refused".to_string()))]);
+    }
+
+    /// A card that names one address outside the job 16 times (as a
+    /// hostile peer's might, to make the others knock on a host of its
+    /// choosing) is read with that address once: one connection, not 16.
+    #[test]
+    fn a_card_naming_one_address_many_times_is_tried_once() {
+        let outside = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = outside.local_addr().unwrap().port();
+        let c = card("node1", &["127.0.0.1"; MAX_ADDRS]);
+        let l = Listening {
+            ports: vec![port; MAX_ADDRS],
+            tag: [3; 16],
+            _stop: None,
+        };
+        let h = read_hello(&hello(1, &c, &l)).unwrap();
+        assert_eq!(h.card.addrs, c.addrs[..1]);
+        assert_eq!(h.ports, [port]);
+        let got = probe(&h, Instant::now() + Duration::from_secs(30));
+        assert_eq!(got, [(0, Some("connected, but timed out".to_string()))]);
+        // Every connection made waits in the listener's queue.
+        outside.set_nonblocking(true).unwrap();
+        let mut came = 0;
+        while outside.accept().is_ok() {
+            came += 1;
+        }
+        assert_eq!(came, 1);
     }
 
     #[test]

@@ -711,6 +711,9 @@ struct State {
     arrived: Vec<u32>,
     /// Ranks whose connection closed.
     gone: Vec<bool>,
+    /// Why rank 0 cut a rank off (a limit or a rule it broke), by rank:
+    /// what its barrier's failure says rather than that it went away.
+    broke: Vec<Option<String>>,
     /// A barrier's failure, for every rank waiting at it: its number, the
     /// words and the ranks that never came.
     failed: Option<(u32, String, Vec<usize>)>,
@@ -825,6 +828,7 @@ impl Hub {
                 keys: vec![0; world],
                 arrived: vec![0; world],
                 gone: vec![false; world],
+                broke: vec![None; world],
                 ..State::default()
             }),
             changed: Condvar::new(),
@@ -846,19 +850,29 @@ impl Hub {
     }
 }
 
+/// How a peer's service ended: its process went away, or it broke a
+/// rule of the store and was cut off; why, in words.
+enum End {
+    Gone(String),
+    Broke(String),
+}
+
 /// Serves one peer's requests until its connection closes (or the store
 /// does): a peer that goes before it has put its outcome stops the job.
+/// One that breaks a rule is cut off, and the rule is what is said.
 fn serve_peer(shared: &Shared, rank: usize, mut s: TcpStream) {
     let end = loop {
         let m = match read_msg(&mut s, None) {
             Ok(m) => m,
-            Err(e) => break format!("rank {rank}'s process went away ({e})"),
+            Err(e) => break End::Gone(format!("rank {rank}'s process went away ({e})")),
         };
         let answer = match m {
             Msg::Put { key, value } => {
                 let mut st = shared.lock();
                 if st.keys[rank] >= MAX_KEYS {
-                    break format!("rank {rank} put more than {MAX_KEYS} keys");
+                    break End::Broke(format!(
+                        "rank {rank} put more than {MAX_KEYS} keys (nccl-find puts a few)"
+                    ));
                 }
                 st.keys[rank] += 1;
                 st.puts.insert((rank, key), value);
@@ -869,7 +883,7 @@ fn serve_peer(shared: &Shared, rank: usize, mut s: TcpStream) {
             }),
             Msg::Arrive { n } => match arrive(shared, rank, n) {
                 Ok(m) => Some(m),
-                Err(e) => break e,
+                Err(e) => break End::Broke(e),
             },
             Msg::Abort { reason } => {
                 shared.abort(
@@ -878,23 +892,63 @@ fn serve_peer(shared: &Shared, rank: usize, mut s: TcpStream) {
                 );
                 None
             }
-            m => break format!("rank {rank} sent {} during the run", kind_name(&m)),
+            m => break End::Broke(format!("rank {rank} sent {} during the run", kind_name(&m))),
         };
         if let Some(a) = answer {
             if let Err(e) = shared.send(rank, &a) {
-                break format!("rank {rank}'s process went away ({e})");
+                break End::Gone(format!("rank {rank}'s process went away ({e})"));
             }
+        }
+    };
+    let (end, broke) = match end {
+        End::Gone(why) => (why, false),
+        End::Broke(why) => {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            (why, true)
         }
     };
     let lost = {
         let mut st = shared.lock();
         st.gone[rank] = true;
+        if broke {
+            st.broke[rank] = Some(end.clone());
+        }
         !st.closing && !st.puts.contains_key(&(rank, done_key(rank)))
     };
     shared.changed.notify_all();
     if lost {
         shared.abort(end, Some(rank));
     }
+}
+
+/// Why barrier `n` failed, with `missing` the ranks that never reached
+/// it: a rule one broke (rank 0 cut it off), else the ranks that went
+/// away, else the ranks that, still connected, stopped answering.
+fn failed_barrier(st: &State, n: u32, missing: &[usize], at: &str, timeout: Duration) -> String {
+    let gone: Vec<usize> = missing.iter().copied().filter(|r| st.gone[*r]).collect();
+    if let Some(why) = gone.iter().find_map(|r| st.broke[*r].as_ref()) {
+        return format!(
+            "{why}: rank 0 cut it off before barrier {n} of the rendezvous at {at}. Check that every \
+             rank runs this version of nccl-find, and that nothing else connects to its port"
+        );
+    }
+    if !gone.is_empty() {
+        return format!(
+            "rank(s) {} went away before barrier {n} of the rendezvous at {at}: check their output",
+            list(&gone)
+        );
+    }
+    // Every rank here was admitted: one that is still connected and never
+    // came stopped answering.
+    format!(
+        "rank(s) {} stopped answering: still connected to the rendezvous at {at}, they never reached \
+         barrier {n} within {:.0} s ({} of {} processes did). Check their output (a process stopped or \
+         hung?), or raise --timeout",
+        list(missing),
+        timeout.as_secs_f64(),
+        st.arrived.len() - missing.len(),
+        st.arrived.len()
+    )
 }
 
 /// A peer reaches barrier `n`: the answer once it opens or fails.
@@ -948,26 +1002,10 @@ impl Kv for Hub {
                 return Ok(());
             }
             let missing = st.missing(n);
-            let gone: Vec<usize> = missing.iter().copied().filter(|r| st.gone[*r]).collect();
+            let gone = missing.iter().any(|r| st.gone[*r]);
             let now = Instant::now();
-            if !gone.is_empty() || now >= deadline {
-                let reason = if gone.is_empty() {
-                    format!(
-                        "rank(s) {} never reached barrier {n} of the rendezvous at {} within {:.0} s ({} of {} \
-                         processes did). Check every rank's output, or raise --timeout",
-                        list(&missing),
-                        shared.at,
-                        self.timeout.as_secs_f64(),
-                        st.arrived.len() - missing.len(),
-                        st.arrived.len()
-                    )
-                } else {
-                    format!(
-                        "rank(s) {} went away before barrier {n} of the rendezvous at {}: check their output",
-                        list(&gone),
-                        shared.at
-                    )
-                };
+            if gone || now >= deadline {
+                let reason = failed_barrier(&st, n, &missing, &shared.at, self.timeout);
                 st.failed = Some((n, reason.clone(), missing.clone()));
                 drop(st);
                 shared.changed.notify_all();
@@ -1002,11 +1040,12 @@ impl Kv for Hub {
         self.shared.abort(why.to_string(), None);
     }
 
-    fn close(&mut self) {
+    fn close(&mut self, until: Instant) {
         // A peer leaves once it has heard that the last barrier opened: wait
-        // (a little) for each to go, so that none misses it, then close.
+        // (a little, and never past `until`: a peer that stalled never
+        // goes) for each to go, so that none misses it, then close.
         let shared = &self.shared;
-        let until = Instant::now() + CLOSE_WAIT;
+        let until = until.min(Instant::now() + CLOSE_WAIT);
         let mut st = shared.lock();
         while !st.gone.iter().skip(1).all(|g| *g) {
             let left = until.saturating_duration_since(Instant::now());
@@ -1149,7 +1188,7 @@ impl Kv for PeerKv {
         let _ = send(&mut self.s, &Msg::Abort { reason: why.into() });
     }
 
-    fn close(&mut self) {
+    fn close(&mut self, _until: Instant) {
         let _ = self.s.shutdown(std::net::Shutdown::Both);
     }
 }
@@ -1507,6 +1546,109 @@ mod tests {
             .message;
         assert!(e.contains("no message before the deadline"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    }
+
+    /// A peer that stalls after the meeting (it never leaves its outcome):
+    /// rank 0's end names it, within the grace past the end's deadline
+    /// (before, closing the store waited 5 s, and the outcome came back
+    /// empty).
+    #[test]
+    fn a_peer_that_stalls_at_the_end_is_named_within_the_grace() {
+        let port = free_port();
+        let r0 = std::thread::spawn(move || {
+            let j = join(&job(0, 2, "t", tcp(port), 20), &id, &mut |_| {}).unwrap();
+            let t = Instant::now();
+            let got = j.finish(true, 0, "", Duration::from_secs(2));
+            (got, t.elapsed())
+        });
+        let (mut s, _, _) = raw_hello(port, "t", 1, 2);
+        assert!(matches!(read_msg(&mut s, wait()), Ok(Msg::Welcome { .. })));
+        raw_meet(&mut s, 1);
+        let (got, took) = r0.join().unwrap();
+        assert_eq!(
+            got,
+            vec![PeerOutcome {
+                rank: 1,
+                done: None,
+                times_us: Vec::new(),
+                why: Some(format!(
+                    "rank(s) 1 stopped answering: still connected to the rendezvous at \
+                     tcp://127.0.0.1:{port}, they never reached barrier 3 within 20 s (1 of 2 processes \
+                     did). Check their output (a process stopped or hung?), or raise --timeout"
+                )),
+            }]
+        );
+        assert!(took < Duration::from_secs(4), "{took:?}");
+        drop(s);
+    }
+
+    /// A peer that puts more keys than the store takes is cut off, and
+    /// rank 0 and the other peer say so (it was reported as "went away").
+    #[test]
+    fn a_peer_that_breaks_a_limit_is_named_with_the_limit() {
+        let port = free_port();
+        let r0 = tcp_rank0_of(port, "t", 3, 30);
+        let (mut s, _, _) = raw_hello(port, "t", 1, 3);
+        let peer2 = std::thread::spawn(move || {
+            join(&job(2, 3, "t", tcp(port), 30), &id, &mut |_| {})
+                .map(|_| ())
+                .map_err(|f| f.message)
+        });
+        assert!(matches!(read_msg(&mut s, wait()), Ok(Msg::Welcome { .. })));
+        for k in 0..=MAX_KEYS {
+            let put = Msg::Put {
+                key: format!("k{k}"),
+                value: vec![1],
+            };
+            if s.write_all(&encode(&put)).is_err() {
+                break;
+            }
+        }
+        let (r, _) = r0.join().unwrap();
+        let want = format!(
+            "rank 1 put more than 256 keys (nccl-find puts a few): rank 0 cut it off before barrier 0 of \
+             the rendezvous at tcp://127.0.0.1:{port}. Check that every rank runs this version of \
+             nccl-find, and that nothing else connects to its port"
+        );
+        assert_eq!(r, Err(want.clone()));
+        assert_eq!(peer2.join().unwrap(), Err(want));
+        // The connection was closed on it, without another word.
+        let mut rest = Vec::new();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        assert_eq!(s.read_to_end(&mut rest).map_err(|e| e.kind()), Ok(0));
+    }
+
+    /// An admitted peer that stalls (its hello said, then not a word):
+    /// rank 0 names it at its deadline and ends within the grace (closing
+    /// the store waited 5 s for it to leave, past the 2 s grace, and rank 0
+    /// said only that the rendezvous did not end). The other peer hears
+    /// the same.
+    #[test]
+    fn a_stalled_peer_is_named_within_the_grace() {
+        let port = free_port();
+        let t = Instant::now();
+        let r0 = tcp_rank0_of(port, "t", 3, 2);
+        let (mut stalled, _, _) = raw_hello(port, "t", 1, 3);
+        let peer2 = std::thread::spawn(move || {
+            join(&job(2, 3, "t", tcp(port), 2), &id, &mut |_| {})
+                .map(|_| ())
+                .map_err(|f| f.message)
+        });
+        assert!(matches!(
+            read_msg(&mut stalled, wait()),
+            Ok(Msg::Welcome { .. })
+        ));
+        let (r, _) = r0.join().unwrap();
+        let took = t.elapsed();
+        let want = format!(
+            "rank(s) 1 stopped answering: still connected to the rendezvous at tcp://127.0.0.1:{port}, \
+             they never reached barrier 0 within 2 s (2 of 3 processes did). Check their output (a \
+             process stopped or hung?), or raise --timeout"
+        );
+        assert_eq!(r, Err(want.clone()));
+        assert!(took < Duration::from_secs(4), "{took:?}");
+        assert_eq!(peer2.join().unwrap(), Err(want));
+        drop(stalled);
     }
 
     #[test]

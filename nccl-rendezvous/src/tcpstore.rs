@@ -627,7 +627,7 @@ impl Kv for StoreKv {
         self.conn.get(&k, until).map_err(err)
     }
 
-    fn close(&mut self) {
+    fn close(&mut self, _until: Instant) {
         self.conn.close();
     }
 
