@@ -908,6 +908,7 @@ fn failed_text(result: &Result<smoke::Summary, Failure>) -> Option<String> {
             for p in &s.peers {
                 match &p.done {
                     Some((true, _, _)) => {}
+                    Some((false, 0, m)) => why.push(format!("rank {} failed: {m}", p.rank)),
                     Some((false, w, m)) => {
                         why.push(format!("rank {} reported {w} wrong ({m})", p.rank))
                     }

@@ -744,13 +744,116 @@ fn outcomes(
     } else {
         Vec::new()
     };
+    // Rank 0 tells every rank how the job went: the ranks that failed or
+    // never reported (rank 0 among them), so that a rank whose own run was
+    // right does not end "OK" in a job that failed.
+    if fenced.is_ok() && rank == 0 {
+        let _ = kv.put(&key("job", 0), &encode_job(mine, &got));
+    }
     let fenced = fenced.is_ok();
     // Nobody leaves the store before rank 0 has read every outcome: a
     // launcher may drop what a process put once that process is gone.
-    if fenced {
-        let _ = kv.fence(deadline);
+    if fenced && kv.fence(deadline).is_ok() && rank != 0 {
+        if let Ok(b) = kv.get(0, &key("job", 0)) {
+            return read_job(&b, rank);
+        }
     }
     got
+}
+
+/// How many failed ranks rank 0 tells the others of, and how much of each
+/// one's words.
+const JOB_RANKS: usize = 4;
+const JOB_MESSAGE: usize = 400;
+
+/// The job's failures as rank 0 tells them: for each of the first
+/// [`JOB_RANKS`] ranks that failed or never reported, its rank (u64), 0
+/// and its outcome ([`encode_done`], words cut to [`JOB_MESSAGE`]) or 1
+/// and why it never reported.
+fn encode_job(mine: &Done, peers: &[PeerOutcome]) -> Vec<u8> {
+    let cut = |m: &str| -> String {
+        let mut end = m.len().min(JOB_MESSAGE);
+        while !m.is_char_boundary(end) {
+            end -= 1;
+        }
+        m[..end].to_string()
+    };
+    let mut entries: Vec<(usize, u8, Vec<u8>)> = Vec::new();
+    if !mine.ok {
+        let short = cut(mine.message);
+        let d = Done {
+            message: &short,
+            times_us: &[],
+            ..*mine
+        };
+        entries.push((0, 0, encode_done(&d)));
+    }
+    for p in peers {
+        let entry = match &p.done {
+            Some((true, _, _)) => continue,
+            Some((ok, wrong, m)) => {
+                let short = cut(m);
+                let d = Done {
+                    ok: *ok,
+                    wrong: *wrong,
+                    message: &short,
+                    times_us: &[],
+                };
+                (p.rank, 0, encode_done(&d))
+            }
+            None => (p.rank, 1, cut(p.why.as_deref().unwrap_or("")).into_bytes()),
+        };
+        entries.push(entry);
+    }
+    let mut v = Vec::new();
+    for (rank, kind, bytes) in entries.into_iter().take(JOB_RANKS) {
+        v.extend_from_slice(&(rank as u64).to_le_bytes());
+        v.push(kind);
+        v.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        v.extend_from_slice(&bytes);
+    }
+    v
+}
+
+/// The job's failures from rank 0, as this rank's `PeerOutcome`s (its
+/// own left out); malformed parts are dropped, never a panic.
+fn read_job(b: &[u8], me: usize) -> Vec<PeerOutcome> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while out.len() < JOB_RANKS && b.len() >= at + 13 {
+        let Some(rank) = le_u64(&b[at..at + 8]) else {
+            break;
+        };
+        let kind = b[at + 8];
+        let len = u32::from_le_bytes([b[at + 9], b[at + 10], b[at + 11], b[at + 12]]) as usize;
+        let Some(body) = b.get(at + 13..at + 13 + len) else {
+            break;
+        };
+        at += 13 + len;
+        let rank = usize::try_from(rank).unwrap_or(usize::MAX);
+        if rank == me {
+            continue;
+        }
+        let outcome = match kind {
+            0 => match read_done(body) {
+                Some((ok, wrong, m, _)) => PeerOutcome {
+                    rank,
+                    done: Some((ok, wrong, m)),
+                    times_us: Vec::new(),
+                    why: None,
+                },
+                None => continue,
+            },
+            _ => PeerOutcome {
+                rank,
+                done: None,
+                times_us: Vec::new(),
+                why: Some(String::from_utf8_lossy(body).into_owned()).filter(|w| !w.is_empty()),
+            },
+        };
+        out.push(outcome);
+    }
+    out
 }
 
 /// An outcome back: `None` when it is malformed.
@@ -995,6 +1098,66 @@ mod tests {
                 },
             ]
         );
+        // Rank 0 tells the others how the job went: rank 1, right itself,
+        // hears that rank 2 failed; rank 2 hears nothing of itself.
+        assert_eq!(
+            got[1].as_ref().unwrap().2,
+            vec![PeerOutcome {
+                rank: 2,
+                done: Some((false, 2, "rank 2".into())),
+                times_us: Vec::new(),
+                why: None,
+            }]
+        );
+        assert_eq!(got[2].as_ref().unwrap().2, vec![]);
+    }
+
+    /// The job's failures as rank 0 sends them: at most four ranks, each
+    /// one's words cut, a rank that never reported with why; malformed
+    /// bytes give what could be read, never a panic.
+    #[test]
+    fn the_jobs_failures_travel_bounded() {
+        let long = "x".repeat(5000);
+        let mine = Done {
+            ok: false,
+            wrong: 0,
+            message: &long,
+            times_us: &[1, 2],
+        };
+        let mut peers: Vec<PeerOutcome> = (1..8)
+            .map(|r| PeerOutcome {
+                rank: r,
+                done: Some((r % 2 == 0, r as u64, format!("rank {r}"))),
+                times_us: vec![7],
+                why: None,
+            })
+            .collect();
+        peers[2].done = None;
+        peers[2].why = Some("went away".into());
+        let b = encode_job(&mine, &peers);
+        let got = read_job(&b, 5);
+        type Shown<'a> = (usize, Option<(bool, u64, usize)>, Option<&'a str>);
+        let shown: Vec<Shown> = got
+            .iter()
+            .map(|p| {
+                (
+                    p.rank,
+                    p.done.as_ref().map(|(ok, w, m)| (*ok, *w, m.len())),
+                    p.why.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (0, Some((false, 0, JOB_MESSAGE)), None),
+                (1, Some((false, 1, 6)), None),
+                (3, None, Some("went away")),
+            ]
+        );
+        for cut in 0..b.len() {
+            assert!(read_job(&b[..cut], 9).len() <= JOB_RANKS);
+        }
     }
 
     /// What a peer says reaches rank 0's report escaped: a terminal
