@@ -474,7 +474,17 @@ fn print_value(
     let out = if cli.modversion {
         Ok(n.version.to_string().into_bytes())
     } else if cli.env {
-        Ok(pkgflags::env(n, env_prefix(asked, n).as_deref()))
+        let prefix = env_prefix(asked, n);
+        let cuda = match shim::cuda_home(n, prefix.as_deref()) {
+            Ok(home) => Some(home),
+            Err(why) => {
+                asked.say(&format!(
+                    "warning: no CUDA_HOME is exported, and builds that compile nccl.h will fail: {why}"
+                ));
+                None
+            }
+        };
+        Ok(pkgflags::env(n, prefix.as_deref(), cuda.as_deref()))
     } else if cli.print_variables {
         Ok(pkgflags::VARIABLES.join("\n").into_bytes())
     } else if let Some(name) = &cli.variable {

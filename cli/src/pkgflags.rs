@@ -273,20 +273,27 @@ pub fn excluded<'a>(cs: &'a [Constraint], version: &nccl_find::Version) -> Optio
 /// (which CMake's `find_package` reads) name the same prefix. With
 /// `prefix`, a directory whose `lib/libnccl.so` and `include/` lead to the
 /// install (for a wheel, which has no `libnccl.so`), `NCCL_LIB_DIR` and the
-/// prefix are that directory's, so that `-lnccl` links.
-pub fn env(n: &Nccl, prefix_dir: Option<&Path>) -> Vec<u8> {
+/// prefix are that directory's, so that `-lnccl` links. `cuda_home`, where
+/// there is one, is a directory whose `include/` holds the CUDA headers
+/// `nccl.h` includes (what NVIDIA's `nccl-sys` and CMake's CUDA find
+/// modules read).
+pub fn env(n: &Nccl, prefix_dir: Option<&Path>, cuda_home: Option<&Path>) -> Vec<u8> {
     let include = n.include_paths.first().cloned().unwrap_or_default();
     let (lib, home) = match prefix_dir {
         Some(d) => (d.to_path_buf(), d.to_path_buf()),
         None => (n.lib_dir.clone(), prefix(n)),
     };
     let mut out = Vec::new();
-    for (k, v) in [
-        ("NCCL_INCLUDE_DIR", &include),
-        ("NCCL_LIB_DIR", &lib),
-        ("NCCL_HOME", &home),
-        ("NCCL_ROOT", &home),
-    ] {
+    let mut vars = vec![
+        ("NCCL_INCLUDE_DIR", include.as_path()),
+        ("NCCL_LIB_DIR", lib.as_path()),
+        ("NCCL_HOME", home.as_path()),
+        ("NCCL_ROOT", home.as_path()),
+    ];
+    if let Some(c) = cuda_home {
+        vars.push(("CUDA_HOME", c));
+    }
+    for (k, v) in vars {
         if !out.is_empty() {
             out.push(b'\n');
         }

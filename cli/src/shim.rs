@@ -209,6 +209,58 @@ pub fn make_prefix(n: &Nccl) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// A `CUDA_HOME` for `n`: a directory whose `include/` holds the CUDA
+/// headers `nccl.h` includes. A toolkit's (or pip's CUDA 13 layout, where
+/// the runtime, crt and cccl wheels share `nvidia/cu13/include`) is the
+/// parent of that one `include`. Where they lie in several (pip's CUDA 12
+/// wheels: `cuda_runtime/include`, `cuda_nvcc/include`,
+/// `cuda_cccl/include`), `cuda/include` in the private `prefix` directory
+/// ([`make_prefix`]) holds a link to each of their entries, the first of a
+/// name winning. Why there is none, otherwise.
+pub fn cuda_home(n: &Nccl, prefix: Option<&Path>) -> Result<PathBuf, String> {
+    let dirs = n.cuda_include_dirs.as_ref().map_err(String::clone)?;
+    let parents: Vec<&Path> = dirs
+        .iter()
+        .filter(|d| d.file_name().is_some_and(|f| f == "include"))
+        .filter_map(|d| d.parent())
+        .collect();
+    if let ([only], 1) = (parents.as_slice(), dirs.len()) {
+        return Ok(only.to_path_buf());
+    }
+    let Some(prefix) = prefix else {
+        return Err(format!(
+            "the CUDA headers lie in {} directories ({}), and there is no private directory to join them in",
+            dirs.len(),
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
+    let home = prefix.join("cuda");
+    let include = home.join("include");
+    // SAFETY: geteuid takes nothing, cannot fail, and touches no memory of ours.
+    let uid = unsafe { libc::geteuid() };
+    private_dir(&home, uid, true)?;
+    private_dir(&include, uid, true)?;
+    let mut named: Vec<std::ffi::OsString> = Vec::new();
+    for d in dirs {
+        let entries =
+            std::fs::read_dir(d).map_err(|e| format!("cannot read {}: {e}", d.display()))?;
+        let mut names: Vec<std::ffi::OsString> = entries.flatten().map(|e| e.file_name()).collect();
+        names.sort();
+        for name in names {
+            if named.contains(&name) {
+                continue;
+            }
+            let Some(text) = name.to_str() else { continue };
+            link(&include, text, &d.join(&name))?;
+            named.push(name);
+        }
+    }
+    Ok(home)
+}
+
 /// `dir/name` made a link to `target`: a new link renamed over the old one,
 /// which must itself be a link (never a file or directory of someone else's).
 fn link(dir: &Path, name: &str, target: &Path) -> Result<(), String> {

@@ -644,3 +644,97 @@ fn cmake_config_gives_find_package_an_nccl_target() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A venv of pip's CUDA 13 layout: the NCCL wheel, and the runtime, crt
+/// and cccl wheels merged into `nvidia/cu13/include` as pip merges them.
+fn cu13_venv(dir: &Path) -> Option<PathBuf> {
+    let w = common::wheels()?;
+    let venv = dir.join("venv13");
+    let nv = venv.join("lib/python3.11/site-packages/nvidia");
+    let include = nv.join("cu13/include");
+    std::fs::create_dir_all(&include).unwrap();
+    std::os::unix::fs::symlink(
+        w.join("nvidia_nccl_cu13-2.32.3/nvidia/nccl"),
+        nv.join("nccl"),
+    )
+    .unwrap();
+    for dist in [
+        "nvidia_cuda_runtime-13.0.96",
+        "nvidia_cuda_crt-13.0.88",
+        "nvidia_cuda_cccl-13.0.85",
+    ] {
+        let from = w.join(dist).join("nvidia/cu13/include");
+        for e in std::fs::read_dir(&from).unwrap().flatten() {
+            let at = include.join(e.file_name());
+            if !at.exists() {
+                std::os::unix::fs::symlink(e.path(), at).unwrap();
+            }
+        }
+    }
+    Some(venv)
+}
+
+/// `eval "$(nccl-find --env)"` gives a build everything NVIDIA's own
+/// `nccl-sys` (nccl4rust) reads: `NCCL_INCLUDE_DIR` with `nccl.h`,
+/// `NCCL_LIB_DIR` with `libnccl.so`, and `CUDA_HOME` whose `include/` has
+/// `cuda.h` and `cuda_runtime.h`. A C program built from those variables
+/// alone compiles, links and runs, for pip's CUDA 12 layout (a wheel a
+/// directory, joined in a private directory of links) and CUDA 13's (one
+/// `nvidia/cu13`).
+#[test]
+fn env_gives_a_complete_build_environment_for_pip_installs() {
+    if !tools(&["cc"]) {
+        return;
+    }
+    let dir = scratch("env-complete");
+    let Some(cu12) = wheel_venv(&dir) else { return };
+    let Some(cu13) = cu13_venv(&dir) else { return };
+    std::fs::write(dir.join("v.c"), PROGRAM).unwrap();
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let script = "set -e; eval \"$(\"$1\" --env)\"; \
+                  test -f \"$NCCL_INCLUDE_DIR/nccl.h\"; test -e \"$NCCL_LIB_DIR/libnccl.so\"; \
+                  test -f \"$CUDA_HOME/include/cuda.h\"; test -f \"$CUDA_HOME/include/cuda_runtime.h\"; \
+                  cc -o \"$2\" v.c -I\"$NCCL_INCLUDE_DIR\" -I\"$CUDA_HOME/include\" \
+                     -L\"$NCCL_LIB_DIR\" -lnccl -Wl,-rpath,\"$NCCL_LIB_DIR\"; \
+                  echo \"CUDA_HOME=$CUDA_HOME\"";
+    for (venv, exe, want, home) in [
+        (
+            &cu12,
+            "v12",
+            "22105 22105\n",
+            cache.join("nccl-find/loader"),
+        ),
+        (
+            &cu13,
+            "v13",
+            "23203 23203\n",
+            cu13.join("lib/python3.11/site-packages/nvidia/cu13"),
+        ),
+    ] {
+        let mut c = Command::new("sh");
+        for v in STEERING {
+            c.env_remove(v);
+        }
+        let out = c
+            .current_dir(&dir)
+            .env("VIRTUAL_ENV", venv)
+            .env("XDG_CACHE_HOME", &cache)
+            .args(["-c", script, "sh", env!("CARGO_BIN_EXE_nccl-find"), exe])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{exe}: {}", both(&out));
+        let said = text(&out.stdout);
+        let cuda_home = said
+            .lines()
+            .find_map(|l| l.strip_prefix("CUDA_HOME="))
+            .unwrap();
+        assert!(
+            Path::new(cuda_home).starts_with(&home),
+            "{exe}: {cuda_home} is not under {}",
+            home.display()
+        );
+        runs(&dir.join(exe), want);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -83,11 +83,11 @@ pub(crate) fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, Str
         Ok(found) => found,
         Err(looked) => {
             return Err(format!(
-                "no cuda_runtime.h (looked in {}). Install the CUDA toolkit and set CUDA_HOME, or pip install \
-                 {runtime_wheel} {} {} beside the NCCL wheel",
-                list(&looked),
+                "pip install {runtime_wheel} {} {} beside the NCCL wheel, or install the CUDA toolkit and \
+                 set CUDA_HOME: no cuda_runtime.h (looked in {})",
                 wheel("crt", major).1,
-                wheel("cccl", major).1
+                wheel("cccl", major).1,
+                list(&looked),
             ))
         }
     };
@@ -107,8 +107,8 @@ pub(crate) fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, Str
                 Ok(found) => found,
                 Err(looked) => {
                     return Err(format!(
-                    "{} has {from}, which includes {file}, and no {file} was found (looked in {}). \
-                     pip install {wheel} beside the NCCL wheel, or use the CUDA toolkit",
+                    "pip install {wheel} beside the NCCL wheel, or use the CUDA toolkit: {} has {from}, \
+                     which includes {file}, and no {file} was found (looked in {})",
                     dir.display(),
                     list(&looked)
                 ))
