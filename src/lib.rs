@@ -30,7 +30,7 @@
 //! | # | source | looks at |
 //! |---|---|---|
 //! | 1 | explicit dirs | `NCCL_INCLUDE_DIR` + `NCCL_LIB_DIR` (both, or neither: one alone is an error) |
-//! | 2 | NCCL_HOME | `NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`: `include/` + `lib/`, `lib64/`, `lib/<multiarch>/`; or a source build's `build/include` + `build/lib` |
+//! | 2 | NCCL_HOME | `NCCL_HOME`, then `NCCL_ROOT`, `NCCL_DIR`, `NCCL_SOURCE_DIR` (a source checkout): `include/` + `lib/`, `lib64/`, `lib/<multiarch>/`; or a source build's `build/include` + `build/lib` (a checkout never built is named so) |
 //! | 3 | pkg-config | `nccl.pc` on `PKG_CONFIG_PATH`, then `PKG_CONFIG_LIBDIR` or the default dirs (`PKG_CONFIG_SYSROOT_DIR` honoured), each read as the `pkg-config` crate reads it (below); skipped when `NCCL_NO_PKG_CONFIG` is set. An `nccl.pc` whose directories hold no NCCL (some distro packages ship one with the build machine's `prefix=/usr/local`) is bypassed and named in a note (a warning where the tree it sits in holds an NCCL to name with `NCCL_HOME`, as a source build's does); `doctor` warns C and CMake users |
 //! | 4 | pip | `nvidia-nccl-cu*` wheels in `PYTHONPATH`, `VIRTUAL_ENV`, `CONDA_PREFIX`, the environment the program is installed in (`nccl-find` from pip; `Config::python_prefix`), the Pythons on `PATH`, pyenv, the user site, system site/dist-packages |
 //! | 5 | prefix | `CONDA_PREFIX`, NVIDIA HPC SDK `comm_libs` (`NVHPC_ROOT`, `/opt/nvidia/hpc_sdk`), `EBROOTNCCL` |

@@ -200,6 +200,36 @@ fn source_build_layout_and_unbuilt_checkout() {
         .contains("never built. Build it first (`make -j src.build`"));
 }
 
+/// `NCCL_SOURCE_DIR`, as NVIDIA's own Rust bindings name a checkout: a
+/// built one's `build/` is selected, named by that variable; an unbuilt
+/// one is named as unbuilt.
+#[test]
+fn nccl_source_dir_names_a_checkout() {
+    let n = found("source-build", &[("NCCL_SOURCE_DIR", "/src/nccl")]);
+    assert_eq!(
+        logical(&n.report, &n.include_paths[0]),
+        "/src/nccl/build/include"
+    );
+    assert_eq!(logical(&n.report, &n.lib_dir), "/src/nccl/build/lib");
+    assert_eq!(n.version.to_string(), "2.23.4");
+    let selected = n.report.selected().unwrap();
+    assert_eq!(
+        selected.origin.variable.as_deref(),
+        Some("NCCL_SOURCE_DIR=/src/nccl")
+    );
+    let e = probe("source-unbuilt", &[("NCCL_SOURCE_DIR", "/src/nccl")]).unwrap_err();
+    match e.kind() {
+        ErrorKind::Explicit {
+            variable,
+            problem: Problem::UnbuiltSource { template },
+        } => {
+            assert_eq!(variable, "NCCL_SOURCE_DIR=/src/nccl");
+            assert_eq!(logical(e.report(), template), "/src/nccl/src/nccl.h.in");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn wheel_in_a_virtualenv_names_the_distribution() {
     let n = found("wheel-venv", &[("VIRTUAL_ENV", "/venv")]);
@@ -1054,6 +1084,7 @@ fn a_build_script_with_nccl_home_reruns_only_on_what_decides() {
         "NCCL_HOME",
         "NCCL_ROOT",
         "NCCL_DIR",
+        "NCCL_SOURCE_DIR",
         // What decides after selection: static or shared, and the CUDA
         // headers that nccl.h includes.
         "NCCL_STATIC",

@@ -154,6 +154,7 @@ const STEERING: &[&str] = &[
     "NCCL_HOME",
     "NCCL_ROOT",
     "NCCL_DIR",
+    "NCCL_SOURCE_DIR",
     "NCCL_INCLUDE_DIR",
     "NCCL_LIB_DIR",
     "NCCL_SYSROOT",

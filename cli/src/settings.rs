@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 
 /// nccl-find's own variables (which install to link), which NCCL does not
 /// read.
-const OURS: [&str; 9] = [
+const OURS: [&str; 10] = [
     "NCCL_HOME",
     "NCCL_ROOT",
     "NCCL_DIR",
+    "NCCL_SOURCE_DIR",
     "NCCL_INCLUDE_DIR",
     "NCCL_LIB_DIR",
     "NCCL_STATIC",

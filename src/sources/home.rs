@@ -1,5 +1,7 @@
-//! A source: `NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`. The first one
-//! set wins; the others are reported as shadowed. Each is an install root:
+//! A source: `NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`, then
+//! `NCCL_SOURCE_DIR` (a checkout of NCCL's sources, as NVIDIA's own Rust
+//! bindings name it). The first one set wins; the others are reported as
+//! shadowed. Each is an install root:
 //! `<root>/{include,lib,lib64,lib/<multiarch>}`, or the source-build layout
 //! `<root>/build/{include,lib}` (where `make src.build` puts a source build). A checkout that was never built
 //! (only `src/nccl.h.in`) gets its own message.
@@ -10,7 +12,7 @@ use super::{Ctx, Origin, Site, SourceKind};
 use crate::problem::Problem;
 
 /// The variables, in precedence order.
-pub(crate) const VARS: [&str; 3] = ["NCCL_HOME", "NCCL_ROOT", "NCCL_DIR"];
+pub(crate) const VARS: [&str; 4] = ["NCCL_HOME", "NCCL_ROOT", "NCCL_DIR", "NCCL_SOURCE_DIR"];
 
 pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
     let mut out = Vec::new();

@@ -100,8 +100,8 @@ pub(crate) static SOURCES: &[Source] = &[
         kind: SourceKind::Home,
         id: "nccl_home",
         name: "NCCL_HOME",
-        describe: "NCCL_HOME, then NCCL_ROOT, then NCCL_DIR",
-        doc: "`NCCL_HOME`, then `NCCL_ROOT`, then `NCCL_DIR`: `include/` + `lib/`, `lib64/`, `lib/<multiarch>/`; or a source build's `build/include` + `build/lib`",
+        describe: "NCCL_HOME, then NCCL_ROOT, NCCL_DIR, NCCL_SOURCE_DIR",
+        doc: "`NCCL_HOME`, then `NCCL_ROOT`, `NCCL_DIR`, `NCCL_SOURCE_DIR` (a source checkout): `include/` + `lib/`, `lib64/`, `lib/<multiarch>/`; or a source build's `build/include` + `build/lib` (a checkout never built is named so)",
         search: |ctx| Ok(home::sites(ctx)),
     },
     Source {
