@@ -214,13 +214,16 @@ impl Config {
         });
         if emit {
             match &result {
-                Ok(n) => cargo::print(&cargo::directives(n)),
+                Ok((_, lines)) => cargo::print(lines),
                 Err(e) if *e.kind() == ErrorKind::DocsRs => cargo::print(&cargo::docs_rs()),
                 Err(e) if reruns_on_failure => cargo::print(&cargo::rerun_env(&e.report().env)),
                 Err(_) => {}
             }
         }
-        result
+        match result {
+            Ok((n, _)) => Ok(n),
+            Err(e) => Err(e),
+        }
     }
 
     /// For build scripts: [`Config::probe`], and on failure print the
@@ -355,13 +358,15 @@ impl Config {
     }
 }
 
-/// The last line of defence: no directive may hold a line break.
-fn checked(n: Nccl) -> Result<Nccl, Error> {
-    for d in cargo::directives(&n) {
-        if cargo::has_line_break(&d) {
-            let directive = cargo::escape(&d);
+/// The last line of defence: no directive may hold a line break. The
+/// directives, made once, come back with the install for printing.
+fn checked(n: Nccl) -> Result<(Nccl, Vec<String>), Error> {
+    let lines = cargo::directives(&n);
+    for d in &lines {
+        if cargo::has_line_break(d) {
+            let directive = cargo::escape(d);
             return Err(Error::new(ErrorKind::LineBreak { directive }, n.report));
         }
     }
-    Ok(n)
+    Ok((n, lines))
 }

@@ -86,7 +86,9 @@ pub struct Options {
     pub job: Option<Job>,
     /// Timed iterations per size; `None`: by size.
     pub iters: Option<usize>,
-    /// Only meet the other processes (no GPU needed): for tests.
+    /// Only meet the other processes, and test the network between nodes
+    /// (no GPU, no NCCL call): `smoke --rendezvous-only`, to check a
+    /// launcher and the network before a job.
     pub rendezvous_only: bool,
     /// The collectives to run, by name ([`ops`]): the all-reduce alone by
     /// default.

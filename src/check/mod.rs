@@ -1,4 +1,4 @@
-//! Step 3b: **checks** on the selected install that catch run-time failures
+//! Step 4: **checks** on the selected install that catch run-time failures
 //! at build time: which library the run-time loader will really load,
 //! whether the library exports the functions a crate needs, and what static
 //! linking needs.

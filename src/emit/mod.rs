@@ -1,5 +1,6 @@
-//! Step 4 of the probe: **emit**. Turns a report into words for people.
-//! (Cargo directives for build scripts come with the linking work.)
+//! Step 5 of the probe: **emit**. Turns a report into what its readers
+//! take: cargo directives for build scripts (`cargo`), words for people
+//! (`text`), and the private loader directory (`loader_dir`).
 
 pub mod cargo;
 pub(crate) mod durable;
