@@ -333,18 +333,13 @@ impl fmt::Display for Problem {
 
 /// The first and the last NCCL release that nccl-find's catalog knows of
 /// and `requirement` (Cargo's syntax) allows; `None` when none does.
-pub(crate) fn releases_meeting(requirement: &str) -> Option<(&'static str, &'static str)> {
+fn releases_meeting(requirement: &str) -> Option<(&'static str, &'static str)> {
     let req = crate::req::VersionReq::parse(requirement).ok()?;
     let mut found: Option<(&'static str, &'static str)> = None;
     for release in crate::api::releases() {
-        let mut parts = release.split('.');
-        let mut next = || -> u64 {
-            match parts.next() {
-                Some(p) => p.parse().unwrap_or(0),
-                None => 0,
-            }
+        let Ok((major, minor, patch)) = lenient_version(release) else {
+            continue;
         };
-        let (major, minor, patch) = (next(), next(), next());
         if req.matches(major, minor, patch) {
             found = Some(match found {
                 Some((first, _)) => (first, release),
@@ -363,15 +358,21 @@ pub(crate) fn newest_release() -> &'static str {
     }
 }
 
-/// What a requirement needs, in words: `NCCL 2.29.2 or newer`, or that no
-/// release known has it yet.
+/// The releases a requirement wants, in words: `NCCL 2.29.2 or newer`,
+/// `NCCL 2.18.1 to 2.19.4`; `None` when no release known meets it.
+pub(crate) fn wanted(requirement: &str) -> Option<String> {
+    Some(match releases_meeting(requirement)? {
+        (first, last) if last == newest_release() => format!("NCCL {first} or newer"),
+        (first, last) if first == last => format!("NCCL {first}"),
+        (first, last) => format!("NCCL {first} to {last}"),
+    })
+}
+
+/// What a requirement needs, in words: `it needs NCCL 2.29.2 or newer`,
+/// or that no release known has it yet.
 pub(crate) fn needed(requirement: &str) -> String {
-    match releases_meeting(requirement) {
-        Some((first, last)) if last == newest_release() => {
-            format!("it needs NCCL {first} or newer")
-        }
-        Some((first, last)) if first == last => format!("it needs NCCL {first}"),
-        Some((first, last)) => format!("it needs NCCL {first} to {last}"),
+    match wanted(requirement) {
+        Some(w) => format!("it needs {w}"),
         None => format!(
             "no NCCL release nccl-find knows of satisfies it (the newest is {})",
             newest_release()

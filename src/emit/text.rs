@@ -120,13 +120,15 @@ fn unmet(requirement: &str, r: &Report) -> String {
         Some(v) => format!("the newest here is NCCL {v}"),
         None => "none here has a known version".to_string(),
     };
-    match crate::problem::pip_pin(requirement, &pip_dist(r)) {
-        Some(pin) => format!(
-            "{pin}, or point NCCL_HOME at an install of {}: no install here satisfies the requirement \
-             {requirement} ({here}).",
-            crate::problem::needed(requirement).trim_start_matches("it needs ")
+    match (
+        crate::problem::pip_pin(requirement, &pip_dist(r)),
+        crate::problem::wanted(requirement),
+    ) {
+        (Some(pin), Some(wanted)) => format!(
+            "{pin}, or point NCCL_HOME at an install of {wanted}: no install here satisfies the \
+             requirement {requirement} ({here})."
         ),
-        None => {
+        _ => {
             let newest = crate::problem::newest_release();
             let here = match newest_here {
                 Some(v) if v.to_string() == newest => ", and it is installed here".to_string(),
@@ -465,17 +467,13 @@ pub fn advice(kind: &ErrorKind, r: &Report) -> String {
             for setting in variable.split(", ") {
                 names.push(setting.split('=').next().unwrap_or(setting));
             }
-            let fix = match problem {
-                Problem::Unsatisfied { requirement, .. }
-                    if crate::problem::releases_meeting(requirement).is_some() =>
-                {
-                    format!(
-                        "point {} at an install of {}",
-                        names.join(" and "),
-                        crate::problem::needed(requirement).trim_start_matches("it needs ")
-                    )
-                }
-                _ => "fix what is described above".to_string(),
+            let wanted = match problem {
+                Problem::Unsatisfied { requirement, .. } => crate::problem::wanted(requirement),
+                _ => None,
+            };
+            let fix = match wanted {
+                Some(w) => format!("point {} at an install of {w}", names.join(" and ")),
+                None => "fix what is described above".to_string(),
             };
             let _ = writeln!(
                 s,
