@@ -162,6 +162,8 @@ fn put(path: &Path, text: &str) -> Result<(), String> {
 /// Writes the package into `dir` (made if need be); the two files written.
 pub fn write(n: &Nccl, dir: &Path) -> Result<Vec<PathBuf>, String> {
     let (config, version) = texts(n)?;
+    // Before anything is made under it, and again once it is there: what
+    // was made (or found made meanwhile) must be this user's too.
     check_dir(dir)?;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     check_dir(dir)?;

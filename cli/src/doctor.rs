@@ -812,10 +812,12 @@ struct Inputs {
     /// about another machine, which never reaches a process that loads
     /// code (the child that asks NCCL does not run).
     env_from_file: bool,
-    /// The variables and the root the settings were read from, to read
-    /// them again by the rules of the NCCL judged ([`Inputs::for_nccl`]).
+    /// The variables and the root the settings were read from, and the
+    /// rules they were read by, to read them again where the NCCL judged
+    /// has others ([`Inputs::for_nccl`]).
     vars: Vec<(String, String)>,
     root: PathBuf,
+    rules: crate::settings::ConfRules,
 }
 
 impl Inputs {
@@ -827,7 +829,8 @@ impl Inputs {
     /// The settings in force from the environment `env` and NCCL's
     /// configuration files, read under `root` by the newest NCCL's rules.
     fn with_env(facts: Facts, env: &[(String, String)], root: &Path) -> Inputs {
-        let (settings, unread) = crate::settings::read(env, root, None);
+        let rules = crate::settings::ConfRules::of(None);
+        let (settings, unread) = crate::settings::read(env, root, rules);
         Inputs {
             facts,
             settings,
@@ -835,13 +838,20 @@ impl Inputs {
             env_from_file: false,
             vars: env.to_vec(),
             root: root.to_path_buf(),
+            rules,
         }
     }
 
     /// The settings again, as NCCL `version` finds its configuration
     /// files (`NCCL_CONF_FILE` from 2.23, `~` from `HOME` from 2.30.3).
+    /// Read again only where its rules differ from those already used.
     fn for_nccl(&mut self, version: Option<(u32, u32, u32)>) {
-        let (settings, unread) = crate::settings::read(&self.vars, &self.root, version);
+        let rules = crate::settings::ConfRules::of(version);
+        if rules == self.rules {
+            return;
+        }
+        self.rules = rules;
+        let (settings, unread) = crate::settings::read(&self.vars, &self.root, rules);
         self.settings = settings;
         self.unread = unread;
     }

@@ -110,15 +110,13 @@ fn database_home() -> Option<PathBuf> {
     }
 }
 
-/// [`in_force`] as NCCL `version` reads its files here: `~` is this
-/// process's `HOME` or its user's home in the user database, by that
-/// version's rules.
+/// [`in_force`] as an NCCL of these `rules` reads its files here: `~` is
+/// this process's `HOME` or its user's home in the user database.
 pub fn read(
     env: &[(String, String)],
     root: &Path,
-    version: Option<(u32, u32, u32)>,
+    rules: ConfRules,
 ) -> (Vec<Setting>, Vec<String>) {
-    let rules = ConfRules::of(version);
     let home = match rules.home_from_env {
         true => std::env::var_os("HOME").map(PathBuf::from),
         false => database_home(),

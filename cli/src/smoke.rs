@@ -645,7 +645,7 @@ fn settings_in_force() -> Vec<crate::settings::Setting> {
     crate::settings::read(
         &crate::settings::process_env(),
         std::path::Path::new("/"),
-        None,
+        crate::settings::ConfRules::of(None),
     )
     .0
 }
