@@ -509,14 +509,18 @@ impl Names {
             Names {
             version: format!("{a}.{b}.{c}"),
             names,
-            params: match (inputs.env_from_file, inputs.unread.first()) {
+            params: match (
+                inputs.env_from_file,
+                inputs.unread.iter().find(|u| u.hangs),
+            ) {
                 (true, _) => params::Asked::Withheld(
                     "the variables come from a facts file, and nothing from a facts file reaches a \
                      process that loads code"
                         .into(),
                 ),
                 (false, Some(file)) => params::Asked::Withheld(format!(
-                    "NCCL's configuration file {file}, and NCCL would wait on it or fail"
+                    "NCCL's configuration file {}, and NCCL would wait on it",
+                    file.text
                 )),
                 (false, None) => params::ask(&j.library, &inputs.environment()),
             },
@@ -672,20 +676,21 @@ fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
         library_values(f, inputs, n, any);
     }
     for u in &inputs.unread {
-        // A FIFO holds NCCL at start until someone writes to it, and a
-        // device such as /dev/zero never ends a line: NCCL hangs there.
-        if u.contains("not a regular file") {
+        let text = &u.text;
+        if u.hangs {
             f.add(
                 Area::Variables,
                 Level::Problem,
-                format!("NCCL's configuration file {u}: NCCL would hang reading it when it starts"),
+                format!(
+                    "NCCL's configuration file {text}: NCCL would hang reading it when it starts"
+                ),
                 Some("remove it, or point NCCL_CONF_FILE at a regular file".into()),
             );
         } else {
             f.add(
                 Area::Variables,
                 Level::Note,
-                format!("NCCL's configuration file {u}: NCCL reads nothing from it"),
+                format!("NCCL's configuration file {text}: NCCL reads nothing from it"),
                 None,
             );
         }
@@ -807,7 +812,7 @@ struct Inputs {
     /// then NCCL's configuration files', each with its source.
     settings: Vec<crate::settings::Setting>,
     /// Configuration files NCCL would read that could not be read.
-    unread: Vec<String>,
+    unread: Vec<crate::settings::Unread>,
     /// Whether the variables came from a facts file (its `env`): data
     /// about another machine, which never reaches a process that loads
     /// code (the child that asks NCCL does not run).

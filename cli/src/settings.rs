@@ -58,6 +58,17 @@ pub struct Setting {
     pub source: Source,
 }
 
+/// A configuration file NCCL would read that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unread {
+    /// The file and why, in words.
+    pub text: String,
+    /// It is a FIFO, a device or a socket: NCCL's `fgets` waits on a FIFO
+    /// for a writer, and on `/dev/zero` never ends a line, so NCCL hangs
+    /// there at start.
+    pub hangs: bool,
+}
+
 /// The most a configuration file is read: NCCL's own lines are at most
 /// 4 KiB; a file of settings is far smaller than this.
 const MAX_FILE: u64 = 1 << 20;
@@ -116,7 +127,7 @@ pub fn read(
     env: &[(String, String)],
     root: &Path,
     rules: ConfRules,
-) -> (Vec<Setting>, Vec<String>) {
+) -> (Vec<Setting>, Vec<Unread>) {
     let home = match rules.home_from_env {
         true => std::env::var_os("HOME").map(PathBuf::from),
         false => database_home(),
@@ -154,7 +165,7 @@ pub fn in_force(
     home: Option<&Path>,
     root: &Path,
     rules: ConfRules,
-) -> (Vec<Setting>, Vec<String>) {
+) -> (Vec<Setting>, Vec<Unread>) {
     let mut out: Vec<Setting> = env
         .iter()
         .filter(|(k, _)| is_nccls(k))
@@ -171,7 +182,14 @@ pub fn in_force(
             Ok(d) => d,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
-                unread.push(format!("{}: {e}", file.display()));
+                let special = std::fs::metadata(&real).is_ok_and(|m| {
+                    let t = m.file_type();
+                    !t.is_file() && !t.is_dir()
+                });
+                unread.push(Unread {
+                    text: format!("{}: {e}", file.display()),
+                    hangs: special,
+                });
                 continue;
             }
         };
@@ -270,7 +288,10 @@ mod tests {
         std::fs::create_dir(root.join("home/u/.nccl.conf")).unwrap();
         let (_, unread) = in_force(&[], Some(Path::new("/home/u")), &root, newest);
         assert_eq!(unread.len(), 1, "{unread:?}");
-        assert!(unread[0].starts_with("/home/u/.nccl.conf: "), "{unread:?}");
+        assert!(
+            unread[0].text.starts_with("/home/u/.nccl.conf: ") && !unread[0].hangs,
+            "{unread:?}"
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 
