@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::reach::{self, Card, Gathered, Judge, Ruling};
-use crate::untrusted::peer_text;
+use crate::untrusted::{cut, peer_text};
 use crate::words::{deadline_after, fail, offsets, then, Abort, Failed, PeerOutcome};
 
 /// A launcher's key-value store, as one rank sees it. Keys are short ASCII
@@ -701,11 +701,7 @@ fn encode_done(d: &Done) -> Vec<u8> {
     for t in times {
         v.extend_from_slice(&t.to_le_bytes());
     }
-    let mut cut = d.message.len().min(MAX_MESSAGE);
-    while !d.message.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    v.extend_from_slice(&d.message.as_bytes()[..cut]);
+    v.extend_from_slice(cut(d.message, MAX_MESSAGE).as_bytes());
     v
 }
 
@@ -771,18 +767,10 @@ const JOB_MESSAGE: usize = 400;
 /// and its outcome ([`encode_done`], words cut to [`JOB_MESSAGE`]) or 1
 /// and why it never reported.
 fn encode_job(mine: &Done, peers: &[PeerOutcome]) -> Vec<u8> {
-    let cut = |m: &str| -> String {
-        let mut end = m.len().min(JOB_MESSAGE);
-        while !m.is_char_boundary(end) {
-            end -= 1;
-        }
-        m[..end].to_string()
-    };
     let mut entries: Vec<(usize, u8, Vec<u8>)> = Vec::new();
     if !mine.ok {
-        let short = cut(mine.message);
         let d = Done {
-            message: &short,
+            message: cut(mine.message, JOB_MESSAGE),
             times_us: &[],
             ..*mine
         };
@@ -792,16 +780,21 @@ fn encode_job(mine: &Done, peers: &[PeerOutcome]) -> Vec<u8> {
         let entry = match &p.done {
             Some((true, _, _)) => continue,
             Some((ok, wrong, m)) => {
-                let short = cut(m);
                 let d = Done {
                     ok: *ok,
                     wrong: *wrong,
-                    message: &short,
+                    message: cut(m, JOB_MESSAGE),
                     times_us: &[],
                 };
                 (p.rank, 0, encode_done(&d))
             }
-            None => (p.rank, 1, cut(p.why.as_deref().unwrap_or("")).into_bytes()),
+            None => (
+                p.rank,
+                1,
+                cut(p.why.as_deref().unwrap_or(""), JOB_MESSAGE)
+                    .as_bytes()
+                    .to_vec(),
+            ),
         };
         entries.push(entry);
     }

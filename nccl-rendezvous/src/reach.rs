@@ -151,12 +151,8 @@ const MAX_CAUSE: usize = 2000;
 /// A ruling as the store carries it: whether it stops (a byte), then the
 /// cause.
 pub(crate) fn ruling_bytes(r: &Ruling) -> Vec<u8> {
-    let mut cut = r.cause.len().min(MAX_CAUSE);
-    while !r.cause.is_char_boundary(cut) {
-        cut -= 1;
-    }
     let mut v = vec![u8::from(r.stop)];
-    v.extend_from_slice(&r.cause.as_bytes()[..cut]);
+    v.extend_from_slice(crate::untrusted::cut(&r.cause, MAX_CAUSE).as_bytes());
     v
 }
 
@@ -267,12 +263,9 @@ fn answer(ls: &[TcpListener], stop: &UnixStream, tag: [u8; 16]) {
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str, max: usize) {
-    let mut cut = s.len().min(max);
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    out.extend_from_slice(&(cut as u16).to_le_bytes());
-    out.extend_from_slice(&s.as_bytes()[..cut]);
+    let s = crate::untrusted::cut(s, max);
+    out.extend_from_slice(&(s.len() as u16).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
 }
 
 /// The hello: the GPU count, the tag, the host, the facts and each

@@ -646,13 +646,8 @@ impl Kv for StoreKv {
     fn abort(&mut self, why: &str) {
         let key = self.scoped("nccl-find/abort");
         let text = format!("rank {} stopped the job: {why}", self.rank);
-        let mut cut = text.len().min(2000);
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let _ = self
-            .conn
-            .set(&key, &text.as_bytes()[..cut], self.op_until());
+        let text = crate::untrusted::cut(&text, 2000);
+        let _ = self.conn.set(&key, text.as_bytes(), self.op_until());
     }
 
     fn notes(&self) -> Vec<String> {

@@ -4,6 +4,16 @@
 //! nowhere else, so that it can neither drive the terminal (escape
 //! sequences, bidi overrides) nor forge a line of our own (line breaks).
 
+/// `s` cut to at most `max` bytes, at a character boundary: text bounded
+/// before it is sent.
+pub(crate) fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// The most characters of one piece of peer text that are shown.
 pub const MAX_PEER_TEXT: usize = 2000;
 
