@@ -186,58 +186,38 @@ fn a_token_mismatch_is_refused() {
 #[test]
 fn a_rank_that_never_comes_ends_at_the_deadline() {
     let Some(lib) = wheel_lib() else { return };
+    // Ranks 0 and 1 of 3 meet through `init`: every rank that came names
+    // the one that did not (as `at`), not its own symptom (rank 1 reached
+    // rank 0), within the deadline and its grace.
+    let ranks_0_and_1 = |init: &str, at: &str| {
+        let start = Instant::now();
+        let k0 = spawn(&rank_args(&lib, 0, 3, init, &["--timeout", "2"]), &[]);
+        let k1 = spawn(&rank_args(&lib, 1, 3, init, &["--timeout", "2"]), &[]);
+        let (o0, o1) = (
+            text(&k0.wait_with_output().unwrap()),
+            text(&k1.wait_with_output().unwrap()),
+        );
+        let took = start.elapsed();
+        let want = format!(
+            "rank 2 never came to {at} (waited 2 s); ranks 0, 1 are here. Start it, with the same \
+             rendezvous and token, check that it can reach {at}, or raise --timeout"
+        );
+        for (r, o) in [(0, &o0), (1, &o1)] {
+            assert_eq!(
+                (o.0, last(&o.1)),
+                (1, format!("[rank {r}] FAILED: {want}")),
+                "{o:?}"
+            );
+        }
+        assert!(took < Duration::from_secs(20), "{took:?}");
+    };
     let init = format!("tcp://127.0.0.1:{}", free_port());
-    let start = Instant::now();
-    let k0 = spawn(&rank_args(&lib, 0, 3, &init, &["--timeout", "2"]), &[]);
-    let k1 = spawn(&rank_args(&lib, 1, 3, &init, &["--timeout", "2"]), &[]);
-    let (o0, o1) = (
-        text(&k0.wait_with_output().unwrap()),
-        text(&k1.wait_with_output().unwrap()),
-    );
-    let took = start.elapsed();
-    // Every rank that came names the one that did not, not its own
-    // symptom (rank 1 reached rank 0).
-    let want = format!(
-        "rank 2 never came to {init} (waited 2 s); ranks 0, 1 are here. Start it, with the same rendezvous \
-         and token, check that it can reach {init}, or raise --timeout"
-    );
-    assert_eq!(
-        (o0.0, last(&o0.1)),
-        (1, format!("[rank 0] FAILED: {want}")),
-        "{o0:?}"
-    );
-    assert_eq!(
-        (o1.0, last(&o1.1)),
-        (1, format!("[rank 1] FAILED: {want}")),
-        "{o1:?}"
-    );
-    assert!(took < Duration::from_secs(20), "{took:?}");
-
+    ranks_0_and_1(&init, &init);
     // The same through a file.
     let dir = std::env::temp_dir().join(format!("nccl-find-smoke-missing-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let at = dir.join("rdv").display().to_string();
-    let init = format!("file://{at}");
-    let k0 = spawn(&rank_args(&lib, 0, 3, &init, &["--timeout", "2"]), &[]);
-    let k1 = spawn(&rank_args(&lib, 1, 3, &init, &["--timeout", "2"]), &[]);
-    let (o0, o1) = (
-        text(&k0.wait_with_output().unwrap()),
-        text(&k1.wait_with_output().unwrap()),
-    );
-    let want = format!(
-        "rank 2 never came to {at} (waited 2 s); ranks 0, 1 are here. Start it, with the same rendezvous \
-         and token, check that it can reach {at}, or raise --timeout"
-    );
-    assert_eq!(
-        (o0.0, last(&o0.1)),
-        (1, format!("[rank 0] FAILED: {want}")),
-        "{o0:?}"
-    );
-    assert_eq!(
-        (o1.0, last(&o1.1)),
-        (1, format!("[rank 1] FAILED: {want}")),
-        "{o1:?}"
-    );
+    ranks_0_and_1(&format!("file://{at}"), &at);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
