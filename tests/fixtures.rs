@@ -960,7 +960,7 @@ fn a_header_older_than_its_library_is_used_with_a_warning_naming_both() {
     // The selected line names the library's version, and the header's beside it.
     #[cfg(feature = "command")]
     {
-        let text = nccl_find::internal::report(&n.report, None, &[]);
+        let text = nccl_find::internal::report(&n.report, None, &[], None);
         assert!(
             text.contains("Selected: NCCL 2.28.3 (CUDA 13.0) with header 2.18.3 at /dpkg/usr/lib/x86_64-linux-gnu"),
             "{text}"

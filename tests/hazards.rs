@@ -208,7 +208,7 @@ fn paths_with_spaces_and_non_utf8_bytes() {
     // would name another file.
     #[cfg(feature = "command")]
     {
-        let text = nccl_find::internal::report(&n.report, None, &n.cargo_directives());
+        let text = nccl_find::internal::report(&n.report, None, &n.cargo_directives(), None);
         assert!(text.contains("NCCL_HOME = /opt/with space \\xff"), "{text}");
         assert!(!text.contains('\u{fffd}'), "{text}");
     }

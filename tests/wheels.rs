@@ -432,7 +432,8 @@ fn cuda_headers_beside_a_wheel_say_which_wheel_is_missing() {
     assert!(
         err.starts_with(
             "pip install nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-cccl-cu12 beside \
-             the NCCL wheel, or install the CUDA toolkit and set CUDA_HOME: no cuda_runtime.h (looked in "
+             the NCCL wheel, or install the CUDA toolkit and set CUDA_HOME: nccl.h includes \
+             cuda_runtime.h, and none was found (looked in "
         ),
         "{err}"
     );
@@ -511,8 +512,8 @@ fn cuda_13_headers_beside_a_cu13_wheel() {
     assert!(
         err.starts_with(
             "pip install 'nvidia-cuda-runtime==13.*' 'nvidia-cuda-crt==13.*' 'nvidia-cuda-cccl==13.*' \
-             beside the NCCL wheel, or install the CUDA toolkit and set CUDA_HOME: no cuda_runtime.h \
-             (looked in "
+             beside the NCCL wheel, or install the CUDA toolkit and set CUDA_HOME: nccl.h includes \
+             cuda_runtime.h, and none was found (looked in "
         ),
         "{err}"
     );

@@ -34,11 +34,11 @@ fn quoted(p: &Path) -> Result<String, String> {
 /// The two files' text: `NCCLConfig.cmake` and `NCCLConfigVersion.cmake`.
 fn texts(n: &Nccl) -> Result<(String, String), String> {
     let mut includes = n.include_paths.clone();
-    if let Ok(cuda) = &n.cuda_include_dirs {
-        for d in cuda {
-            if !includes.contains(d) {
-                includes.push(d.clone());
-            }
+    // `NCCL::nccl` carries the CUDA include dirs `nccl.h` needs; without
+    // them, no package: one would fail in the compiler.
+    for d in n.cuda_include_dirs.as_ref().map_err(String::clone)? {
+        if !includes.contains(d) {
+            includes.push(d.clone());
         }
     }
     let mut inc = Vec::new();

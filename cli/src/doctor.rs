@@ -139,6 +139,21 @@ fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
     check_visible_copies(f, report);
     if let Some(n) = nccl {
         loader_verdict(f, n);
+        check_cuda_headers(f, n);
+    }
+}
+
+/// CUDA headers `nccl.h` includes and that are missing: builds that
+/// compile it (C, C++, bindgen) fail; running needs none of them.
+fn check_cuda_headers(f: &mut Findings, n: &Nccl) {
+    if let Err(why) = &n.cuda_include_dirs {
+        f.add(
+            Area::Nccl,
+            Level::Note,
+            "builds that compile nccl.h (C, C++, bindgen) will fail: it includes CUDA headers \
+             that are not here; running needs none of them",
+            Some(why.clone()),
+        );
     }
 }
 

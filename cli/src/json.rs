@@ -92,6 +92,7 @@ pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String
                 Ok(d) => d.iter().map(|p| path(p)).collect::<Vec<_>>(),
                 Err(_) => Vec::new(),
             },
+            "cuda_headers_missing": n.cuda_include_dirs.as_ref().err(),
             "cargo_directives": n.cargo_directives(),
             "cmake_config": opt_path(n.cmake_config.as_deref()),
             "device_header": opt_path(n.device_header.as_deref()),

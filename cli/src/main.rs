@@ -397,7 +397,12 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
         return print_value(cli, asked, nccl, error, headline.as_deref());
     } else {
         let directives = nccl.map(|n| n.cargo_directives()).unwrap_or_default();
-        let text = nccl_find::internal::report(report, error, &directives);
+        let text = nccl_find::internal::report(
+            report,
+            error,
+            &directives,
+            nccl.map(|n| &n.cuda_include_dirs),
+        );
         print!("{}", style::human(&text, cli.color));
         if let Some(h) = &headline {
             style::complain(h);
@@ -476,10 +481,10 @@ fn print_value(
     } else if cli.env {
         let prefix = env_prefix(asked, n);
         let cuda = match shim::cuda_home(n, prefix.as_deref()) {
-            Ok(home) => Some(home),
+            Ok(home) => home,
             Err(why) => {
                 asked.say(&format!(
-                    "warning: no CUDA_HOME is exported, and builds that compile nccl.h will fail: {why}"
+                    "{why}. No CUDA_HOME or NCCL_CFLAGS is exported: builds that compile nccl.h will fail"
                 ));
                 None
             }

@@ -76,8 +76,10 @@ impl Parts {
 }
 
 /// The flags `parts` selects, on one line, compiler flags first.
-/// The include part adds the CUDA include dirs where found, since `nccl.h`
-/// includes `cuda_runtime.h`.
+/// The include part adds the CUDA include dirs `nccl.h` needs (it includes
+/// `cuda_runtime.h`); where they were not found, or only some, it fails
+/// with the line that installs them, rather than give flags that fail in
+/// the compiler.
 ///
 /// `loader_dir`, for an install with no `libnccl.so` (a pip wheel): a
 /// directory whose `libnccl.so` links to its `libnccl.so.2`, given as
@@ -89,10 +91,8 @@ pub fn flags(n: &Nccl, parts: Parts, loader_dir: Option<&Path>) -> Result<Vec<u8
         for d in &n.include_paths {
             out.push(flag("-I", d)?);
         }
-        if let Ok(dirs) = &n.cuda_include_dirs {
-            for d in dirs {
-                out.push(flag("-I", d)?);
-            }
+        for d in n.cuda_include_dirs.as_ref().map_err(String::clone)? {
+            out.push(flag("-I", d)?);
         }
     }
     let lib_dir = |out: &mut Vec<Vec<u8>>, d: &Path| -> Result<(), String> {
@@ -276,7 +276,10 @@ pub fn excluded<'a>(cs: &'a [Constraint], version: &nccl_find::Version) -> Optio
 /// prefix are that directory's, so that `-lnccl` links. `cuda_home`, where
 /// there is one, is a directory whose `include/` holds the CUDA headers
 /// `nccl.h` includes (what NVIDIA's `nccl-sys` and CMake's CUDA find
-/// modules read).
+/// modules read). `NCCL_CFLAGS` and `NCCL_LIBS` (the names autoconf's
+/// `PKG_CHECK_MODULES([NCCL], [nccl])` reads before it asks pkg-config) are
+/// `--cflags` and `--libs`: the first only where the CUDA include dirs were
+/// found, since without them it could not compile `nccl.h`.
 pub fn env(n: &Nccl, prefix_dir: Option<&Path>, cuda_home: Option<&Path>) -> Vec<u8> {
     let include = n.include_paths.first().cloned().unwrap_or_default();
     let (lib, home) = match prefix_dir {
@@ -293,12 +296,34 @@ pub fn env(n: &Nccl, prefix_dir: Option<&Path>, cuda_home: Option<&Path>) -> Vec
     if let Some(c) = cuda_home {
         vars.push(("CUDA_HOME", c));
     }
-    for (k, v) in vars {
+    let cflags = Parts {
+        include: true,
+        cflags_other: true,
+        ..Parts::default()
+    };
+    let libs = Parts {
+        lib_dirs: true,
+        libs: true,
+        libs_other: true,
+        ..Parts::default()
+    };
+    let mut values: Vec<(&str, Vec<u8>)> = vars
+        .into_iter()
+        .map(|(k, v)| (k, v.as_os_str().as_bytes().to_vec()))
+        .collect();
+    // A path with a line break has no flag (it is refused as one).
+    if let Ok(f) = flags(n, cflags, None) {
+        values.push(("NCCL_CFLAGS", f));
+    }
+    if let Ok(f) = flags(n, libs, prefix_dir) {
+        values.push(("NCCL_LIBS", f));
+    }
+    for (k, v) in values {
         if !out.is_empty() {
             out.push(b'\n');
         }
         out.extend_from_slice(format!("export {k}=").as_bytes());
-        out.extend(quote(v.as_os_str().as_bytes()));
+        out.extend(quote(&v));
     }
     out
 }

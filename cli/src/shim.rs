@@ -216,16 +216,20 @@ pub fn make_prefix(n: &Nccl) -> Result<PathBuf, String> {
 /// wheels: `cuda_runtime/include`, `cuda_nvcc/include`,
 /// `cuda_cccl/include`), `cuda/include` in the private `prefix` directory
 /// ([`make_prefix`]) holds a link to each of their entries, the first of a
-/// name winning. Why there is none, otherwise.
-pub fn cuda_home(n: &Nccl, prefix: Option<&Path>) -> Result<PathBuf, String> {
+/// name winning. None where `nccl.h` includes no CUDA header; why there is
+/// none, where it does.
+pub fn cuda_home(n: &Nccl, prefix: Option<&Path>) -> Result<Option<PathBuf>, String> {
     let dirs = n.cuda_include_dirs.as_ref().map_err(String::clone)?;
+    if dirs.is_empty() {
+        return Ok(None);
+    }
     let parents: Vec<&Path> = dirs
         .iter()
         .filter(|d| d.file_name().is_some_and(|f| f == "include"))
         .filter_map(|d| d.parent())
         .collect();
     if let ([only], 1) = (parents.as_slice(), dirs.len()) {
-        return Ok(only.to_path_buf());
+        return Ok(Some(only.to_path_buf()));
     }
     let Some(prefix) = prefix else {
         return Err(format!(
@@ -258,7 +262,7 @@ pub fn cuda_home(n: &Nccl, prefix: Option<&Path>) -> Result<PathBuf, String> {
             named.push(name);
         }
     }
-    Ok(home)
+    Ok(Some(home))
 }
 
 /// `dir/name` made a link to `target`: a new link renamed over the old one,

@@ -41,11 +41,30 @@ fn wheel(part: &str, major: u32) -> (String, String) {
     }
 }
 
+/// Whether the candidate's `nccl.h` includes `cuda_runtime.h`, as every
+/// release's does (a header that cannot be read is taken to). A header
+/// that includes no CUDA header needs no CUDA include dirs.
+fn includes_cuda(c: &Candidate) -> bool {
+    let Some(header) = c.header.as_deref() else {
+        return true;
+    };
+    match crate::files::read_bounded(header, 4 << 20) {
+        Ok(text) => String::from_utf8_lossy(&text)
+            .lines()
+            .any(|l| l.trim_start().starts_with('#') && l.contains("cuda_runtime.h")),
+        Err(_) => true,
+    }
+}
+
 /// The include dirs that make `nccl.h`'s `#include <cuda_runtime.h>` work:
 /// the one holding `cuda_runtime.h`, plus, for each companion header it
 /// needs and lacks, the dir holding that (wheels are looked for beside a
-/// wheel's NCCL, in `site-packages/nvidia/`).
+/// wheel's NCCL, in `site-packages/nvidia/`). None where `nccl.h` includes
+/// no CUDA header.
 pub(crate) fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, String> {
+    if !includes_cuda(c) {
+        return Ok(Vec::new());
+    }
     // Wheels beside a wheel's NCCL: `site-packages/nvidia/<wheel dir>`,
     // found from the install's root, else from its header or its library
     // (links resolved), as when the variables `nccl-find --env` exports
@@ -81,12 +100,23 @@ pub(crate) fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, Str
     extra.push(ctx.path("/usr/include"));
     let runtime = match cuda::find_file(ctx, c.cuda_version, "cuda_runtime.h", &["include"], extra) {
         Ok(found) => found,
-        Err(looked) => {
+        Err(looked) if nvidia.is_some() => {
             return Err(format!(
                 "pip install {runtime_wheel} {} {} beside the NCCL wheel, or install the CUDA toolkit and \
-                 set CUDA_HOME: no cuda_runtime.h (looked in {})",
+                 set CUDA_HOME: nccl.h includes cuda_runtime.h, and none was found (looked in {})",
                 wheel("crt", major).1,
                 wheel("cccl", major).1,
+                list(&looked),
+            ))
+        }
+        Err(looked) => {
+            return Err(format!(
+                "set CUDA_HOME to a {} toolkit, or install one: nccl.h includes cuda_runtime.h, \
+                 and none was found (looked in {})",
+                match c.cuda_version {
+                    Some(v) => format!("CUDA {}", v.major),
+                    None => "CUDA".into(),
+                },
                 list(&looked),
             ))
         }

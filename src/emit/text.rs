@@ -234,10 +234,17 @@ fn seen_version(v: &crate::check::loader::Visible) -> String {
 
 /// The full report, for `--print`: `directives` are the cargo directives a
 /// build script would get (empty when nothing was selected). (Feature
-/// `command`.)
+/// `command`.) `cuda`, for the selected install: the CUDA include dirs its
+/// `nccl.h` needs, or why they are missing
+/// ([`crate::Nccl::cuda_include_dirs`]).
 #[cfg(feature = "command")]
 #[cfg_attr(docsrs, doc(cfg(feature = "command")))]
-pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> String {
+pub fn report(
+    r: &Report,
+    error: Option<&ErrorKind>,
+    directives: &[String],
+    cuda: Option<&Result<Vec<std::path::PathBuf>, String>>,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -252,6 +259,16 @@ pub fn report(r: &Report, error: Option<&ErrorKind>, directives: &[String]) -> S
     match r.selected() {
         Some(c) => {
             selected(&mut s, r, c);
+            match cuda {
+                Some(Ok(dirs)) if !dirs.is_empty() => {
+                    let dirs: Vec<String> = dirs.iter().map(|d| show(r, d)).collect();
+                    let _ = writeln!(s, "  cuda     {}", dirs.join(", "));
+                }
+                Some(Err(why)) => {
+                    let _ = writeln!(s, "  cuda     no CUDA headers for nccl.h: {why}");
+                }
+                _ => {}
+            }
             if c.build_script_refuses().is_some() {
                 let _ = writeln!(
                     s,
