@@ -32,6 +32,9 @@ pub(crate) struct Ctx<'a> {
     /// (`Config::python_prefix`), searched for wheels.
     pub python_prefix: Option<PathBuf>,
     ld_cache: std::cell::OnceCell<Vec<(String, String)>>,
+    /// The target's C library and its glibc version, once looked for
+    /// (`inspect::library::system_glibc`).
+    pub glibc: std::cell::OnceCell<Option<(PathBuf, (u32, u32))>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -48,6 +51,7 @@ impl<'a> Ctx<'a> {
             build_script: false,
             python_prefix: None,
             ld_cache: std::cell::OnceCell::new(),
+            glibc: std::cell::OnceCell::new(),
         }
     }
 

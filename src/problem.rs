@@ -131,6 +131,19 @@ pub enum Problem {
         /// The target's machine, in words.
         wanted: String,
     },
+    /// A library that needs a newer glibc than the target's C library
+    /// defines: linking it fails (`undefined reference to …@GLIBC_2.38`),
+    /// and so does loading it (`version GLIBC_2.38 not found`).
+    GlibcTooOld {
+        /// The library.
+        file: PathBuf,
+        /// The newest glibc version it needs, `(2, 38)`.
+        needs: (u32, u32),
+        /// The target's C library.
+        libc: PathBuf,
+        /// The glibc version that defines, `(2, 36)`.
+        have: (u32, u32),
+    },
     /// An `nccl.pc` that cannot be parsed.
     BadPcFile {
         /// The file.
@@ -300,6 +313,30 @@ impl fmt::Display for Problem {
                  Install NCCL for the target, or point NCCL_HOME / NCCL_SYSROOT at the target's files.",
                 file.display(),
                 crate::target::machine_name(*machine)
+            ),
+            Problem::GlibcTooOld {
+                file,
+                needs,
+                libc,
+                have,
+            } => write!(
+                f,
+                "use an NCCL built for glibc {}.{} or older (NVIDIA's pip wheels need 2.27 at most), or \
+                 build on a system with glibc {}.{} or newer: {} needs glibc {}.{}, and this system's \
+                 C library, {}, is glibc {}.{}; linking it fails (undefined reference to …@GLIBC_{}.{}), \
+                 and so does loading it",
+                have.0,
+                have.1,
+                needs.0,
+                needs.1,
+                file.display(),
+                needs.0,
+                needs.1,
+                libc.display(),
+                have.0,
+                have.1,
+                needs.0,
+                needs.1,
             ),
             Problem::BadPcFile { file, why } => write!(
                 f,

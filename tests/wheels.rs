@@ -624,3 +624,26 @@ fn compile_and_run_check_against_a_real_wheel() {
     assert_eq!((c.runtime_code, c.header_code), (code, code), "{}", w.dist);
     assert_eq!(n.version.to_string(), w.version);
 }
+
+/// What the glibc message promises: every NCCL wheel in the cache (the
+/// newest of each series among them) needs glibc 2.27 at most. A release
+/// that needs more turns this red: then the message must say so.
+#[test]
+fn every_wheel_needs_glibc_2_27_at_most() {
+    let Some(dir) = wheels_dir() else { return };
+    let mut seen = 0;
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let name = e.file_name().into_string().unwrap();
+        if !name.starts_with("nvidia_nccl_cu") {
+            continue;
+        }
+        let lib = e.path().join("nvidia/nccl/lib/libnccl.so.2");
+        let needs = nccl_find::internal::read_elf(&lib).unwrap().glibc_needed;
+        assert!(
+            needs.is_some_and(|v| ((2, 17)..=(2, 27)).contains(&v)),
+            "{name} needs glibc {needs:?}: update the GlibcTooOld message"
+        );
+        seen += 1;
+    }
+    assert!(seen >= 3, "{seen} NCCL wheels in {}", dir.display());
+}

@@ -159,7 +159,8 @@ fn put(path: &Path, text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes the package into `dir` (made if need be); the two files written.
+/// Writes the package into `dir` (made if need be, absolute); the two
+/// files written.
 pub fn write(n: &Nccl, dir: &Path) -> Result<Vec<PathBuf>, String> {
     let (config, version) = texts(n)?;
     // Before anything is made under it, and again once it is there: what

@@ -417,6 +417,17 @@ fn cmake_config(nccl: Option<&Nccl>, headline: Option<&str>, dir: &std::path::Pa
         style::complain(&style::not_found(headline));
         return ExitCode::from(1);
     };
+    // A relative DIR is checked, written and named as the path it means.
+    let dir = &match std::path::absolute(dir) {
+        Ok(d) => d,
+        Err(e) => {
+            style::complain(&format!(
+                "--cmake-config: cannot resolve {}: {e}",
+                dir.display()
+            ));
+            return ExitCode::from(1);
+        }
+    };
     match cmake::write(n, dir) {
         Ok(files) => {
             for f in files {

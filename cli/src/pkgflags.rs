@@ -88,11 +88,14 @@ impl Parts {
 pub fn flags(n: &Nccl, parts: Parts, loader_dir: Option<&Path>) -> Result<Vec<u8>, String> {
     let mut out: Vec<Vec<u8>> = Vec::new();
     if parts.include {
-        for d in &n.include_paths {
-            out.push(flag("-I", d)?);
-        }
-        for d in n.cuda_include_dirs.as_ref().map_err(String::clone)? {
-            out.push(flag("-I", d)?);
+        let cuda = n.cuda_include_dirs.as_ref().map_err(String::clone)?;
+        let mut dirs: Vec<&PathBuf> = Vec::new();
+        // Once each: Debian's CUDA headers share /usr/include with nccl.h.
+        for d in n.include_paths.iter().chain(cuda) {
+            if !dirs.contains(&d) {
+                dirs.push(d);
+                out.push(flag("-I", d)?);
+            }
         }
     }
     let lib_dir = |out: &mut Vec<Vec<u8>>, d: &Path| -> Result<(), String> {
@@ -122,12 +125,22 @@ pub fn flags(n: &Nccl, parts: Parts, loader_dir: Option<&Path>) -> Result<Vec<u8
     Ok(out.join(&b' '))
 }
 
-/// The install's prefix: its root, else the parent of its library dir.
+/// The install's prefix: its root, else the deepest directory above both
+/// its include dir and its library dir (`/usr` for `/usr/include` and
+/// `/usr/lib/x86_64-linux-gnu`), else the parent of its library dir.
 fn prefix(n: &Nccl) -> PathBuf {
-    n.root
-        .clone()
-        .or_else(|| n.lib_dir.parent().map(|p| p.to_path_buf()))
-        .unwrap_or_default()
+    if let Some(root) = &n.root {
+        return root.clone();
+    }
+    let mut p = n
+        .lib_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    if let Some(inc) = n.include_paths.first() {
+        while !inc.starts_with(&p) && p.pop() {}
+    }
+    p
 }
 
 /// The variables `--variable` answers, as `nccl.pc` defines them.

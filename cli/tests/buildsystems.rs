@@ -12,6 +12,9 @@
 //! tool fails the test.
 
 mod common;
+// Debian's packages, the glibc they need, and the -sys crate to NVIDIA's contract.
+#[path = "buildsystems/installs.rs"]
+mod installs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -736,6 +739,210 @@ fn env_gives_a_complete_build_environment_for_pip_installs() {
             home.display()
         );
         runs(&dir.join(exe), want);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The newest release of `series` (`nvidia_nccl_cu12`) in the wheel cache.
+fn newest_wheel(w: &Path, series: &str) -> PathBuf {
+    let mut found: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir(w)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let v = name.strip_prefix(series)?.strip_prefix('-')?;
+            Some((
+                v.split('.').map(|x| x.parse().unwrap_or(0)).collect(),
+                e.path(),
+            ))
+        })
+        .collect();
+    found.sort();
+    found.pop().expect("a wheel of the series").1
+}
+
+/// `sh -c script` in `dir`, with the probe's variables cleared and `vars`
+/// set; `$1` is nccl-find, `$2`... are `args`.
+fn shell(dir: &Path, script: &str, vars: &[(&str, &Path)], args: &[&str]) -> Output {
+    let mut c = Command::new("sh");
+    for v in STEERING {
+        c.env_remove(v);
+    }
+    c.current_dir(dir)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .envs(vars.iter().map(|(k, v)| (*k, v.as_os_str())))
+        .args(["-c", script, "sh", env!("CARGO_BIN_EXE_nccl-find")])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The last line a process wrote to stderr.
+fn last_line(o: &Output) -> String {
+    text(&o.stderr)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A venv holding only the NCCL wheel `dist` (no CUDA header wheels) and
+/// the CUDA 13 header wheels `cuda` merged into `nvidia/cu13/include`.
+fn venv_of(dir: &Path, name: &str, dist: &Path, cuda: &[&str]) -> PathBuf {
+    let venv = dir.join(name);
+    let nv = venv.join("lib/python3.11/site-packages/nvidia");
+    std::fs::create_dir_all(nv.join("cu13/include")).unwrap();
+    std::os::unix::fs::symlink(dist.join("nvidia/nccl"), nv.join("nccl")).unwrap();
+    let w = dist.parent().unwrap();
+    for d in cuda {
+        for e in std::fs::read_dir(w.join(d).join("nvidia/cu13/include"))
+            .unwrap()
+            .flatten()
+        {
+            let at = nv.join("cu13/include").join(e.file_name());
+            if !at.exists() {
+                std::os::unix::fs::symlink(e.path(), at).unwrap();
+            }
+        }
+    }
+    venv
+}
+
+/// Where `nccl.h` includes CUDA headers that are not there, or only some
+/// of them, every way of getting compile flags fails at once, its last
+/// line the install line for the wheels' CUDA major, rather than give
+/// flags that fail in the compiler; `--print`, `--json` and doctor say the
+/// same, and `--libs` (which needs no header) still answers.
+#[test]
+fn missing_or_partial_cuda_headers_fail_with_the_install_line() {
+    let Some(w) = common::wheels() else { return };
+    let dir = scratch("cuda-missing");
+    let cu12 = venv_of(&dir, "cu12", &w.join("nvidia_nccl_cu12-2.21.5"), &[]);
+    let cu13 = newest_wheel(&w, "nvidia_nccl_cu13");
+    let partial = venv_of(
+        &dir,
+        "cu13",
+        &cu13,
+        &["nvidia_cuda_runtime-13.0.96", "nvidia_cuda_crt-13.0.88"],
+    );
+    let sp12 = cu12.join("lib/python3.11/site-packages/nvidia");
+    let sp13 = partial.join("lib/python3.11/site-packages/nvidia");
+    let cases = [
+        (
+            &cu12,
+            "pip install nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-cccl-cu12 beside \
+             the NCCL wheel, or install the CUDA toolkit and set CUDA_HOME: nccl.h includes \
+             cuda_runtime.h, and none was found (looked in "
+                .to_string(),
+            format!("{}/cuda_runtime/include, /usr/include)", sp12.display()),
+        ),
+        (
+            &partial,
+            format!(
+                "pip install 'nvidia-cuda-cccl==13.*' beside the NCCL wheel, or use the CUDA toolkit: \
+                 {}/cu13/include has cuda_fp16.h, which includes nv/target, and no nv/target was \
+                 found (looked in ",
+                sp13.display()
+            ),
+            format!("{}/cu13/include)", sp13.display()),
+        ),
+    ];
+    for (venv, fix, end) in &cases {
+        let vars = [("VIRTUAL_ENV", venv.as_path())];
+        let says = |o: &Output, prefix: &str| {
+            let last = last_line(o);
+            assert!(
+                last.starts_with(&format!("nccl-find: {prefix}{fix}"))
+                    && last.ends_with(end.as_str()),
+                "{}",
+                both(o)
+            );
+        };
+        for args in ["--cflags", "--cflags --libs", "--cflags-only-I nccl"] {
+            let o = shell(&dir, &format!("\"$1\" {args}"), &vars, &[]);
+            assert_eq!(
+                (o.status.code(), text(&o.stdout).as_str()),
+                (Some(1), ""),
+                "{args}"
+            );
+            says(&o, "");
+        }
+        let o = shell(&dir, "\"$1\" --cmake-config pkg", &vars, &[]);
+        assert_eq!(o.status.code(), Some(1));
+        says(&o, "--cmake-config: ");
+        assert!(!dir.join("pkg").exists());
+        let o = shell(&dir, "\"$1\" --libs", &vars, &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", both(&o));
+        let o = shell(&dir, "\"$1\" --print", &vars, &[]);
+        assert!(
+            text(&o.stdout).contains(&format!("\n  cuda     no CUDA headers for nccl.h: {fix}")),
+            "{}",
+            both(&o)
+        );
+        let o = shell(&dir, "\"$1\" --json", &vars, &[]);
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let missing = json["selected"]["cuda_headers_missing"].as_str().unwrap();
+        assert!(
+            missing.starts_with(fix.as_str()) && missing.ends_with(end.as_str()),
+            "{missing}"
+        );
+        let o = shell(&dir, "\"$1\" doctor", &vars, &[]);
+        assert!(
+            text(&o.stdout).contains(&format!(
+                "  note     builds that compile nccl.h (C, C++, bindgen) will fail: it includes CUDA \
+                 headers that are not here; running needs none of them\n           fix: {fix}"
+            )),
+            "{}",
+            both(&o)
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The lines of the README, built and run on the installs most people
+/// have: `cc $(nccl-find --cflags --libs)` with the rpath the README shows,
+/// a plain pkg-config build (nccl-find as `PKG_CONFIG`), and a CMake
+/// project's `find_package(NCCL CONFIG)` from `--cmake-config`, for pip's
+/// CUDA 12 layout (a wheel a directory) and CUDA 13's (one `nvidia/cu13`),
+/// each with its CUDA header wheels.
+#[test]
+fn c_pkg_config_and_cmake_lines_build_and_run_on_pip_installs() {
+    if !tools(&["cc", "cmake"]) {
+        return;
+    }
+    let dir = scratch("c-lines");
+    let Some(cu12) = wheel_venv(&dir) else { return };
+    let Some(cu13) = cu13_venv(&dir) else { return };
+    std::fs::write(dir.join("v.c"), PROGRAM).unwrap();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/v.c"), PROGRAM).unwrap();
+    std::fs::write(
+        dir.join("src/CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.13)\nproject(v C)\n\
+         find_package(NCCL CONFIG REQUIRED)\nadd_executable(v v.c)\n\
+         target_link_libraries(v NCCL::nccl)\n",
+    )
+    .unwrap();
+    let script = "set -e; \
+        cc -o \"c-$2\" v.c $(\"$1\" --cflags --libs) -Wl,-rpath,\"$(\"$1\" --variable=libdir)\"; \
+        printf '#!/bin/sh\\nexec \"%s\" \"$@\"\\n' \"$1\" > pc; chmod +x pc; \
+        cc -o \"pc-$2\" v.c $(./pc --cflags --libs nccl) -Wl,-rpath,\"$(./pc --variable=libdir nccl)\"; \
+        \"$1\" --cmake-config \"pkg-$2\" >/dev/null; \
+        cmake -S src -B \"build-$2\" -DNCCL_DIR=\"$PWD/pkg-$2\" >/dev/null; \
+        cmake --build \"build-$2\" >/dev/null";
+    for (venv, tag, want) in [
+        (&cu12, "12", "22105 22105\n"),
+        (&cu13, "13", "23203 23203\n"),
+    ] {
+        let out = shell(&dir, script, &[("VIRTUAL_ENV", venv)], &[tag]);
+        assert!(out.status.success(), "cu{tag}: {}", both(&out));
+        for exe in [
+            format!("c-{tag}"),
+            format!("pc-{tag}"),
+            format!("build-{tag}/v"),
+        ] {
+            runs(&dir.join(exe), want);
+        }
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -56,19 +56,11 @@ fn includes_cuda(c: &Candidate) -> bool {
     }
 }
 
-/// The include dirs that make `nccl.h`'s `#include <cuda_runtime.h>` work:
-/// the one holding `cuda_runtime.h`, plus, for each companion header it
-/// needs and lacks, the dir holding that (wheels are looked for beside a
-/// wheel's NCCL, in `site-packages/nvidia/`). None where `nccl.h` includes
-/// no CUDA header.
-pub(crate) fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, String> {
-    if !includes_cuda(c) {
-        return Ok(Vec::new());
-    }
-    // Wheels beside a wheel's NCCL: `site-packages/nvidia/<wheel dir>`,
-    // found from the install's root, else from its header or its library
-    // (links resolved), as when the variables `nccl-find --env` exports
-    // (a loader directory, and the wheel's include dir) name the wheel.
+/// `site-packages/nvidia` for a wheel's NCCL, where the CUDA wheels sit
+/// beside it: found from the install's root, else from its header or its
+/// library (links resolved), as when the variables `nccl-find --env`
+/// exports (a loader directory, and the wheel's include dir) name the wheel.
+fn wheel_site(c: &Candidate) -> Option<&Path> {
     let mut nvidia = None;
     for nccl in [
         c.root.as_deref(),
@@ -90,6 +82,19 @@ pub(crate) fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, Str
             }
         }
     }
+    nvidia
+}
+
+/// The include dirs that make `nccl.h`'s `#include <cuda_runtime.h>` work:
+/// the one holding `cuda_runtime.h`, plus, for each companion header it
+/// needs and lacks, the dir holding that (wheels are looked for beside a
+/// wheel's NCCL, in `site-packages/nvidia/`). None where `nccl.h` includes
+/// no CUDA header.
+pub(crate) fn cuda_headers(ctx: &Ctx, c: &Candidate) -> Result<Vec<PathBuf>, String> {
+    if !includes_cuda(c) {
+        return Ok(Vec::new());
+    }
+    let nvidia = wheel_site(c);
     let beside = |sub: &str| match nvidia {
         Some(n) => vec![n.join(sub)],
         None => Vec::new(),

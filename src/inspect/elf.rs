@@ -30,6 +30,10 @@ pub struct ElfInfo {
     pub version_text: Option<String>,
     /// `e_machine`: 62 for x86-64, 183 for AArch64, 21 for POWER.
     pub machine: u16,
+    /// The newest glibc symbol version it needs (`GLIBC_2.38` is `(2, 38)`),
+    /// from its version needs (`.gnu.version_r`): a system whose glibc is
+    /// older can neither link it nor load it.
+    pub glibc_needed: Option<(u32, u32)>,
 }
 
 const MARKER: &[u8] = b"NCCL version ";
@@ -111,6 +115,8 @@ struct Elf {
 const SHT_DYNAMIC: u32 = 6;
 const SHT_STRTAB: u32 = 3;
 const SHT_DYNSYM: u32 = 11;
+const SHT_GNU_VERDEF: u32 = 0x6fff_fffd;
+const SHT_GNU_VERNEED: u32 = 0x6fff_fffe;
 #[cfg(feature = "command")]
 const SHT_RELA: u32 = 4;
 #[cfg(feature = "command")]
@@ -357,12 +363,81 @@ fn dynamic_names(elf: &mut Elf, info: &mut ElfInfo) -> Result<(), String> {
     Ok(())
 }
 
+/// `GLIBC_2.38` → `(2, 38)`.
+fn glibc_version(name: &str) -> Option<(u32, u32)> {
+    let mut parts = name.strip_prefix("GLIBC_")?.split('.');
+    let major = parse_u32(parts.next()?)?;
+    let minor = parts.next().map_or(Some(0), parse_u32)?;
+    Some((major, minor))
+}
+
+/// The newest `GLIBC_x.y` among the names of a version section: needs
+/// (`.gnu.version_r`: entries of 16 bytes, each with `vn_cnt` auxiliary
+/// entries of 16) or definitions (`.gnu.version_d`: entries of 20 bytes,
+/// each with auxiliaries of 8, the first naming the version). Every offset
+/// is bounded by the section; a chain longer than it could hold ends.
+fn newest_glibc(elf: &mut Elf, kind: u32) -> Result<Option<(u32, u32)>, String> {
+    let Some((data, strs)) = elf.with_strings(kind, "symbol version")? else {
+        return Ok(None);
+    };
+    let r = &elf.r;
+    let need = kind == SHT_GNU_VERNEED;
+    // A field `at` bytes into the entry at `base` (offsets from the file,
+    // so every sum saturates: past the section is None).
+    let field = |base: usize, at: usize, size: usize| -> Option<usize> {
+        let off = base.saturating_add(at);
+        let b = data.get(off..off.checked_add(size)?)?;
+        Some(r.uint(b, 0, size) as usize)
+    };
+    let mut newest = None;
+    let (mut entry, mut left) = (0usize, data.len() / 8);
+    while left > 0 {
+        left -= 1;
+        let (count, aux, next) = match need {
+            true => (field(entry, 2, 2), field(entry, 8, 4), field(entry, 12, 4)),
+            false => (field(entry, 6, 2), field(entry, 12, 4), field(entry, 16, 4)),
+        };
+        let (Some(count), Some(aux), Some(next)) = (count, aux, next) else {
+            break;
+        };
+        let mut a = entry.saturating_add(aux);
+        for _ in 0..count.min(data.len() / 8) {
+            let name = field(a, if need { 8 } else { 0 }, 4);
+            if let Some(v) = name
+                .and_then(|n| cstr(&strs, n))
+                .and_then(|n| glibc_version(&n))
+            {
+                newest = newest.max(Some(v));
+            }
+            match field(a, if need { 12 } else { 4 }, 4) {
+                Some(0) | None => break,
+                Some(n) => a = a.saturating_add(n),
+            }
+            if !need {
+                break;
+            }
+        }
+        if next == 0 {
+            break;
+        }
+        entry = entry.saturating_add(next);
+    }
+    Ok(newest)
+}
+
+/// The newest glibc version a C library (`libc.so.6`) defines, from its
+/// version definitions: that glibc's own version.
+pub(crate) fn glibc_defined(path: &Path) -> Result<Option<(u32, u32)>, String> {
+    newest_glibc(&mut Elf::open(path)?, SHT_GNU_VERDEF)
+}
+
 fn info(mut elf: Elf) -> Result<ElfInfo, String> {
     let mut info = ElfInfo {
         machine: elf.machine,
         ..ElfInfo::default()
     };
     dynamic_names(&mut elf, &mut info)?;
+    info.glibc_needed = newest_glibc(&mut elf, SHT_GNU_VERNEED)?;
     let mut scanned = 0u64;
     for s in &elf.sections {
         match cstr(&elf.names, s.name as usize) {
@@ -676,6 +751,36 @@ mod tests {
             read_elf_bytes(&lib).unwrap_err(),
             "its section header table (65535 entries of 65535 bytes) is implausibly large"
         );
+    }
+
+    #[test]
+    fn version_sections_of_real_libraries() {
+        // This machine's C library defines its own glibc version, the one
+        // that `getconf GNU_LIBC_VERSION` says.
+        let out = std::process::Command::new("getconf")
+            .arg("GNU_LIBC_VERSION")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        let mut v = said.trim().trim_start_matches("glibc ").split('.');
+        let want = (parse_u32(v.next().unwrap()), parse_u32(v.next().unwrap()));
+        let libc = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/lib64/libc.so.6",
+            "/lib/aarch64-linux-gnu/libc.so.6",
+        ]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .unwrap();
+        assert_eq!(
+            glibc_defined(libc).unwrap(),
+            Some((want.0.unwrap(), want.1.unwrap()))
+        );
+        // Version names as glibc writes them.
+        assert_eq!(glibc_version("GLIBC_2.3.4"), Some((2, 3)));
+        assert_eq!(glibc_version("GLIBC_2"), Some((2, 0)));
+        assert_eq!(glibc_version("GLIBC_PRIVATE"), None);
     }
 
     #[test]

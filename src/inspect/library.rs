@@ -186,6 +186,16 @@ fn read_library(
             });
         }
     }
+    if let (Some(needs), Some((libc, have))) = (elf.glibc_needed, system_glibc(ctx)) {
+        if needs > have {
+            return Err(Problem::GlibcTooOld {
+                file: real.to_path_buf(),
+                needs,
+                libc: libc.to_path_buf(),
+                have,
+            });
+        }
+    }
     if let Some(soname) = &elf.soname {
         if soname.starts_with("libnccl.so.1") {
             return Err(Problem::Nccl1 {
@@ -195,6 +205,35 @@ fn read_library(
         }
     }
     Ok(elf)
+}
+
+/// The target's C library under the root (`libc.so.6` in the
+/// multiarch, `lib64` or `lib` directories) and the glibc version it
+/// defines, read once; `None` where there is none for the target's
+/// machine (a cross build with no sysroot).
+pub(crate) fn system_glibc<'c>(ctx: &'c crate::context::Ctx) -> Option<(&'c Path, (u32, u32))> {
+    let found = ctx.glibc.get_or_init(|| {
+        let mut dirs = Vec::new();
+        if let Some(m) = ctx.target.multiarch {
+            dirs.push(format!("/lib/{m}"));
+            dirs.push(format!("/usr/lib/{m}"));
+        }
+        dirs.extend(["/lib64", "/usr/lib64", "/lib", "/usr/lib"].map(String::from));
+        for d in dirs {
+            let libc = ctx.path(&d).join("libc.so.6");
+            let machine = super::elf::read_dynamic(&libc).map(|e| e.machine);
+            match (machine, ctx.target.elf_machine) {
+                (Ok(m), Some((want, _))) if m != want => continue,
+                (Err(_), _) => continue,
+                _ => {}
+            }
+            if let Ok(Some(v)) = super::elf::glibc_defined(&libc) {
+                return Some((libc, v));
+            }
+        }
+        None
+    });
+    found.as_ref().map(|(p, v)| (p.as_path(), *v))
 }
 
 /// An NCCL 1 file name: `libnccl.so.1*`.
