@@ -647,3 +647,30 @@ fn every_wheel_needs_glibc_2_27_at_most() {
     }
     assert!(seen >= 3, "{seen} NCCL wheels in {}", dir.display());
 }
+
+/// A real `nccl.h` includes `cuda_runtime.h`, so the CUDA variables decide
+/// its CUDA include dirs: a build script reruns when they change (and
+/// only then reads them; a header that includes no CUDA header does not).
+#[test]
+fn a_real_header_reruns_on_the_cuda_variables() {
+    let Some(dir) = wheels_dir() else { return };
+    let root = Root::new("cudavars", &dir.join(WHEELS[1].0));
+    let mut c = Config::new();
+    c.root(&root.0)
+        .target("x86_64-unknown-linux-gnu")
+        .cargo_metadata(true)
+        .env_vars([("VIRTUAL_ENV", "/venv")]);
+    let n = c.probe().unwrap();
+    let reruns = nccl_find::internal::rerun_env(&n.report.env);
+    for v in [
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CUDA_ROOT",
+        "CUDA_TOOLKIT_ROOT_DIR",
+    ] {
+        assert!(
+            reruns.contains(&format!("cargo:rerun-if-env-changed={v}")),
+            "{v}: {reruns:?}"
+        );
+    }
+}
