@@ -14,7 +14,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
 use super::fnv1a_hex;
-use super::loader_dir::{check_loader_path, make_loader_dir};
+use super::loader_files::{check_loader_path, make_loader_dir};
 
 /// Makes (or brings up to date) the user-cache copy of the loader directory
 /// for `library`, and returns it; or says why there is none.

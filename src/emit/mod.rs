@@ -9,6 +9,8 @@ pub(crate) mod kept;
 #[cfg(feature = "loader-dir")]
 #[cfg_attr(docsrs, doc(cfg(feature = "loader-dir")))]
 pub mod loader_dir;
+#[cfg(feature = "loader-dir")]
+pub(crate) mod loader_files;
 pub mod text;
 
 /// FNV-1a (64 bits) of `bytes`, as 16 hex digits: a short, stable name for

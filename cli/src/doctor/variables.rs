@@ -1,0 +1,402 @@
+//! doctor's `variables` check: what each `NCCL_*` setting does, judged by
+//! the rules of the NCCL that will run; misspellings, rejected values.
+
+use super::*;
+
+/// NCCL's knobs and what setting them means.
+pub(super) const KNOBS: [(&str, &str); 14] = [
+    (
+        "NCCL_SOCKET_IFNAME",
+        "the network interfaces NCCL may use: prefixes, ^ to exclude, = for exact names",
+    ),
+    ("NCCL_SOCKET_FAMILY", "AF_INET or AF_INET6 only"),
+    (
+        "NCCL_IB_DISABLE",
+        "1 turns InfiniBand/RoCE off; traffic between nodes then goes over TCP sockets",
+    ),
+    ("NCCL_IB_HCA", "the InfiniBand adapters NCCL may use"),
+    (
+        "NCCL_P2P_DISABLE",
+        "1 turns GPU peer-to-peer off; traffic between GPUs then goes through host memory, slowly",
+    ),
+    (
+        "NCCL_SHM_DISABLE",
+        "1 turns the shared-memory transport off",
+    ),
+    ("NCCL_NET_GDR_LEVEL", "when GPUDirect RDMA is used"),
+    (
+        "NCCL_DEBUG",
+        "NCCL's log level: VERSION, WARN, INFO or TRACE",
+    ),
+    ("NCCL_DEBUG_SUBSYS", "which subsystems NCCL logs"),
+    ("NCCL_DEBUG_FILE", "where NCCL's log goes"),
+    (
+        "NCCL_COMM_ID",
+        "NCCL's own bootstrap listens at this ip:port",
+    ),
+    ("NCCL_NVLS_ENABLE", "NVLink SHARP (multicast) on or off"),
+    ("NCCL_IB_GID_INDEX", "the RoCE GID index"),
+    ("NCCL_ALGO", "forces the collective algorithms"),
+];
+
+/// The names the NCCL that runs can read: the `NCCL_*` strings of its
+/// library (`None` where there is no library to read), with its version,
+/// and its parameters where it can list them (2.30.3 and newer).
+pub(super) struct Names {
+    pub(super) version: String,
+    pub(super) names: Vec<String>,
+    pub(super) params: params::Asked,
+}
+
+/// The NCCL whose rules doctor judges the settings by (variables,
+/// interface choice, parameters): the library a Python package maps where
+/// one does (`--python`, or the environment in use), since that is the NCCL
+/// the job runs; else the one selected.
+pub(super) struct Judged {
+    pub(super) library: PathBuf,
+    pub(super) version: (u32, u32, u32),
+    /// In words: `torch 2.11.0's NCCL 2.28.9`, or `NCCL 2.32.3`.
+    pub(super) who: String,
+    /// Where it is not the selected NCCL: the selected one, in words.
+    pub(super) not: Option<String>,
+}
+
+impl Judged {
+    pub(super) fn of(
+        result: &Result<Nccl, nccl_find::Error>,
+        py: Option<&PythonReport>,
+    ) -> Option<Judged> {
+        let selected = result.as_ref().ok();
+        let mapped = py.into_iter().flat_map(|p| &p.outcomes).find_map(|o| {
+            let v = parse_version(o.nccl_version.as_deref()?)?;
+            Some((o, o.library.clone()?, v))
+        });
+        match (mapped, selected) {
+            (Some((o, library, version)), n) => {
+                let name = match &o.version {
+                    Some(v) => format!("{} {v}", o.package),
+                    None => o.package.to_string(),
+                };
+                let not = n
+                    .filter(|n| n.library_real != library)
+                    .map(|n| format!("NCCL {} ({})", n.library_version, n.library_real.display()));
+                Some(Judged {
+                    who: format!(
+                        "{name}'s NCCL {}.{}.{} ({})",
+                        version.0,
+                        version.1,
+                        version.2,
+                        library.display()
+                    ),
+                    library,
+                    version,
+                    not,
+                })
+            }
+            (None, Some(n)) => {
+                let v = &n.library_version;
+                Some(Judged {
+                    library: n.library_real.clone(),
+                    version: (v.major, v.minor, v.patch),
+                    who: format!("NCCL {v}"),
+                    not: None,
+                })
+            }
+            (None, None) => None,
+        }
+    }
+}
+
+/// `2.28.9` as numbers.
+pub(super) fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??, parts.next()??))
+}
+
+/// Where a package maps another NCCL than the one selected, one note says
+/// that the settings are judged for the NCCL the package will run.
+pub(super) fn check_judged(f: &mut Findings, judged: Option<&Judged>) {
+    if let Some(Judged {
+        who,
+        not: Some(not),
+        ..
+    }) = judged
+    {
+        f.add(
+            Area::Python,
+            Level::Note,
+            format!(
+                "the settings below are judged by the rules of {who}, the NCCL the job will run, \
+                 not by the selected {not}"
+            ),
+            None,
+        );
+    }
+}
+
+impl Names {
+    /// Reads the library's strings and asks it for its parameters, with
+    /// the environment's `NCCL_*` variables; never with a facts file's,
+    /// which are data about another machine.
+    pub(super) fn of(j: &Judged, inputs: &Inputs) -> Option<Names> {
+        let names = nccl_find::internal::rodata_names(&j.library, "NCCL_").ok()?;
+        let (a, b, c) = j.version;
+        // A library with no such strings (a stand-in) teaches nothing.
+        (names.len() > 10).then(|| {
+            Names {
+            version: format!("{a}.{b}.{c}"),
+            names,
+            params: match (
+                inputs.env_from_file,
+                inputs.unread.iter().find(|u| u.hangs),
+            ) {
+                (true, _) => params::Asked::Withheld(
+                    "the variables come from a facts file, and nothing from a facts file reaches a \
+                     process that loads code"
+                        .into(),
+                ),
+                (false, Some(file)) => params::Asked::Withheld(format!(
+                    "NCCL's configuration file {}, and NCCL would wait on it",
+                    file.text
+                )),
+                (false, None) => params::ask(&j.library, &inputs.environment()),
+            },
+        }
+        })
+    }
+
+    /// The parameter `key`, where the library listed it.
+    pub(super) fn param(&self, key: &str) -> Option<&params::Param> {
+        match &self.params {
+            params::Asked::Params(p) => p.iter().find(|p| p.key == key),
+            _ => None,
+        }
+    }
+
+    pub(super) fn knows(&self, key: &str) -> bool {
+        self.names.iter().any(|x| x == key) || self.param(key).is_some()
+    }
+
+    /// The known name nearest to `name` (fewest edits, at most 3).
+    pub(super) fn nearest(&self, name: &str) -> Option<&str> {
+        let listed = match &self.params {
+            params::Asked::Params(p) => p.iter().map(|p| p.key.as_str()).collect(),
+            _ => Vec::new(),
+        };
+        let mut best: Option<(usize, &str)> = None;
+        for n in self.names.iter().map(String::as_str).chain(listed) {
+            let d = edits(name, n);
+            if d <= 3 && best.is_none_or(|(b, _)| d < b) {
+                best = Some((d, n));
+            }
+        }
+        best.map(|(_, n)| n)
+    }
+
+    /// `doctor --json`'s `nccl_parameters`.
+    pub(super) fn to_json(&self) -> Value {
+        match &self.params {
+            params::Asked::NoApi => json!({"asked": false, "why": format!(
+                "NCCL {} has no Parameter API (it came in {})", self.version, param_api_release())}),
+            params::Asked::Failed(e) | params::Asked::Withheld(e) => {
+                json!({"asked": false, "why": e})
+            }
+            params::Asked::Params(p) => json!({"asked": true, "parameters": p.iter()
+                .filter(|p| p.key != params::DUMP_ALL)
+                .map(|p| json!({"name": p.key, "value": p.value, "default": p.default,
+                    "set_by": p.set_by, "accepted": p.accepted}))
+                .collect::<Vec<_>>()}),
+        }
+    }
+}
+
+/// The first release with NCCL's Parameter API, from the catalog.
+pub(super) fn param_api_release() -> &'static str {
+    nccl_find::internal::introduced_in("ncclParamDumpAll").unwrap_or("2.30")
+}
+
+/// Levenshtein distance, for names of a few dozen letters.
+pub(super) fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+// Long: one finding per setting, then the library's own values and where
+// the names came from; the cases read best side by side.
+pub(super) fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
+    let mut any = false;
+    for s in &inputs.settings {
+        let (k, v, source) = (&s.name, &s.value, &s.source);
+        if !crate::settings::is_nccls(k) {
+            continue;
+        }
+        any = true;
+        // Where a configuration file set it, say which.
+        let set = match source {
+            crate::settings::Source::Environment => format!("{k}={v}"),
+            crate::settings::Source::File(p) => format!("{k}={v} from {}", p.display()),
+        };
+        if k == "NCCL_VERSION" {
+            f.add(Area::Variables, Level::Note, format!("{set} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
+            continue;
+        }
+        // The parameter as NCCL listed it, with the library that listed it.
+        let param = names.and_then(|n| n.param(k).map(|p| (n, p)));
+        if let Some((n, p)) = param {
+            if p.set_by == "Default" && k != params::DUMP_ALL {
+                f.add(
+                    Area::Variables,
+                    Level::Problem,
+                    format!(
+                        "{set}: NCCL {} ignores this value and uses its default ({})",
+                        n.version,
+                        default_of(p)
+                    ),
+                    Some(format!("{k} takes {}", takes(&p.accepted))),
+                );
+                continue;
+            }
+        }
+        // What NCCL will use, where it said and it is not the default.
+        let uses = match param {
+            Some((_, p)) if p.value == p.default => String::new(),
+            Some((_, p)) if p.value.eq_ignore_ascii_case(v) => {
+                format!("; default: {}", default_of(p))
+            }
+            Some((n, p)) => format!(
+                "; NCCL {} reads {}, default: {}",
+                n.version,
+                p.value,
+                default_of(p)
+            ),
+            None => String::new(),
+        };
+        match KNOBS.iter().find(|(n, _)| n == k) {
+            Some((_, what)) => f.add(Area::Variables, Level::Note, format!("{set} ({what}{uses})"), None),
+            None => match names {
+                Some(n) if param.is_some() => f.add(Area::Variables, Level::Note,
+                    format!("{set} (a parameter NCCL {} lists{uses})", n.version), None),
+                Some(n) if n.knows(k) => f.add(Area::Variables, Level::Note,
+                    format!("{set} (a setting NCCL {} reads)", n.version), None),
+                Some(n) => f.add(
+                    Area::Variables,
+                    Level::Note,
+                    format!(
+                        "{set}: NCCL {}'s library holds no such name, so NCCL ignores it (a plugin may read it)",
+                        n.version
+                    ),
+                    Some(match n.nearest(k) {
+                        Some(near) => format!("did you mean {near}?"),
+                        None => "check its spelling against NCCL's documentation".into(),
+                    }),
+                ),
+                None => f.add(
+                    Area::Variables,
+                    Level::Note,
+                    format!("{set} is not a variable nccl-find knows"),
+                    Some("check its spelling against NCCL's documentation".into()),
+                ),
+            },
+        }
+    }
+    if let Some(n) = names {
+        library_values(f, inputs, n, any);
+    }
+    for u in &inputs.unread {
+        let text = &u.text;
+        if u.hangs {
+            f.add(
+                Area::Variables,
+                Level::Problem,
+                format!(
+                    "NCCL's configuration file {text}: NCCL would hang reading it when it starts"
+                ),
+                Some("remove it, or point NCCL_CONF_FILE at a regular file".into()),
+            );
+        } else {
+            f.add(
+                Area::Variables,
+                Level::Note,
+                format!("NCCL's configuration file {text}: NCCL reads nothing from it"),
+                None,
+            );
+        }
+    }
+    if !any {
+        f.add(
+            Area::Variables,
+            Level::Ok,
+            "no NCCL_* variables are set: NCCL uses its defaults",
+            None,
+        );
+    }
+    if !inputs.settings.iter().any(|s| s.name == "NCCL_DEBUG") {
+        f.add(
+            Area::Variables,
+            Level::Note,
+            "NCCL_DEBUG is unset, so NCCL says little when it fails",
+            Some("NCCL_DEBUG=WARN (or INFO) when something goes wrong".into()),
+        );
+    }
+}
+
+/// NCCL's words for what a parameter accepts, after "takes":
+/// `one of A, B`, `a comma-separated list of A, B`, `boolean: 1/T/TRUE …`.
+pub(super) fn takes(accepted: &str) -> String {
+    let mut c = accepted.chars();
+    let lower = match c.next() {
+        Some(first) => first.to_lowercase().chain(c).collect(),
+        None => "a value NCCL did not describe".to_string(),
+    };
+    if lower.starts_with("comma-separated") {
+        format!("a {lower}")
+    } else {
+        lower
+    }
+}
+
+/// A parameter's default, `none` where NCCL has no word for it.
+pub(super) fn default_of(p: &params::Param) -> &str {
+    match p.default.as_str() {
+        "<unset>" | "<unknown>" | "" => "none",
+        d => d,
+    }
+}
+
+/// What the library said beyond the settings nccl-find read: values that
+/// something else set (an env plugin), and where the names came from when
+/// it could not be asked.
+pub(super) fn library_values(f: &mut Findings, inputs: &Inputs, n: &Names, any: bool) {
+    match &n.params {
+        params::Asked::Params(ps) => {
+            for p in ps {
+                let read = inputs.settings.iter().any(|s| s.name == p.key);
+                if !read && p.key != params::DUMP_ALL && p.value != p.default {
+                    f.add(Area::Variables, Level::Note, format!(
+                        "NCCL {} uses {}={} (default: {}), though no variable or configuration file nccl-find read sets it: an env plugin (NCCL_ENV_PLUGIN) did",
+                        n.version, p.key, p.value, default_of(p)), None);
+                }
+            }
+        }
+        params::Asked::NoApi if any => f.add(Area::Variables, Level::Note, format!(
+            "NCCL {} cannot list its parameters (that came in {}): names were checked against the NCCL_* strings in its library and nccl-find's own list",
+            n.version, param_api_release()), None),
+        params::Asked::Failed(e) if any => f.add(Area::Variables, Level::Note, format!(
+            "NCCL {} could not be asked for its parameters ({e}): names were checked against the NCCL_* strings in its library and nccl-find's own list",
+            n.version), None),
+        params::Asked::Withheld(why) if any => f.add(Area::Variables, Level::Note, format!(
+            "NCCL {} was not asked for its parameters ({why}): names were checked against the NCCL_* strings in its library and nccl-find's own list",
+            n.version), None),
+        _ => {}
+    }
+}
