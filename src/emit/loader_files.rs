@@ -152,7 +152,7 @@ fn io_error(what: &Path, doing: &str, e: io::Error) -> LoaderDirError {
 }
 
 /// Makes `dir` a loader directory for `library`, or brings one up to date.
-/// No cargo directive is printed: [`Nccl::emit_loader_dir`] does that.
+/// No cargo directive is printed: [`crate::Nccl::emit_loader_dir`] does that.
 ///
 /// `mode` is the directory's mode when it is created: `0o755` in `OUT_DIR`
 /// (whoever runs the binary must be able to read it), `0o700` in a user
