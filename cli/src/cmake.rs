@@ -33,16 +33,10 @@ fn quoted(p: &Path) -> Result<String, String> {
 
 /// The two files' text: `NCCLConfig.cmake` and `NCCLConfigVersion.cmake`.
 fn texts(n: &Nccl) -> Result<(String, String), String> {
-    let mut includes = n.include_paths.clone();
     // `NCCL::nccl` carries the CUDA include dirs `nccl.h` needs; without
     // them, no package: one would fail in the compiler.
-    for d in n.cuda_include_dirs.as_ref().map_err(String::clone)? {
-        if !includes.contains(d) {
-            includes.push(d.clone());
-        }
-    }
     let mut inc = Vec::new();
-    for d in &includes {
+    for d in crate::pkgflags::include_dirs(n)? {
         inc.push(quoted(d)?);
     }
     let v = &n.library_version;

@@ -75,11 +75,24 @@ impl Parts {
     }
 }
 
+/// The include dirs a compile of `nccl.h` needs: its own, then the CUDA
+/// include dirs it needs, each once (Debian's CUDA headers share
+/// `/usr/include` with `nccl.h`). Where the CUDA headers were not found, or
+/// only some, why, with the line that installs them: flags without them
+/// would fail in the compiler.
+pub fn include_dirs(n: &Nccl) -> Result<Vec<&PathBuf>, String> {
+    let cuda = n.cuda_include_dirs.as_ref().map_err(String::clone)?;
+    let mut dirs: Vec<&PathBuf> = Vec::new();
+    for d in n.include_paths.iter().chain(cuda) {
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
+    Ok(dirs)
+}
+
 /// The flags `parts` selects, on one line, compiler flags first.
-/// The include part adds the CUDA include dirs `nccl.h` needs (it includes
-/// `cuda_runtime.h`); where they were not found, or only some, it fails
-/// with the line that installs them, rather than give flags that fail in
-/// the compiler.
+/// The include part is [`include_dirs`], and fails where it does.
 ///
 /// `loader_dir`, for an install with no `libnccl.so` (a pip wheel): a
 /// directory whose `libnccl.so` links to its `libnccl.so.2`, given as
@@ -88,14 +101,8 @@ impl Parts {
 pub fn flags(n: &Nccl, parts: Parts, loader_dir: Option<&Path>) -> Result<Vec<u8>, String> {
     let mut out: Vec<Vec<u8>> = Vec::new();
     if parts.include {
-        let cuda = n.cuda_include_dirs.as_ref().map_err(String::clone)?;
-        let mut dirs: Vec<&PathBuf> = Vec::new();
-        // Once each: Debian's CUDA headers share /usr/include with nccl.h.
-        for d in n.include_paths.iter().chain(cuda) {
-            if !dirs.contains(&d) {
-                dirs.push(d);
-                out.push(flag("-I", d)?);
-            }
+        for d in include_dirs(n)? {
+            out.push(flag("-I", d)?);
         }
     }
     let lib_dir = |out: &mut Vec<Vec<u8>>, d: &Path| -> Result<(), String> {

@@ -409,18 +409,25 @@ fn wheel_project(name: &str, needs: &[&str]) -> Option<(PathBuf, PathBuf)> {
 /// wheels `nccl.h` needs; None (skipped) without the wheel cache.
 fn wheel_venv(dir: &Path) -> Option<PathBuf> {
     let w = common::wheels()?;
-    let venv = dir.join("venv");
+    Some(cu12_venv(dir, "venv", &w.join("nvidia_nccl_cu12-2.21.5")))
+}
+
+/// A venv `dir/name` of pip's CUDA 12 layout: the NCCL wheel `dist` (in the
+/// wheel cache) and CUDA 12.4's header wheels, a directory each.
+fn cu12_venv(dir: &Path, name: &str, dist: &Path) -> PathBuf {
+    let w = dist.parent().unwrap();
+    let venv = dir.join(name);
     let nv = venv.join("lib/python3.11/site-packages/nvidia");
     std::fs::create_dir_all(&nv).unwrap();
+    std::os::unix::fs::symlink(dist.join("nvidia/nccl"), nv.join("nccl")).unwrap();
     for (dist, d) in [
-        ("nvidia_nccl_cu12-2.21.5", "nccl"),
         ("nvidia_cuda_runtime_cu12-12.4.127", "cuda_runtime"),
         ("nvidia_cuda_nvcc_cu12-12.4.131", "cuda_nvcc"),
         ("nvidia_cuda_cccl_cu12-12.4.127.post1", "cuda_cccl"),
     ] {
         std::os::unix::fs::symlink(w.join(dist).join("nvidia").join(d), nv.join(d)).unwrap();
     }
-    Some(venv)
+    venv
 }
 
 /// A wheel has no libnccl.so: the drop-in's -L names a loader directory
@@ -649,33 +656,23 @@ fn cmake_config_gives_find_package_an_nccl_target() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// CUDA 13's header wheels: the runtime's, crt's and cccl's.
+const CU13_HEADERS: [&str; 3] = [
+    "nvidia_cuda_runtime-13.0.96",
+    "nvidia_cuda_crt-13.0.88",
+    "nvidia_cuda_cccl-13.0.85",
+];
+
 /// A venv of pip's CUDA 13 layout: the NCCL wheel, and the runtime, crt
 /// and cccl wheels merged into `nvidia/cu13/include` as pip merges them.
 fn cu13_venv(dir: &Path) -> Option<PathBuf> {
     let w = common::wheels()?;
-    let venv = dir.join("venv13");
-    let nv = venv.join("lib/python3.11/site-packages/nvidia");
-    let include = nv.join("cu13/include");
-    std::fs::create_dir_all(&include).unwrap();
-    std::os::unix::fs::symlink(
-        w.join("nvidia_nccl_cu13-2.32.3/nvidia/nccl"),
-        nv.join("nccl"),
-    )
-    .unwrap();
-    for dist in [
-        "nvidia_cuda_runtime-13.0.96",
-        "nvidia_cuda_crt-13.0.88",
-        "nvidia_cuda_cccl-13.0.85",
-    ] {
-        let from = w.join(dist).join("nvidia/cu13/include");
-        for e in std::fs::read_dir(&from).unwrap().flatten() {
-            let at = include.join(e.file_name());
-            if !at.exists() {
-                std::os::unix::fs::symlink(e.path(), at).unwrap();
-            }
-        }
-    }
-    Some(venv)
+    Some(venv_of(
+        dir,
+        "venv13",
+        &w.join("nvidia_nccl_cu13-2.32.3"),
+        &CU13_HEADERS,
+    ))
 }
 
 /// `eval "$(nccl-find --env)"` gives a build everything NVIDIA's own

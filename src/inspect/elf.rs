@@ -425,10 +425,11 @@ fn newest_glibc(elf: &mut Elf, kind: u32) -> Result<Option<(u32, u32)>, String> 
     Ok(newest)
 }
 
-/// The newest glibc version a C library (`libc.so.6`) defines, from its
-/// version definitions: that glibc's own version.
-pub(crate) fn glibc_defined(path: &Path) -> Result<Option<(u32, u32)>, String> {
-    newest_glibc(&mut Elf::open(path)?, SHT_GNU_VERDEF)
+/// A C library's (`libc.so.6`) machine, and the newest glibc version it
+/// defines, from its version definitions: that glibc's own version.
+pub(crate) fn glibc_defined(path: &Path) -> Result<(u16, Option<(u32, u32)>), String> {
+    let mut elf = Elf::open(path)?;
+    Ok((elf.machine, newest_glibc(&mut elf, SHT_GNU_VERDEF)?))
 }
 
 fn info(mut elf: Elf) -> Result<ElfInfo, String> {
@@ -774,7 +775,7 @@ mod tests {
         .find(|p| p.exists())
         .unwrap();
         assert_eq!(
-            glibc_defined(libc).unwrap(),
+            glibc_defined(libc).unwrap().1,
             Some((want.0.unwrap(), want.1.unwrap()))
         );
         // Version names as glibc writes them.

@@ -221,14 +221,10 @@ pub(crate) fn system_glibc<'c>(ctx: &'c crate::context::Ctx) -> Option<(&'c Path
         dirs.extend(["/lib64", "/usr/lib64", "/lib", "/usr/lib"].map(String::from));
         for d in dirs {
             let libc = ctx.path(&d).join("libc.so.6");
-            let machine = super::elf::read_dynamic(&libc).map(|e| e.machine);
-            match (machine, ctx.target.elf_machine) {
-                (Ok(m), Some((want, _))) if m != want => continue,
-                (Err(_), _) => continue,
+            match (super::elf::glibc_defined(&libc), ctx.target.elf_machine) {
+                (Ok((m, _)), Some((want, _))) if m != want => {}
+                (Ok((_, Some(v))), _) => return Some((libc, v)),
                 _ => {}
-            }
-            if let Ok(Some(v)) = super::elf::glibc_defined(&libc) {
-                return Some((libc, v));
             }
         }
         None

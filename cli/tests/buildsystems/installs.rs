@@ -4,7 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{both, common, newest_wheel, runs, scratch, shell, sq, text, tools, venv_of, PROGRAM};
+use super::{
+    both, common, cu12_venv, newest_wheel, runs, scratch, shell, sq, text, tools, venv_of,
+    CU13_HEADERS, PROGRAM,
+};
 
 /// Debian's own packages (sid's libnccl2 and libnccl-dev, trixie's
 /// nvidia-cuda-dev and libcu++-dev, unpacked by scripts/debian-root into a
@@ -215,16 +218,7 @@ fn source_tree(dir: &Path, dist: &Path) -> (PathBuf, PathBuf) {
     std::os::unix::fs::symlink(format!("libnccl.so.{v}"), lib.join("libnccl.so.2")).unwrap();
     std::os::unix::fs::symlink("libnccl.so.2", lib.join("libnccl.so")).unwrap();
     let toolkit = dir.join("cuda-13.0");
-    let venv = venv_of(
-        dir,
-        "toolkit-headers",
-        dist,
-        &[
-            "nvidia_cuda_runtime-13.0.96",
-            "nvidia_cuda_crt-13.0.88",
-            "nvidia_cuda_cccl-13.0.85",
-        ],
-    );
+    let venv = venv_of(dir, "toolkit-headers", dist, &CU13_HEADERS);
     std::fs::create_dir_all(&toolkit).unwrap();
     std::os::unix::fs::symlink(
         venv.join("lib/python3.11/site-packages/nvidia/cu13/include"),
@@ -251,27 +245,8 @@ fn a_sys_crate_to_nvidias_contract_builds_after_eval_env() {
     let dir = scratch("contract");
     let cu12 = newest_wheel(&w, "nvidia_nccl_cu12");
     let cu13 = newest_wheel(&w, "nvidia_nccl_cu13");
-    let venv12 = dir.join("venv12");
-    let nv = venv12.join("lib/python3.11/site-packages/nvidia");
-    std::fs::create_dir_all(&nv).unwrap();
-    std::os::unix::fs::symlink(cu12.join("nvidia/nccl"), nv.join("nccl")).unwrap();
-    for (dist, d) in [
-        ("nvidia_cuda_runtime_cu12-12.4.127", "cuda_runtime"),
-        ("nvidia_cuda_nvcc_cu12-12.4.131", "cuda_nvcc"),
-        ("nvidia_cuda_cccl_cu12-12.4.127.post1", "cuda_cccl"),
-    ] {
-        std::os::unix::fs::symlink(w.join(dist).join("nvidia").join(d), nv.join(d)).unwrap();
-    }
-    let venv13 = venv_of(
-        &dir,
-        "venv13",
-        &cu13,
-        &[
-            "nvidia_cuda_runtime-13.0.96",
-            "nvidia_cuda_crt-13.0.88",
-            "nvidia_cuda_cccl-13.0.85",
-        ],
-    );
+    let venv12 = cu12_venv(&dir, "venv12", &cu12);
+    let venv13 = venv_of(&dir, "venv13", &cu13, &CU13_HEADERS);
     let (checkout, toolkit) = source_tree(&dir, &cu13);
     let version = |dist: &Path| code(dist.to_str().unwrap().rsplit('-').next().unwrap());
     /// (name, variables, nccl-find's arguments, the version it runs, if it can)
