@@ -115,10 +115,10 @@ pub fn complain(text: &str) {
 }
 
 /// What a command that needs an install says when the probe found none:
-/// its headline, and where to look next.
+/// where to look next, then its headline, the cause and its fix, last.
 pub fn not_found(headline: Option<&str>) -> String {
     format!(
-        "{}\nRun `nccl-find --print` to see where it looked and what to do.",
+        "`nccl-find --print` shows where it looked and what to do:\n{}",
         headline.unwrap_or_default()
     )
 }

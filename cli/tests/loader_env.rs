@@ -227,7 +227,14 @@ fn nothing_found_says_so() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(text(&out.stdout), "");
     assert!(
-        text(&out.stderr).contains("Run `nccl-find --print` to see where it looked"),
+        text(&out.stderr).contains("`nccl-find --print` shows where it looked"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The last line is the cause.
+    assert_eq!(
+        text(&out.stderr).lines().last(),
+        Some("NCCL was not found."),
         "{}",
         text(&out.stderr)
     );

@@ -159,14 +159,18 @@ fn a_library_for_a_newer_glibc_is_refused_or_runs() {
         assert!(o.status.success(), "{}", both(&o));
         runs(&dir.join("v"), &format!("{0} {0}\n", code(&v)));
     } else {
+        // The compiler runs on regardless (a shell does not stop for a
+        // failed `$(...)`); nccl-find's own last line is the cause.
+        assert!(!o.status.success(), "{}", both(&o));
+        let o = shell(&dir, "\"$1\" --cflags --libs", &vars, &[]);
         assert_eq!(o.status.code(), Some(1), "{}", both(&o));
-        let first = text(&o.stderr)
+        let last = text(&o.stderr)
             .lines()
-            .next()
+            .last()
             .unwrap_or_default()
             .to_string();
         assert!(
-            first.ends_with(&format!(
+            last.ends_with(&format!(
                 "use an NCCL built for glibc {}.{} or older (NVIDIA's pip wheels need 2.27 at most), or \
                  build on a system with glibc {}.{} or newer: {}/libnccl.so.{v} needs glibc {}.{}, and \
                  this system's C library, /lib/x86_64-linux-gnu/libc.so.6, is glibc {}.{}; linking it \
