@@ -197,11 +197,13 @@ fn version_comparisons_as_pkg_config_reads_them() {
     );
     let (code, out, err) = tarball(&["--cflags", "nccl >= 2.22"]);
     assert_eq!((code, out.as_str()), (1, ""));
+    // Where to look first; the cause and its fix last.
     assert!(
-        err.ends_with(
-            "does not satisfy the requirement >=2.22.0: it needs NCCL 2.22.3 or newer.\nRun \
-             `nccl-find --print` to see where it looked and what to do.\n"
-        ),
+        err.starts_with(
+            "nccl-find: `nccl-find --print` shows where it looked and what to do:\nNCCL_HOME="
+        ) && err.ends_with(
+            "does not satisfy the requirement >=2.22.0: it needs NCCL 2.22.3 or newer.\n"
+        ) && err.lines().count() == 2,
         "{err}"
     );
     let (code, _, err) = tarball(&["--short-errors", "--cflags", "nccl >= 2.22"]);
@@ -214,7 +216,10 @@ fn plain_static_still_refuses_what_cannot_link_statically() {
     let (code, out, err) = tarball(&["--static", "--libs"]);
     assert_eq!((code, out.as_str()), (1, ""));
     assert!(
-        err.starts_with("nccl-find: static NCCL needs the static CUDA runtime libcudart_static.a"),
+        err.starts_with(
+            "nccl-find: `nccl-find --print` shows where it looked and what to do:\n\
+             static NCCL needs the static CUDA runtime libcudart_static.a"
+        ) && err.lines().count() == 2,
         "{err}"
     );
 }
