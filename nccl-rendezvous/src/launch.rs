@@ -1,7 +1,7 @@
 //! What a launcher's row is made of: the environment as an input
 //! ([`LaunchEnv`]), a row ([`Backend`]) and what it reads ([`Plan`]), and
 //! the helpers every row's `detect` uses. The rows themselves are in
-//! [`crate::backends`].
+//! [`crate::launchers`].
 
 use crate::job::Exchange;
 

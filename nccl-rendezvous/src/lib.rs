@@ -11,33 +11,27 @@
 //! deadline, and what times out names the ranks that never came.
 #![deny(missing_docs)]
 
-mod backends;
 pub mod cleanup;
-mod file;
 #[doc(hidden)]
 pub mod fsafe;
 mod job;
 mod kv;
 mod launch;
+mod launchers;
 mod meeting;
 #[doc(hidden)]
 pub mod owner;
-mod pmi1;
-mod pmix;
 mod proof;
 mod reach;
-mod slurm;
-mod tcp;
-mod tcpstore;
-mod torchrun;
+mod stores;
 pub mod untrusted;
 mod wire;
 mod words;
 
-pub use backends::table_markdown;
 pub use job::{Exchange, Init, Job};
 pub use kv::Joined;
 pub use launch::LaunchEnv;
+pub use launchers::table_markdown;
 pub use meeting::{Flags, Meeting};
 pub use reach::{Addr, Card, Gathered, Judge, Probe, Ruling, MAX_ADDRS, MAX_CARD_TEXT};
 /// Our TCP store's frames, for the fuzzer and the tests (not part of the API).
@@ -82,9 +76,9 @@ pub fn join(
             let (job, host, port) = (job.clone(), host.clone(), *port);
             let open: kv::Opener = Box::new(move |deadline, log| {
                 if job.rank == 0 {
-                    tcp::serve_root(&job, &host, port, deadline, log)
+                    stores::tcp::serve_root(&job, &host, port, deadline, log)
                 } else {
-                    tcp::tcp_peer(&job, &host, port, deadline)
+                    stores::tcp::tcp_peer(&job, &host, port, deadline)
                 }
             });
             (open, kv::Whose::Ours)
@@ -92,7 +86,7 @@ pub fn join(
         Exchange::Ours(Init::File { path }) => {
             let (job, path) = (job.clone(), path.clone());
             let open: kv::Opener =
-                Box::new(move |deadline, log| file::open(&job, &path, deadline, log));
+                Box::new(move |deadline, log| stores::file::open(&job, &path, deadline, log));
             (open, kv::Whose::Ours)
         }
         Exchange::Launcher(via) => (

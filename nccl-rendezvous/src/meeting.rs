@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use crate::backends::detect;
 use crate::job::{Exchange, Init, Job};
 use crate::launch::{optional, LaunchEnv, Plan};
+use crate::launchers::detect;
 use crate::reach::Card;
 use crate::words::{check_token, MAX_WORLD};
 

@@ -691,7 +691,7 @@ impl Drop for Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::detect;
+    use crate::launchers::detect;
     use std::io::{BufRead, BufReader};
     use std::os::fd::{AsRawFd, IntoRawFd};
     use std::sync::Mutex;

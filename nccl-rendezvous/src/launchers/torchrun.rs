@@ -7,7 +7,7 @@
 //! rendezvous, the default, in every torch 2.x; c10d and `--standalone`
 //! from torch 2.5), the agent already serves a TCPStore at
 //! `MASTER_ADDR:MASTER_PORT`, and the workers, rank 0 too, are its clients
-//! ([`crate::tcpstore`]), each with a connection of its own, as torch's
+//! ([`crate::stores::tcpstore`]), each with a connection of its own, as torch's
 //! own workers are. Our keys are kept apart from torch's, and from an
 //! earlier restart's, under `/nccl-find/RUN/RESTART/`. torch's server looks
 //! up every client's name as it accepts it, one at a time: where that is
@@ -23,7 +23,8 @@ use std::time::Instant;
 use crate::job::{Exchange, Init};
 use crate::kv::{Connect, Kv};
 use crate::launch::{need, optional, Backend, LaunchEnv, Plan};
-use crate::tcpstore::{open_probed, Dialect, StoreKv};
+use crate::stores::prefix::PrefixStore;
+use crate::stores::tcpstore::{open_probed, Dialect, StoreKv};
 
 /// torchrun with its agent's store: every worker is a client of the
 /// TCPStore the agent serves.
@@ -213,10 +214,9 @@ impl AgentStore {
             )
         })?;
         let mut kv = StoreKv {
-            conn,
+            store: PrefixStore::new(conn, &self.prefix),
             addrs,
             at,
-            prefix: self.prefix.clone(),
             rank,
             world,
             fences: 0,
@@ -338,7 +338,7 @@ pub(crate) fn job_identity(env: &LaunchEnv, from: &mut Vec<&'static str>) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::detect;
+    use crate::launchers::detect;
 
     #[test]
     fn without_the_agent_store_rank_0_serves_our_rendezvous() {
@@ -477,7 +477,7 @@ mod tests {
             ]
         );
         // The agent store's row comes before the one without it.
-        assert_eq!(crate::backends::BACKENDS[0].id, "torchrun-store");
+        assert_eq!(crate::launchers::BACKENDS[0].id, "torchrun-store");
     }
 
     #[test]

@@ -682,9 +682,9 @@ impl Kv for FileStore {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testutil::*;
-    use super::super::*;
     use super::*;
+    use crate::testutil::*;
+    use crate::*;
 
     /// Another local user (uid 65534) plants a whole run in a shared
     /// sticky directory before the job starts: the rendezvous file with the

@@ -444,7 +444,7 @@ fn value(digits: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::detect;
+    use crate::launchers::detect;
     use std::time::{Duration, Instant};
 
     #[test]
@@ -734,7 +734,7 @@ mod tests {
             "29400",
         );
         // The whole table: torchrun's row leaves a task with no RANK to this one.
-        let p = crate::backends::detect(&env_of(&env)).unwrap().unwrap();
+        let p = crate::launchers::detect(&env_of(&env)).unwrap().unwrap();
         assert_eq!((p.backend, p.rank, p.world), ("slurm", 1, 4));
         assert_eq!(p.exchange.describe(), "tcp://node02:29400");
         assert_eq!(p.token.as_deref(), Some("slurm/12345.7/37405"));
@@ -743,7 +743,7 @@ mod tests {
             ["MASTER_ADDR", "MASTER_PORT", "SLURM_SRUN_COMM_PORT"]
         );
         // With RANK too, it is torchrun's (or a script's own) choice.
-        let p = crate::backends::detect(&env_of(&with(with(env, "RANK", "1"), "WORLD_SIZE", "4")))
+        let p = crate::launchers::detect(&env_of(&with(with(env, "RANK", "1"), "WORLD_SIZE", "4")))
             .unwrap()
             .unwrap();
         assert_eq!(p.backend, "torchrun-tcp");

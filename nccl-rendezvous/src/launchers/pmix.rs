@@ -618,7 +618,7 @@ impl Drop for PmixKv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::detect as detect_any;
+    use crate::launchers::detect as detect_any;
 
     fn ompi(extra: &[(&'static str, &'static str)]) -> LaunchEnv {
         let mut v = vec![
@@ -818,7 +818,7 @@ mod tests {
 
     #[test]
     fn a_missing_library_names_the_files_tried_and_what_to_pass() {
-        let d = super::super::testutil::scratch("pmix");
+        let d = crate::testutil::scratch("pmix");
         let junk = d.join("libpmix.so.2");
         std::fs::write(&junk, b"not a library").unwrap();
         let cands = [

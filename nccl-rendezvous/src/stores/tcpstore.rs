@@ -13,6 +13,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use crate::kv::Kv;
+use crate::stores::prefix::{PrefixStore, Store};
 use crate::words::{fail, list, Failed};
 
 /// Which numbering of the commands the server speaks.
@@ -237,20 +238,27 @@ impl Conn {
         Ok(b[0])
     }
 
+    fn answered(&mut self, asked: Instant) {
+        self.slowest = self.slowest.max(asked.elapsed());
+    }
+
+    pub(crate) fn close(&mut self) {
+        let _ = self.s.shutdown(Shutdown::Both);
+    }
+}
+
+impl Store for Conn {
+    type Error = StoreError;
+
     /// Sets `key` to `value`.
-    pub(crate) fn set(
-        &mut self,
-        key: &str,
-        value: &[u8],
-        until: Instant,
-    ) -> Result<(), StoreError> {
+    fn set(&mut self, key: &str, value: &[u8], until: Instant) -> Result<(), StoreError> {
         check_key(key)?;
         self.send(&Req::Set(key, value), until)
     }
 
     /// `key`'s value: call only once [`Conn::check`] said it exists (torch's
     /// older server drops a connection that asks for a missing key).
-    pub(crate) fn get(&mut self, key: &str, until: Instant) -> Result<Vec<u8>, StoreError> {
+    fn get(&mut self, key: &str, until: Instant) -> Result<Vec<u8>, StoreError> {
         check_key(key)?;
         let asked = Instant::now();
         self.send(&Req::Get(key), until)?;
@@ -269,7 +277,7 @@ impl Conn {
     }
 
     /// Adds `n` to the counter `key`: its new value.
-    pub(crate) fn add(&mut self, key: &str, n: i64, until: Instant) -> Result<i64, StoreError> {
+    fn add(&mut self, key: &str, n: i64, until: Instant) -> Result<i64, StoreError> {
         check_key(key)?;
         let asked = Instant::now();
         self.send(&Req::Add(key, n), until)?;
@@ -279,12 +287,8 @@ impl Conn {
         Ok(i64::from_le_bytes(v))
     }
 
-    fn answered(&mut self, asked: Instant) {
-        self.slowest = self.slowest.max(asked.elapsed());
-    }
-
     /// Whether every one of `keys` exists.
-    pub(crate) fn check(&mut self, keys: &[String], until: Instant) -> Result<bool, StoreError> {
+    fn check(&mut self, keys: &[String], until: Instant) -> Result<bool, StoreError> {
         keys.iter().try_for_each(|k| check_key(k))?;
         let asked = Instant::now();
         self.send(&Req::Check(keys), until)?;
@@ -294,11 +298,7 @@ impl Conn {
     }
 
     /// Whether each of `keys` exists, one CHECK each, a batch at a time.
-    pub(crate) fn check_each(
-        &mut self,
-        keys: &[String],
-        until: Instant,
-    ) -> Result<Vec<bool>, StoreError> {
+    fn check_each(&mut self, keys: &[String], until: Instant) -> Result<Vec<bool>, StoreError> {
         let mut out = Vec::with_capacity(keys.len());
         for batch in keys.chunks(512) {
             let mut bytes = Vec::new();
@@ -320,7 +320,7 @@ impl Conn {
 
     /// Returns once every one of `keys` exists; [`StoreError::Silent`] at
     /// `until`.
-    pub(crate) fn wait(&mut self, keys: &[String], until: Instant) -> Result<(), StoreError> {
+    fn wait(&mut self, keys: &[String], until: Instant) -> Result<(), StoreError> {
         keys.iter().try_for_each(|k| check_key(k))?;
         self.send(&Req::Wait(keys), until)?;
         match self.read_byte(until)? {
@@ -329,10 +329,6 @@ impl Conn {
                 "the store ended a wait with {b} (canceled?)"
             ))),
         }
-    }
-
-    fn close(&mut self) {
-        let _ = self.s.shutdown(Shutdown::Both);
     }
 }
 
@@ -436,12 +432,12 @@ pub(crate) fn open_probed(
 /// counter each rank adds 1 to (after setting its own arrival key), and a
 /// key the last to arrive sets, that every rank waits for.
 pub(crate) struct StoreKv {
-    pub(crate) conn: Conn,
+    /// The connection, every key under this run's prefix
+    /// (`/nccl-find/RUN/RESTART/N/`).
+    pub(crate) store: PrefixStore<Conn>,
     pub(crate) addrs: Vec<SocketAddr>,
     /// Where the store is, in words.
     pub(crate) at: String,
-    /// Every key starts with it (`/nccl-find/RUN/RESTART/`).
-    pub(crate) prefix: String,
     pub(crate) rank: usize,
     pub(crate) world: usize,
     /// Fences passed so far.
@@ -477,26 +473,17 @@ pub(crate) fn slowness(at: &str, accepted: Duration, slowest: Duration) -> Optio
 }
 
 impl StoreKv {
-    /// `key` (`nccl-find/…`) under this run's prefix.
-    pub(crate) fn scoped(&self, key: &str) -> String {
-        format!(
-            "{}{}",
-            self.prefix,
-            key.strip_prefix("nccl-find/").unwrap_or(key)
-        )
-    }
-
     /// Counts this worker's runs in the store and moves this run's keys
     /// under its number (`<prefix><n>/`), so that a second run in one
     /// worker (a pre-flight script that runs the smoke test twice) meets
     /// under keys of its own: every rank runs as often.
     pub(crate) fn begin_run(&mut self) -> Result<(), String> {
-        let runs = format!("{}runs/{}", self.prefix, self.rank);
+        let (runs, until) = (format!("runs/{}", self.rank), self.op_until());
         let n = self
-            .conn
-            .add(&runs, 1, self.op_until())
+            .store
+            .add(&runs, 1, until)
             .map_err(|e| format!("the agent's TCPStore at {} counted no run: {e}", self.at))?;
-        self.prefix = format!("{}{n}/", self.prefix);
+        self.store.descend(&format!("{n}/"));
         Ok(())
     }
 
@@ -506,7 +493,7 @@ impl StoreKv {
 
     /// Barrier `n`'s keys: `…/fence/N/`.
     fn fence_base(&self, n: u64) -> String {
-        self.scoped(&format!("nccl-find/fence/{n}/"))
+        format!("fence/{n}/")
     }
 
     fn broke(&self, n: u64, e: StoreError) -> Failed {
@@ -521,7 +508,7 @@ impl StoreKv {
     fn arrive_at(&mut self, n: u64, rank: usize) -> Result<(), Failed> {
         self.fences = self.fences.max(n + 1);
         let (key, until) = (format!("{}{rank}", self.fence_base(n)), self.op_until());
-        self.conn
+        self.store
             .set(&key, b"1", until)
             .map_err(|e| self.broke(n, e))
     }
@@ -535,7 +522,7 @@ impl StoreKv {
         let open = format!("{base}open");
         let (world, until) = (self.world, self.op_until());
         let total = self
-            .conn
+            .store
             .add(&format!("{base}count"), count as i64, until)
             .map_err(|e| self.broke(n, e))?;
         if total < 1 || total as u64 > world as u64 {
@@ -546,11 +533,11 @@ impl StoreKv {
             )));
         }
         if total as u64 == world as u64 {
-            self.conn
+            self.store
                 .set(&open, b"1", until)
                 .map_err(|e| self.broke(n, e))?;
         }
-        match self.conn.wait(std::slice::from_ref(&open), deadline) {
+        match self.store.wait(std::slice::from_ref(&open), deadline) {
             Ok(()) => Ok(()),
             Err(StoreError::Silent) => Err(self.never_came(n, &base)),
             Err(e) => Err(self.broke(n, e)),
@@ -563,9 +550,10 @@ impl StoreKv {
         let waited = Instant::now().saturating_duration_since(self.since);
         let until = Instant::now() + ASK_WAIT;
         let keys: Vec<String> = (0..self.world).map(|r| format!("{base}{r}")).collect();
-        let asked = Conn::open(&self.addrs, self.conn.dialect(), until).and_then(|mut c| {
+        let asked = Conn::open(&self.addrs, self.store.inner.dialect(), until).and_then(|c| {
+            let mut c = PrefixStore::new(c, self.store.prefix());
             let got = c.check_each(&keys, until);
-            c.close();
+            c.inner.close();
             got
         });
         let (at, world, secs) = (&self.at, self.world, waited.as_secs_f64());
@@ -598,10 +586,15 @@ impl StoreKv {
     }
 }
 
+/// A meeting's key (`nccl-find/…`) in the store, below the prefix.
+fn unscoped(key: &str) -> &str {
+    key.strip_prefix("nccl-find/").unwrap_or(key)
+}
+
 impl Kv for StoreKv {
     fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
-        let (k, until) = (self.scoped(key), self.op_until());
-        self.conn
+        let (k, until) = (unscoped(key), self.op_until());
+        self.store
             .set(&k, value, until)
             .map_err(|e| format!("the store at {} took no {key}: {e}", self.at))
     }
@@ -614,29 +607,29 @@ impl Kv for StoreKv {
     }
 
     fn get(&mut self, from: usize, key: &str) -> Result<Vec<u8>, String> {
-        let (k, until) = (self.scoped(key), self.op_until());
+        let (k, until) = (unscoped(key).to_string(), self.op_until());
         let at = &self.at;
         let err = |e: StoreError| format!("the store at {at} gave no {key} of rank {from}: {e}");
         if !self
-            .conn
+            .store
             .check(std::slice::from_ref(&k), until)
             .map_err(err)?
         {
             return Err(format!("rank {from} left no {key} in the store at {at}"));
         }
-        self.conn.get(&k, until).map_err(err)
+        self.store.get(&k, until).map_err(err)
     }
 
     fn close(&mut self, _until: Instant) {
-        self.conn.close();
+        self.store.inner.close();
     }
 
     fn watch(&mut self) -> Option<String> {
-        let key = self.scoped("nccl-find/abort");
+        let key = "abort".to_string();
         let until = Instant::now() + Duration::from_secs(2);
-        match self.conn.check(std::slice::from_ref(&key), until) {
+        match self.store.check(std::slice::from_ref(&key), until) {
             Ok(true) => {
-                let why = self.conn.get(&key, until).unwrap_or_default();
+                let why = self.store.get(&key, until).unwrap_or_default();
                 Some(crate::untrusted::peer_text(&String::from_utf8_lossy(&why)))
             }
             _ => None,
@@ -644,14 +637,14 @@ impl Kv for StoreKv {
     }
 
     fn abort(&mut self, why: &str) {
-        let key = self.scoped("nccl-find/abort");
+        let key = "abort".to_string();
         let text = format!("rank {} stopped the job: {why}", self.rank);
         let text = crate::untrusted::cut(&text, 2000);
-        let _ = self.conn.set(&key, text.as_bytes(), self.op_until());
+        let _ = self.store.set(&key, text.as_bytes(), self.op_until());
     }
 
     fn notes(&self) -> Vec<String> {
-        slowness(&self.at, self.accepted_in, self.conn.slowest)
+        slowness(&self.at, self.accepted_in, self.store.inner.slowest)
             .into_iter()
             .collect()
     }

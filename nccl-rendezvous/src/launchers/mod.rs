@@ -8,15 +8,20 @@
 //! launcher is one module (its `detect` and, for a store of its own, a
 //! [`Connect`](crate::kv::Connect)) and one row here.
 
+pub(crate) mod pmi1;
+pub(crate) mod pmix;
+pub(crate) mod slurm;
+pub(crate) mod torchrun;
+
 use crate::launch::{Backend, LaunchEnv, Plan};
 
 /// The exchanges, in the order they are tried.
 pub static BACKENDS: &[Backend] = &[
-    crate::torchrun::AGENT_STORE,
-    crate::torchrun::NO_AGENT_STORE,
-    crate::pmix::PMIX,
-    crate::pmi1::PMI1,
-    crate::slurm::SLURM,
+    crate::launchers::torchrun::AGENT_STORE,
+    crate::launchers::torchrun::NO_AGENT_STORE,
+    crate::launchers::pmix::PMIX,
+    crate::launchers::pmi1::PMI1,
+    crate::launchers::slurm::SLURM,
 ];
 
 /// The first row that recognises `env`: `Ok(None)` when none does.
