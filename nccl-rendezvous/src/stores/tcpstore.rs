@@ -595,7 +595,7 @@ impl Kv for StoreKv {
     fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
         let (k, until) = (unscoped(key), self.op_until());
         self.store
-            .set(&k, value, until)
+            .set(k, value, until)
             .map_err(|e| format!("the store at {} took no {key}: {e}", self.at))
     }
 

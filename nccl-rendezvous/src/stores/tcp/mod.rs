@@ -11,16 +11,14 @@
 //! job, and rank 0's going away stops every peer.
 
 use std::collections::HashMap;
-use std::io::Read;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::job::Job;
 use crate::kv::{done_key, Kv};
-use crate::proof::NONCE_LEN;
 use crate::untrusted::peer_text;
-use crate::wire::{decode, decode_header, encode, kind_name, read_msg, send, timed_out, Msg};
+use crate::wire::{kind_name, read_msg, send, timed_out, Msg};
 use crate::words::{fail, list, Failed};
 
 mod lobby;

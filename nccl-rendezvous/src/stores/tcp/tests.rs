@@ -1,10 +1,13 @@
 //! The TCP store's tests: admission, the store, and what a hostile peer gets.
 
 use super::*;
+use crate::proof::NONCE_LEN;
 use crate::testutil::*;
+use crate::wire::{decode, decode_header, encode};
 use crate::words::same_token;
 use crate::*;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
 
 fn tcp(port: u16) -> Init {
     Init::Tcp {
