@@ -23,7 +23,9 @@
 //! The probe is a pipeline: sources (where to look) → inspect (what is
 //! there) → select (one winner, every loser with its reason) → check (how to
 //! link, what the loader will load) → [`Report`] → emit (directives, words).
-//! Everything public is at the crate's root.
+//! What a build script uses is at the crate's root; the words of the
+//! report (sources, candidates, problems, the loader's verdict) are in
+//! [`explain`].
 //!
 //! ## Search order
 //!
@@ -100,20 +102,39 @@ mod emit;
 mod inspect;
 mod sources;
 
-pub use check::loader::{Loader, Verdict, Visible};
-pub use check::{CompileCheck, LinkArg, Linking, MissingSymbol};
+pub use check::Linking;
 pub use emit::cargo::emit_rpath_from_dep;
 #[cfg(feature = "loader-dir")]
 #[cfg_attr(docsrs, doc(cfg(feature = "loader-dir")))]
-pub use emit::loader_dir::{emit_loader_dir_from_dep, make_loader_dir, LoaderDir, LoaderDirError};
-pub use env::EnvRead;
+pub use emit::loader_dir::emit_loader_dir_from_dep;
 pub use error::Error;
-pub use inspect::{Candidate, Status};
-pub use origin::{Looked, MisleadingPc, Origin, Package, SourceKind};
 pub use probe::Config;
-pub use problem::{ErrorKind, Problem};
+pub use problem::ErrorKind;
 pub use report::{Nccl, Report};
 pub use version::{CudaVersion, Version};
+
+/// The words of the [`Report`]: where each install came from, what it is,
+/// why one was not chosen, and what the run-time loader will load. A build
+/// script that only links needs none of them; one that explains its choice,
+/// or matches on a [`Problem`](explain::Problem), does.
+pub mod explain {
+    pub use crate::check::loader::{Loader, Verdict, Visible};
+    pub use crate::check::{CompileCheck, LinkArg, MissingSymbol};
+    pub use crate::env::EnvRead;
+    pub use crate::inspect::{Candidate, Status};
+    pub use crate::origin::{Looked, MisleadingPc, Origin, Package, SourceKind};
+    pub use crate::problem::Problem;
+}
+
+/// The private loader directory (feature `loader-dir`): a directory of
+/// links that makes the run-time loader load the selected NCCL, for builds
+/// whose programs run where no rpath can point
+/// ([`emit_loader_dir_from_dep`] makes and emits it).
+#[cfg(feature = "loader-dir")]
+#[cfg_attr(docsrs, doc(cfg(feature = "loader-dir")))]
+pub mod loader_dir {
+    pub use crate::emit::loader_dir::{make_loader_dir, LoaderDir, LoaderDirError};
+}
 
 /// Not part of the API, and not covered by semver: what this repository's
 /// command (`nccl-find`), tests and fuzz targets use of the pipeline's
@@ -121,13 +142,12 @@ pub use version::{CudaVersion, Version};
 /// release may change it.
 #[doc(hidden)]
 pub mod internal {
-    pub use crate::api::{cfgs_for, introduced_in, releases as catalog_releases, LEVELS};
-    pub use crate::check::ldso::{LoaderFacts, Mapped, Object, Process, Via};
-    pub use crate::check::STATIC_SYSTEM_LIBS;
+    pub use crate::api::{introduced_in, releases as catalog_releases, LEVELS};
+    pub use crate::check::ldso::{LoaderFacts, Object, Process, Via};
     pub use crate::emit::cargo::{
-        directives, escape, has_line_break, rerun_env, rpath_directives, rpath_from_vars,
+        directives, escape, rerun_env, rpath_directives, rpath_from_vars,
     };
-    pub use crate::emit::durable::{lexical_risk, rpath_risk};
+    pub use crate::emit::durable::rpath_risk;
     pub use crate::emit::fnv1a_hex;
     #[cfg(feature = "loader-dir")]
     pub use crate::emit::kept::safe_ancestors;
@@ -137,10 +157,7 @@ pub mod internal {
     #[cfg(feature = "command")]
     pub use crate::emit::text::report;
     pub use crate::files::read_bounded;
-    pub use crate::inspect::elf::{
-        dynamic_symbols, dynamic_symbols_bytes, parse_version_text, read_dynamic, read_elf,
-        read_elf_bytes, ElfInfo,
-    };
+    pub use crate::inspect::elf::{dynamic_symbols, parse_version_text, read_elf};
     #[cfg(feature = "command")]
     pub use crate::inspect::elf::{imports, rodata_names};
     pub use crate::inspect::header::{parse_header, Header};
@@ -148,6 +165,14 @@ pub mod internal {
     pub use crate::lines::escape_os;
     pub use crate::sources::pkgconfig::parse_pc;
     pub use crate::sources::search_order_markdown;
+}
+
+/// What the fuzz targets (`fuzz/`, built with `--cfg fuzzing`) call: the
+/// parsers of outside bytes. Absent from every other build.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzz {
+    pub use crate::inspect::elf::{dynamic_symbols_bytes, read_elf_bytes};
     pub use crate::sources::spack::spack_spec_json;
     pub use crate::sources::system::parse_dpkg_status;
 }

@@ -171,12 +171,12 @@ fn a_bomb_in_a_virtualenv_does_not_stop_the_probe() {
     assert!(err.is_none(), "{err:?}");
     assert_eq!(
         report.selected().unwrap().origin.source,
-        nccl_find::SourceKind::Home
+        nccl_find::explain::SourceKind::Home
     );
     let bomb = report
         .candidates
         .iter()
-        .find(|c| c.origin.source == nccl_find::SourceKind::Pip)
+        .find(|c| c.origin.source == nccl_find::explain::SourceKind::Pip)
         .expect("the wheel is a candidate");
     let why = bomb.problem().map(|p| p.to_string()).unwrap_or_default();
     assert_eq!(

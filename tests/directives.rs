@@ -288,7 +288,7 @@ fn paths_a_directive_cannot_carry_are_refused_in_a_build_script() {
             .join(std::ffi::OsStr::from_bytes(name));
         match e.kind() {
             nccl_find::ErrorKind::Explicit {
-                problem: nccl_find::Problem::NotCarried { path, why: w },
+                problem: nccl_find::explain::Problem::NotCarried { path, why: w },
                 ..
             } => {
                 assert!(path.starts_with(&real), "{path:?}");
@@ -330,7 +330,7 @@ fn paths_a_directive_cannot_carry_are_refused_in_a_build_script() {
         assert_eq!(n.version.to_string(), "2.21.5");
         let refused = n.report.selected().unwrap().build_script_refuses();
         assert!(
-            matches!(&refused, Some(nccl_find::Problem::NotCarried { why: w, .. }) if *w == why),
+            matches!(&refused, Some(nccl_find::explain::Problem::NotCarried { why: w, .. }) if *w == why),
             "{refused:?}"
         );
     }

@@ -5,7 +5,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use nccl_find::{Config, Error, ErrorKind, Nccl, Package, Problem, Report, SourceKind, Status};
+use nccl_find::explain::{Package, Problem, SourceKind, Status};
+use nccl_find::{Config, Error, ErrorKind, Nccl, Report};
 
 fn tree(name: &str) -> PathBuf {
     common::trees().join(name)
@@ -1103,7 +1104,7 @@ fn a_build_script_with_nccl_home_reruns_only_on_what_decides() {
         .env
         .iter()
         .any(|r| r.name.ends_with("LD_LIBRARY_PATH")));
-    assert_eq!(n.report.loader, nccl_find::Loader::default());
+    assert_eq!(n.report.loader, nccl_find::explain::Loader::default());
     // The command reads every source, to show every install.
     let mut all = config("tarball", &vars);
     all.cargo_metadata(false);
@@ -1122,7 +1123,7 @@ fn a_build_script_with_nccl_home_reruns_only_on_what_decides() {
         .iter()
         .any(|r| r.name.ends_with("LD_LIBRARY_PATH")));
     assert!(n.report.warnings.is_empty(), "{:?}", n.report.warnings);
-    assert_eq!(n.report.loader, nccl_find::Loader::default());
+    assert_eq!(n.report.loader, nccl_find::explain::Loader::default());
 }
 
 #[test]

@@ -10,7 +10,8 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nccl_find::{Config, Error, ErrorKind, Nccl, Problem, Status};
+use nccl_find::explain::{Problem, Status};
+use nccl_find::{Config, Error, ErrorKind, Nccl};
 
 fn fixture(name: &str) -> PathBuf {
     common::trees().join(name)

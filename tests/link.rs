@@ -6,7 +6,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use nccl_find::{Config, Error, ErrorKind, Linking, Nccl, Problem};
+use nccl_find::explain::Problem;
+use nccl_find::{Config, Error, ErrorKind, Linking, Nccl};
 
 fn tree(name: &str) -> PathBuf {
     common::trees().join(name)

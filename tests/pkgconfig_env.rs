@@ -7,7 +7,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use nccl_find::{Config, Linking, SourceKind};
+use nccl_find::explain::SourceKind;
+use nccl_find::{Config, Linking};
 
 fn tree(name: &str) -> PathBuf {
     common::trees().join(name)

@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nccl_find::{Config, Problem, Status};
+use nccl_find::explain::{Problem, Status};
+use nccl_find::Config;
 
 struct Tree(PathBuf);
 

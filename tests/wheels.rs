@@ -6,7 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use nccl_find::{Config, Nccl, Package, SourceKind};
+use nccl_find::explain::{Package, SourceKind};
+use nccl_find::{Config, Nccl};
 
 /// The wheels the exact-output tests below are written against.
 const WHEELS: [(&str, &str, &str, u32, &str); 3] = [
@@ -321,7 +322,7 @@ fn the_newcomer_path_with_the_newest_cu12_wheel() {
     let sp = root.0.join("venv/lib/python3.11/site-packages");
     assert_eq!(report.candidates.len(), 1, "{:?}", report.candidates);
     let c = report.selected().expect("selected");
-    assert_eq!(c.status, nccl_find::Status::Selected);
+    assert_eq!(c.status, nccl_find::explain::Status::Selected);
     assert_eq!(c.origin.source, SourceKind::Pip);
     assert_eq!(
         c.origin.to_string(),

@@ -5,23 +5,22 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use nccl_find::Verdict;
+use nccl_find::explain::Verdict;
 use nccl_find::{Config, Nccl, Report};
 use serde_json::{json, Value};
 
-use crate::host::Facts;
-use crate::python;
+use crate::facts::host::Facts;
+use crate::facts::python;
 
 mod driver;
 mod mpi;
 mod nccl;
 mod network;
 mod packages;
-mod shm;
-mod variables;
-pub(crate) use network::nccl_pick as nccl_interfaces;
 mod params;
 mod rdma;
+mod shm;
+mod variables;
 
 pub(crate) use params::{child as params_child, CHILD_FLAG as PARAMS_CHILD_FLAG};
 
@@ -113,9 +112,9 @@ struct Inputs {
     facts: Facts,
     /// The `NCCL_*` settings in force, sorted by name: the environment's,
     /// then NCCL's configuration files', each with its source.
-    settings: Vec<crate::settings::Setting>,
+    settings: Vec<crate::facts::settings::Setting>,
     /// Configuration files NCCL would read that could not be read.
-    unread: Vec<crate::settings::Unread>,
+    unread: Vec<crate::facts::settings::Unread>,
     /// Whether the variables came from a facts file (its `env`): data
     /// about another machine, which never reaches a process that loads
     /// code (the child that asks NCCL does not run).
@@ -125,20 +124,24 @@ struct Inputs {
     /// has others ([`Inputs::for_nccl`]).
     vars: Vec<(String, String)>,
     root: PathBuf,
-    rules: crate::settings::ConfRules,
+    rules: crate::facts::settings::ConfRules,
 }
 
 impl Inputs {
     /// Reads the machine and the process environment.
     fn gather(root: &Path) -> Inputs {
-        Inputs::with_env(Facts::gather(), &crate::settings::process_env(), root)
+        Inputs::with_env(
+            Facts::gather(),
+            &crate::facts::settings::process_env(),
+            root,
+        )
     }
 
     /// The settings in force from the environment `env` and NCCL's
     /// configuration files, read under `root` by the newest NCCL's rules.
     fn with_env(facts: Facts, env: &[(String, String)], root: &Path) -> Inputs {
-        let rules = crate::settings::ConfRules::of(None);
-        let (settings, unread) = crate::settings::read(env, root, rules);
+        let rules = crate::facts::settings::ConfRules::of(None);
+        let (settings, unread) = crate::facts::settings::read(env, root, rules);
         Inputs {
             facts,
             settings,
@@ -154,12 +157,12 @@ impl Inputs {
     /// files (`NCCL_CONF_FILE` from 2.23, `~` from `HOME` from 2.30.3).
     /// Read again only where its rules differ from those already used.
     fn for_nccl(&mut self, version: Option<(u32, u32, u32)>) {
-        let rules = crate::settings::ConfRules::of(version);
+        let rules = crate::facts::settings::ConfRules::of(version);
         if rules == self.rules {
             return;
         }
         self.rules = rules;
-        let (settings, unread) = crate::settings::read(&self.vars, &self.root, rules);
+        let (settings, unread) = crate::facts::settings::read(&self.vars, &self.root, rules);
         self.settings = settings;
         self.unread = unread;
     }
@@ -177,7 +180,7 @@ impl Inputs {
     fn environment(&self) -> Vec<(String, String)> {
         self.settings
             .iter()
-            .filter(|s| s.source == crate::settings::Source::Environment)
+            .filter(|s| s.source == crate::facts::settings::Source::Environment)
             .map(|s| (s.name.clone(), s.value.clone()))
             .collect()
     }
@@ -195,7 +198,7 @@ impl Inputs {
     fn from_json(v: &Value, root: &Path) -> Result<Inputs, String> {
         let facts = Facts::from_json(v)?;
         let (env, from_file) = match v.get("env") {
-            None | Some(Value::Null) => (crate::settings::process_env(), false),
+            None | Some(Value::Null) => (crate::facts::settings::process_env(), false),
             Some(vars) => (env_from_json(vars)?, true),
         };
         let mut inputs = Inputs::with_env(facts, &env, root);

@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use nccl_find::{Candidate, ErrorKind, Nccl, Package, Report, SourceKind};
+use nccl_find::explain::{Candidate, Package, SourceKind};
+use nccl_find::{ErrorKind, Nccl, Report};
 use serde_json::{json, Value};
 
 /// The version of this format. 1: `source` was a string (the source's
@@ -99,7 +100,7 @@ pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String
             "device_bitcode": n.device_bitcode.iter().map(|p| path(p)).collect::<Vec<_>>(),
         }),
     };
-    let visible = |v: &nccl_find::Visible| {
+    let visible = |v: &nccl_find::explain::Visible| {
         json!({
             "path": path(&v.path),
             "real": path(&v.real),

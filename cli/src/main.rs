@@ -8,17 +8,20 @@ use clap::{Parser, Subcommand};
 use nccl_find::{Config, ErrorKind, Nccl};
 use pkgflags::Constraint;
 
-mod cmake;
-mod doctor;
-mod host;
+// The rooms, lowest layer first (ARCHITECTURE.md, "Layers of the
+// command"; tests/architecture.rs checks that imports run down them).
 mod json;
-mod nodes;
-mod pkgflags;
-mod python;
-mod settings;
-mod shim;
-mod smoke;
 mod style;
+
+mod facts;
+
+mod buildsys;
+
+mod doctor;
+
+mod smoke;
+
+use buildsys::{cmake, pkgflags, shim};
 
 const PKG_CONFIG: &str = "pkg-config drop-in (nccl-find [OPTIONS] nccl)";
 

@@ -4,5 +4,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = nccl_find::internal::spack_spec_json(data);
+    let _ = nccl_find::fuzz::spack_spec_json(data);
 });

@@ -33,7 +33,7 @@ pub use kv::Joined;
 pub use launch::LaunchEnv;
 pub use launchers::table_markdown;
 pub use meeting::{Flags, Meeting};
-pub use reach::{Addr, Card, Gathered, Judge, Probe, Ruling, MAX_ADDRS, MAX_CARD_TEXT};
+pub use reach::{Addr, Attempt, Card, Gathered, Judge, Ruling, MAX_ADDRS, MAX_CARD_TEXT};
 /// Our TCP store's frames, for the fuzzer and the tests (not part of the API).
 #[doc(hidden)]
 pub use wire::{decode, decode_header, encode, Msg};

@@ -84,7 +84,7 @@ impl Addr {
 /// One connection of the test.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Probe {
+pub struct Attempt {
     /// The rank that connected.
     pub from: usize,
     /// The rank it connected to.
@@ -96,10 +96,10 @@ pub struct Probe {
     pub error: Option<String>,
 }
 
-impl Probe {
+impl Attempt {
     /// A connection from rank `from` to `to`'s `addr`, that reached it.
-    pub fn new(from: usize, to: usize, addr: Addr) -> Probe {
-        Probe {
+    pub fn new(from: usize, to: usize, addr: Addr) -> Attempt {
+        Attempt {
             from,
             to,
             addr,
@@ -115,12 +115,12 @@ pub struct Gathered {
     /// Each rank's card, by rank (peer text escaped, line by line).
     pub cards: Vec<Card>,
     /// The connections tested, in rank order.
-    pub probes: Vec<Probe>,
+    pub probes: Vec<Attempt>,
 }
 
 impl Gathered {
     /// What rank 0 would gather from these cards and connections.
-    pub fn new(cards: Vec<Card>, probes: Vec<Probe>) -> Gathered {
+    pub fn new(cards: Vec<Card>, probes: Vec<Attempt>) -> Gathered {
         Gathered { cards, probes }
     }
 }
@@ -488,7 +488,7 @@ pub(crate) fn results(done: &[(usize, Tries)]) -> Vec<u8> {
 
 /// Rank `from`'s results back, with the addresses from the cards in
 /// `hellos`: `None` when they are malformed.
-pub(crate) fn read_results(from: usize, b: &[u8], hellos: &[Hello]) -> Option<Vec<Probe>> {
+pub(crate) fn read_results(from: usize, b: &[u8], hellos: &[Hello]) -> Option<Vec<Attempt>> {
     let mut c = Cursor(b);
     let mut out = Vec::new();
     while !c.0.is_empty() {
@@ -499,7 +499,7 @@ pub(crate) fn read_results(from: usize, b: &[u8], hellos: &[Hello]) -> Option<Ve
         if out.len() >= 2 * MAX_ADDRS {
             return None;
         }
-        out.push(Probe {
+        out.push(Attempt {
             from,
             to,
             addr,

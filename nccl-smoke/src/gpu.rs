@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::collective::{AllReduce, Call, Collective};
 use crate::cuda::{self, CuContext, CuDevicePtr, CuFunction, CuStream, Cuda};
 use crate::data::{self, Dtype, Redop, Rule, Source};
-use crate::nccl::{self, Nccl, NcclComm};
+use crate::nccl::{self, NcclComm, NcclLib};
 use crate::report::{hint, Event, Failure, Timing};
 use crate::{ptx, verdict, watchdog};
 use nccl_rendezvous as rendezvous;
@@ -43,7 +43,7 @@ impl Gpu {
 
 pub(crate) struct Run<'a> {
     pub(crate) cu: &'a Cuda,
-    pub(crate) nc: &'a Nccl,
+    pub(crate) nc: &'a NcclLib,
     pub(crate) gpus: Vec<Gpu>,
     pub(crate) timeout: Duration,
     pub(crate) dog: Arc<watchdog::Watchdog>,
@@ -58,7 +58,7 @@ impl<'a> Run<'a> {
     /// process goes away).
     pub(crate) fn new(
         cu: &'a Cuda,
-        nc: &'a Nccl,
+        nc: &'a NcclLib,
         gpus: Vec<Gpu>,
         timeout: Duration,
         abort: Option<Arc<rendezvous::Abort>>,
@@ -202,7 +202,7 @@ impl Run<'_> {
         if let Some(f) = self.dog.failure() {
             return f;
         }
-        Failure::Nccl {
+        Failure::NcclLib {
             what: what.to_string(),
             error: self.nc.error(rc, comm),
             hint: hint(rc),

@@ -55,7 +55,7 @@ use cuda::Cuda;
 use data::Rule;
 pub use data::{Dtype, Redop};
 use gpu::{Data, Run};
-use nccl::Nccl;
+use nccl::NcclLib;
 use nccl_rendezvous as rendezvous;
 use nccl_rendezvous::untrusted;
 pub use nccl_rendezvous::{Failed, Job, PeerOutcome};
@@ -150,7 +150,7 @@ fn known_ops(opts: &Options) -> Result<(), Failure> {
 fn sweep_order(
     opts: &Options,
     nranks: usize,
-    nc: &Nccl,
+    nc: &NcclLib,
     min_cc: i32,
     on: &mut dyn FnMut(Event),
 ) -> Vec<Work> {
@@ -216,7 +216,7 @@ fn rule_for(
     op: &dyn Collective,
     red: Option<Redop>,
     t: Dtype,
-    nc: &Nccl,
+    nc: &NcclLib,
     nranks: usize,
     min_cc: i32,
 ) -> Result<Rule, String> {
@@ -299,7 +299,7 @@ fn seed_of(id: &[u8; 128]) -> u64 {
 
 /// Runs the smoke test.
 pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure> {
-    let nc = Nccl::load(&opts.lib).map_err(Failure::Load)?;
+    let nc = NcclLib::load(&opts.lib).map_err(Failure::Load)?;
     on(Event::Loaded {
         path: nc.path.clone(),
         version: nc.version(),
@@ -522,7 +522,7 @@ pub fn gpus_for_local_rank(
 /// ranks in all, this process's first rank, and the link to the others.
 fn meet(
     opts: &Options,
-    nc: &Nccl,
+    nc: &NcclLib,
     ngpus: usize,
     on: &mut dyn FnMut(Event),
 ) -> Result<([u8; 128], usize, usize, Option<rendezvous::Joined>), Failure> {
@@ -576,10 +576,10 @@ fn ruled(
     }
 }
 
-fn nccl_id(nc: &Nccl) -> Result<[u8; 128], Failure> {
+fn nccl_id(nc: &NcclLib) -> Result<[u8; 128], Failure> {
     nc.unique_id()
         .map(|u| u.internal)
-        .map_err(|e| Failure::Nccl {
+        .map_err(|e| Failure::NcclLib {
             what: "ncclGetUniqueId".into(),
             error: e.trim_start_matches("ncclGetUniqueId failed: ").to_string(),
             hint: ifname_problem(
@@ -694,7 +694,7 @@ fn sweep(
 /// The test seam: meet, report what was handed out, finish.
 fn rendezvous_only(
     opts: &Options,
-    nc: &Nccl,
+    nc: &NcclLib,
     on: &mut dyn FnMut(Event),
 ) -> Result<Summary, Failure> {
     let job = opts
@@ -841,7 +841,7 @@ mod tests {
         cc: i32,
         opts: &mut Options,
     ) -> (Vec<String>, Vec<String>) {
-        let nc = Nccl::load(lib).unwrap();
+        let nc = NcclLib::load(lib).unwrap();
         opts.sizes = vec![4096];
         let mut notes = Vec::new();
         let order = sweep_order(opts, nranks, &nc, cc, &mut |e| {

@@ -73,7 +73,7 @@ pub type RecvFn =
 
 /// NCCL's functions, from one library file.
 #[allow(clippy::type_complexity)]
-pub struct Nccl {
+pub struct NcclLib {
     /// Never closed: NCCL and the driver keep threads running until the
     /// process exits, and unloading their code under them crashes it.
     _lib: std::mem::ManuallyDrop<Library>,
@@ -107,9 +107,9 @@ pub struct Nccl {
     pub get_last_error: Option<unsafe extern "C" fn(NcclComm) -> *const c_char>,
 }
 
-impl Nccl {
+impl NcclLib {
     /// Loads NCCL from exactly this file.
-    pub fn load(path: &Path) -> Result<Nccl, String> {
+    pub fn load(path: &Path) -> Result<NcclLib, String> {
         // A bare name would send dlopen searching the loader's path: always
         // load by absolute path, the file that was named.
         let abs;
@@ -142,7 +142,7 @@ impl Nccl {
                 need!("ncclGetVersion");
             let mut version_code = 0;
             get_version(&mut version_code);
-            Ok(Nccl {
+            Ok(NcclLib {
                 path: path.to_path_buf(),
                 version_code,
                 get_unique_id: need!("ncclGetUniqueId"),

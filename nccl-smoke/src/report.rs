@@ -120,7 +120,7 @@ pub enum Failure {
     /// The processes did not all meet.
     Rendezvous(Failed),
     /// NCCL returned an error.
-    Nccl {
+    NcclLib {
         /// What was being done.
         what: String,
         /// NCCL's words.
@@ -157,7 +157,7 @@ impl std::fmt::Display for Failure {
                 f.write_str(e)
             }
             Failure::Rendezvous(r) => f.write_str(&r.message),
-            Failure::Nccl { what, error, hint } => write!(f, "{what} failed: {error}. {hint}"),
+            Failure::NcclLib { what, error, hint } => write!(f, "{what} failed: {error}. {hint}"),
         }
     }
 }

@@ -125,7 +125,7 @@ pub fn transport(lines: &[String]) -> Option<Transport> {
 
 /// The judgement.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
+pub struct Judgement {
     /// What the links allow, GB/s, and how it was worked out.
     pub predicted: Option<(f64, String)>,
     /// Measured bus bandwidth, GB/s, and at which size.
@@ -154,7 +154,7 @@ pub fn judge(
     nranks: usize,
     lines: &[String],
     env: &dyn Fn(&str) -> Option<String>,
-) -> Verdict {
+) -> Judgement {
     let predicted = predict(t);
     let transport = transport(lines);
     let nvlink = t.gpus.iter().any(|g| g.nvlinks.unwrap_or(0) > 0);
@@ -199,7 +199,7 @@ pub fn judge(
         ),
         None => format!("sizes up to {} are too small to judge the links ({links}): try --sizes 1G", human(bytes)),
     };
-    Verdict {
+    Judgement {
         predicted,
         measured: busbw,
         ratio,

@@ -290,7 +290,7 @@ impl Watchdog {
                                     }
                                     .to_string_lossy()
                                     .into_owned();
-                                    Failure::Nccl {
+                                    Failure::NcclLib {
                                         what: "an NCCL operation".into(),
                                         error: text,
                                         hint: hint(bad),

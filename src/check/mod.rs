@@ -13,7 +13,7 @@ pub(crate) mod link;
 pub mod loader;
 
 pub use crate::problem::MissingSymbol;
-pub use link::{LinkArg, Linking, STATIC_SYSTEM_LIBS};
+pub use link::{LinkArg, Linking};
 use loader::Loader;
 
 use crate::context::Ctx;

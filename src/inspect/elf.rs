@@ -130,6 +130,7 @@ impl Elf {
         }
     }
 
+    #[cfg(any(fuzzing, test))]
     fn from_bytes(data: &[u8]) -> Result<Elf, String> {
         Elf::from_source(
             Box::new(std::io::Cursor::new(data.to_vec())),
@@ -247,11 +248,13 @@ pub fn read_elf(path: &Path) -> Result<ElfInfo, String> {
 }
 
 /// [`read_elf`] over bytes in memory (for fuzzing and tests).
+#[cfg(any(fuzzing, test))]
 pub fn read_elf_bytes(data: &[u8]) -> Result<ElfInfo, String> {
     info(Elf::from_bytes(data)?)
 }
 
 /// [`dynamic_symbols`] over bytes in memory (for fuzzing and tests).
+#[cfg(fuzzing)]
 pub fn dynamic_symbols_bytes(data: &[u8]) -> Result<Vec<String>, String> {
     symbols(Elf::from_bytes(data)?)
 }

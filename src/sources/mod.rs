@@ -16,12 +16,12 @@ pub(crate) use crate::context::{file_name_str, sorted_entries, versioned_entries
 pub(crate) use crate::origin::{Origin, Package, SourceKind};
 use crate::problem::{ErrorKind, Problem};
 
-pub(crate) mod conda;
 pub(crate) mod cuda;
 pub(crate) mod explicit;
 pub(crate) mod home;
 pub(crate) mod pip;
 pub mod pkgconfig;
+pub(crate) mod prefix;
 pub mod search_path;
 pub(crate) mod spack;
 pub mod system;
@@ -126,7 +126,7 @@ pub(crate) static SOURCES: &[Source] = &[
         name: "prefix",
         describe: "CONDA_PREFIX, NVIDIA HPC SDK comm_libs (NVHPC_ROOT, /opt/nvidia/hpc_sdk), EBROOTNCCL",
         doc: "`CONDA_PREFIX`, NVIDIA HPC SDK `comm_libs` (`NVHPC_ROOT`, `/opt/nvidia/hpc_sdk`), `EBROOTNCCL`",
-        search: |ctx| Ok(conda::sites(ctx)),
+        search: |ctx| Ok(prefix::sites(ctx)),
     },
     Source {
         kind: SourceKind::Spack,

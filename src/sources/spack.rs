@@ -250,6 +250,7 @@ fn from_spec_json(bytes: &[u8]) -> Option<Spec> {
 
 /// The Spack `spec.json` reader, for the fuzz target: the version and hash read, if
 /// any.
+#[cfg(fuzzing)]
 pub fn spack_spec_json(bytes: &[u8]) -> Option<(String, String)> {
     from_spec_json(bytes).map(|s| (s.version, s.hash))
 }

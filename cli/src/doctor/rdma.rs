@@ -3,8 +3,8 @@
 //! GPUDirect RDMA, `NCCL_IB_HCA`, RoCE GIDs, and the plugin NCCL will load.
 
 use super::{Area, Findings, Level};
-use crate::host::rdma::{Adapter, Plugin, RdmaHw, PLUGIN_FAMILIES};
-use crate::host::Facts;
+use crate::facts::host::Facts;
+use crate::facts::rdma::{Adapter, Plugin, RdmaHw, PLUGIN_FAMILIES};
 
 /// A locked-memory limit below this fails NCCL's registrations.
 const MEMLOCK_FLOOR: u64 = 64 << 20;
@@ -117,7 +117,7 @@ fn ports(f: &mut Findings, adapters: &[Adapter]) {
     for a in adapters {
         f.add(Area::Rdma, Level::Ok, port_words(a), None);
     }
-    let all: Vec<(&Adapter, &crate::host::rdma::Port)> = adapters
+    let all: Vec<(&Adapter, &crate::facts::rdma::Port)> = adapters
         .iter()
         .flat_map(|a| a.ports.iter().map(move |p| (a, p)))
         .collect();

@@ -237,14 +237,14 @@ pub(super) fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>
     let mut any = false;
     for s in &inputs.settings {
         let (k, v, source) = (&s.name, &s.value, &s.source);
-        if !crate::settings::is_nccls(k) {
+        if !crate::facts::settings::is_nccls(k) {
             continue;
         }
         any = true;
         // Where a configuration file set it, say which.
         let set = match source {
-            crate::settings::Source::Environment => format!("{k}={v}"),
-            crate::settings::Source::File(p) => format!("{k}={v} from {}", p.display()),
+            crate::facts::settings::Source::Environment => format!("{k}={v}"),
+            crate::facts::settings::Source::File(p) => format!("{k}={v} from {}", p.display()),
         };
         if k == "NCCL_VERSION" {
             f.add(Area::Variables, Level::Note, format!("{set} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);

@@ -2,7 +2,7 @@
 
 use super::{lacks, spread, Call, Collective};
 use crate::data::Source;
-use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
+use crate::nccl::{NcclLib, NcclResult, INVALID_USAGE};
 
 /// `ncclAllGather`.
 #[derive(Debug)]
@@ -17,7 +17,7 @@ impl Collective for AllGather {
         "ncclAllGather"
     }
 
-    fn missing(&self, nc: &Nccl) -> Option<String> {
+    fn missing(&self, nc: &NcclLib) -> Option<String> {
         lacks(nc, self.name(), self.nccl_name(), nc.all_gather.is_some())
     }
 
@@ -43,7 +43,7 @@ impl Collective for AllGather {
         spread(nranks)
     }
 
-    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
+    unsafe fn call(&self, nc: &NcclLib, c: &Call) -> NcclResult {
         let Some(f) = nc.all_gather else {
             return INVALID_USAGE;
         };

@@ -4,7 +4,7 @@
 
 use super::{Call, Collective};
 use crate::data::Source;
-use crate::nccl::{Nccl, NcclResult};
+use crate::nccl::{NcclLib, NcclResult};
 
 /// `ncclAllReduce` with `ncclSum`.
 #[derive(Debug)]
@@ -38,7 +38,7 @@ impl Collective for AllReduce {
         2.0 * (n - 1.0) / n
     }
 
-    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
+    unsafe fn call(&self, nc: &NcclLib, c: &Call) -> NcclResult {
         // SAFETY: the caller's contract (`Collective::call`): both buffers
         // hold `c.count` elements of `t` on the GPU of `comm` and `stream`.
         unsafe { c.enqueue(nc.all_reduce, c.op.nccl().0) }

@@ -6,7 +6,7 @@
 use super::p2p::{moves, Move};
 use super::{spread, Call, Collective};
 use crate::data::Source;
-use crate::nccl::{Nccl, NcclResult};
+use crate::nccl::{NcclLib, NcclResult};
 
 /// `ncclAlltoAll`, or grouped sends and receives.
 #[derive(Debug)]
@@ -21,7 +21,7 @@ impl Collective for AllToAll {
         "ncclAlltoAll"
     }
 
-    fn missing(&self, nc: &Nccl) -> Option<String> {
+    fn missing(&self, nc: &NcclLib) -> Option<String> {
         let has = nc.all_to_all.is_some() || (nc.send.is_some() && nc.recv.is_some());
         super::lacks(
             nc,
@@ -31,7 +31,7 @@ impl Collective for AllToAll {
         )
     }
 
-    fn stands_in(&self, nc: &Nccl) -> bool {
+    fn stands_in(&self, nc: &NcclLib) -> bool {
         nc.all_to_all.is_none()
     }
 
@@ -64,7 +64,7 @@ impl Collective for AllToAll {
         spread(nranks)
     }
 
-    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
+    unsafe fn call(&self, nc: &NcclLib, c: &Call) -> NcclResult {
         if let Some(f) = nc.all_to_all {
             // SAFETY: the caller's contract (`Collective::call`).
             return unsafe { f(c.send, c.recv, c.count, c.t.nccl().0, c.comm, c.stream) };

@@ -2,7 +2,7 @@
 
 use super::{lacks, Call, Collective, ROOT};
 use crate::data::Source;
-use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
+use crate::nccl::{NcclLib, NcclResult, INVALID_USAGE};
 
 /// `ncclBroadcast` from rank 0.
 #[derive(Debug)]
@@ -17,7 +17,7 @@ impl Collective for Broadcast {
         "ncclBroadcast"
     }
 
-    fn missing(&self, nc: &Nccl) -> Option<String> {
+    fn missing(&self, nc: &NcclLib) -> Option<String> {
         lacks(nc, self.name(), self.nccl_name(), nc.broadcast.is_some())
     }
 
@@ -34,7 +34,7 @@ impl Collective for Broadcast {
         1.0
     }
 
-    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
+    unsafe fn call(&self, nc: &NcclLib, c: &Call) -> NcclResult {
         let Some(f) = nc.broadcast else {
             return INVALID_USAGE;
         };

@@ -6,7 +6,7 @@
 use super::p2p::{moves, Move};
 use super::{spread, Call, Collective, ROOT};
 use crate::data::Source;
-use crate::nccl::{Nccl, NcclResult};
+use crate::nccl::{NcclLib, NcclResult};
 
 /// `ncclGather` to rank 0, or grouped sends and receives.
 #[derive(Debug)]
@@ -21,12 +21,12 @@ impl Collective for Gather {
         "ncclGather"
     }
 
-    fn missing(&self, nc: &Nccl) -> Option<String> {
+    fn missing(&self, nc: &NcclLib) -> Option<String> {
         let has = nc.gather.is_some() || (nc.send.is_some() && nc.recv.is_some());
         super::lacks(nc, self.name(), "ncclGather, or ncclSend and ncclRecv", has)
     }
 
-    fn stands_in(&self, nc: &Nccl) -> bool {
+    fn stands_in(&self, nc: &NcclLib) -> bool {
         nc.gather.is_none()
     }
 
@@ -56,7 +56,7 @@ impl Collective for Gather {
         spread(nranks)
     }
 
-    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
+    unsafe fn call(&self, nc: &NcclLib, c: &Call) -> NcclResult {
         if let Some(f) = nc.gather {
             // SAFETY: the caller's contract (`Collective::call`).
             return unsafe { c.enqueue(f, ROOT as i32) };

@@ -12,7 +12,7 @@ use std::ffi::c_void;
 
 use crate::cuda::CuStream;
 use crate::data::{self, Dtype, Redop, Rule, Source};
-use crate::nccl::{Nccl, NcclComm, NcclResult, ReduceLikeFn};
+use crate::nccl::{NcclComm, NcclLib, NcclResult, ReduceLikeFn};
 
 mod all_gather;
 mod all_reduce;
@@ -46,17 +46,17 @@ pub trait Collective: Sync + std::fmt::Debug {
     /// NCCL's function.
     fn nccl_name(&self) -> &'static str;
     /// Why the loaded NCCL cannot run it (it lacks the function), or `None`.
-    fn missing(&self, _nc: &Nccl) -> Option<String> {
+    fn missing(&self, _nc: &NcclLib) -> Option<String> {
         None
     }
     /// Whether grouped sends and receives stand in for its NCCL function,
     /// which the loaded NCCL lacks (as nccl-tests does before NCCL 2.28.3).
-    fn stands_in(&self, _nc: &Nccl) -> bool {
+    fn stands_in(&self, _nc: &NcclLib) -> bool {
         false
     }
     /// Whether its NCCL calls on one GPU must be grouped (several sends
     /// and receives); one call of one GPU runs alone.
-    fn grouped(&self, nc: &Nccl) -> bool {
+    fn grouped(&self, nc: &NcclLib) -> bool {
         self.stands_in(nc)
     }
     /// Elements in a rank's send and receive buffers.
@@ -119,7 +119,7 @@ pub trait Collective: Sync + std::fmt::Debug {
     /// for at `c.count` (from their offsets, in place) on the GPU of
     /// `c.comm`, and `c.stream` belongs to it; [`Collective::missing`] said
     /// nothing.
-    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult;
+    unsafe fn call(&self, nc: &NcclLib, c: &Call) -> NcclResult;
 }
 
 /// One call of a collective on one GPU: its two buffers (the same memory
@@ -169,7 +169,7 @@ pub(crate) fn spread(nranks: usize) -> f64 {
 }
 
 /// "`name` needs `function`, which this NCCL lacks".
-pub(crate) fn lacks(nc: &Nccl, name: &str, function: &str, has: bool) -> Option<String> {
+pub(crate) fn lacks(nc: &NcclLib, name: &str, function: &str, has: bool) -> Option<String> {
     (!has).then(|| format!("{name} needs {function}, which NCCL {} lacks", nc.version()))
 }
 

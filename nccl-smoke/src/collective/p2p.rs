@@ -4,7 +4,7 @@
 use std::ffi::c_void;
 
 use super::Call;
-use crate::nccl::{Nccl, NcclResult, INVALID_USAGE, SUCCESS};
+use crate::nccl::{NcclLib, NcclResult, INVALID_USAGE, SUCCESS};
 
 /// One transfer: to (`Send`) or from (`Recv`) `peer`, `count` elements at
 /// `offset` elements into the buffer.
@@ -27,7 +27,7 @@ pub(crate) enum Move {
 ///
 /// Every buffer holds `offset + c.count` elements of `c.t` on the GPU of
 /// `c.comm`.
-pub(crate) unsafe fn moves(nc: &Nccl, moves: &[Move], c: &Call) -> NcclResult {
+pub(crate) unsafe fn moves(nc: &NcclLib, moves: &[Move], c: &Call) -> NcclResult {
     let (Some(send), Some(recv)) = (nc.send, nc.recv) else {
         return INVALID_USAGE;
     };

@@ -4,7 +4,7 @@
 
 use super::{lacks, Call, Collective, ROOT};
 use crate::data::Source;
-use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
+use crate::nccl::{NcclLib, NcclResult, INVALID_USAGE};
 
 /// `ncclReduce` with `ncclSum` to rank 0.
 #[derive(Debug)]
@@ -19,7 +19,7 @@ impl Collective for Reduce {
         "ncclReduce"
     }
 
-    fn missing(&self, nc: &Nccl) -> Option<String> {
+    fn missing(&self, nc: &NcclLib) -> Option<String> {
         lacks(nc, self.name(), self.nccl_name(), nc.reduce.is_some())
     }
 
@@ -50,7 +50,7 @@ impl Collective for Reduce {
         1.0
     }
 
-    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
+    unsafe fn call(&self, nc: &NcclLib, c: &Call) -> NcclResult {
         let Some(f) = nc.reduce else {
             return INVALID_USAGE;
         };

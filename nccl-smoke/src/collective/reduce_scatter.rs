@@ -4,7 +4,7 @@
 
 use super::{lacks, spread, Call, Collective};
 use crate::data::Source;
-use crate::nccl::{Nccl, NcclResult, INVALID_USAGE};
+use crate::nccl::{NcclLib, NcclResult, INVALID_USAGE};
 
 /// `ncclReduceScatter` with `ncclSum`.
 #[derive(Debug)]
@@ -19,7 +19,7 @@ impl Collective for ReduceScatter {
         "ncclReduceScatter"
     }
 
-    fn missing(&self, nc: &Nccl) -> Option<String> {
+    fn missing(&self, nc: &NcclLib) -> Option<String> {
         lacks(
             nc,
             self.name(),
@@ -63,7 +63,7 @@ impl Collective for ReduceScatter {
         spread(nranks)
     }
 
-    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
+    unsafe fn call(&self, nc: &NcclLib, c: &Call) -> NcclResult {
         let Some(f) = nc.reduce_scatter else {
             return INVALID_USAGE;
         };

@@ -5,7 +5,7 @@
 use super::p2p::{moves, Move};
 use super::{spread, Call, Collective, ROOT};
 use crate::data::Source;
-use crate::nccl::{Nccl, NcclResult};
+use crate::nccl::{NcclLib, NcclResult};
 
 /// `ncclScatter` from rank 0, or grouped sends and receives.
 #[derive(Debug)]
@@ -20,7 +20,7 @@ impl Collective for Scatter {
         "ncclScatter"
     }
 
-    fn missing(&self, nc: &Nccl) -> Option<String> {
+    fn missing(&self, nc: &NcclLib) -> Option<String> {
         let has = nc.scatter.is_some() || (nc.send.is_some() && nc.recv.is_some());
         super::lacks(
             nc,
@@ -30,7 +30,7 @@ impl Collective for Scatter {
         )
     }
 
-    fn stands_in(&self, nc: &Nccl) -> bool {
+    fn stands_in(&self, nc: &NcclLib) -> bool {
         nc.scatter.is_none()
     }
 
@@ -61,7 +61,7 @@ impl Collective for Scatter {
         spread(nranks)
     }
 
-    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
+    unsafe fn call(&self, nc: &NcclLib, c: &Call) -> NcclResult {
         if let Some(f) = nc.scatter {
             // SAFETY: the caller's contract (`Collective::call`).
             return unsafe { c.enqueue(f, ROOT as i32) };

@@ -6,7 +6,7 @@
 
 use super::{lacks, Call, Collective};
 use crate::data::Source;
-use crate::nccl::{Nccl, NcclResult, INVALID_USAGE, SUCCESS};
+use crate::nccl::{NcclLib, NcclResult, INVALID_USAGE, SUCCESS};
 
 /// `ncclSend` and `ncclRecv`, in a ring.
 #[derive(Debug)]
@@ -21,7 +21,7 @@ impl Collective for SendRecv {
         "ncclSend/ncclRecv"
     }
 
-    fn missing(&self, nc: &Nccl) -> Option<String> {
+    fn missing(&self, nc: &NcclLib) -> Option<String> {
         lacks(
             nc,
             self.name(),
@@ -30,7 +30,7 @@ impl Collective for SendRecv {
         )
     }
 
-    fn grouped(&self, _nc: &Nccl) -> bool {
+    fn grouped(&self, _nc: &NcclLib) -> bool {
         true
     }
 
@@ -65,7 +65,7 @@ impl Collective for SendRecv {
         1.0
     }
 
-    unsafe fn call(&self, nc: &Nccl, c: &Call) -> NcclResult {
+    unsafe fn call(&self, nc: &NcclLib, c: &Call) -> NcclResult {
         let (Some(send), Some(recv)) = (nc.send, nc.recv) else {
             return INVALID_USAGE;
         };

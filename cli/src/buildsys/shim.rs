@@ -59,7 +59,7 @@ fn assignment(dir: &Path, old: &[u8]) -> Vec<u8> {
         }
     }
     let mut out = b"LD_LIBRARY_PATH=".to_vec();
-    out.extend(crate::pkgflags::quote(&value));
+    out.extend(crate::buildsys::pkgflags::quote(&value));
     out
 }
 
@@ -187,7 +187,8 @@ pub fn make(n: &Nccl) -> Result<PathBuf, String> {
     let loader = top.join("loader");
     private_dir(&loader, uid, true)?;
     let dir = loader.join(hash(&n.library_real));
-    nccl_find::make_loader_dir(&dir, &n.library_real, 0o700).map_err(|e| e.to_string())?;
+    nccl_find::loader_dir::make_loader_dir(&dir, &n.library_real, 0o700)
+        .map_err(|e| e.to_string())?;
     private_dir(&dir, uid, true)?;
     Ok(dir)
 }

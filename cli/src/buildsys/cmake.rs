@@ -36,7 +36,7 @@ fn texts(n: &Nccl) -> Result<(String, String), String> {
     // `NCCL::nccl` carries the CUDA include dirs `nccl.h` needs; without
     // them, no package: one would fail in the compiler.
     let mut inc = Vec::new();
-    for d in crate::pkgflags::include_dirs(n)? {
+    for d in crate::buildsys::pkgflags::include_dirs(n)? {
         inc.push(quoted(d)?);
     }
     let v = &n.library_version;

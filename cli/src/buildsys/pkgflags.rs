@@ -8,7 +8,8 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use nccl_find::{LinkArg, Linking, Nccl};
+use nccl_find::explain::LinkArg;
+use nccl_find::{Linking, Nccl};
 
 /// The target triples NCCL is built for: Linux on x86_64, aarch64 (sbsa)
 /// and ppc64le. Anything else is a usage error, not an empty answer.

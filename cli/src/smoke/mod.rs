@@ -1,6 +1,8 @@
 //! `nccl-find smoke`: the proof that the NCCL found really works here, and
 //! across processes and nodes.
 
+pub(crate) mod nodes;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -348,7 +350,7 @@ fn cause(events: &[Event]) -> Option<&str> {
 }
 
 /// `settings` in `--json`: each `NCCL_*` setting in force and its source.
-fn settings_json(settings: &[crate::settings::Setting]) -> serde_json::Value {
+fn settings_json(settings: &[crate::facts::settings::Setting]) -> serde_json::Value {
     json!(settings
         .iter()
         .map(|s| json!({"name": s.name, "value": s.value, "source": s.source.to_string()}))
@@ -450,7 +452,7 @@ pub fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) -> ExitCo
     let slow = result
         .as_ref()
         .ok()
-        .map(|s| crate::nodes::slow_ranks(s, gathered(&events)));
+        .map(|s| crate::smoke::nodes::slow_ranks(s, gathered(&events)));
     let warnings = if code == 1 {
         capture.0.last_warnings(10)
     } else {
@@ -501,7 +503,7 @@ fn preamble(
     a: &Args,
     who: &str,
     meeting: Option<&Meeting>,
-    settings: &[crate::settings::Setting],
+    settings: &[crate::facts::settings::Setting],
     capture: &Captured,
 ) -> Vec<Event> {
     let mut out = std::io::stdout();
@@ -521,19 +523,19 @@ fn preamble(
     events
 }
 
-/// What this process brings to the meeting ([`crate::nodes::card`]), under
+/// What this process brings to the meeting ([`crate::smoke::nodes::card`]), under
 /// a launcher or `--init`: the NCCL it will load, read from the file.
-/// Rank 0 judges every card with [`crate::nodes::blocker`], and stops the
+/// Rank 0 judges every card with [`crate::smoke::nodes::blocker`], and stops the
 /// job before NCCL on what it finds, unless `run_anyway`.
-fn bring_card(opts: &mut Options, settings: &[crate::settings::Setting], run_anyway: bool) {
+fn bring_card(opts: &mut Options, settings: &[crate::facts::settings::Setting], run_anyway: bool) {
     let (lib, local_rank) = (opts.lib.clone(), opts.local_rank);
     if let Some(job) = opts.job.as_mut() {
         let version = nccl_find::internal::read_elf(&lib)
             .ok()
             .and_then(|e| nccl_find::internal::parse_version_text(e.version_text.as_deref()?))
             .map(|(v, _)| (v.major, v.minor, v.patch));
-        job.card = crate::nodes::card(&lib, version, settings, local_rank);
-        job.judge = Some(crate::nodes::blocker);
+        job.card = crate::smoke::nodes::card(&lib, version, settings, local_rank);
+        job.judge = Some(crate::smoke::nodes::blocker);
         job.run_anyway = run_anyway;
     }
 }
@@ -545,8 +547,8 @@ fn print_ending(
     who: &str,
     result: &Result<smoke::Summary, Failure>,
     warnings: &[String],
-    judged: Option<&smoke::verdict::Verdict>,
-    settings: &[crate::settings::Setting],
+    judged: Option<&smoke::verdict::Judgement>,
+    settings: &[crate::facts::settings::Setting],
     verdict: &str,
     code: u8,
 ) {
@@ -603,8 +605,8 @@ fn same_destination() -> bool {
 /// Why NCCL chose sockets although an RDMA adapter is ACTIVE here, from
 /// doctor's findings on this machine.
 fn sockets_why(
-    v: &smoke::verdict::Verdict,
-    settings: &[crate::settings::Setting],
+    v: &smoke::verdict::Judgement,
+    settings: &[crate::facts::settings::Setting],
 ) -> Option<String> {
     let Some(smoke::verdict::Transport::Net(t)) = &v.transport else {
         return None;
@@ -617,20 +619,22 @@ fn sockets_why(
         .iter()
         .map(|s| (s.name.clone(), s.value.clone()))
         .collect();
-    crate::doctor::sockets_despite_an_adapter(t, &crate::host::Facts::gather(), &env)
+    crate::doctor::sockets_despite_an_adapter(t, &crate::facts::host::Facts::gather(), &env)
 }
 
 /// The settings line of the report, where any is set: each `NAME=value`,
 /// and the file it came from where a configuration file set it.
-fn settings_line(settings: &[crate::settings::Setting]) -> Option<String> {
+fn settings_line(settings: &[crate::facts::settings::Setting]) -> Option<String> {
     if settings.is_empty() {
         return None;
     }
     let list: Vec<String> = settings
         .iter()
         .map(|s| match &s.source {
-            crate::settings::Source::Environment => format!("{}={}", s.name, s.value),
-            crate::settings::Source::File(p) => format!("{}={} ({})", s.name, s.value, p.display()),
+            crate::facts::settings::Source::Environment => format!("{}={}", s.name, s.value),
+            crate::facts::settings::Source::File(p) => {
+                format!("{}={} ({})", s.name, s.value, p.display())
+            }
         })
         .collect();
     Some(format!(
@@ -641,11 +645,11 @@ fn settings_line(settings: &[crate::settings::Setting]) -> Option<String> {
 
 /// The `NCCL_*` settings NCCL will run with here: this process's
 /// environment, then NCCL's configuration files.
-fn settings_in_force() -> Vec<crate::settings::Setting> {
-    crate::settings::read(
-        &crate::settings::process_env(),
+fn settings_in_force() -> Vec<crate::facts::settings::Setting> {
+    crate::facts::settings::read(
+        &crate::facts::settings::process_env(),
         std::path::Path::new("/"),
-        crate::settings::ConfRules::of(None),
+        crate::facts::settings::ConfRules::of(None),
     )
     .0
 }
@@ -666,7 +670,7 @@ fn ending(
     let top = largest(result);
     let floor = a.min_busbw.and_then(|min| below_floor(&top, min));
     let between = gathered.and_then(|g| {
-        let problems: Vec<String> = crate::nodes::report(g)
+        let problems: Vec<String> = crate::smoke::nodes::report(g)
             .into_iter()
             .filter(|(p, _)| *p)
             .map(|(_, l)| l)
@@ -730,7 +734,7 @@ fn judge(
     result: &Result<smoke::Summary, Failure>,
     top: Option<(usize, f64)>,
     capture: &Captured,
-) -> Option<smoke::verdict::Verdict> {
+) -> Option<smoke::verdict::Judgement> {
     let s = result.as_ref().ok()?;
     let (bytes, busbw) = top?;
     Some(smoke::verdict::judge(
@@ -812,7 +816,7 @@ fn event_line(who: &str, e: &Event, table: &mut Table) -> String {
         }
         Event::Note(n) => format!("{who}note: {n}"),
         Event::Cause(c) => format!("{who}note: NCCL runs (--run-nccl-anyway), although the meeting showed: {c}"),
-        Event::Gathered(g) => crate::nodes::report(g)
+        Event::Gathered(g) => crate::smoke::nodes::report(g)
             .into_iter()
             .enumerate()
             .map(|(i, (problem, l))| {
@@ -955,7 +959,7 @@ fn json_report(
     wall: f64,
     events: &[Event],
     warnings: &[String],
-    judged: Option<&smoke::verdict::Verdict>,
+    judged: Option<&smoke::verdict::Judgement>,
 ) -> serde_json::Value {
     let rows: Vec<_> = events
         .iter()
@@ -1000,7 +1004,7 @@ fn json_report(
                 doc["first_rank"] = json!(first_rank);
                 doc["seed"] = json!(seed);
             }
-            Event::Gathered(g) => doc["nodes"] = crate::nodes::json(g),
+            Event::Gathered(g) => doc["nodes"] = crate::smoke::nodes::json(g),
             Event::Note(n) => {
                 if let Some(a) = doc["notes"].as_array_mut() {
                     a.push(json!(n));

@@ -7,33 +7,13 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-pub mod rdma;
-pub use rdma::RdmaHw;
+pub use super::rdma::RdmaHw;
 
 /// What `libcuda` said: read by nccl-smoke, the one place that loads the
 /// driver.
 pub use nccl_smoke::driver::Driver;
 
-/// One address of an interface.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Addr {
-    pub ip: String,
-    pub prefix: u8,
-    pub v6: bool,
-    pub link_local: bool,
-    /// Whether the routing table has a route through this interface for
-    /// this address family.
-    pub routed: bool,
-}
-
-/// A network interface.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Iface {
-    pub name: String,
-    /// Up and attached (`IFF_RUNNING`): NCCL 2.28.3 and later skip the rest.
-    pub running: bool,
-    pub addrs: Vec<Addr>,
-}
+pub use nccl_smoke::net::{IfAddr, Iface};
 
 /// Everything doctor needs from the host.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -238,7 +218,7 @@ impl Facts {
         for i in v["interfaces"].as_array().into_iter().flatten() {
             let mut addrs = Vec::new();
             for a in i["addrs"].as_array().into_iter().flatten() {
-                addrs.push(Addr {
+                addrs.push(IfAddr {
                     ip: s(&a["ip"]).ok_or("an address without \"ip\"")?,
                     prefix: a["prefix"].as_u64().unwrap_or(0) as u8,
                     v6: a["v6"].as_bool().unwrap_or(false),
@@ -324,7 +304,7 @@ pub(crate) fn interfaces() -> Vec<Iface> {
                         let m = &*(ifa.ifa_netmask as *const libc::sockaddr_in);
                         u32::from_be(m.sin_addr.s_addr).count_ones() as u8
                     };
-                    Addr {
+                    IfAddr {
                         ip: ip.to_string(),
                         prefix,
                         v6: false,
@@ -345,7 +325,7 @@ pub(crate) fn interfaces() -> Vec<Iface> {
                             .map(|b| b.count_ones())
                             .sum::<u32>() as u8
                     };
-                    Addr {
+                    IfAddr {
                         ip: ip.to_string(),
                         prefix,
                         v6: true,
@@ -397,8 +377,8 @@ fn mpi() -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn addr(ip: &str, link_local: bool) -> Addr {
-        Addr {
+    fn addr(ip: &str, link_local: bool) -> IfAddr {
+        IfAddr {
             ip: ip.into(),
             prefix: 8,
             v6: ip.contains(':'),

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 
-use nccl_rendezvous::{Addr, Card, Gathered, Probe, MAX_ADDRS, MAX_CARD_TEXT};
+use nccl_rendezvous::{Addr, Attempt, Card, Gathered, MAX_ADDRS, MAX_CARD_TEXT};
 use serde_json::{json, Value};
 
-use crate::host::Iface;
-use crate::settings::{Setting, Source};
+use crate::facts::host::Iface;
+use crate::facts::settings::{Setting, Source};
 
 /// The facts that belong to a host, not to a process: sent by the first
 /// process of each node only, where the launcher says which that is.
@@ -59,12 +59,12 @@ pub fn card(
     settings: &[Setting],
     local_rank: Option<usize>,
 ) -> Card {
-    let ifaces = crate::host::interfaces();
+    let ifaces = crate::facts::host::interfaces();
     let env: Vec<(String, String)> = settings
         .iter()
         .map(|s| (s.name.clone(), s.value.clone()))
         .collect();
-    let (picked, why) = crate::doctor::nccl_interfaces(&ifaces, &env, version);
+    let (picked, why) = nccl_smoke::net::nccl_pick(&ifaces, &env, version);
     let picked: Vec<String> = picked.iter().map(|i| i.name.clone()).collect();
     let mut facts = vec![
         format!(
@@ -117,7 +117,7 @@ fn host_facts(picked: &[String]) -> Vec<String> {
             });
     let cuda =
         nccl_smoke::driver::cuda_version().map(|v| format!("{}.{}", v / 1000, v % 1000 / 10));
-    let ports: Vec<String> = crate::host::rdma::adapters(Path::new("/"))
+    let ports: Vec<String> = crate::facts::rdma::adapters(Path::new("/"))
         .iter()
         .flat_map(|a| {
             a.ports
@@ -419,7 +419,7 @@ pub fn proposal(g: &Gathered) -> Option<String> {
     pairs.dedup();
     let works = |n: &str| {
         pairs.iter().all(|(f, t)| {
-            let tried: Vec<&Probe> = g
+            let tried: Vec<&Attempt> = g
                 .probes
                 .iter()
                 .filter(|p| (p.from, p.to) == (*f, *t) && p.addr.iface == n)
@@ -477,7 +477,7 @@ pub fn blocker(g: &Gathered) -> Option<String> {
             d.line
         ));
     }
-    let failed: Vec<&Probe> = g
+    let failed: Vec<&Attempt> = g
         .probes
         .iter()
         .filter(|p| p.addr.nccl && p.error.is_some())
@@ -504,7 +504,7 @@ pub fn blocker(g: &Gathered) -> Option<String> {
 
 /// `failed`, connections to the interfaces NCCL will not use, by
 /// interface and error, in one line (`None`: none).
-fn others_not_reached(failed: &[&Probe]) -> Option<String> {
+fn others_not_reached(failed: &[&Attempt]) -> Option<String> {
     let mut by: Vec<(&str, &str, usize)> = Vec::new();
     for p in failed {
         let (i, e) = (p.addr.iface.as_str(), p.error.as_deref().unwrap_or(""));
@@ -542,7 +542,7 @@ pub fn reach_lines(g: &Gathered) -> Vec<(bool, String)> {
         return vec![(false, format!("reach: {why}"))];
     }
     // Failed connections: to the addresses NCCL will use, and the others.
-    let (nccl, others): (Vec<&Probe>, Vec<&Probe>) = g
+    let (nccl, others): (Vec<&Attempt>, Vec<&Attempt>) = g
         .probes
         .iter()
         .filter(|p| p.error.is_some())
@@ -1023,8 +1023,8 @@ mod tests {
         );
     }
 
-    fn probe(from: usize, to: usize, g: &Gathered, i: usize, error: Option<&str>) -> Probe {
-        let mut p = Probe::new(from, to, g.cards[to].addrs[i].clone());
+    fn probe(from: usize, to: usize, g: &Gathered, i: usize, error: Option<&str>) -> Attempt {
+        let mut p = Attempt::new(from, to, g.cards[to].addrs[i].clone());
         p.error = error.map(String::from);
         p
     }
