@@ -17,6 +17,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+mod common;
+use common::scratch;
 use std::sync::Mutex;
 
 /// Every test here builds into the same target dir and runs the binary it
@@ -88,15 +91,6 @@ fn example_dir() -> PathBuf {
 
 fn shared_target() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("cudarc-nccl")
-}
-
-/// A scratch dir of this test's own.
-fn scratch(tag: &str) -> PathBuf {
-    let d =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cudarc-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// Takes every variable out that could point the probe, the linker or the

@@ -3,6 +3,7 @@
 //! rerun it (and rebuild everything above the -sys crate) on each switch.
 
 mod common;
+use common::STEERING;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -147,31 +148,6 @@ fn only_what_decides_the_answer_reruns_the_build_script() {
     }
     std::fs::remove_dir_all(&ws).unwrap();
 }
-
-/// Every variable that can steer the probe, taken out of the builds below
-/// so that each mode sets only its own.
-const STEERING: &[&str] = &[
-    "NCCL_HOME",
-    "NCCL_ROOT",
-    "NCCL_DIR",
-    "NCCL_SOURCE_DIR",
-    "NCCL_INCLUDE_DIR",
-    "NCCL_LIB_DIR",
-    "NCCL_SYSROOT",
-    "NCCL_STATIC",
-    "VIRTUAL_ENV",
-    "CONDA_PREFIX",
-    "PYTHONPATH",
-    "PYTHONUSERBASE",
-    "PYENV_ROOT",
-    "PKG_CONFIG_PATH",
-    "LD_LIBRARY_PATH",
-    "LIBRARY_PATH",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "SPACK_ROOT",
-    "EBROOTNCCL",
-];
 
 /// A build of the scratch crate with exactly `vars` steering it; `None`
 /// takes a variable out.

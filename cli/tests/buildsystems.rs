@@ -12,38 +12,13 @@
 //! tool fails the test.
 
 mod common;
+use common::{scratch, STEERING};
 // Debian's packages, the glibc they need, and the -sys crate to NVIDIA's contract.
 #[path = "buildsystems/installs.rs"]
 mod installs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-/// Variables that would steer the probe: cleared, so only the wrapper's count.
-const STEERING: &[&str] = &[
-    "NCCL_HOME",
-    "NCCL_ROOT",
-    "NCCL_DIR",
-    "NCCL_SOURCE_DIR",
-    "NCCL_INCLUDE_DIR",
-    "NCCL_LIB_DIR",
-    "NCCL_STATIC",
-    "NCCL_SYSROOT",
-    "VIRTUAL_ENV",
-    "CONDA_PREFIX",
-    "PYTHONPATH",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "CUDA_ROOT",
-    "CUDA_TOOLKIT_ROOT_DIR",
-    "LD_LIBRARY_PATH",
-    "LIBRARY_PATH",
-    "PKG_CONFIG_PATH",
-    "PKG_CONFIG_LIBDIR",
-    "EBROOTNCCL",
-    "NVHPC_ROOT",
-    "CMAKE_PREFIX_PATH",
-];
 
 const PROGRAM: &str = "#include <stdio.h>\n#include <nccl.h>\n\
 int main(void) { int v = 0; ncclGetVersion(&v); printf(\"%d %d\\n\", v, NCCL_VERSION_CODE); return 0; }\n";
@@ -79,15 +54,6 @@ fn tools(names: &[&str]) -> bool {
     }
     eprintln!("skipped: {msg}");
     false
-}
-
-/// A scratch directory for one test, empty.
-fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("nccl-find-bs-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// Single quotes for a path in a shell script.

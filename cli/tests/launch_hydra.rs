@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::scratch;
 use common::{recorded, sh_record, skip_launcher, wheel_lib, without_launchers, TmpDir};
 
 /// The launcher scripts/launchers installed, with its version; `None` (the
@@ -40,14 +41,6 @@ fn mpiexec(var: &str) -> Option<(PathBuf, String)> {
         .join(" ");
     eprintln!("{var}: {} ({version})", path.display());
     Some((path, version))
-}
-
-/// A fresh, empty directory for the job to run in.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nccl-find-hydra-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// Runs `mpiexec ARGS` in `dir`, `tmp` the job's TMPDIR (Hydra passes its

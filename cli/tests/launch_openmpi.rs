@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 mod common;
+use common::scratch;
 use common::{
     marked_processes, named, names, recorded, sh_record, skip_launcher, unique, wheel_lib,
     without_launchers, TmpDir,
@@ -29,19 +30,6 @@ fn launcher(var: &str) -> Option<PathBuf> {
             None
         }
     }
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "nccl-find-openmpi-{name}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir(&d).unwrap();
-    d
 }
 
 /// The wrapper each rank runs in: our command, its stdout, stderr and exit

@@ -7,6 +7,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+use common::scratch;
+
 /// A fixture tree, as a copy in the target's temporary directory, made
 /// once per run: a clone may lie below /tmp, where nccl-find rightly warns
 /// that another user could swap the library in (scripts/test then builds in
@@ -27,14 +30,6 @@ fn tree(name: &str) -> PathBuf {
         std::fs::canonicalize(dest).unwrap()
     });
     trees.join(name)
-}
-
-fn scratch(tag: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("loader-env-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// `nccl-find --loader-env` on the gpu-image tree with a venv selected.

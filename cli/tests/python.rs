@@ -6,6 +6,7 @@
 //! doctor names.
 
 mod common;
+use common::STEERING;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -23,23 +24,6 @@ fn venv(var: &str) -> Option<PathBuf> {
         }
     }
 }
-
-/// Every variable that could point the probe or the loader elsewhere.
-const STEERING: &[&str] = &[
-    "NCCL_HOME",
-    "NCCL_ROOT",
-    "NCCL_DIR",
-    "NCCL_SOURCE_DIR",
-    "NCCL_INCLUDE_DIR",
-    "NCCL_LIB_DIR",
-    "VIRTUAL_ENV",
-    "CONDA_PREFIX",
-    "PYTHONPATH",
-    "LD_LIBRARY_PATH",
-    "LD_PRELOAD",
-    "CUDA_HOME",
-    "CUDA_PATH",
-];
 
 /// `doctor --json` for the environment `venv`, with `ld` as `LD_LIBRARY_PATH`.
 fn doctor(venv: &Path, ld: Option<&Path>) -> (Output, serde_json::Value) {

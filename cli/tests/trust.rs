@@ -3,20 +3,13 @@
 //! defence it names (docs/reliability.md has a row for each).
 
 mod common;
+use common::scratch;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{json, Value};
-
-fn scratch(tag: &str) -> PathBuf {
-    let d =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("trust-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// A shared library at `dir/name` whose constructor writes `marker`.
 fn library_that_marks(dir: &Path, name: &str, marker: &Path) -> PathBuf {

@@ -313,16 +313,7 @@ mod tests {
     }
 
     use super::*;
-
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "nccl-find-fsafe-{name}-{}-{}",
-            std::process::id(),
-            nonce()
-        ));
-        std::fs::create_dir(&d).unwrap();
-        d
-    }
+    use crate::testutil::scratch;
 
     #[test]
     fn nonces_differ_and_look_random() {

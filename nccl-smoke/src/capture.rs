@@ -219,22 +219,7 @@ impl Drop for Capture {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("nccl-find-cli-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
-    fn names(d: &std::path::Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(d)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
+    use crate::testutil::{names, scratch};
 
     /// NCCL's log as NCCL writes it (by the name NCCL_DEBUG_FILE gives,
     /// `%h` and `%p` filled in), and the lines read back.

@@ -49,6 +49,31 @@ pub mod rundir;
 pub mod verdict;
 mod watchdog;
 
+/// What the unit tests share: a scratch directory, a directory's names.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use std::path::{Path, PathBuf};
+
+    /// A fresh, empty directory of one test's own, under the system's
+    /// temporary directory.
+    pub(crate) fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("nccl-smoke-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// The names in `d`, sorted.
+    pub(crate) fn names(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
 pub use capture::Capture;
 use collective::{Collective, COLLECTIVES};
 use cuda::Cuda;
@@ -58,8 +83,8 @@ use gpu::{Data, Run};
 use nccl::NcclLib;
 use nccl_rendezvous as rendezvous;
 use nccl_rendezvous::untrusted;
-pub use nccl_rendezvous::{Failed, Job, PeerOutcome};
-pub use net::ifname_problem;
+use nccl_rendezvous::{Failed, Job, PeerOutcome};
+use net::ifname_problem;
 pub use report::{hint, Event, Failure, Row, Summary, Timing, TIMES};
 
 /// What to run: [`Options::new`], then the fields to change.

@@ -121,23 +121,7 @@ fn empty_out(dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn scratch(name: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("nccl-smoke-rundir-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
-    fn names(d: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(d)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
+    use crate::testutil::{names, scratch};
 
     /// A run directory whose owner record names a process that has exited.
     fn dead(parent: &Path, what: &str) -> PathBuf {

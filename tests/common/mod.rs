@@ -11,6 +11,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
+mod shared;
+#[allow(unused_imports)]
+pub use shared::{scratch, STEERING};
+
 fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }

@@ -7,6 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "../../../tests/common/shared.rs"]
+mod shared;
+#[allow(unused_imports)]
+pub use shared::{scratch, STEERING};
+
 /// The path scripts/test puts in the variable `var` (the wheel cache, the
 /// venv of the pip-installed command); `None` (with a line saying why)
 /// where it is unset, unless the test command requires it.
