@@ -144,15 +144,13 @@ pub mod loader_dir {
 pub mod internal {
     pub use crate::api::{introduced_in, releases as catalog_releases, LEVELS};
     pub use crate::check::ldso::{LoaderFacts, Object, Process, Via};
-    pub use crate::emit::cargo::{
-        directives, escape, rerun_env, rpath_directives, rpath_from_vars,
-    };
+    pub use crate::emit::cargo::escape;
     pub use crate::emit::durable::rpath_risk;
     pub use crate::emit::fnv1a_hex;
     #[cfg(feature = "loader-dir")]
     pub use crate::emit::kept::safe_ancestors;
     #[cfg(feature = "loader-dir")]
-    pub use crate::emit::loader_dir::{check_loader_path, LOADER_NAMES};
+    pub use crate::emit::loader_dir::check_loader_path;
     pub use crate::emit::text::headline;
     #[cfg(feature = "command")]
     pub use crate::emit::text::report;
@@ -164,7 +162,6 @@ pub mod internal {
     pub use crate::ldcache::parse_ld_cache;
     pub use crate::lines::escape_os;
     pub use crate::sources::pkgconfig::parse_pc;
-    pub use crate::sources::search_order_markdown;
 }
 
 /// What the fuzz targets (`fuzz/`, built with `--cfg fuzzing`) call: the

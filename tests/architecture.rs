@@ -514,23 +514,6 @@ fn the_length_check_counts_what_it_should() {
     assert!(long_functions(&excused, 80).is_empty());
 }
 
-#[test]
-fn search_order_is_documented() {
-    let table = nccl_find::internal::search_order_markdown();
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let lib: String = std::fs::read_to_string(repo().join("src/lib.rs"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.strip_prefix("//!"))
-        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
-        .collect();
-    assert!(
-        readme.contains(&table),
-        "README.md's search order must be this table, from src/sources/mod.rs:\n{table}"
-    );
-    assert!(lib.contains(&table), "src/lib.rs's search order must be this table (as //! lines), from src/sources/mod.rs:\n{table}");
-}
-
 /// The code before a file's `#[cfg(test)]` module: what the library compiles.
 fn library_part(text: &str) -> &str {
     match text.find("\n#[cfg(test)]\nmod tests") {

@@ -955,7 +955,7 @@ fn a_header_older_than_its_library_is_used_with_a_warning_naming_both() {
         .collect();
     // (The other warning is the run-time loader's: no libnccl.so.2 here.)
     assert_eq!(shown, [warning.as_str()]);
-    let directives = nccl_find::internal::directives(&n);
+    let directives = n.cargo_directives();
     let printed = format!("cargo:warning=nccl-find: {}", n.report.warnings[0]);
     assert!(directives.contains(&printed), "{directives:#?}");
     // The selected line names the library's version, and the header's beside it.
@@ -1072,9 +1072,11 @@ fn a_build_script_with_nccl_home_reruns_only_on_what_decides() {
     let mut c = config("tarball", &vars);
     c.cargo_metadata(true);
     let n = c.probe().unwrap();
-    let reruns: Vec<String> = nccl_find::internal::rerun_env(&n.report.env)
-        .into_iter()
-        .map(|l| l.replace("cargo:rerun-if-env-changed=", ""))
+    let reruns: Vec<String> = n
+        .cargo_directives()
+        .iter()
+        .filter_map(|l| l.strip_prefix("cargo:rerun-if-env-changed="))
+        .map(String::from)
         .collect();
     let p = "X86_64_UNKNOWN_LINUX_GNU_";
     let mut expect = vec!["DOCS_RS".to_string()];

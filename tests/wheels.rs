@@ -662,7 +662,11 @@ fn a_real_header_reruns_on_the_cuda_variables() {
         .cargo_metadata(true)
         .env_vars([("VIRTUAL_ENV", "/venv")]);
     let n = c.probe().unwrap();
-    let reruns = nccl_find::internal::rerun_env(&n.report.env);
+    let reruns: Vec<String> = n
+        .cargo_directives()
+        .into_iter()
+        .filter(|l| l.starts_with("cargo:rerun-if-env-changed="))
+        .collect();
     for v in [
         "CUDA_HOME",
         "CUDA_PATH",

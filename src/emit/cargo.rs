@@ -355,3 +355,179 @@ impl Nccl {
         directives(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rpath_directive() {
+        assert_eq!(
+            rpath_directives(Path::new("/opt/nccl,x/lib")).unwrap(),
+            [
+                "cargo:rustc-link-arg=-Wl,--disable-new-dtags",
+                "cargo:rustc-link-arg=-Xlinker",
+                "cargo:rustc-link-arg=-rpath",
+                "cargo:rustc-link-arg=-Xlinker",
+                "cargo:rustc-link-arg=/opt/nccl,x/lib"
+            ]
+        );
+        assert_eq!(
+            rpath_directives(Path::new("/opt/a\ncargo:rustc-cfg=evil"))
+                .unwrap_err(),
+            "/opt/a\\ncargo:rustc-cfg=evil holds a line break, which a cargo directive cannot carry"
+        );
+        // What the loader would split or expand never reaches RUNPATH.
+        for (dir, c, why) in [
+            ("/opt/nccl:v2/lib", ':', "the loader splits an rpath at `:`"),
+            ("/opt/:/lib", ':', "the loader splits an rpath at `:`"),
+            (
+                "/opt/$ORIGIN/lib",
+                '$',
+                "the loader expands `$` in an rpath",
+            ),
+            ("/opt/nccl$$/lib", '$', "the loader expands `$` in an rpath"),
+        ] {
+            assert_eq!(
+                rpath_directives(Path::new(dir)).unwrap_err(),
+                format!(
+                    "{dir} holds `{c}`, and {why}: move NCCL to a directory without it, or set \
+                     LD_LIBRARY_PATH"
+                )
+            );
+        }
+    }
+
+    // Long: one case after another, each with its exact lines.
+    #[test]
+    fn emit_rpath_from_dep_reads_the_sys_crates_or_a_wrappers_metadata_and_is_never_silent() {
+        use std::ffi::OsString;
+        let rpath = |d: &str| {
+            vec![
+                "cargo:rustc-link-arg=-Wl,--disable-new-dtags".to_string(),
+                "cargo:rustc-link-arg=-Xlinker".to_string(),
+                "cargo:rustc-link-arg=-rpath".to_string(),
+                "cargo:rustc-link-arg=-Xlinker".to_string(),
+                format!("cargo:rustc-link-arg={d}"),
+            ]
+        };
+        let run = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, OsString)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), OsString::from(v)))
+                .collect();
+            rpath_from_vars(&vars)
+        };
+        let rerun = [
+            "cargo:rerun-if-env-changed=DEP_NCCL_LIB_DIR".to_string(),
+            "cargo:rerun-if-env-changed=DEP_NCCL_RUN_LIB_DIR".to_string(),
+        ];
+        // A direct dependent of the -sys crate.
+        let (lines, dir) = run(&[("DEP_NCCL_LIB_DIR", "/opt/nccl/lib"), ("PATH", "/bin")]);
+        assert_eq!(dir.as_deref(), Some(Path::new("/opt/nccl/lib")));
+        assert_eq!(lines, [rerun.to_vec(), rpath("/opt/nccl/lib")].concat());
+        // Through a wrapper that re-emits it under its own links key.
+        let (lines, dir) = run(&[("DEP_MYWRAP_NCCL_LIB_DIR", "/w/lib")]);
+        assert_eq!(dir.as_deref(), Some(Path::new("/w/lib")));
+        let wrap = "cargo:rerun-if-env-changed=DEP_MYWRAP_NCCL_LIB_DIR".to_string();
+        assert_eq!(
+            lines,
+            [rerun.to_vec(), vec![wrap.clone()], rpath("/w/lib")].concat()
+        );
+        // Two wrappers that agree, and two that do not.
+        let (_, dir) = run(&[
+            ("DEP_A_NCCL_LIB_DIR", "/w/lib"),
+            ("DEP_B_NCCL_LIB_DIR", "/w/lib"),
+        ]);
+        assert_eq!(dir.as_deref(), Some(Path::new("/w/lib")));
+        let (lines, dir) = run(&[("DEP_A_NCCL_LIB_DIR", "/a"), ("DEP_B_NCCL_LIB_DIR", "/b")]);
+        assert_eq!(dir, None);
+        assert_eq!(
+            lines.last().unwrap(),
+            "cargo:warning=nccl-find: no rpath was given: DEP_A_NCCL_LIB_DIR, DEP_B_NCCL_LIB_DIR \
+             disagree: keep one NCCL in the build"
+        );
+        // Under docs.rs the -sys crate probes nothing, so nothing reaches it:
+        // nothing to say, and no blame on the dependency graph.
+        let (lines, dir) = run(&[("DOCS_RS", "1"), ("PATH", "/bin")]);
+        assert_eq!((lines, dir), (Vec::<String>::new(), None));
+        // Nothing reaches it: a warning that says why and what to do.
+        let (lines, dir) = run(&[("PATH", "/bin")]);
+        assert_eq!(dir, None);
+        assert_eq!(
+            lines,
+            [
+                rerun[0].clone(),
+                rerun[1].clone(),
+                "cargo:warning=nccl-find: no rpath was given: DEP_NCCL_LIB_DIR is not set: cargo passes \
+                 it only to packages that depend directly on the `links = \"nccl\"` -sys crate, so the \
+                 binary will need LD_LIBRARY_PATH to start. Add that -sys crate to this package's \
+                 [dependencies], or have the crate in between re-emit it (a `links` key of its own, and \
+                 `cargo:nccl_lib_dir=<its DEP_NCCL_LIB_DIR>` in its build script)."
+                    .to_string()
+            ]
+        );
+        // A directory the loader would split.
+        let (lines, dir) = run(&[("DEP_NCCL_LIB_DIR", "/x/nccl:v2/lib")]);
+        assert_eq!(dir, None);
+        assert_eq!(
+            lines.last().unwrap(),
+            "cargo:warning=nccl-find: no rpath was given: DEP_NCCL_LIB_DIR: /x/nccl:v2/lib holds `:`, \
+             and the loader splits an rpath at `:`: move NCCL to a directory without it, or set \
+             LD_LIBRARY_PATH"
+        );
+        // Under a sysroot the -sys crate says where the target has it; a
+        // wrapper passes that on beside the lib dir.
+        let (lines, dir) = run(&[
+            ("DEP_NCCL_LIB_DIR", "/sysroot/opt/nccl/lib"),
+            ("DEP_NCCL_RUN_LIB_DIR", "/opt/nccl/lib"),
+        ]);
+        assert_eq!(dir.as_deref(), Some(Path::new("/opt/nccl/lib")));
+        assert_eq!(lines, [rerun.to_vec(), rpath("/opt/nccl/lib")].concat());
+        let (_, dir) = run(&[
+            ("DEP_W_NCCL_LIB_DIR", "/sysroot/opt/nccl/lib"),
+            ("DEP_W_NCCL_RUN_LIB_DIR", "/opt/nccl/lib"),
+        ]);
+        assert_eq!(dir.as_deref(), Some(Path::new("/opt/nccl/lib")));
+        // A directory the loader searches by default gets no rpath: it needs
+        // none, and one there would put every library in it ahead of
+        // LD_LIBRARY_PATH.
+        for d in ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib"] {
+            let (lines, dir) = run(&[
+                ("DEP_NCCL_LIB_DIR", d),
+                ("TARGET", "x86_64-unknown-linux-gnu"),
+            ]);
+            assert_eq!(
+                (lines, dir.as_deref()),
+                (rerun.to_vec(), Some(Path::new(d)))
+            );
+        }
+        // A directory another user could make again once it is gone: no
+        // rpath, and a warning that says why and what to do.
+        for (d, why) in [
+            (
+                "/tmp/venv/lib/python3.11/site-packages/nvidia/nccl/lib",
+                "/tmp/venv/lib/python3.11/site-packages/nvidia/nccl/lib lies in the temporary \
+                 directory /tmp, which is cleaned, and where another user could re-create it once it \
+                 is gone",
+            ),
+            (
+                "/home/u/cargo-installQ1w2E3/release/build/x/out/nccl-loader",
+                "/home/u/cargo-installQ1w2E3/release/build/x/out/nccl-loader is inside \
+                 /home/u/cargo-installQ1w2E3, the temporary build directory of `cargo install`, which \
+                 is deleted when the install ends",
+            ),
+        ] {
+            let (lines, dir) = run(&[("DEP_NCCL_LIB_DIR", d)]);
+            assert_eq!(dir, None);
+            assert_eq!(
+                lines.last().unwrap(),
+                &format!(
+                    "cargo:warning=nccl-find: no rpath was given: {why}. Install NCCL in a directory of \
+                     your own outside any temporary or shared directory (a virtualenv under your home, \
+                     say), or start the program with LD_LIBRARY_PATH naming it"
+                )
+            );
+        }
+    }
+}

@@ -218,6 +218,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn search_order_is_documented() {
+        let table = search_order_markdown();
+        let readme = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"),
+        )
+        .unwrap();
+        let lib: String = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"),
+        )
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+        assert!(
+            readme.contains(&table),
+            "README.md's search order must be this table, from src/sources/mod.rs:\n{table}"
+        );
+        assert!(lib.contains(&table), "src/lib.rs's search order must be this table (as //! lines), from src/sources/mod.rs:\n{table}");
+    }
+
+    #[test]
     fn every_source_kind_has_exactly_one_row() {
         // Exhaustive (inside the crate): a new variant does not compile
         // here until it is listed, and then needs its row.
