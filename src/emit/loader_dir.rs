@@ -25,9 +25,7 @@ use std::path::{Path, PathBuf};
 use crate::report::Nccl;
 
 use super::loader_files::OUT_DIR_NAME;
-pub use super::loader_files::{
-    check_loader_path, make_loader_dir, LoaderDir, LoaderDirError, LOADER_NAMES,
-};
+pub use super::loader_files::{check_loader_path, make_loader_dir, LoaderDir, LoaderDirError};
 
 /// Why the loader might still pick another library than the loader
 /// directory's, judged from the build's environment.

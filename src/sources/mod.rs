@@ -79,7 +79,9 @@ pub(crate) struct Source {
     /// What it looks at, in one line (`nccl-find --print`).
     pub describe: &'static str,
     /// What it looks at, in full (Markdown: the search order's table in
-    /// the crate's documentation and the README).
+    /// the crate's documentation and the README; a unit test holds them
+    /// to it).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub doc: &'static str,
     /// Its search: the sites it proposes, in its own order.
     pub search: fn(&Ctx) -> Result<Vec<Site>, ErrorKind>,
@@ -203,7 +205,8 @@ impl fmt::Display for SourceKind {
 
 /// The search order as a Markdown table, as the crate's documentation and
 /// the README give it (a test checks them against this).
-pub fn search_order_markdown() -> String {
+#[cfg(test)]
+fn search_order_markdown() -> String {
     let mut out = String::from("| # | source | looks at |\n|---|---|---|\n");
     let mut number = 0;
     for s in SOURCES {
