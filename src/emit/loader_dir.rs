@@ -295,7 +295,7 @@ mod tests {
         let made = make_loader_dir(&dir, &other, 0o700).unwrap();
         assert_eq!(made.library, std::fs::canonicalize(&other).unwrap());
         let made = make_loader_dir(&dir, &lib, 0o700).unwrap();
-        for n in LOADER_NAMES {
+        for n in crate::emit::loader_files::LOADER_NAMES {
             assert_eq!(
                 std::fs::read_link(dir.join(n)).unwrap(),
                 made.library,
