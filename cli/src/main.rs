@@ -17,6 +17,8 @@ mod facts;
 
 mod buildsys;
 
+mod ras;
+
 mod doctor;
 
 mod smoke;
@@ -174,6 +176,10 @@ enum Command {
     /// one process or across processes and nodes (exit 0 only if every
     /// element of every run is right; 3 when there is no driver or no GPU)
     Smoke(Box<smoke::Args>),
+    /// Ask NCCL's own RAS service (NCCL 2.24+) about the running job, and
+    /// name the rank to look at: gone, in error, or behind the others
+    /// (exit 0 healthy or moving, 1 a rank to look at, 2 nothing answered)
+    Ras(ras::Args),
 }
 
 /// What the flags ask for, worked out once from them.
@@ -240,6 +246,10 @@ fn main() -> ExitCode {
         }
     }
     let cli = Cli::parse();
+    if let Some(Command::Ras(args)) = &cli.command {
+        json::quiet_on_closed_pipe();
+        return ras::run(args, cli.color);
+    }
     if !matches!(cli.command, Some(Command::Smoke(_))) {
         json::quiet_on_closed_pipe();
     }
@@ -268,6 +278,7 @@ fn main() -> ExitCode {
             doctor::run(&config, root, *json, host_facts.as_deref(), cli.color, py)
         }
         Some(Command::Smoke(args)) => smoke::run(args, || smoke::probed_library(&config)),
+        Some(Command::Ras(_)) => unreachable!("answered above"),
         None => answer(&cli, &asked, config, &constraints),
     }
 }

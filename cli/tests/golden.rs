@@ -130,6 +130,8 @@ fn doctor_golden() {
             ("NCCL_IB_DISABLE", "1"),
             ("NCCL_VERSION", "2.28.3-1"),
             ("NCCL_FOO", "x"),
+            ("NCCL_RAS_ENABLE", "0"),
+            ("NCCL_RAS_ADDR", "0.0.0.0:28028"),
         ],
     );
     assert_eq!((code, err.as_str()), (1, ""));

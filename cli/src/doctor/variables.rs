@@ -246,6 +246,10 @@ pub(super) fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>
             crate::facts::settings::Source::Environment => format!("{k}={v}"),
             crate::facts::settings::Source::File(p) => format!("{k}={v} from {}", p.display()),
         };
+        if let Some(note) = ras_note(k, v, &set) {
+            f.add(Area::Variables, Level::Note, note, None);
+            continue;
+        }
         if k == "NCCL_VERSION" {
             f.add(Area::Variables, Level::Note, format!("{set} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
             continue;
@@ -352,6 +356,25 @@ pub(super) fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>
 
 /// NCCL's words for what a parameter accepts, after "takes":
 /// `one of A, B`, `a comma-separated list of A, B`, `boolean: 1/T/TRUE …`.
+/// What `nccl-find ras` needs of NCCL's RAS service, said once where a
+/// setting takes it away: a service turned off, or one that listens
+/// beyond this host.
+fn ras_note(k: &str, v: &str, set: &str) -> Option<String> {
+    use crate::ras::listeners::{listens_beyond_this_host, turned_off};
+    match k {
+        "NCCL_RAS_ENABLE" if turned_off(Some(v)) => Some(format!(
+            "{set} turns NCCL's RAS service off: `nccl-find ras` cannot ask a job that hangs which \
+             rank to look at"
+        )),
+        "NCCL_RAS_ADDR" if listens_beyond_this_host(v) => Some(format!(
+            "{set}: NCCL's RAS service listens beyond this host, and whoever reaches it can read the \
+             job's status; keep it on localhost (NCCL_RAS_ADDR=localhost:28028) unless you ask from \
+             another node"
+        )),
+        _ => None,
+    }
+}
+
 pub(super) fn takes(accepted: &str) -> String {
     let mut c = accepted.chars();
     let lower = match c.next() {
