@@ -218,6 +218,7 @@ fn the_readme_first_screen_has_what_a_new_user_needs() {
         "scripts/wheel dist",
         "pip install dist/nccl_find-*.whl",
         "nccl-find doctor",
+        "nccl-find ras",
         "scripts/test",
         "(https://docs.rs/nccl-find) (after the first release)",
     ] {
@@ -239,6 +240,7 @@ fn the_readme_first_screen_has_what_a_new_user_needs() {
         "testing",
         "json",
         "build-systems",
+        "ras",
     ] {
         let link = format!("(docs/{page}.md)");
         assert!(readme.contains(&link), "the README does not link {link}");

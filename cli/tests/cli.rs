@@ -439,7 +439,7 @@ fn print_marks_an_install_a_build_script_refuses() {
 }
 
 /// Every flag of ours that the README and the docs use is in `--help`
-/// (the command's, `doctor`'s or `smoke`'s); the others named there are
+/// (the command's, `doctor`'s, `smoke`'s or `ras`'s); the others named there are
 /// other programs' (cargo, pip, the launchers, the linker), listed here.
 #[test]
 fn every_flag_the_docs_use_is_in_help() {
@@ -490,6 +490,7 @@ fn every_flag_the_docs_use_is_in_help() {
         help(&["--help"]),
         help(&["doctor", "--help"]),
         help(&["smoke", "--help"]),
+        help(&["ras", "--help"]),
     ]
     .concat();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

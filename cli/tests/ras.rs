@@ -13,10 +13,17 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The report of a recorded conversation: the server's last block.
+/// The report of a recorded conversation (NCCL 2.28.9's): the server's
+/// last block.
 fn report(name: &str) -> Vec<u8> {
+    server_blocks(&format!("2.28.9/{name}")).pop().unwrap()
+}
+
+/// What the server said in a recorded conversation (`tests/ras/NAME`),
+/// block by block.
+fn server_blocks(name: &str) -> Vec<Vec<u8>> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/ras/2.28.9")
+        .join("tests/ras")
         .join(name);
     let data = std::fs::read(&path).unwrap();
     let mut blocks = Vec::new();
@@ -30,14 +37,11 @@ fn report(name: &str) -> Vec<u8> {
         if data.get(at) == Some(&b'\n') && !body.ends_with(b"\n") {
             at += 1;
         }
-        blocks.push((head.starts_with("--- server"), body));
+        if head.starts_with("--- server") {
+            blocks.push(body);
+        }
     }
     blocks
-        .into_iter()
-        .rev()
-        .find(|(server, _)| *server)
-        .unwrap()
-        .1
 }
 
 /// How the stand-in behaves.
@@ -50,6 +54,9 @@ enum Serve {
     Raw(Vec<u8>),
     /// Takes the connection and never says a word.
     Silent,
+    /// Answers each line with the next block a real NCCL sent in a
+    /// recorded conversation, and `STATUS` with its report.
+    Replay(Vec<Vec<u8>>),
 }
 
 /// A stand-in RAS service on a port of its own: its address.
@@ -77,6 +84,7 @@ fn conversation(mut s: TcpStream, how: Serve, served: Arc<Mutex<usize>>) {
             std::thread::sleep(Duration::from_secs(60));
             return;
         }
+        Serve::Replay(blocks) => return replay(s, blocks),
         Serve::Nccl { reports, json } => (reports, json),
     };
     let mut r = BufReader::new(s.try_clone().unwrap());
@@ -97,6 +105,23 @@ fn conversation(mut s: TcpStream, how: Serve, served: Arc<Mutex<usize>>) {
             format!("ERROR: Unknown command {}\n", line.trim_end()).into_bytes()
         };
         if s.write_all(&reply).is_err() {
+            return;
+        }
+        line.clear();
+    }
+}
+
+fn replay(mut s: TcpStream, blocks: Vec<Vec<u8>>) {
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut line = String::new();
+    let mut next = blocks.iter();
+    while r.read_line(&mut line).unwrap_or(0) > 0 {
+        let status = line.trim_end().to_ascii_lowercase().ends_with("status");
+        let block = match status {
+            true => blocks.last(),
+            false => next.next(),
+        };
+        if block.is_some_and(|b| s.write_all(b).is_err()) || status {
             return;
         }
         line.clear();
@@ -393,19 +418,41 @@ fn a_slow_broken_or_hostile_service_ends_in_time_with_a_clear_error() {
         timed(&["--addr", &addr]).0,
         (2, format!("cannot ask NCCL about the job: {addr}'s report ran past 64 MiB: not one NCCL would send"))
     );
-    // A report that is not JSON.
+    // A report that is neither JSON nor text.
     let addr = serve(Serve::Nccl {
         reports: vec![b"{\"communicators\": [".to_vec()],
         json: true,
     });
     let (code, line) = timed(&["--addr", &addr]).0;
     assert_eq!(code, 2);
+    let port = addr.rsplit(':').next().unwrap();
     assert!(
         line.starts_with(&format!(
             "cannot ask NCCL about the job: the RAS service at {addr} answered, but its JSON report \
              does not parse ("
+        )) && line.ends_with(&format!(
+            "; asked for text, the RAS service at {addr} answered, but its report has none of \
+             NCCL's headings (it begins \"{{\\\"communicators\\\": [\"): see its answer with `nc \
+             127.0.0.1 {port}`"
         )),
         "{line}"
+    );
+    // A JSON report that does not parse, then a good text report: read.
+    let addr = serve(Serve::Nccl {
+        reports: vec![b"{\"communicators\": [".to_vec(), report("killed-text.txt")],
+        json: true,
+    });
+    let o = ras(&["--addr", &addr]);
+    let (code, line) = answer(&o);
+    assert_eq!(code, 1);
+    assert!(
+        line.starts_with(&format!("look at {RANK1} first:")),
+        "{line}"
+    );
+    let (_, out, _) = common::text(&o);
+    assert!(
+        out.contains("\n  (read from its text report: its JSON report does not parse ("),
+        "{out}"
     );
 }
 
@@ -427,4 +474,71 @@ fn what_the_service_says_reaches_the_terminal_escaped() {
     assert!(err.lines().last().unwrap().starts_with(
         "nccl-find: look at rank 1 (process 857 on \\u{1b}[2J\\u{1b}]0;pwned\\u{7}\\u{a}9.9.9.9, GPU 0) first:"
     ), "{err}");
+}
+
+/// Every recorded conversation whose questions are ours (the handshake,
+/// `TIMEOUT`, `SET FORMAT json`, `STATUS`), replayed answer by answer:
+/// NCCL 2.28.9's in JSON, 2.28.3's, which refuses JSON, in text. Each gets
+/// the verdict `nccl-find ras` gave on the GPU machine.
+#[test]
+fn every_recorded_conversation_gets_the_verdict_the_real_job_got() {
+    let behind = "it launched AllReduce 3";
+    let gone = "NCCL has no data";
+    let cases = [
+        ("2.28.9/healthy-json.txt", None, "JSON"),
+        (
+            "2.28.9/behind-json.txt",
+            Some(("rank 1 (process 857", behind)),
+            "JSON",
+        ),
+        (
+            "2.28.9/killed-json.txt",
+            Some(("rank 1 (process 857", gone)),
+            "JSON",
+        ),
+        ("2.28.3/healthy.txt", None, "text"),
+        (
+            "2.28.3/behind.txt",
+            Some(("rank 1 (process 508", behind)),
+            "text",
+        ),
+        (
+            "2.28.3/killed.txt",
+            Some(("rank 1 (process 508", gone)),
+            "text",
+        ),
+    ];
+    for (file, named, format) in cases {
+        let addr = serve(Serve::Replay(server_blocks(file)));
+        let o = ras(&["--addr", &addr]);
+        let (code, line) = answer(&o);
+        let version = &file[..6];
+        match named {
+            None => assert_eq!(
+                (code, line),
+                (
+                    0,
+                    format!(
+                        "OK: 1 communicator(s), 2 rank(s), every rank answering, none behind, no \
+                         errors (NCCL {version} at {addr})"
+                    )
+                ),
+                "{file}"
+            ),
+            Some((who, what)) => assert!(
+                code == 1
+                    && line
+                        .starts_with(&format!("look at {who} on 192.0.2.2, GPU 0) first: {what}")),
+                "{file}: {code} {line}"
+            ),
+        }
+        let (_, out, _) = common::text(&o);
+        assert!(
+            out.starts_with(&format!(
+                "NCCL's RAS service at {addr} (NCCL {version}, {format} report): 1 communicator(s), 2 \
+                 rank(s)\n"
+            )),
+            "{file}: {out}"
+        );
+    }
 }

@@ -73,7 +73,11 @@ pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
         Verdict::Silent(_) => 2,
     };
     if args.json {
-        println!("{}", to_json(&addr, status.as_ref(), &verdict, &line, code));
+        let v = to_json(&addr, status.as_ref(), &verdict, &line, code);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).expect("JSON from plain values")
+        );
     } else {
         if let Some(st) = &status {
             print!("{}", style::human(&summary(&addr, st), color));
@@ -120,9 +124,23 @@ fn look(addr: &str, deadline: Instant, text: bool) -> (Option<Status>, Verdict) 
 
 fn ask(addr: &str, deadline: Instant, text: bool) -> Result<Status, String> {
     match client::ask(addr, deadline, text) {
-        Ok(a) => status::read(a.format, &a.body).map_err(|e| {
-            format!("the RAS service at {addr} answered, but {e}: ask it with --text, or see its answer with `nc {}`", addr.replace(':', " "))
-        }),
+        Ok(a) => match status::read(a.format, &a.body) {
+            Ok(st) => Ok(st),
+            // A JSON report that does not parse: the text report instead.
+            Err(e) if a.format == Format::Json => match ask(addr, deadline, true) {
+                Ok(mut st) => {
+                    st.fell_back = Some(e);
+                    Ok(st)
+                }
+                Err(again) => Err(format!(
+                    "the RAS service at {addr} answered, but {e}; asked for text, {again}"
+                )),
+            },
+            Err(e) => Err(format!(
+                "the RAS service at {addr} answered, but {e}: see its answer with `nc {}`",
+                addr.replace(':', " ")
+            )),
+        },
         Err(AskError::Unreachable(why)) => {
             let procs = listeners::nccl_processes();
             let own = std::env::var("NCCL_RAS_ENABLE").ok();
@@ -198,6 +216,9 @@ fn summary(addr: &str, st: &Status) -> String {
         st.comms,
         st.ranks
     );
+    if let Some(e) = &st.fell_back {
+        s.push_str(&format!("  (read from its text report: {e})\n"));
+    }
     for f in &st.findings {
         s.push_str(&format!("  {}: {}\n", who(&f.who), trouble(&f.trouble)));
     }
@@ -307,6 +328,7 @@ fn to_json(addr: &str, st: Option<&Status>, v: &Verdict, line: &str, code: u8) -
             Format::Text => "text",
         });
         out["mended"] = json!(st.mended);
+        out["json_unread"] = json!(st.fell_back);
         out["communicators_count"] = json!(st.comms);
         out["ranks_count"] = json!(st.ranks);
         out["findings"] = st.findings.iter().map(finding_json).collect();

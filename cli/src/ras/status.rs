@@ -90,6 +90,9 @@ pub(crate) struct Status {
     /// Whether the JSON needed mending (NCCL 2.28.9 leaves out a comma
     /// after a missing rank's `nvml_dev`).
     pub(crate) mended: bool,
+    /// Why the JSON report was not read, where the text report was read
+    /// in its stead.
+    pub(crate) fell_back: Option<String>,
 }
 
 /// The most communicators and ranks read from one report.
@@ -126,6 +129,7 @@ fn read_json(text: &str) -> Result<Status, String> {
         detail: Vec::new(),
         findings: Vec::new(),
         mended,
+        fell_back: None,
     };
     for c in comms.iter().take(MAX_ITEMS) {
         let comm = json_comm(c);
@@ -318,6 +322,7 @@ fn read_text(text: &str) -> Result<Status, String> {
         detail: Vec::new(),
         findings: Vec::new(),
         mended: false,
+        fell_back: None,
     };
     text_table(text, &mut st);
     text_findings(text, &mut st.findings);
