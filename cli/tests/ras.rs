@@ -146,6 +146,15 @@ fn ras(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The host and the port of `HOST:PORT`.
+fn host_of(addr: &str) -> &str {
+    addr.rsplit_once(':').unwrap().0
+}
+
+fn port_of(addr: &str) -> &str {
+    addr.rsplit_once(':').unwrap().1
+}
+
 /// Exit status, and the last line of the stream that carries the answer
 /// (stderr's after its `nccl-find: `, when something is wrong).
 fn answer(o: &Output) -> (i32, String) {
@@ -169,7 +178,7 @@ fn a_healthy_job_is_ok_from_json_and_from_text() {
             &["healthy-json.txt", "healthy-text.txt"][usize::from(!json)..][..1],
             json,
         );
-        let o = ras(&["--addr", &addr]);
+        let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
         assert_eq!(
             answer(&o),
             (
@@ -181,11 +190,9 @@ fn a_healthy_job_is_ok_from_json_and_from_text() {
             ),
             "{o:?}"
         );
-        let (_, out, _) = common::text(&o);
-        let kind = if json { "JSON" } else { "text" };
-        assert!(out.starts_with(&format!(
-            "NCCL's RAS service at {addr} (NCCL 2.28.9, {kind} report): 1 communicator(s), 2 rank(s)\n"
-        )));
+        // The verdict is the whole output.
+        let (_, out, err) = common::text(&o);
+        assert_eq!((out.lines().count(), err.as_str()), (1, ""), "{out}");
     }
 }
 
@@ -193,15 +200,15 @@ fn a_healthy_job_is_ok_from_json_and_from_text() {
 fn a_rank_behind_is_named_once_two_looks_agree() {
     for (file, json) in [("behind-json.txt", true), ("behind-text.txt", false)] {
         let addr = nccl(&[file], json);
-        let o = ras(&["--addr", &addr]);
+        let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
         assert_eq!(
             answer(&o),
             (
                 1,
                 format!(
-                    "look at {RANK1} first: it launched AllReduce 3 time(s), the others up to 4, and \
-                     the counts did not move in 2 s: the others wait for it. See where process 857 is \
-                     (`py-spy dump --pid 857` for Python)"
+                    "look at {RANK1} first: it is 1 AllReduce behind (launched 3, the others up to \
+                     4), and the counts did not move in 2 s: the others wait for it. See where \
+                     process 857 is (`py-spy dump --pid 857` for Python)"
                 )
             ),
             "{file}: {o:?}"
@@ -212,7 +219,7 @@ fn a_rank_behind_is_named_once_two_looks_agree() {
 #[test]
 fn a_rank_behind_that_catches_up_is_a_job_that_moves() {
     let addr = nccl(&["behind-json.txt", "healthy-json.txt"], true);
-    let o = ras(&["--addr", &addr]);
+    let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
     assert_eq!(
         answer(&o),
         (
@@ -229,7 +236,7 @@ fn a_rank_behind_that_catches_up_is_a_job_that_moves() {
 fn a_killed_rank_outranks_the_error_it_causes() {
     for (file, json) in [("killed-json.txt", true), ("killed-text.txt", false)] {
         let addr = nccl(&[file], json);
-        let o = ras(&["--addr", &addr]);
+        let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
         assert_eq!(
             answer(&o),
             (
@@ -258,7 +265,7 @@ fn a_killed_rank_outranks_the_error_it_causes() {
 #[test]
 fn json_gives_the_verdict_and_every_ranks_facts() {
     let addr = nccl(&["killed-json.txt"], true);
-    let o = ras(&["--addr", &addr, "--json"]);
+    let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr), "--json"]);
     assert_eq!(o.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["verdict"], "look");
@@ -275,11 +282,16 @@ fn json_gives_the_verdict_and_every_ranks_facts() {
     assert_eq!(ranks[0]["async_error"], 6);
     assert_eq!(ranks[0]["collective_counts"]["AllReduce"], 4);
     assert_eq!(ranks[1]["missing"], true);
-    assert_eq!(v["message"], answer(&ras(&["--addr", &addr])).1);
+    assert_eq!(
+        v["message"],
+        answer(&ras(&["--host", host_of(&addr), "--port", port_of(&addr)])).1
+    );
     // Healthy, in text: the same keys, no communicators' detail.
     let addr = nccl(&["healthy-text.txt"], false);
-    let v: serde_json::Value =
-        serde_json::from_slice(&ras(&["--addr", &addr, "--json"]).stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(
+        &ras(&["--host", host_of(&addr), "--port", port_of(&addr), "--json"]).stdout,
+    )
+    .unwrap();
     assert_eq!(
         (
             &v["verdict"],
@@ -337,7 +349,7 @@ fn when_nothing_answers_the_job_says_why() {
     let refused = format!("nothing listens at {addr} ({addr}: connection refused)");
     let job = FakeJob::start(&[("NCCL_RAS_ENABLE", "0")]);
     assert_eq!(
-        answer(&ras(&["--addr", &addr])),
+        answer(&ras(&["--host", host_of(&addr), "--port", port_of(&addr)])),
         (
             2,
             format!(
@@ -350,12 +362,12 @@ fn when_nothing_answers_the_job_says_why() {
     drop(job);
     let job = FakeJob::start(&[("NCCL_RAS_ADDR", "127.0.0.1:1")]);
     assert_eq!(
-        answer(&ras(&["--addr", &addr])),
+        answer(&ras(&["--host", host_of(&addr), "--port", port_of(&addr)])),
         (
             2,
             format!(
                 "cannot ask NCCL about the job: process {} (python3) moved NCCL's RAS service to \
-                 NCCL_RAS_ADDR=127.0.0.1:1: ask there, `nccl-find ras --addr 127.0.0.1:1` ({refused})",
+                 NCCL_RAS_ADDR=127.0.0.1:1: ask there, `nccl-find ras --host 127.0.0.1 --port 1` ({refused})",
                 job.0.id()
             )
         )
@@ -373,7 +385,14 @@ fn timed(args: &[&str]) -> ((i32, String), Duration) {
 fn a_slow_broken_or_hostile_service_ends_in_time_with_a_clear_error() {
     // Silent: the whole wait ends by --timeout.
     let addr = serve(Serve::Silent);
-    let ((code, line), took) = timed(&["--addr", &addr, "--timeout", "2"]);
+    let ((code, line), took) = timed(&[
+        "--host",
+        host_of(&addr),
+        "--port",
+        port_of(&addr),
+        "--timeout",
+        "2",
+    ]);
     assert_eq!(
         (code, line),
         (
@@ -389,7 +408,7 @@ fn a_slow_broken_or_hostile_service_ends_in_time_with_a_clear_error() {
     // Another protocol.
     let addr = serve(Serve::Raw(b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec()));
     assert_eq!(
-        timed(&["--addr", &addr]).0,
+        timed(&["--host", host_of(&addr), "--port", port_of(&addr)]).0,
         (
             2,
             format!(
@@ -401,7 +420,7 @@ fn a_slow_broken_or_hostile_service_ends_in_time_with_a_clear_error() {
     // A line that never ends.
     let addr = serve(Serve::Raw(vec![b'x'; 1 << 20]));
     assert_eq!(
-        timed(&["--addr", &addr]).0,
+        timed(&["--host", host_of(&addr), "--port", port_of(&addr)]).0,
         (
             2,
             "cannot ask NCCL about the job: the reply to `CLIENT PROTOCOL 2` ran past 4096 bytes \
@@ -415,7 +434,7 @@ fn a_slow_broken_or_hostile_service_ends_in_time_with_a_clear_error() {
         json: true,
     });
     assert_eq!(
-        timed(&["--addr", &addr]).0,
+        timed(&["--host", host_of(&addr), "--port", port_of(&addr)]).0,
         (2, format!("cannot ask NCCL about the job: {addr}'s report ran past 64 MiB: not one NCCL would send"))
     );
     // A report that is neither JSON nor text.
@@ -423,7 +442,7 @@ fn a_slow_broken_or_hostile_service_ends_in_time_with_a_clear_error() {
         reports: vec![b"{\"communicators\": [".to_vec()],
         json: true,
     });
-    let (code, line) = timed(&["--addr", &addr]).0;
+    let (code, line) = timed(&["--host", host_of(&addr), "--port", port_of(&addr)]).0;
     assert_eq!(code, 2);
     let port = addr.rsplit(':').next().unwrap();
     assert!(
@@ -442,7 +461,7 @@ fn a_slow_broken_or_hostile_service_ends_in_time_with_a_clear_error() {
         reports: vec![b"{\"communicators\": [".to_vec(), report("killed-text.txt")],
         json: true,
     });
-    let o = ras(&["--addr", &addr]);
+    let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
     let (code, line) = answer(&o);
     assert_eq!(code, 1);
     assert!(
@@ -465,7 +484,7 @@ fn what_the_service_says_reaches_the_terminal_escaped() {
         reports: vec![evil.into_bytes()],
         json: true,
     });
-    let o = ras(&["--addr", &addr]);
+    let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
     let (code, out, err) = common::text(&o);
     assert_eq!(code, 1);
     for s in [&out, &err] {
@@ -482,7 +501,7 @@ fn what_the_service_says_reaches_the_terminal_escaped() {
 /// the verdict `nccl-find ras` gave on the GPU machine.
 #[test]
 fn every_recorded_conversation_gets_the_verdict_the_real_job_got() {
-    let behind = "it launched AllReduce 3";
+    let behind = "it is 1 AllReduce behind (launched 3";
     let gone = "NCCL has no data";
     let cases = [
         ("2.28.9/healthy-json.txt", None, "JSON"),
@@ -510,7 +529,7 @@ fn every_recorded_conversation_gets_the_verdict_the_real_job_got() {
     ];
     for (file, named, format) in cases {
         let addr = serve(Serve::Replay(server_blocks(file)));
-        let o = ras(&["--addr", &addr]);
+        let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
         let (code, line) = answer(&o);
         let version = &file[..6];
         match named {
@@ -532,13 +551,22 @@ fn every_recorded_conversation_gets_the_verdict_the_real_job_got() {
                 "{file}: {code} {line}"
             ),
         }
+        // A rank to look at: the verdict first, then what the service said.
         let (_, out, _) = common::text(&o);
-        assert!(
-            out.starts_with(&format!(
-                "NCCL's RAS service at {addr} (NCCL {version}, {format} report): 1 communicator(s), 2 \
-                 rank(s)\n"
-            )),
-            "{file}: {out}"
-        );
+        let lines: Vec<&str> = out.lines().collect();
+        if let Some((who, _)) = named {
+            assert!(
+                lines[0].starts_with(&format!("LOOK AT {who} on 192.0.2.2, GPU 0): ")),
+                "{out}"
+            );
+            assert_eq!(
+                lines[1],
+                format!(
+                    "NCCL's RAS service at {addr} (NCCL {version}, {format} report): 1 \
+                     communicator(s), 2 rank(s)"
+                ),
+                "{file}"
+            );
+        }
     }
 }

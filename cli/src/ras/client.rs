@@ -2,8 +2,8 @@
 //! text on TCP, at `localhost:28028` unless the job's `NCCL_RAS_ADDR` moved
 //! it. `CLIENT PROTOCOL 2` is answered `SERVER PROTOCOL 2`, `TIMEOUT N` and
 //! `SET FORMAT json` (2.28.7 and newer; older releases answer `ERROR`) are
-//! answered `OK`, and `STATUS` with the report, after which the service
-//! closes the connection. Every read is bounded and every wait ends by the
+//! answered `OK`, and `STATUS` (`VERBOSE STATUS`: every rank listed) with
+//! the report, after which the service closes the connection. Every read is bounded and every wait ends by the
 //! deadline.
 
 use std::io::{ErrorKind, Read, Write};
@@ -11,7 +11,8 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// Where NCCL's RAS service listens unless `NCCL_RAS_ADDR` says otherwise.
-pub(crate) const DEFAULT_ADDR: &str = "localhost:28028";
+pub(crate) const DEFAULT_HOST: &str = "localhost";
+pub(crate) const DEFAULT_PORT: u16 = 28028;
 
 /// The longest reply line taken (NCCL's are under 100 bytes).
 const MAX_LINE: usize = 4096;
@@ -74,7 +75,13 @@ pub(crate) fn ask(addr: &str, deadline: Instant, text: bool) -> Result<Answer, A
             other => return Err(not_ok(addr, "SET FORMAT json", other)),
         },
     };
-    send(&mut s, "STATUS", deadline)?;
+    // In text, only `VERBOSE STATUS` lists every rank of a group: a rank
+    // behind in a large job is named only then.
+    let status = match format {
+        Format::Json => "STATUS",
+        Format::Text => "VERBOSE STATUS",
+    };
+    send(&mut s, status, deadline)?;
     let body = read_to_end(&mut s, deadline, addr)?;
     Ok(Answer { format, body })
 }

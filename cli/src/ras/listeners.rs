@@ -95,6 +95,19 @@ pub(crate) fn listens_beyond_this_host(addr: &str) -> bool {
     }
 }
 
+/// The flags that ask at `addr` (`HOST:PORT`, as `NCCL_RAS_ADDR` gives it).
+fn flags_for(addr: &str) -> String {
+    match addr.rsplit_once(':') {
+        Some((h, p)) if p.parse::<u16>().is_ok() => {
+            format!(
+                "--host {} --port {p}",
+                h.trim_start_matches('[').trim_end_matches(']')
+            )
+        }
+        _ => format!("--host {addr}"),
+    }
+}
+
 /// NCCL reads `NCCL_RAS_ENABLE` as a number: 0 turns the service off.
 pub(crate) fn turned_off(v: Option<&str>) -> bool {
     v.is_some_and(|v| v.trim().parse::<i64>() == Ok(0))
@@ -121,9 +134,10 @@ pub(crate) fn why_silent(
         .find_map(|p| Some((p, p.ras_addr.as_deref()?)).filter(|(_, a)| *a != addr))
     {
         return format!(
-            "{} moved NCCL's RAS service to NCCL_RAS_ADDR={a}: ask there, `nccl-find ras --addr {a}` \
+            "{} moved NCCL's RAS service to NCCL_RAS_ADDR={a}: ask there, `nccl-find ras {}` \
              ({why})",
-            named(p)
+            named(p),
+            flags_for(a)
         );
     }
     if let Some(p) = procs.first() {

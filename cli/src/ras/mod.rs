@@ -1,9 +1,11 @@
 //! `nccl-find ras`: asks NCCL's own RAS service (NCCL 2.24 and newer, on by
 //! default) about the running job, and names the rank to look at: one
 //! whose process is gone or does not answer, one with an error of its own,
-//! or one that launched fewer collectives than the others and stays so.
-//! Exit 0 for a healthy job (or one that is moving), 1 when a rank needs
-//! looking at, 2 when the service could not be asked.
+//! one that launched fewer collectives than the others and stays so, one
+//! whose communicator is not running as the others' are. The verdict comes
+//! first, the ranks after it, and the answer (what to do) last. Exit 0 for
+//! a healthy job (or one that is moving), 1 when a rank needs looking at,
+//! 2 when the service could not be asked.
 
 pub(crate) mod client;
 pub(crate) mod listeners;
@@ -21,10 +23,13 @@ use status::{Finding, Status, Trouble, Who};
 /// `nccl-find ras`'s flags.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Where the job's RAS service listens (default: NCCL_RAS_ADDR, else
-    /// localhost:28028)
-    #[arg(long, value_name = "HOST:PORT")]
-    addr: Option<String>,
+    /// The node whose RAS service to ask (default: NCCL_RAS_ADDR's host,
+    /// else localhost)
+    #[arg(long, value_name = "HOST")]
+    host: Option<String>,
+    /// Its port (default: NCCL_RAS_ADDR's port, else 28028)
+    #[arg(long, value_name = "PORT")]
+    port: Option<u16>,
     /// Seconds to wait for the whole answer, both looks together
     #[arg(long, value_name = "SECS", default_value = "10")]
     timeout: u64,
@@ -55,15 +60,7 @@ enum Verdict {
 
 /// Runs `nccl-find ras`.
 pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
-    let own_addr = std::env::var("NCCL_RAS_ADDR")
-        .ok()
-        .filter(|a| !a.is_empty());
-    let addr = args
-        .addr
-        .clone()
-        .or(own_addr)
-        .unwrap_or(client::DEFAULT_ADDR.into());
-    let addr = nccl_rendezvous::untrusted::shown(&addr, 200);
+    let addr = address(args, std::env::var("NCCL_RAS_ADDR").ok().as_deref());
     let deadline = Instant::now() + Duration::from_secs(args.timeout.clamp(1, 3600));
     let (status, verdict) = look(&addr, deadline, args.text);
     let line = last_line(&addr, status.as_ref(), &verdict);
@@ -78,16 +75,44 @@ pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
             "{}",
             serde_json::to_string_pretty(&v).expect("JSON from plain values")
         );
-    } else {
-        if let Some(st) = &status {
-            print!("{}", style::human(&summary(&addr, st), color));
+        return ExitCode::from(code);
+    }
+    match (&status, code) {
+        (Some(st), 1) => print!("{}", style::human(&details(&addr, st), color)),
+        (Some(st), _) if st.fell_back.is_some() => {
+            print!("{}", style::human(&details(&addr, st), color))
         }
-        match code {
-            0 => println!("{line}"),
-            _ => style::complain(&line),
-        }
+        _ => {}
+    }
+    match code {
+        0 => println!("{line}"),
+        _ => style::complain(&line),
     }
     ExitCode::from(code)
+}
+
+/// `HOST:PORT` to ask: the flags, then `NCCL_RAS_ADDR` (`ras_addr`), then
+/// NCCL's default, `localhost:28028`; an IPv6 host in brackets.
+fn address(args: &Args, ras_addr: Option<&str>) -> String {
+    let (env_host, env_port) = match ras_addr.map(str::trim).filter(|a| !a.is_empty()) {
+        Some(a) => match a.rsplit_once(':') {
+            Some((h, p)) if p.parse::<u16>().is_ok() => (Some(h), p.parse().ok()),
+            _ => (Some(a), None),
+        },
+        None => (None, None),
+    };
+    let host = args
+        .host
+        .as_deref()
+        .or(env_host)
+        .unwrap_or(client::DEFAULT_HOST);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = args.port.or(env_port).unwrap_or(client::DEFAULT_PORT);
+    let host = nccl_rendezvous::untrusted::shown(host, 200);
+    match host.contains(':') {
+        true => format!("[{host}]:{port}"),
+        false => format!("{host}:{port}"),
+    }
 }
 
 /// The first look, and a second where ranks were only behind.
@@ -102,10 +127,9 @@ fn look(addr: &str, deadline: Instant, text: bool) -> (Option<Status>, Verdict) 
             .iter()
             .all(|f| matches!(f.trouble, Trouble::Behind { .. }));
     if !behind_only {
-        let v = if first.findings.is_empty() {
-            Verdict::Healthy
-        } else {
-            Verdict::Look
+        let v = match first.findings.is_empty() {
+            true => Verdict::Healthy,
+            false => Verdict::Look,
         };
         return (Some(first), v);
     }
@@ -123,49 +147,56 @@ fn look(addr: &str, deadline: Instant, text: bool) -> (Option<Status>, Verdict) 
 }
 
 fn ask(addr: &str, deadline: Instant, text: bool) -> Result<Status, String> {
-    match client::ask(addr, deadline, text) {
-        Ok(a) => match status::read(a.format, &a.body) {
-            Ok(st) => Ok(st),
-            // A JSON report that does not parse: the text report instead.
-            Err(e) if a.format == Format::Json => match ask(addr, deadline, true) {
-                Ok(mut st) => {
-                    st.fell_back = Some(e);
-                    Ok(st)
-                }
-                Err(again) => Err(format!(
-                    "the RAS service at {addr} answered, but {e}; asked for text, {again}"
-                )),
-            },
-            Err(e) => Err(format!(
-                "the RAS service at {addr} answered, but {e}: see its answer with `nc {}`",
-                addr.replace(':', " ")
+    let answer = match client::ask(addr, deadline, text) {
+        Ok(a) => a,
+        Err(e) => return Err(not_asked(addr, e)),
+    };
+    match status::read(answer.format, &answer.body) {
+        Ok(st) => Ok(st),
+        // A JSON report that does not parse: the text report instead.
+        Err(e) if answer.format == Format::Json => match ask(addr, deadline, true) {
+            Ok(mut st) => {
+                st.fell_back = Some(e);
+                Ok(st)
+            }
+            Err(again) => Err(format!(
+                "the RAS service at {addr} answered, but {e}; asked for text, {again}"
             )),
         },
-        Err(AskError::Unreachable(why)) => {
+        Err(e) => Err(format!(
+            "the RAS service at {addr} answered, but {e}: see its answer with `nc {}`",
+            addr.rsplit_once(':')
+                .map_or(addr.to_string(), |(h, p)| format!("{h} {p}"))
+        )),
+    }
+}
+
+/// Why the service could not be asked, in one line.
+fn not_asked(addr: &str, e: AskError) -> String {
+    match e {
+        AskError::Unreachable(why) => {
             let procs = listeners::nccl_processes();
             let own = std::env::var("NCCL_RAS_ENABLE").ok();
-            Err(listeners::why_silent(addr, &procs, own.as_deref(), &why))
+            listeners::why_silent(addr, &procs, own.as_deref(), &why)
         }
-        Err(AskError::Slow(why)) => Err(format!(
+        AskError::Slow(why) => format!(
             "NCCL's RAS service did not answer in time: {why}. Its node may be overloaded, or the \
              address ({addr}) leads elsewhere; give it longer with --timeout"
-        )),
-        Err(AskError::NotRas(why) | AskError::Broken(why)) => Err(why),
+        ),
+        AskError::NotRas(why) | AskError::Broken(why) => why,
     }
 }
 
 /// Whether any rank's collective counts differ between two looks.
 fn counts_moved(a: &Status, b: &Status) -> bool {
     let behind = |s: &Status| -> Vec<(Option<u64>, String, u64, u64)> {
-        s.findings
-            .iter()
-            .filter_map(|f| match &f.trouble {
-                Trouble::Behind { op, launched, most } => {
-                    Some((f.who.rank, op.clone(), *launched, *most))
-                }
-                _ => None,
-            })
-            .collect()
+        let mut v = Vec::new();
+        for f in &s.findings {
+            if let Trouble::Behind { op, launched, most } = &f.trouble {
+                v.push((f.who.rank, op.clone(), *launched, *most));
+            }
+        }
+        v
     };
     behind(a) != behind(b)
 }
@@ -173,12 +204,12 @@ fn counts_moved(a: &Status, b: &Status) -> bool {
 fn who(w: &Who) -> String {
     let mut s = match w.rank {
         Some(r) => format!("rank {r} ("),
-        None => "a process (".to_string(),
+        None => "a rank (".to_string(),
     };
-    if let Some(p) = w.pid {
-        s.push_str(&format!("process {p} "));
+    match w.pid {
+        Some(p) => s.push_str(&format!("process {p} on {}", w.host)),
+        None => s.push_str("process information not found"),
     }
-    s.push_str(&format!("on {}", w.host));
     if let Some(g) = w.gpu {
         s.push_str(&format!(", GPU {g}"));
     }
@@ -186,6 +217,7 @@ fn who(w: &Who) -> String {
     s
 }
 
+/// What is wrong, in a few words.
 fn trouble(t: &Trouble) -> String {
     match t {
         Trouble::Missing { dead: true } => {
@@ -198,24 +230,34 @@ fn trouble(t: &Trouble) -> String {
             format!("{what} (how a peer's failure looks from here)")
         }
         Trouble::Error { what, .. } => format!("reported {what}"),
-        Trouble::Behind { op, launched, most } => {
-            format!("launched {op} {launched} time(s), the others up to {most}")
-        }
+        Trouble::Behind { op, launched, most } => format!(
+            "{} {op} behind: launched {launched}, the others up to {most}",
+            most - launched
+        ),
+        Trouble::State { what } => what.clone(),
     }
 }
 
-/// The lines before the answer: what the service said, rank by rank.
-fn summary(addr: &str, st: &Status) -> String {
+/// What the service said, rank by rank: under the verdict, over the answer.
+fn details(addr: &str, st: &Status) -> String {
     let format = match st.format {
         Format::Json => "JSON",
         Format::Text => "text",
     };
-    let mut s = format!(
+    let mut s = String::new();
+    if let Some(f) = st.findings.first() {
+        s.push_str(&format!(
+            "LOOK AT {}: {}\n",
+            who(&f.who),
+            trouble(&f.trouble)
+        ));
+    }
+    s.push_str(&format!(
         "NCCL's RAS service at {addr} (NCCL {}, {format} report): {} communicator(s), {} rank(s)\n",
         st.nccl.as_deref().unwrap_or("?"),
         st.comms,
         st.ranks
-    );
+    ));
     if let Some(e) = &st.fell_back {
         s.push_str(&format!("  (read from its text report: {e})\n"));
     }
@@ -228,18 +270,20 @@ fn summary(addr: &str, st: &Status) -> String {
 /// The answer: what to do first.
 fn last_line(addr: &str, st: Option<&Status>, v: &Verdict) -> String {
     let st = match (st, v) {
+        (Some(st), Verdict::Healthy | Verdict::Moving(_) | Verdict::Look) => st,
         (_, Verdict::Silent(why)) => return format!("cannot ask NCCL about the job: {why}"),
-        (Some(st), _) => st,
-        (None, _) => unreachable!("a verdict other than Silent comes with a status"),
+        (None, _) => return "cannot ask NCCL about the job".into(),
     };
     let nccl = st.nccl.as_deref().unwrap_or("?");
     match v {
         Verdict::Healthy => format!(
-            "OK: {} communicator(s), {} rank(s), every rank answering, none behind, no errors (NCCL {nccl} at {addr})",
+            "OK: {} communicator(s), {} rank(s), every rank answering, none behind, no errors \
+             (NCCL {nccl} at {addr})",
             st.comms, st.ranks
         ),
         Verdict::Moving(was) => format!(
-            "OK: the job is moving: {} was behind at the first look, and the counts moved {} s later (NCCL {nccl} at {addr})",
+            "OK: the job is moving: {} was behind at the first look, and the counts moved {} s \
+             later (NCCL {nccl} at {addr})",
             who(&was[0].who),
             SECOND_LOOK.as_secs()
         ),
@@ -262,20 +306,24 @@ fn look_at(f: &Finding, all: usize) -> String {
     };
     match &f.trouble {
         Trouble::Missing { .. } => format!(
-            "look at {w} first: NCCL has no data from it, so {pid} is gone or stuck, and the job cannot \
-             go on without it. Check whether it still runs, and why it ended (its output; `dmesg` for \
-             the out-of-memory killer){others}"
+            "look at {w} first: NCCL has no data from it, so {pid} is gone or stuck, and the job \
+             cannot go on without it. Check whether it still runs, and why it ended (its output; \
+             `dmesg` for the out-of-memory killer){others}"
         ),
         Trouble::Error { what, .. } => format!(
-            "look at {w} first: it reported {what}; its own output says why (run with NCCL_DEBUG=WARN \
-             to see NCCL's words){others}"
+            "look at {w} first: it reported {what}; its own output says why (run with \
+             NCCL_DEBUG=WARN to see NCCL's words){others}"
         ),
         Trouble::Behind { op, launched, most } => format!(
-            "look at {w} first: it launched {op} {launched} time(s), the others up to {most}, and the \
-             counts did not move in {} s: the others wait for it. See where {pid} is \
+            "look at {w} first: it is {} {op} behind (launched {launched}, the others up to {most}), \
+             and the counts did not move in {} s: the others wait for it. See where {pid} is \
              (`py-spy dump --pid {}` for Python){others}",
+            most - launched,
             SECOND_LOOK.as_secs(),
             f.who.pid.map_or("PID".to_string(), |p| p.to_string())
+        ),
+        Trouble::State { what } => format!(
+            "look at {w} first: {what}; its own output says why (NCCL_DEBUG=WARN){others}"
         ),
     }
 }
@@ -303,8 +351,32 @@ fn finding_json(f: &Finding) -> Value {
             v["launched"] = json!(launched);
             v["most_launched"] = json!(most);
         }
+        Trouble::State { what } => {
+            v["kind"] = json!("state");
+            v["state"] = json!(what);
+        }
     }
     v
+}
+
+fn comm_json(c: &status::Comm) -> Value {
+    let mut ranks = Vec::new();
+    for r in &c.ranks {
+        let mut x = who_json(&r.who);
+        x["missing"] = json!(r.missing);
+        x["async_error"] = json!(r.async_error);
+        x["init_state"] = json!(r.init_state);
+        x["aborted"] = json!(r.aborted);
+        x["finalized"] = json!(r.finalized);
+        let counts: serde_json::Map<String, Value> = r
+            .counts
+            .iter()
+            .map(|(o, n)| (o.clone(), json!(n)))
+            .collect();
+        x["collective_counts"] = counts.into();
+        ranks.push(x);
+    }
+    json!({"hash": c.hash, "size": c.size, "ranks": ranks})
 }
 
 fn to_json(addr: &str, st: Option<&Status>, v: &Verdict, line: &str, code: u8) -> Value {
@@ -314,50 +386,64 @@ fn to_json(addr: &str, st: Option<&Status>, v: &Verdict, line: &str, code: u8) -
         Verdict::Look => "look",
         Verdict::Silent(_) => "no answer",
     };
+    let look_at = match v {
+        Verdict::Look => st.and_then(|s| s.findings.first()).map(finding_json),
+        _ => None,
+    };
     let mut out = json!({
-        "addr": addr,
-        "verdict": verdict,
-        "exit": code,
-        "message": line,
-        "look_at": st.and_then(|s| s.findings.first()).filter(|_| matches!(v, Verdict::Look)).map(finding_json),
+        "addr": addr, "verdict": verdict, "exit": code, "message": line, "look_at": look_at,
     });
-    if let Some(st) = st {
-        out["nccl_version"] = json!(st.nccl);
-        out["format"] = json!(match st.format {
-            Format::Json => "json",
-            Format::Text => "text",
-        });
-        out["mended"] = json!(st.mended);
-        out["json_unread"] = json!(st.fell_back);
-        out["communicators_count"] = json!(st.comms);
-        out["ranks_count"] = json!(st.ranks);
-        out["findings"] = st.findings.iter().map(finding_json).collect();
-        out["communicators"] = st
-            .detail
-            .iter()
-            .map(|c| {
-                let ranks: Vec<Value> = c
-                    .ranks
-                    .iter()
-                    .map(|r| {
-                        let mut x = who_json(&r.who);
-                        x["missing"] = json!(r.missing);
-                        x["async_error"] = json!(r.async_error.max(0));
-                        x["collective_counts"] = r
-                            .counts
-                            .iter()
-                            .map(|(o, n)| (o.clone(), json!(n)))
-                            .collect::<serde_json::Map<_, _>>()
-                            .into();
-                        x
-                    })
-                    .collect();
-                json!({"hash": c.hash, "size": c.size, "ranks": ranks})
-            })
-            .collect();
-        if let Verdict::Moving(was) = v {
-            out["behind_at_first_look"] = was.iter().map(finding_json).collect();
-        }
+    let Some(st) = st else { return out };
+    out["nccl_version"] = json!(st.nccl);
+    out["format"] = json!(match st.format {
+        Format::Json => "json",
+        Format::Text => "text",
+    });
+    out["mended"] = json!(st.mended);
+    out["json_unread"] = json!(st.fell_back);
+    out["communicators_count"] = json!(st.comms);
+    out["ranks_count"] = json!(st.ranks);
+    out["findings"] = st.findings.iter().map(finding_json).collect();
+    out["communicators"] = st.detail.iter().map(comm_json).collect();
+    if let Verdict::Moving(was) = v {
+        out["behind_at_first_look"] = was.iter().map(finding_json).collect();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(host: Option<&str>, port: Option<u16>) -> Args {
+        Args {
+            host: host.map(String::from),
+            port,
+            timeout: 10,
+            json: false,
+            text: false,
+        }
+    }
+
+    #[test]
+    fn the_address_is_the_flags_then_nccl_ras_addr_then_ncclss_default() {
+        assert_eq!(address(&args(None, None), None), "localhost:28028");
+        assert_eq!(
+            address(&args(None, None), Some("10.0.0.7:29000")),
+            "10.0.0.7:29000"
+        );
+        assert_eq!(
+            address(&args(Some("node3"), None), Some("10.0.0.7:29000")),
+            "node3:29000"
+        );
+        assert_eq!(
+            address(&args(None, Some(1)), Some("[::1]:29000")),
+            "[::1]:1"
+        );
+        assert_eq!(
+            address(&args(Some("fe80::1"), None), Some("")),
+            "[fe80::1]:28028"
+        );
+        assert_eq!(address(&args(None, None), Some("node9")), "node9:28028");
+    }
 }

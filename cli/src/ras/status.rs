@@ -1,7 +1,10 @@
 //! What NCCL's RAS report says, read into one shape whichever format it
-//! came in, and the verdict: which rank to look at, and why. A rank that is
+//! came in, and the verdict: which rank to look at, and why. As NCCL's own
+//! report judges: a rank NCCL has no data from, a result code other than
+//! success and "in progress" (at init or later), a communicator not running
+//! as the others' are, and collective counts that differ. A rank that is
 //! gone outranks the errors it causes in the others (NCCL's "Remote process
-//! error"), and an error outranks a rank that is merely behind.
+//! error"), and an error of its own outranks a rank that is behind.
 
 use serde_json::Value;
 
@@ -10,9 +13,9 @@ use super::client::{shown, Format};
 /// A rank, as the report names it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Who {
-    /// Its rank in the communicator (`None`: a process with no rank named).
+    /// Its rank in the communicator.
     pub(crate) rank: Option<u64>,
-    /// Its process.
+    /// Its process (`None`: "process information not found").
     pub(crate) pid: Option<u64>,
     /// Its node, as NCCL names it (an address).
     pub(crate) host: String,
@@ -24,11 +27,9 @@ pub(crate) struct Who {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Trouble {
     /// NCCL has no data from it: its process is gone, or does not answer.
-    Missing {
-        /// The RAS network considers the process dead.
-        dead: bool,
-    },
-    /// It reported an error of its own (`remote`: a peer's failure, seen here).
+    /// `dead`: the RAS network considers the process dead.
+    Missing { dead: bool },
+    /// It reported an error (`remote`: a peer's failure, seen here).
     Error { what: String, remote: bool },
     /// It has launched fewer of one collective than the others.
     Behind {
@@ -36,6 +37,9 @@ pub(crate) enum Trouble {
         launched: u64,
         most: u64,
     },
+    /// Its communicator is not running as the others' are: still in init,
+    /// aborted, or finalized.
+    State { what: String },
 }
 
 /// One rank that needs looking at.
@@ -56,10 +60,16 @@ pub(crate) struct Rank {
     pub(crate) who: Who,
     /// How many of each collective it launched, in the report's order.
     pub(crate) counts: Vec<(String, u64)>,
-    /// Its asynchronous error code (0: none), init state, abort flag.
+    /// Its asynchronous error and its init state, as NCCL's result codes
+    /// (0: success, 7: in progress).
     pub(crate) async_error: i64,
-    /// Whether NCCL has data from it.
+    pub(crate) init_state: i64,
+    /// Its communicator was aborted; finalized (or destroyed).
+    pub(crate) aborted: bool,
+    pub(crate) finalized: bool,
+    /// NCCL has no data from it; the RAS network considers it dead.
     pub(crate) missing: bool,
+    pub(crate) dead: bool,
 }
 
 /// One communicator.
@@ -95,7 +105,7 @@ pub(crate) struct Status {
     pub(crate) fell_back: Option<String>,
 }
 
-/// The most communicators and ranks read from one report.
+/// The most communicators, ranks and lines read from one report.
 const MAX_ITEMS: usize = 1 << 20;
 
 /// Reads the report `body` in `format`. JSON that does not parse even once
@@ -106,7 +116,8 @@ pub(crate) fn read(format: Format, body: &[u8]) -> Result<Status, String> {
         Format::Json => read_json(&text)?,
         Format::Text => read_text(&text)?,
     };
-    rank_findings(&mut st.findings);
+    st.findings
+        .sort_by_key(|x| (urgency(&x.trouble), x.who.rank));
     Ok(st)
 }
 
@@ -171,40 +182,33 @@ fn json_who(r: &Value) -> Who {
     }
 }
 
+fn json_rank(r: &Value, missing: bool) -> Rank {
+    let mut counts = Vec::new();
+    if let Some(m) = r["collective_counts"].as_object() {
+        for (op, n) in m.iter().take(64) {
+            counts.push((shown(op), n.as_u64().unwrap_or(0)));
+        }
+    }
+    let s = &r["status"];
+    let flag = |k: &str| s[k].as_bool().unwrap_or(false);
+    Rank {
+        who: json_who(r),
+        counts,
+        async_error: s["async_error"].as_i64().unwrap_or(0),
+        init_state: s["init_state"].as_i64().unwrap_or(0),
+        aborted: flag("abort_flag"),
+        finalized: flag("finalize_called") || flag("destroy_flag"),
+        missing,
+        dead: missing && flag("considered_dead"),
+    }
+}
+
 fn json_comm(c: &Value) -> Comm {
     let mut ranks = Vec::new();
-    for r in c["ranks"].as_array().into_iter().flatten().take(MAX_ITEMS) {
-        let mut counts = Vec::new();
-        if let Some(m) = r["collective_counts"].as_object() {
-            for (op, n) in m.iter().take(64) {
-                counts.push((shown(op), n.as_u64().unwrap_or(0)));
-            }
+    for (key, missing) in [("ranks", false), ("missing_ranks", true)] {
+        for r in c[key].as_array().into_iter().flatten().take(MAX_ITEMS) {
+            ranks.push(json_rank(r, missing));
         }
-        let s = &r["status"];
-        let mut async_error = s["async_error"].as_i64().unwrap_or(0);
-        if async_error == 0 && s["init_state"].as_i64().unwrap_or(0) != 0 {
-            async_error = s["init_state"].as_i64().unwrap_or(0);
-        }
-        ranks.push(Rank {
-            who: json_who(r),
-            counts,
-            async_error,
-            missing: false,
-        });
-    }
-    for r in c["missing_ranks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .take(MAX_ITEMS)
-    {
-        let dead = r["status"]["considered_dead"].as_bool().unwrap_or(false);
-        ranks.push(Rank {
-            who: json_who(r),
-            counts: Vec::new(),
-            async_error: if dead { -2 } else { -1 },
-            missing: true,
-        });
     }
     Comm {
         hash: shown(c["hash"].as_str().unwrap_or("?")),
@@ -227,36 +231,56 @@ fn nccl_error(code: i64) -> String {
     }
 }
 
-fn judge_comm(c: &Comm, out: &mut Vec<Finding>) {
-    let add = |out: &mut Vec<Finding>, who: &Who, trouble| {
-        out.push(Finding {
-            comm: c.hash.clone(),
-            who: who.clone(),
-            trouble,
+/// A rank whose communicator runs: init done, neither aborted nor finalized.
+fn running(r: &Rank) -> bool {
+    !r.missing && r.init_state == 0 && !r.aborted && !r.finalized
+}
+
+/// What is wrong with one rank (`others_run`: another rank's communicator
+/// runs), as NCCL's own report judges it.
+fn rank_trouble(r: &Rank, others_run: bool) -> Option<Trouble> {
+    let failed = |code: i64| code != 0 && code != 7;
+    if r.missing {
+        return Some(Trouble::Missing { dead: r.dead });
+    }
+    if failed(r.init_state) {
+        let what = format!("communicator init failed: {}", nccl_error(r.init_state));
+        return Some(Trouble::Error {
+            what,
+            remote: r.init_state == 6,
         });
+    }
+    if failed(r.async_error) {
+        let what = nccl_error(r.async_error);
+        return Some(Trouble::Error {
+            what,
+            remote: r.async_error == 6,
+        });
+    }
+    let what = if r.aborted {
+        "its communicator was aborted (ncclCommAbort)"
+    } else if r.init_state == 7 && others_run {
+        "its communicator is still in init while the others run"
+    } else if r.finalized && others_run {
+        "its communicator was finalized while the others run"
+    } else {
+        return None;
     };
+    Some(Trouble::State { what: what.into() })
+}
+
+fn judge_comm(c: &Comm, out: &mut Vec<Finding>) {
+    let others_run = c.ranks.iter().any(running);
     for r in &c.ranks {
-        if r.missing {
-            add(
-                out,
-                &r.who,
-                Trouble::Missing {
-                    dead: r.async_error == -2,
-                },
-            );
-        } else if r.async_error != 0 {
-            let what = nccl_error(r.async_error);
-            add(
-                out,
-                &r.who,
-                Trouble::Error {
-                    what,
-                    remote: r.async_error == 6,
-                },
-            );
+        if let Some(trouble) = rank_trouble(r, others_run) {
+            out.push(Finding {
+                comm: c.hash.clone(),
+                who: r.who.clone(),
+                trouble,
+            });
         }
     }
-    // The collectives each present rank launched: the ones behind the most.
+    // Each collective: the present ranks that launched fewer than the most.
     let present: Vec<&Rank> = c.ranks.iter().filter(|r| !r.missing).collect();
     let mut ops: Vec<&str> = Vec::new();
     for r in &present {
@@ -282,7 +306,11 @@ fn judge_comm(c: &Comm, out: &mut Vec<Finding>) {
                     launched,
                     most,
                 };
-                add(out, &r.who, trouble);
+                out.push(Finding {
+                    comm: c.hash.clone(),
+                    who: r.who.clone(),
+                    trouble,
+                });
             }
         }
     }
@@ -295,12 +323,9 @@ fn urgency(t: &Trouble) -> (u8, u64) {
         Trouble::Missing { dead: false } => (1, 0),
         Trouble::Error { remote: false, .. } => (2, 0),
         Trouble::Behind { launched, .. } => (3, *launched),
-        Trouble::Error { remote: true, .. } => (4, 0),
+        Trouble::State { .. } => (4, 0),
+        Trouble::Error { remote: true, .. } => (5, 0),
     }
-}
-
-fn rank_findings(f: &mut [Finding]) {
-    f.sort_by_key(|x| (urgency(&x.trouble), x.who.rank));
 }
 
 fn read_text(text: &str) -> Result<Status, String> {
@@ -325,7 +350,11 @@ fn read_text(text: &str) -> Result<Status, String> {
         fell_back: None,
     };
     text_table(text, &mut st);
-    text_findings(text, &mut st.findings);
+    let mut block = Block::default();
+    for l in text.lines().take(MAX_ITEMS) {
+        block.line(l, &mut st.findings);
+    }
+    block.end(&mut st.findings);
     Ok(st)
 }
 
@@ -339,8 +368,11 @@ fn text_table(text: &str, st: &mut Status) {
         if l.starts_with("Errors") {
             break;
         }
-        let w: Vec<&str> = l.split_whitespace().collect();
-        let n: Vec<u64> = w.iter().take(6).filter_map(|x| x.parse().ok()).collect();
+        let n: Vec<u64> = l
+            .split_whitespace()
+            .take(6)
+            .filter_map(|x| x.parse().ok())
+            .collect();
         if n.len() == 6 {
             st.comms += n[1];
             st.ranks += n[1] * n[4];
@@ -348,98 +380,175 @@ fn text_table(text: &str, st: &mut Status) {
     }
 }
 
-/// `  Rank N <what> -- GPU G managed by process P on node H`, under a
-/// heading that says what it is (`#0-0 (hash) INCOMPLETE|ERROR|MISMATCH`).
-fn text_findings(text: &str, out: &mut Vec<Finding>) {
-    let (mut comm, mut kind, mut about) = (String::new(), String::new(), String::new());
-    let mut launched: Vec<(Who, u64)> = Vec::new();
-    for l in text.lines().take(MAX_ITEMS) {
+/// What a line of a text report's block says of the ranks listed under
+/// it: `N ranks have launched up to operation K`, `N ranks reported X`,
+/// `N ranks have status S`, or the same said of one rank on its own line.
+#[derive(Debug, Clone, PartialEq)]
+enum Said {
+    Launched(u64),
+    Reported(String),
+    Status(String),
+    Nothing,
+}
+
+/// One `#G-C (hash) KIND` block of a text report, read line by line. NCCL
+/// lists a group's ranks under the group's line (all of them with `VERBOSE
+/// STATUS`), and a rank alone in its group on a line of its own.
+#[derive(Default)]
+struct Block {
+    comm: String,
+    kind: String,
+    /// The line that says what the block is about (`Communicator ranks
+    /// have different AllReduce operation counts`, `Asynchronous error on
+    /// 1 rank`).
+    about: String,
+    group: Option<Said>,
+    /// Ranks and their counts of the block's collective.
+    launched: Vec<(Who, u64)>,
+    most: u64,
+}
+
+impl Block {
+    fn line(&mut self, l: &str, out: &mut Vec<Finding>) {
         if let Some(rest) = l.strip_prefix('#') {
-            flush_behind(&mut launched, &comm, &about, out);
-            let mut w = rest.split_whitespace();
-            w.next();
-            comm = shown(
-                w.next()
-                    .unwrap_or("?")
-                    .trim_matches(|c| c == '(' || c == ')'),
-            );
-            kind = w.next().unwrap_or("").to_string();
-            continue;
+            self.end(out);
+            let mut w = rest.split_whitespace().skip(1);
+            let hash = w
+                .next()
+                .unwrap_or("?")
+                .trim_matches(|c| c == '(' || c == ')');
+            self.comm = shown(hash);
+            self.kind = w.next().unwrap_or("").to_string();
+            return;
         }
         let Some(line) = l.strip_prefix("  ") else {
-            continue;
+            return;
         };
-        if !line.starts_with("Rank ") {
-            about = line.to_string();
-            continue;
-        }
-        let Some((head, tail)) = line.split_once(" -- ") else {
-            continue;
-        };
-        let mut hw = head.split_whitespace().skip(1);
-        let rank = hw.next().and_then(|r| r.parse().ok());
-        let what: Vec<&str> = hw.collect();
-        let who = text_who(rank, tail);
-        match kind.as_str() {
-            "INCOMPLETE" => out.push(Finding {
-                comm: comm.clone(),
-                who,
-                trouble: Trouble::Missing { dead: false },
-            }),
-            "MISMATCH" => {
-                let n = what.last().and_then(|n| n.parse().ok()).unwrap_or(0);
-                launched.push((who, n));
+        let Some(rest) = line.strip_prefix("Rank ") else {
+            self.group = group_line(line);
+            if let Some(Said::Launched(k)) = self.group {
+                self.most = self.most.max(k);
             }
-            _ => {
-                let what = what.join(" ");
-                let what = what.strip_prefix("reported ").unwrap_or(&what).to_string();
-                let remote = what.contains("Remote process error");
+            if self.group.is_none() {
+                self.about = line.to_string();
+            }
+            return;
+        };
+        let (head, place) = rest.split_once(" -- ").unwrap_or((rest, ""));
+        let (rank, said) = head.split_once(' ').unwrap_or((head, ""));
+        let who = text_who(rank.parse().ok(), place);
+        let said = match said_of(said) {
+            Said::Nothing => self.group.clone().unwrap_or(Said::Nothing),
+            s => s,
+        };
+        self.rank(who, said, out);
+    }
+
+    fn rank(&mut self, who: Who, said: Said, out: &mut Vec<Finding>) {
+        let comm = self.comm.clone();
+        let trouble = match (self.kind.as_str(), said) {
+            ("INCOMPLETE", _) => Trouble::Missing { dead: false },
+            (_, Said::Launched(k)) => {
+                self.most = self.most.max(k);
+                self.launched.push((who, k));
+                return;
+            }
+            (_, Said::Reported(x)) => {
+                let remote = x.contains("Remote process error");
+                let what = match self.about.starts_with("Initialization") {
+                    true => format!("communicator init failed: {x}"),
+                    false => x,
+                };
+                Trouble::Error {
+                    what: shown(&what),
+                    remote,
+                }
+            }
+            (_, Said::Status(s)) if s == "RUNNING" => return,
+            (_, Said::Status(s)) => Trouble::State {
+                what: format!("its communicator is {}", shown(&s)),
+            },
+            (_, Said::Nothing) => return,
+        };
+        out.push(Finding { comm, who, trouble });
+    }
+
+    /// The block's end: its ranks that launched fewer than the most.
+    fn end(&mut self, out: &mut Vec<Finding>) {
+        // "Communicator ranks have different AllReduce operation counts"
+        let op = self
+            .about
+            .strip_prefix("Communicator ranks have different ")
+            .and_then(|r| r.strip_suffix(" operation counts"))
+            .unwrap_or("collective");
+        for (who, n) in self.launched.drain(..) {
+            if n < self.most {
+                let trouble = Trouble::Behind {
+                    op: shown(op),
+                    launched: n,
+                    most: self.most,
+                };
                 out.push(Finding {
-                    comm: comm.clone(),
+                    comm: self.comm.clone(),
                     who,
-                    trouble: Trouble::Error {
-                        what: shown(&what),
-                        remote,
-                    },
+                    trouble,
                 });
             }
         }
+        self.most = 0;
+        self.group = None;
+        self.about.clear();
     }
-    flush_behind(&mut launched, &comm, &about, out);
 }
 
-/// `GPU G managed by process P on node H`.
-fn text_who(rank: Option<u64>, tail: &str) -> Who {
-    let w: Vec<&str> = tail.split_whitespace().collect();
+/// `N ranks have launched up to operation K` and the like.
+fn group_line(line: &str) -> Option<Said> {
+    let (n, rest) = line.split_once(' ')?;
+    n.parse::<u64>().ok()?;
+    let rest = rest.strip_prefix("ranks ")?;
+    match said_of(rest) {
+        Said::Nothing => None,
+        s => Some(s),
+    }
+}
+
+/// What `has launched up to operation K`, `have not launched any
+/// operations`, `reported X`, `has status S` says.
+fn said_of(s: &str) -> Said {
+    let s = s.trim();
+    let up_to = [
+        "has launched up to operation ",
+        "have launched up to operation ",
+    ];
+    for p in up_to {
+        if let Some(k) = s.strip_prefix(p).and_then(|k| k.parse().ok()) {
+            return Said::Launched(k);
+        }
+    }
+    if s.starts_with("has not launched any") || s.starts_with("have not launched any") {
+        return Said::Launched(0);
+    }
+    if let Some(x) = s.strip_prefix("reported ") {
+        return Said::Reported(x.to_string());
+    }
+    for p in ["has status ", "have status "] {
+        if let Some(x) = s.strip_prefix(p) {
+            return Said::Status(x.to_string());
+        }
+    }
+    Said::Nothing
+}
+
+/// `GPU G managed by process P on node H` (or `[process information not
+/// found]`).
+fn text_who(rank: Option<u64>, place: &str) -> Who {
+    let w: Vec<&str> = place.split_whitespace().collect();
     let after = |word: &str| w.iter().position(|x| *x == word).and_then(|i| w.get(i + 1));
     Who {
         rank,
         pid: after("process").and_then(|p| p.parse().ok()),
         host: shown(after("node").copied().unwrap_or("?")),
         gpu: after("GPU").and_then(|g| g.parse().ok()),
-    }
-}
-
-/// The ranks of a MISMATCH block that launched fewer than the most.
-fn flush_behind(launched: &mut Vec<(Who, u64)>, comm: &str, about: &str, out: &mut Vec<Finding>) {
-    // "Communicator ranks have different AllReduce operation counts"
-    let op = about
-        .strip_prefix("Communicator ranks have different ")
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or("collective");
-    let most = launched.iter().map(|(_, n)| *n).max().unwrap_or(0);
-    for (who, n) in launched.drain(..) {
-        if n < most {
-            out.push(Finding {
-                comm: comm.to_string(),
-                who,
-                trouble: Trouble::Behind {
-                    op: shown(op),
-                    launched: n,
-                    most,
-                },
-            });
-        }
     }
 }
 
@@ -473,7 +582,7 @@ mod tests {
             who: who(r),
             trouble,
         };
-        let mut v = vec![
+        let mut v = [
             f(
                 0,
                 Trouble::Error {
@@ -498,8 +607,162 @@ mod tests {
             ),
             f(3, Trouble::Missing { dead: false }),
         ];
-        rank_findings(&mut v);
+        v.sort_by_key(|x| (urgency(&x.trouble), x.who.rank));
         let order: Vec<u64> = v.iter().map(|x| x.who.rank.unwrap()).collect();
         assert_eq!(order, [3, 2, 1, 0]);
+    }
+
+    /// A text report in the shapes NCCL's `client_support.cc` writes
+    /// beside the ones recorded: groups of ranks with `VERBOSE STATUS`, a
+    /// rank with no process information, an init error, a status.
+    // Long: one report, and every finding it holds, read whole.
+    #[test]
+    fn a_text_report_names_every_rank_in_every_shape_nccl_writes() {
+        let report = r#"NCCL version 2.29.7 compiled with CUDA 13.0
+
+Communicators... (0.01s)
+=============
+
+Group     Comms     Nodes     Ranks     Ranks     Ranks    Status  Errors
+    #  in group  per comm  per node  per comm  in group
+    0         1         2         2         4         4   RUNNING  MISMATCH,ERROR
+
+Errors
+======
+
+#0-0 (00000000000000aa) ERROR
+  Initialization error on 1 rank
+  Rank 2 reported unhandled system error -- GPU 0 managed by process 31 on node 10.0.0.2
+  Asynchronous errors on 2 ranks
+  2 ranks reported Remote process error
+  Rank 0 -- GPU 0 managed by process 11 on node 10.0.0.1
+  Rank 1 -- [process information not found]
+
+Warnings
+========
+
+#0-0 (00000000000000aa) MISMATCH
+  Communicator ranks have different status
+  3 ranks have status RUNNING
+  Rank 0 -- GPU 0 managed by process 11 on node 10.0.0.1
+  Rank 1 -- GPU 1 managed by process 12 on node 10.0.0.1
+  Rank 3 -- GPU 1 managed by process 32 on node 10.0.0.2
+  Rank 2 has status INIT -- GPU 0 managed by process 31 on node 10.0.0.2
+
+#0-0 (00000000000000aa) MISMATCH
+  Communicator ranks have different Broadcast operation counts
+  2 ranks have launched up to operation 7
+  Rank 0 -- GPU 0 managed by process 11 on node 10.0.0.1
+  Rank 1 -- GPU 1 managed by process 12 on node 10.0.0.1
+  Rank 3 has launched up to operation 5 -- GPU 1 managed by process 32 on node 10.0.0.2
+  Rank 2 has not launched any operations -- GPU 0 managed by process 31 on node 10.0.0.2
+"#;
+        let st = read(Format::Text, report.as_bytes()).unwrap();
+        assert_eq!(
+            (st.nccl.as_deref(), st.comms, st.ranks),
+            (Some("2.29.7"), 1, 4)
+        );
+        let who = |rank, pid: Option<u64>, host: &str, gpu| Who {
+            rank: Some(rank),
+            pid,
+            host: host.into(),
+            gpu,
+        };
+        let f = |w, trouble| Finding {
+            comm: "00000000000000aa".into(),
+            who: w,
+            trouble,
+        };
+        let remote = || Trouble::Error {
+            what: "Remote process error".into(),
+            remote: true,
+        };
+        assert_eq!(
+            st.findings,
+            [
+                f(
+                    who(2, Some(31), "10.0.0.2", Some(0)),
+                    Trouble::Error {
+                        what: "communicator init failed: unhandled system error".into(),
+                        remote: false
+                    }
+                ),
+                f(
+                    who(2, Some(31), "10.0.0.2", Some(0)),
+                    Trouble::Behind {
+                        op: "Broadcast".into(),
+                        launched: 0,
+                        most: 7
+                    }
+                ),
+                f(
+                    who(3, Some(32), "10.0.0.2", Some(1)),
+                    Trouble::Behind {
+                        op: "Broadcast".into(),
+                        launched: 5,
+                        most: 7
+                    }
+                ),
+                f(
+                    who(2, Some(31), "10.0.0.2", Some(0)),
+                    Trouble::State {
+                        what: "its communicator is INIT".into()
+                    }
+                ),
+                f(who(0, Some(11), "10.0.0.1", Some(0)), remote()),
+                f(who(1, None, "?", None), remote()),
+            ]
+        );
+    }
+
+    #[test]
+    fn json_flags_an_init_error_an_abort_and_a_rank_still_in_init() {
+        let rank = |r: u64, init: i64, asynch: i64, abort: bool| {
+            format!(
+                "{{\"rank\": {r}, \"host\": \"h\", \"pid\": {}, \"cuda_dev\": 0, \"status\": {{\
+                 \"init_state\": {init}, \"async_error\": {asynch}, \"finalize_called\": false, \
+                 \"destroy_flag\": false, \"abort_flag\": {abort}}}, \"collective_counts\": \
+                 {{\"AllReduce\": 2}}}}",
+                100 + r
+            )
+        };
+        let report = format!(
+            "{{\"nccl_version\": \"2.29.7\", \"communicators\": [{{\"hash\": \"0x1\", \"size\": 4, \
+             \"ranks\": [{}, {}, {}, {}], \"missing_ranks\": []}}]}}",
+            rank(0, 0, 0, false),
+            rank(1, 5, 0, false),
+            rank(2, 0, 0, true),
+            rank(3, 7, 0, false)
+        );
+        let st = read(Format::Json, report.as_bytes()).unwrap();
+        let got: Vec<(Option<u64>, Trouble)> = st
+            .findings
+            .into_iter()
+            .map(|f| (f.who.rank, f.trouble))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    Some(1),
+                    Trouble::Error {
+                        what: "communicator init failed: invalid usage".into(),
+                        remote: false
+                    }
+                ),
+                (
+                    Some(2),
+                    Trouble::State {
+                        what: "its communicator was aborted (ncclCommAbort)".into()
+                    }
+                ),
+                (
+                    Some(3),
+                    Trouble::State {
+                        what: "its communicator is still in init while the others run".into()
+                    }
+                ),
+            ]
+        );
     }
 }
