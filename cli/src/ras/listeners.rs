@@ -155,7 +155,7 @@ pub(crate) fn why_silent(
     }
     format!(
         "no NCCL job runs on this host (no process has libnccl loaded): run `nccl-find ras` on a \
-         node of the job, or give its address with --addr HOST:PORT ({why})"
+         node of the job, or ask another with --host and --port ({why})"
     )
 }
 
@@ -213,7 +213,7 @@ mod tests {
         assert_eq!(
             why_silent(at, &[], None, why),
             "no NCCL job runs on this host (no process has libnccl loaded): run `nccl-find ras` on a \
-             node of the job, or give its address with --addr HOST:PORT (nothing listens at \
+             node of the job, or ask another with --host and --port (nothing listens at \
              localhost:28028)"
         );
         // Turned off wins over moved.
