@@ -97,7 +97,7 @@ pub fn usable(i: &Iface, rule: &Rule) -> bool {
 }
 
 /// Whether `ip` lies in the subnet of one of `i`'s addresses.
-pub fn in_subnet(i: &Iface, ip: std::net::IpAddr) -> bool {
+fn in_subnet(i: &Iface, ip: std::net::IpAddr) -> bool {
     i.addrs.iter().any(|a| {
         let Ok(mine) = a.ip.parse::<std::net::IpAddr>() else {
             return false;

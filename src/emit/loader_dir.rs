@@ -185,7 +185,7 @@ impl Nccl {
     /// For the **final binary's** build script, when something opens NCCL
     /// by name at run time (cudarc's `dynamic-loading`) or links it with
     /// `-lnccl` (cudarc's `dynamic-linking`): makes a loader directory in
-    /// `OUT_DIR` whose names ([`LOADER_NAMES`]) all link to this install's
+    /// `OUT_DIR` whose names (`libnccl.so`, `libnccl.so.2`, and the names cudarc tries) all link to this install's
     /// `libnccl.so.2`, and prints
     ///
     /// - `cargo:rustc-link-search=native=<dir>`,
