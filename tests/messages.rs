@@ -33,7 +33,7 @@ fn failure(root: &Path, vars: &[(&str, &str)], at_least: Option<&str>) -> Error 
 }
 
 /// A scratch copy of a fixture tree (links kept as links), to break.
-fn scratch(tree: &str, tag: &str) -> PathBuf {
+fn broken_copy(tree: &str, tag: &str) -> PathBuf {
     let to = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("messages-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&to);
@@ -54,14 +54,14 @@ fn clean(text: &str, roots: &[(&Path, &str)]) -> String {
 #[test]
 fn each_failure_leads_with_its_fix_in_at_most_25_lines() {
     let trees = std::fs::canonicalize(common::trees()).unwrap();
-    let wheel_no_header = scratch("wheel-venv", "no-header");
+    let wheel_no_header = broken_copy("wheel-venv", "no-header");
     let sp = wheel_no_header.join("venv/lib/python3.11/site-packages");
     std::fs::remove_dir_all(sp.join("nvidia/nccl/include")).unwrap();
     let venv = [("VIRTUAL_ENV", "/venv")];
     // Every kind of near miss in one tree: a wheel without headers, a
     // runtime package alone, NCCL 1, a header and library that disagree,
     // a library that is not ELF, a garbage header.
-    let many = scratch("wheel-venv", "many");
+    let many = broken_copy("wheel-venv", "many");
     std::fs::remove_dir_all(many.join("venv/lib/python3.11/site-packages/nvidia/nccl/include"))
         .unwrap();
     for t in [
@@ -75,7 +75,7 @@ fn each_failure_leads_with_its_fix_in_at_most_25_lines() {
     }
     // The wheel made the newest release the catalog knows (2.21.5 and
     // 2.32.3 are spelled with as many bytes).
-    let newest = scratch("wheel-venv", "newest");
+    let newest = broken_copy("wheel-venv", "newest");
     let site = newest.join("venv/lib/python3.11/site-packages");
     let release = nccl_find::internal::catalog_releases()
         .last()

@@ -70,7 +70,7 @@ fn write(path: &Path, text: &str) {
 }
 
 /// The two crates, from the README's words.
-fn scratch(ws: &Path, readme: &str) {
+fn write_workspace(ws: &Path, readme: &str) {
     let deps = block(readme, "toml", "nccl-find = ");
     assert!(deps.contains("[build-dependencies]"), "{deps}");
     let sys_build = block(readme, "rust", "probe_or_exit");
@@ -233,7 +233,7 @@ fn a_sys_crate_from_the_readme_builds_links_and_runs() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let ws = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quickstart");
     let _ = std::fs::remove_dir_all(&ws);
-    scratch(&ws, &readme);
+    write_workspace(&ws, &readme);
     let _ = std::fs::copy(repo().join("Cargo.lock"), ws.join("Cargo.lock"));
     let expect = format!("NCCL {version} rc 0\n");
     // As pip installs it.
@@ -297,7 +297,7 @@ fn a_wrapper_crate_between_the_app_and_the_sys_crate() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let ws = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quickstart-wrapper");
     let _ = std::fs::remove_dir_all(&ws);
-    scratch(&ws, &readme);
+    write_workspace(&ws, &readme);
     let _ = std::fs::copy(repo().join("Cargo.lock"), ws.join("Cargo.lock"));
     let root = std::fs::read_to_string(ws.join("Cargo.toml")).unwrap();
     write(

@@ -39,28 +39,11 @@ fn wheels() -> Option<PathBuf> {
     }
 }
 
-/// Variables that would steer the probe: cleared, so only ours count.
-const STEERING: &[&str] = &[
-    "NCCL_HOME",
-    "NCCL_ROOT",
-    "NCCL_DIR",
-    "NCCL_INCLUDE_DIR",
-    "NCCL_LIB_DIR",
-    "NCCL_STATIC",
-    "NCCL_SYSROOT",
-    "VIRTUAL_ENV",
-    "CONDA_PREFIX",
-    "PYTHONPATH",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "CUDA_ROOT",
-    "CUDA_TOOLKIT_ROOT_DIR",
-    "LD_LIBRARY_PATH",
-    "LIBRARY_PATH",
-    "PKG_CONFIG_PATH",
-    "EBROOTNCCL",
-    "NVHPC_ROOT",
-];
+/// Every variable that would steer the probe: cleared, so only ours count.
+#[path = "../../tests/common/shared.rs"]
+#[allow(dead_code)]
+mod shared;
+use shared::STEERING;
 
 fn cargo(dir: &Path, args: &[&str], vars: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO"));
