@@ -17,7 +17,7 @@ mod mpi;
 mod nccl;
 mod network;
 mod packages;
-mod params;
+use crate::facts::params;
 mod rdma;
 mod shm;
 mod variables;
