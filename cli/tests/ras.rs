@@ -217,6 +217,18 @@ fn a_rank_behind_is_named_once_two_looks_agree() {
 }
 
 #[test]
+fn a_rank_gone_between_the_two_looks_is_no_progress() {
+    let addr = nccl(&["behind-json.txt", "killed-json.txt"], true);
+    let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
+    let (code, line) = answer(&o);
+    assert_eq!(code, 1);
+    assert!(
+        line.starts_with(&format!("look at {RANK1} first: NCCL has no data from it")),
+        "{line}"
+    );
+}
+
+#[test]
 fn a_rank_behind_that_catches_up_is_a_job_that_moves() {
     let addr = nccl(&["behind-json.txt", "healthy-json.txt"], true);
     let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);

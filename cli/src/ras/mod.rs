@@ -121,12 +121,12 @@ fn look(addr: &str, deadline: Instant, text: bool) -> (Option<Status>, Verdict) 
         Ok(s) => s,
         Err(why) => return (None, Verdict::Silent(why)),
     };
-    let behind_only = !first.findings.is_empty()
-        && first
-            .findings
+    let behind_only = |s: &Status| {
+        s.findings
             .iter()
-            .all(|f| matches!(f.trouble, Trouble::Behind { .. }));
-    if !behind_only {
+            .all(|f| matches!(f.trouble, Trouble::Behind { .. }))
+    };
+    if first.findings.is_empty() || !behind_only(&first) {
         let v = match first.findings.is_empty() {
             true => Verdict::Healthy,
             false => Verdict::Look,
@@ -137,7 +137,9 @@ fn look(addr: &str, deadline: Instant, text: bool) -> (Option<Status>, Verdict) 
     let pause = SECOND_LOOK.min(deadline.saturating_duration_since(Instant::now()) / 2);
     std::thread::sleep(pause);
     match ask(addr, deadline, text) {
-        Ok(second) if second.findings.is_empty() || counts_moved(&first, &second) => {
+        // Moving: nothing but ranks behind at the second look either, and
+        // other counts (a rank gone between the looks is no progress).
+        Ok(second) if behind_only(&second) && counts_moved(&first, &second) => {
             (Some(second), Verdict::Moving(first.findings))
         }
         Ok(second) => (Some(second), Verdict::Look),
