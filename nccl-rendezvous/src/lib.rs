@@ -33,11 +33,11 @@ pub use kv::Joined;
 pub use launch::LaunchEnv;
 pub use launchers::table_markdown;
 pub use meeting::{Flags, Meeting};
-pub use reach::{Addr, Attempt, Card, Gathered, Judge, Ruling, MAX_ADDRS, MAX_CARD_TEXT};
+pub use reach::{Addr, Attempt, Card, Gathered, Judge, Ruling};
 /// Our TCP store's frames, for the fuzzer and the tests (not part of the API).
 #[doc(hidden)]
 pub use wire::{decode, decode_header, encode, Msg};
-pub use words::{Abort, Failed, PeerOutcome, MAX_TIMEOUT};
+pub use words::{Abort, Failed, PeerOutcome};
 
 use words::{check_token, fail, MAX_WORLD};
 

@@ -27,6 +27,12 @@ pub struct Flags {
     pub timeout: Duration,
 }
 
+impl Flags {
+    /// The longest `timeout` the rendezvous takes: a year. Longer ones are
+    /// a mistake (and would overflow the clock).
+    pub const MAX_TIMEOUT: std::time::Duration = crate::words::MAX_TIMEOUT;
+}
+
 impl Default for Flags {
     /// No flags, and a deadline of 60 s.
     fn default() -> Flags {

@@ -32,10 +32,10 @@ use std::time::{Duration, Instant};
 use crate::fsafe::random_bytes;
 use crate::untrusted::{peer_text, shown};
 
-/// The most bytes of facts a card carries.
-pub const MAX_CARD_TEXT: usize = 4096;
-/// The most addresses a card offers.
-pub const MAX_ADDRS: usize = 16;
+/// The most bytes of facts a card carries ([`Card::MAX_TEXT`]).
+pub(crate) const MAX_CARD_TEXT: usize = 4096;
+/// The most addresses a card offers ([`Card::MAX_ADDRS`]).
+pub(crate) const MAX_ADDRS: usize = 16;
 /// How long one connection of the test may take, at most.
 pub(crate) const PROBE_WAIT: Duration = Duration::from_secs(2);
 /// The longest host or interface name a card carries.
@@ -48,14 +48,19 @@ const MAX_NAME: usize = 255;
 pub struct Card {
     /// The host's name.
     pub host: String,
-    /// A compact record of facts (at most [`MAX_CARD_TEXT`] bytes, text),
+    /// A compact record of facts (at most [`Card::MAX_TEXT`] bytes, text),
     /// handed to rank 0 as it is.
     pub facts: String,
-    /// The addresses to test (at most [`MAX_ADDRS`]): NCCL's first.
+    /// The addresses to test (at most [`Card::MAX_ADDRS`]): NCCL's first.
     pub addrs: Vec<Addr>,
 }
 
 impl Card {
+    /// The most bytes of facts a card carries.
+    pub const MAX_TEXT: usize = MAX_CARD_TEXT;
+    /// The most addresses a card offers.
+    pub const MAX_ADDRS: usize = MAX_ADDRS;
+
     /// A card with these parts.
     pub fn new(host: String, facts: String, addrs: Vec<Addr>) -> Card {
         Card { host, facts, addrs }

@@ -14,7 +14,7 @@ pub const MAX_TOKEN: usize = 1024;
 
 /// The longest `--timeout` the rendezvous takes: a year. Longer ones are a
 /// mistake (and would overflow the clock).
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Checks a job token: at most [`MAX_TOKEN`] bytes, no line break (the file
 /// rendezvous keeps one per line).

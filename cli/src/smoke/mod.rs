@@ -324,7 +324,7 @@ fn check_timeout(timeout: f64) -> Result<(), String> {
              meet); pass a longer deadline"
         ));
     }
-    let max_timeout = rendezvous::MAX_TIMEOUT.as_secs_f64();
+    let max_timeout = rendezvous::Flags::MAX_TIMEOUT.as_secs_f64();
     if timeout > max_timeout {
         return Err(format!(
             "--timeout {timeout}: at most {max_timeout:.0} seconds (a year); pass a shorter deadline"

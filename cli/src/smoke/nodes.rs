@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 
-use nccl_rendezvous::{Addr, Attempt, Card, Gathered, MAX_ADDRS, MAX_CARD_TEXT};
+use nccl_rendezvous::{Addr, Attempt, Card, Gathered};
 use serde_json::{json, Value};
 
 use crate::facts::host::Iface;
@@ -92,7 +92,7 @@ pub fn card(
         // One fact a line: a value never breaks one, and one too long to
         // fit is left out (the card stays within its bound).
         let f = f.replace('\n', " ");
-        if text.len() + f.len() + 1 > MAX_CARD_TEXT {
+        if text.len() + f.len() + 1 > Card::MAX_TEXT {
             continue;
         }
         text.push_str(&f);
@@ -214,7 +214,7 @@ fn addresses(ifaces: &[Iface], picked: &[String]) -> Vec<Addr> {
             out.push(Addr::new(i.name.clone(), ip, false));
         }
     }
-    out.truncate(MAX_ADDRS);
+    out.truncate(Card::MAX_ADDRS);
     out
 }
 
@@ -844,7 +844,7 @@ mod tests {
         );
         // The 10 KB value does not fit: left out; a line break in a value
         // never makes a line of its own.
-        assert!(first.facts.len() <= MAX_CARD_TEXT);
+        assert!(first.facts.len() <= Card::MAX_TEXT);
         assert!(
             !first.facts.contains("NCCL_VERSION") && !first.facts.contains("NCCL_DEBUG_SUBSYS")
         );
