@@ -81,11 +81,7 @@ fn look_at(pid: u32) -> Option<NcclProcess> {
 /// listens beyond this host: any host but `localhost` and the loopback
 /// addresses (`0.0.0.0` is every interface).
 pub(crate) fn listens_beyond_this_host(addr: &str) -> bool {
-    let host = match addr.rsplit_once(':') {
-        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
-        _ => addr,
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let (host, _) = super::client::split_addr(addr);
     if host.eq_ignore_ascii_case("localhost") {
         return false;
     }
@@ -97,14 +93,9 @@ pub(crate) fn listens_beyond_this_host(addr: &str) -> bool {
 
 /// The flags that ask at `addr` (`HOST:PORT`, as `NCCL_RAS_ADDR` gives it).
 fn flags_for(addr: &str) -> String {
-    match addr.rsplit_once(':') {
-        Some((h, p)) if p.parse::<u16>().is_ok() => {
-            format!(
-                "--host {} --port {p}",
-                h.trim_start_matches('[').trim_end_matches(']')
-            )
-        }
-        _ => format!("--host {addr}"),
+    match super::client::split_addr(addr) {
+        (h, Some(p)) => format!("--host {h} --port {p}"),
+        (h, None) => format!("--host {h}"),
     }
 }
 

@@ -95,10 +95,10 @@ pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
 /// NCCL's default, `localhost:28028`; an IPv6 host in brackets.
 fn address(args: &Args, ras_addr: Option<&str>) -> String {
     let (env_host, env_port) = match ras_addr.map(str::trim).filter(|a| !a.is_empty()) {
-        Some(a) => match a.rsplit_once(':') {
-            Some((h, p)) if p.parse::<u16>().is_ok() => (Some(h), p.parse().ok()),
-            _ => (Some(a), None),
-        },
+        Some(a) => {
+            let (h, p) = client::split_addr(a);
+            (Some(h), p)
+        }
         None => (None, None),
     };
     let host = args
@@ -119,7 +119,7 @@ fn address(args: &Args, ras_addr: Option<&str>) -> String {
 fn look(addr: &str, deadline: Instant, text: bool) -> (Option<Status>, Verdict) {
     let first = match ask(addr, deadline, text) {
         Ok(s) => s,
-        Err(why) => return (None, Verdict::Silent(why)),
+        Err(e) => return (None, Verdict::Silent(not_asked(addr, e))),
     };
     let behind_only = |s: &Status| {
         s.findings
@@ -148,11 +148,11 @@ fn look(addr: &str, deadline: Instant, text: bool) -> (Option<Status>, Verdict) 
     }
 }
 
-fn ask(addr: &str, deadline: Instant, text: bool) -> Result<Status, String> {
-    let answer = match client::ask(addr, deadline, text) {
-        Ok(a) => a,
-        Err(e) => return Err(not_asked(addr, e)),
-    };
+/// One conversation, its report read; a report that cannot be read is
+/// [`AskError::Broken`]. Why nothing answered is worked out (from `/proc`)
+/// only where it is shown, by [`not_asked`].
+fn ask(addr: &str, deadline: Instant, text: bool) -> Result<Status, AskError> {
+    let answer = client::ask(addr, deadline, text)?;
     match status::read(answer.format, &answer.body) {
         Ok(st) => Ok(st),
         // A JSON report that does not parse: the text report instead.
@@ -161,15 +161,18 @@ fn ask(addr: &str, deadline: Instant, text: bool) -> Result<Status, String> {
                 st.fell_back = Some(e);
                 Ok(st)
             }
-            Err(again) => Err(format!(
-                "the RAS service at {addr} answered, but {e}; asked for text, {again}"
-            )),
+            Err(again) => Err(AskError::Broken(format!(
+                "the RAS service at {addr} answered, but {e}; asked for text, {}",
+                not_asked(addr, again)
+            ))),
         },
-        Err(e) => Err(format!(
-            "the RAS service at {addr} answered, but {e}: see its answer with `nc {}`",
-            addr.rsplit_once(':')
-                .map_or(addr.to_string(), |(h, p)| format!("{h} {p}"))
-        )),
+        Err(e) => {
+            let (host, port) = client::split_addr(addr);
+            let port = port.map_or(String::new(), |p| format!(" {p}"));
+            Err(AskError::Broken(format!(
+                "the RAS service at {addr} answered, but {e}: see its answer with `nc {host}{port}`"
+            )))
+        }
     }
 }
 
