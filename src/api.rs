@@ -9,7 +9,7 @@ use catalog::INTRODUCED;
 pub use catalog::LEVELS;
 
 /// The releases the catalog was read from, oldest first.
-pub fn releases() -> &'static [&'static str] {
+pub fn known_releases() -> &'static [&'static str] {
     &catalog::RELEASES
 }
 
@@ -56,5 +56,51 @@ mod tests {
         for w in LEVELS.windows(2) {
             assert!((w[0].1, w[0].2, w[0].3) < (w[1].1, w[1].2, w[1].3), "{w:?}");
         }
+    }
+
+    /// The crate documentation lists every API level cfg, in order.
+    #[test]
+    fn the_crate_docs_list_every_api_level() {
+        let lib =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
+        let docs: String = lib
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! "))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let list: Vec<String> = LEVELS
+            .iter()
+            .map(|(name, ..)| format!("`{name}`"))
+            .collect();
+        assert!(
+            docs.contains(&format!("The levels: {}.", list.join(", "))),
+            "{docs}"
+        );
+    }
+
+    /// The README's list of cfgs is the table's.
+    #[test]
+    fn the_readme_lists_every_level() {
+        let readme = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"),
+        )
+        .unwrap();
+        let line = readme
+            .lines()
+            .find(|l| l.starts_with("| `rustc-check-cfg=cfg(nccl_2_X)`"))
+            .expect("the README's row of cfgs");
+        let mut want = Vec::new();
+        for (i, (name, ..)) in LEVELS.iter().enumerate() {
+            want.push(if i == 0 {
+                format!("`{name}`")
+            } else {
+                format!("`{}`", name.trim_start_matches("nccl_"))
+            });
+        }
+        assert!(
+            line.contains(&format!("one per API level reached: {} |", want.join(", "))),
+            "the README's row should list: {}\n{line}",
+            want.join(", ")
+        );
     }
 }

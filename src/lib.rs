@@ -114,10 +114,14 @@ pub use report::{Nccl, Report};
 pub use version::{CudaVersion, Version};
 
 /// The words of the [`Report`]: where each install came from, what it is,
-/// why one was not chosen, and what the run-time loader will load. A build
-/// script that only links needs none of them; one that explains its choice,
-/// or matches on a [`Problem`](explain::Problem), does.
+/// why one was not chosen, and what the run-time loader will load; and the
+/// catalog of NCCL's API behind them, read from the releases
+/// ([`introduced_in`](explain::introduced_in),
+/// [`known_releases`](explain::known_releases)). A build script that only
+/// links needs none of them; one that explains its choice, or matches on a
+/// [`Problem`](explain::Problem), does.
 pub mod explain {
+    pub use crate::api::{introduced_in, known_releases};
     pub use crate::check::loader::{Loader, Verdict, Visible};
     pub use crate::check::{CompileCheck, LinkArg, MissingSymbol};
     pub use crate::env::EnvRead;
@@ -129,10 +133,13 @@ pub mod explain {
 /// The private loader directory (feature `loader-dir`): a directory of
 /// links that makes the run-time loader load the selected NCCL, for builds
 /// whose programs run where no rpath can point
-/// ([`emit_loader_dir_from_dep`] makes and emits it).
+/// ([`emit_loader_dir_from_dep`] makes and emits it), or in the user's
+/// cache for programs built without nccl-find
+/// ([`make_in_user_cache`](loader_dir::make_in_user_cache)).
 #[cfg(feature = "loader-dir")]
 #[cfg_attr(docsrs, doc(cfg(feature = "loader-dir")))]
 pub mod loader_dir {
+    pub use crate::emit::kept::{check_owned_path, make_in_user_cache};
     pub use crate::emit::loader_dir::{make_loader_dir, LoaderDir, LoaderDirError};
 }
 
@@ -142,26 +149,14 @@ pub mod loader_dir {
 /// release may change it.
 #[doc(hidden)]
 pub mod internal {
-    pub use crate::api::{introduced_in, releases as catalog_releases, LEVELS};
-    pub use crate::check::ldso::{LoaderFacts, Object, Process, Via};
-    pub use crate::emit::cargo::escape;
-    pub use crate::emit::durable::rpath_risk;
-    pub use crate::emit::fnv1a_hex;
-    #[cfg(feature = "loader-dir")]
-    pub use crate::emit::kept::safe_ancestors;
-    #[cfg(feature = "loader-dir")]
-    pub use crate::emit::loader_dir::check_loader_path;
-    pub use crate::emit::text::headline;
+    pub use crate::check::ldso::{LoaderFacts, Process, Via};
     #[cfg(feature = "command")]
     pub use crate::emit::text::report;
     pub use crate::files::read_bounded;
-    pub use crate::inspect::elf::{dynamic_symbols, parse_version_text, read_elf};
+    pub use crate::inspect::elf::{dynamic_symbols, read_elf};
     #[cfg(feature = "command")]
     pub use crate::inspect::elf::{imports, rodata_names};
-    pub use crate::inspect::header::{parse_header, Header};
-    pub use crate::ldcache::parse_ld_cache;
     pub use crate::lines::escape_os;
-    pub use crate::sources::pkgconfig::parse_pc;
 }
 
 /// What the fuzz targets (`fuzz/`, built with `--cfg fuzzing`) call: the
@@ -169,7 +164,10 @@ pub mod internal {
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzz {
-    pub use crate::inspect::elf::{dynamic_symbols_bytes, read_elf_bytes};
+    pub use crate::inspect::elf::{dynamic_symbols_bytes, parse_version_text, read_elf_bytes};
+    pub use crate::inspect::header::parse_header;
+    pub use crate::ldcache::parse_ld_cache;
+    pub use crate::sources::pkgconfig::parse_pc;
     pub use crate::sources::spack::spack_spec_json;
     pub use crate::sources::system::parse_dpkg_status;
 }

@@ -22,7 +22,7 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// A path or other OS string for a message: [`escape`]d, with each byte
+/// A path or other OS string for a message: escaped (`escape`), with each byte
 /// that is not UTF-8 written as `\xNN`, so that what is shown names the
 /// real file (a lossy conversion would name one that does not exist).
 pub fn escape_os(s: &std::ffi::OsStr) -> String {

@@ -373,7 +373,7 @@ impl fmt::Display for Problem {
 fn releases_meeting(requirement: &str) -> Option<(&'static str, &'static str)> {
     let req = crate::req::VersionReq::parse(requirement).ok()?;
     let mut found: Option<(&'static str, &'static str)> = None;
-    for release in crate::api::releases() {
+    for release in crate::api::known_releases() {
         let Ok((major, minor, patch)) = lenient_version(release) else {
             continue;
         };
@@ -389,7 +389,7 @@ fn releases_meeting(requirement: &str) -> Option<(&'static str, &'static str)> {
 
 /// The newest NCCL release nccl-find's catalog knows of.
 pub(crate) fn newest_release() -> &'static str {
-    match crate::api::releases().last() {
+    match crate::api::known_releases().last() {
         Some(r) => r,
         None => "?",
     }

@@ -70,8 +70,8 @@ fn script_stderr(out: &Output) -> Vec<String> {
 /// denied compiles its version-gated items, all of them.
 #[test]
 fn docs_rs_gets_every_levels_check_cfg_and_cfg() {
-    let levels = nccl_find::internal::LEVELS;
-    let newest = levels[levels.len() - 1].0;
+    let levels = common::levels();
+    let newest = &levels[levels.len() - 1];
     let lib_rs = format!(
         "#![deny(warnings)]\n\
          #[cfg(nccl_2_18)]\npub fn split() {{}}\n\
@@ -93,10 +93,10 @@ fn docs_rs_gets_every_levels_check_cfg_and_cfg() {
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("unexpected `cfg`"), "{err}");
     let mut want = Vec::new();
-    for (name, ..) in levels {
+    for name in &levels {
         want.push(format!("cargo:rustc-check-cfg=cfg({name})"));
     }
-    for (name, ..) in levels {
+    for name in &levels {
         want.push(format!("cargo:rustc-cfg={name}"));
     }
     assert_eq!(printed(&ws), want);

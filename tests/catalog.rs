@@ -5,7 +5,8 @@
 //! declares, a function or a name the catalog does not know, or has one
 //! earlier than the catalog says, fails here. A new NCCL release that
 //! knows more than the catalog turns this red; `scripts/nccl-catalog`
-//! mends it. And the README and the crate docs list every level.
+//! mends it. (That the README and the crate docs list every level is a
+//! unit test of `src/api.rs`.)
 
 use std::path::{Path, PathBuf};
 
@@ -108,7 +109,7 @@ fn disagreements(version: &str, functions: &[String], names: &[String]) -> Vec<S
     let known = catalog_names();
     let mut out = Vec::new();
     for f in functions {
-        match nccl_find::internal::introduced_in(f) {
+        match nccl_find::explain::introduced_in(f) {
             None => out.push(format!("{f}: not in the catalog")),
             Some(v) if key(v) > key(version) => out.push(format!("{f}: the catalog says {v}")),
             Some(_) => {}
@@ -154,7 +155,7 @@ fn every_cached_release_is_known_to_the_catalog() {
     );
     // The newest release cached was read by the catalog, or is older.
     if let Some(newest) = wheels.iter().map(|(_, v)| v).max_by_key(|v| key(v)) {
-        let read = nccl_find::internal::catalog_releases();
+        let read = nccl_find::explain::known_releases();
         assert!(
             read.iter().any(|r| key(r) >= key(newest)),
             "NCCL {newest} is newer than every release the catalog read ({:?}): run scripts/nccl-catalog",
@@ -194,28 +195,4 @@ fn the_check_fails_on_a_table_that_knows_less() {
         ["ncclGetVersion", "ncclRedOp_t", "ncclResult_t", "ncclSum"]
     );
     assert_eq!(functions, ["ncclGetVersion"]);
-}
-
-/// The README's list of cfgs is the table's.
-#[test]
-fn the_readme_lists_every_level() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let line = readme
-        .lines()
-        .find(|l| l.starts_with("| `rustc-check-cfg=cfg(nccl_2_X)`"))
-        .expect("the README's row of cfgs");
-    let mut want = Vec::new();
-    for (i, (name, ..)) in nccl_find::internal::LEVELS.iter().enumerate() {
-        want.push(if i == 0 {
-            format!("`{name}`")
-        } else {
-            format!("`{}`", name.trim_start_matches("nccl_"))
-        });
-    }
-    assert!(
-        line.contains(&format!("one per API level reached: {} |", want.join(", "))),
-        "the README's row should list: {}\n{line}",
-        want.join(", ")
-    );
 }

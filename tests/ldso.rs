@@ -9,7 +9,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nccl_find::internal::{parse_ld_cache, LoaderFacts, Process};
+use nccl_find::internal::{LoaderFacts, Process};
 
 const MAIN: &str = r#"
 #include <dlfcn.h>
@@ -135,9 +135,7 @@ fn facts(ld_library_path: &[PathBuf], preload: &[PathBuf]) -> LoaderFacts {
     f.ld_library_path = ld_library_path.to_vec();
     f.preload = preload.iter().map(|p| p.display().to_string()).collect();
     if let Ok(data) = std::fs::read("/etc/ld.so.cache") {
-        for (name, path) in parse_ld_cache(&data) {
-            f.cache.push((name, PathBuf::from(path)));
-        }
+        f.read_ld_cache(&data);
     }
     f
 }

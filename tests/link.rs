@@ -99,7 +99,7 @@ fn dynamic_directives_are_exact() {
         all.iter()
             .filter(|d| d.starts_with("cargo:rustc-check-cfg=cfg(nccl_"))
             .count(),
-        nccl_find::internal::LEVELS.len()
+        common::levels().len()
     );
 }
 

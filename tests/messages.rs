@@ -77,7 +77,7 @@ fn each_failure_leads_with_its_fix_in_at_most_25_lines() {
     // 2.32.3 are spelled with as many bytes).
     let newest = broken_copy("wheel-venv", "newest");
     let site = newest.join("venv/lib/python3.11/site-packages");
-    let release = nccl_find::internal::catalog_releases()
+    let release = nccl_find::explain::known_releases()
         .last()
         .unwrap()
         .to_string();

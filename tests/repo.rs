@@ -104,25 +104,6 @@ fn feature_items_have_badges_and_examples_print_no_probe_directives() {
     assert!(missing.is_empty(), "no doc(cfg) badge: {missing:?}");
 }
 
-/// The crate documentation lists every API level cfg, in order.
-#[test]
-fn the_crate_docs_list_every_api_level() {
-    let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
-    let docs: String = lib
-        .lines()
-        .filter_map(|l| l.strip_prefix("//! "))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let list: Vec<String> = nccl_find::internal::LEVELS
-        .iter()
-        .map(|(name, ..)| format!("`{name}`"))
-        .collect();
-    assert!(
-        docs.contains(&format!("The levels: {}.", list.join(", "))),
-        "{docs}"
-    );
-}
-
 /// The names `pub use` brings in, over lines that may wrap a `{…}` list.
 fn used_names(lines: &[&str]) -> Vec<String> {
     let text = lines.join("\n");
@@ -151,7 +132,7 @@ fn used_names(lines: &[&str]) -> Vec<String> {
 /// The public surface: at most 12 names at the root (`explain`, the words
 /// of the report, and `loader_dir`, the feature's types, among them), every
 /// public type at one path, and two hidden modules: `internal`, for this
-/// repository's command and tests, which may only shrink, and `fuzz`, which
+/// repository's command and tests, of at most 10 names, and `fuzz`, which
 /// exists only in the fuzz targets' builds.
 #[test]
 fn the_public_surface_is_small_and_each_item_has_one_path() {
@@ -190,8 +171,8 @@ fn the_public_surface_is_small_and_each_item_has_one_path() {
     names.dedup();
     assert_eq!(names.len(), count, "an item at two paths: {names:?}");
     assert!(
-        modules[2].1.len() <= 25,
-        "internal grew: {:?}",
+        modules[2].1.len() <= 10,
+        "internal has more than 10 names: {:?}",
         modules[2].1
     );
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use nccl_find::explain::{Candidate, Package, SourceKind};
-use nccl_find::{ErrorKind, Nccl, Report};
+use nccl_find::{Nccl, Report};
 use serde_json::{json, Value};
 
 /// The version of this format. 1: `source` was a string (the source's
@@ -68,8 +68,8 @@ fn candidate(c: &Candidate) -> Value {
     })
 }
 
-/// The whole report.
-pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String {
+/// The whole report; `error` is the failure's headline, if it failed.
+pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&str>) -> String {
     let selected = match n {
         None => Value::Null,
         Some(n) => json!({
@@ -121,7 +121,7 @@ pub fn report(r: &Report, n: Option<&Nccl>, error: Option<&ErrorKind>) -> String
             "name": e.name,
             "value": e.value.as_ref().map(|v| v.to_string_lossy().into_owned()),
         })).collect::<Vec<_>>(),
-        "error": error.map(|k| nccl_find::internal::headline(k, r)),
+        "error": error,
         "warnings": r.warnings,
         "notes": r.notes,
         "target": r.target,

@@ -402,7 +402,7 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
         }
     }
     if cli.json {
-        println!("{}", json::report(report, nccl, error));
+        println!("{}", json::report(report, nccl, headline.as_deref()));
     } else if asked.check_only {
         if let Some(h) = &headline {
             asked.say(h);

@@ -3,7 +3,7 @@
 //! and the version-text parser: garbage gives an error, never a panic.
 use libfuzzer_sys::fuzz_target;
 use nccl_find::fuzz as elf_bytes;
-use nccl_find::internal as elf;
+use nccl_find::fuzz as elf;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(info) = elf_bytes::read_elf_bytes(data) {

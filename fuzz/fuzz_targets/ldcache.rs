@@ -3,5 +3,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = nccl_find::internal::parse_ld_cache(data);
+    let _ = nccl_find::fuzz::parse_ld_cache(data);
 });

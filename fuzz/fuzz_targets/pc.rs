@@ -3,5 +3,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = nccl_find::internal::parse_pc(&String::from_utf8_lossy(data), "/fuzz/lib/pkgconfig");
+    let _ = nccl_find::fuzz::parse_pc(&String::from_utf8_lossy(data), "/fuzz/lib/pkgconfig");
 });

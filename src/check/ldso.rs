@@ -88,6 +88,17 @@ impl LoaderFacts {
         facts
     }
 
+    /// Adds the entries of a loader cache (`/etc/ld.so.cache`, as bytes) to
+    /// [`LoaderFacts::cache`]: what the loader finds there by name. Bytes
+    /// that do not read as a cache add nothing. (Feature `command`.)
+    #[cfg(feature = "command")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "command")))]
+    pub fn read_ld_cache(&mut self, data: &[u8]) {
+        for (name, path) in crate::ldcache::parse_ld_cache(data) {
+            self.cache.push((name, PathBuf::from(path)));
+        }
+    }
+
     /// Reads what the real loader says of itself: `ld.so --help` (the
     /// system directories, the `glibc-hwcaps` and legacy hwcap
     /// subdirectories it searches) and `ld.so --list-diagnostics`

@@ -57,7 +57,10 @@ pub struct LoaderDir {
     pub dir: PathBuf,
     /// The file every name in it links to (the selected library, links resolved).
     pub library: PathBuf,
-    /// Why the loader might still pick another library, if anything says so.
+    /// What the caller should say: why the loader might still pick another
+    /// library, if anything says so (and, from
+    /// [`make_in_user_cache`](crate::loader_dir::make_in_user_cache), a
+    /// cache passed over).
     pub warnings: Vec<String>,
     /// The copy in the user's cache that the binary falls back to once
     /// `dir` is gone (an installed binary, a cleaned `target/`), when one

@@ -36,6 +36,14 @@ pub struct ElfInfo {
     pub glibc_needed: Option<(u32, u32)>,
 }
 
+impl ElfInfo {
+    /// The NCCL and CUDA versions its version text names
+    /// (`2.21.5+cuda12.4`), if it has one that reads as such.
+    pub fn version(&self) -> Option<(Version, Option<CudaVersion>)> {
+        parse_version_text(self.version_text.as_deref()?)
+    }
+}
+
 const MARKER: &[u8] = b"NCCL version ";
 const MAX_TABLE: u64 = 16 << 20;
 const MAX_SCAN: u64 = 64 << 20;

@@ -380,31 +380,4 @@ fn defined_prefix(file: &Path) -> Option<PathBuf> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_a_tarball_pc_with_variables() {
-        let text = "prefix=${pcfiledir}/../..\nlibdir=${prefix}/lib\nincludedir=${prefix}/include\n\n\
-                    Name: nccl\nDescription: x\nVersion: 2.21.5\nLibs: -L${libdir} -lnccl\nCflags: -I${includedir}\n";
-        let pc = parse_pc(text, "/opt/n/lib/pkgconfig").unwrap();
-        assert_eq!(pc.version.as_deref(), Some("2.21.5"));
-        assert_eq!(pc.include_dirs, ["/opt/n/lib/pkgconfig/../../include"]);
-        assert_eq!(pc.lib_dirs, ["/opt/n/lib/pkgconfig/../../lib"]);
-    }
-
-    #[test]
-    fn undefined_variable_names_the_line() {
-        let err = parse_pc("Libs: -L${nope}\n", "/x").unwrap_err();
-        assert_eq!(err, "line 1: undefined variable ${nope}");
-        let err = parse_pc("just words\n", "/x").unwrap_err();
-        assert_eq!(err, "line 1: neither `name=value` nor `Field: value`");
-    }
-
-    #[test]
-    fn separated_flags_are_read() {
-        let pc = parse_pc("Cflags: -I /a -I/b -DX=1\nLibs: -L /l -lnccl\n", "/").unwrap();
-        assert_eq!(pc.include_dirs, ["/a", "/b"]);
-        assert_eq!(pc.lib_dirs, ["/l"]);
-    }
-}
+mod tests;

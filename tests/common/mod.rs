@@ -19,6 +19,25 @@ fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The API level cfgs, oldest first, as the crate docs list them ("The
+/// levels: `nccl_2_0`, …."); a unit test in `src/api.rs` holds that list
+/// to the catalog's table.
+pub fn levels() -> Vec<String> {
+    let lib = std::fs::read_to_string(crate_dir().join("src/lib.rs")).unwrap();
+    let docs: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! "))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let (_, list) = docs
+        .split_once("The levels: ")
+        .expect("the crate docs' levels");
+    let (list, _) = list.split_once('.').unwrap();
+    list.split(", ")
+        .map(|l| l.trim_matches('`').to_string())
+        .collect()
+}
+
 /// `fixtures/trees`, every link in place.
 pub fn trees() -> PathBuf {
     static LINKS: Once = Once::new();

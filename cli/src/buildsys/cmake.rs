@@ -17,7 +17,7 @@ fn quoted(p: &Path) -> Result<String, String> {
     if s.contains(['\n', '\r', ';']) {
         return Err(format!(
             "{} holds a line break or a `;`, which a CMake list cannot carry",
-            nccl_find::internal::escape(s)
+            nccl_find::internal::escape_os(s.as_ref())
         ));
     }
     let mut out = String::from("\"");
@@ -52,7 +52,7 @@ fn texts(n: &Nccl) -> Result<(String, String), String> {
              IMPORTED_LOCATION {}\n    \
              INTERFACE_INCLUDE_DIRECTORIES \"${{NCCL_INCLUDE_DIRS}}\")\n\
          endif()\n",
-        nccl_find::internal::escape(&n.lib_dir.display().to_string()),
+        nccl_find::internal::escape_os(n.lib_dir.as_os_str()),
         env!("CARGO_PKG_VERSION"),
         if n.static_library.is_some() {
             " (and NCCL::nccl_static)"
@@ -117,11 +117,9 @@ fn check_dir(dir: &Path) -> Result<(), String> {
             "{} is a symbolic link, which another user may have planted",
             nccl_find::internal::escape_os(dir.as_os_str())
         )),
-        _ => {
-            // SAFETY: geteuid has no preconditions and cannot fail.
-            let uid = unsafe { libc::geteuid() };
-            nccl_find::internal::safe_ancestors(dir, uid).err()
-        }
+        _ => nccl_find::loader_dir::check_owned_path(dir)
+            .err()
+            .map(|e| e.to_string()),
     };
     match why {
         Some(why) => Err(format!(

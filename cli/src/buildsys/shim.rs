@@ -5,11 +5,13 @@
 //! tries before `libnccl.so.1` link to the selected `libnccl.so.2`, and
 //! prints the `LD_LIBRARY_PATH` that puts it first, for a shell's `eval`.
 //!
-//! Every directory on the way is checked: a real directory (never a
-//! followed link), owned by this user, and `nccl-find/`, `loader/` and the
-//! directory itself writable by no one else (made `0700`).
+//! The library makes it (`nccl_find::loader_dir::make_in_user_cache`), and
+//! checks every directory on the way: a real directory (never a followed
+//! link), owned by this user, and `nccl-find/`, `loader/` and the directory
+//! itself writable by no one else (made `0700`). Here it is also made a
+//! prefix (`lib`, `include`, `cuda/include`) for builds that want one.
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -23,13 +25,6 @@ pub fn loader_env(nccl: Option<&Nccl>, headline: Option<&str>) -> ExitCode {
     };
     match make(n) {
         Ok(dir) => {
-            let home = n.library_real.parent().unwrap_or(std::path::Path::new("/"));
-            if let Some(why) = nccl_find::internal::rpath_risk(home) {
-                crate::style::complain(&format!(
-                    "warning: the selected library's directory is no safe place to load from: \
-                     {why}. Install NCCL in a directory of your own outside /tmp"
-                ));
-            }
             use std::os::unix::ffi::OsStrExt;
             let old = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
             // The bytes as they are: an entry that is not UTF-8 stays the
@@ -63,101 +58,6 @@ fn assignment(dir: &Path, old: &[u8]) -> Vec<u8> {
     out
 }
 
-/// FNV-1a over the path's bytes: a short, stable name per library.
-fn hash(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    nccl_find::internal::fnv1a_hex(path.as_os_str().as_bytes())
-}
-
-/// The caches to use, in order: `XDG_CACHE_HOME` when it is an absolute
-/// path, then `$HOME/.cache`.
-fn cache_homes() -> Vec<(PathBuf, &'static str)> {
-    let mut out = Vec::new();
-    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
-        if x.is_absolute() {
-            out.push((x, "XDG_CACHE_HOME"));
-        }
-    }
-    if let Some(h) = std::env::var_os("HOME").map(PathBuf::from) {
-        if h.is_absolute() {
-            out.push((h.join(".cache"), "HOME"));
-        }
-    }
-    out
-}
-
-/// The first cache that stays this user's: every directory from / to it
-/// is this user's or root's and writable by no one else (as ssh checks
-/// ~/.ssh), and it lies in no temporary directory. Otherwise another user
-/// could swap the library in, or make the directory again once it is gone,
-/// after this run: then there is none, and the message says why.
-fn safe_cache(uid: u32) -> Result<PathBuf, String> {
-    let mut why_not = Vec::new();
-    for (cache, from) in cache_homes() {
-        let checked = nccl_find::internal::check_loader_path(&cache, "the cache directory")
-            .map_err(|e| e.to_string())
-            .and_then(|()| nccl_find::internal::safe_ancestors(&cache, uid));
-        match checked {
-            Ok(()) => {
-                if !why_not.is_empty() {
-                    crate::style::complain(&format!(
-                        "note: {}, so another user could swap the library in: using {} instead",
-                        why_not.join("; "),
-                        cache.display()
-                    ));
-                }
-                return Ok(cache);
-            }
-            Err(why) => why_not.push(format!("{why} (the cache from {from})")),
-        }
-    }
-    if why_not.is_empty() {
-        why_not.push("neither XDG_CACHE_HOME nor HOME names an absolute directory".into());
-    }
-    Err(format!(
-        "set XDG_CACHE_HOME to a directory of your own, outside /tmp, that no one else can write: {}",
-        why_not.join("; ")
-    ))
-}
-
-/// Creates `dir` (mode 0700) if it is missing, then checks it: a real
-/// directory, owned by `uid`, not writable by others (and, when `private`,
-/// not readable by them either).
-fn private_dir(dir: &Path, uid: u32, private: bool) -> Result<(), String> {
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => {
-            return Err(format!(
-                "cannot create {}: {e}. Set XDG_CACHE_HOME to a directory of yours",
-                dir.display()
-            ))
-        }
-    }
-    let m = std::fs::symlink_metadata(dir)
-        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    let mode = m.permissions().mode() & 0o7777;
-    let bad = if !m.file_type().is_dir() {
-        Some("is not a directory (a link, or a file)".to_string())
-    } else if m.uid() != uid {
-        Some(format!(
-            "belongs to user {}, not to you (user {uid})",
-            m.uid()
-        ))
-    } else if mode & if private { 0o077 } else { 0o022 } != 0 {
-        Some(format!("has mode {mode:o}, open to others"))
-    } else {
-        None
-    };
-    match bad {
-        Some(why) => Err(format!(
-            "{} {why}: remove it (nccl-find makes it again, private), or set XDG_CACHE_HOME elsewhere",
-            dir.display()
-        )),
-        None => Ok(()),
-    }
-}
-
 /// Makes (or brings up to date) the loader directory for `n`'s library in
 /// the user's cache, and returns it.
 pub fn make(n: &Nccl) -> Result<PathBuf, String> {
@@ -167,30 +67,12 @@ pub fn make(n: &Nccl) -> Result<PathBuf, String> {
             n.lib_dir.display()
         ));
     }
-    // SAFETY: geteuid takes nothing, cannot fail, and touches no memory of ours.
-    let uid = unsafe { libc::geteuid() };
-    let cache = safe_cache(uid)?;
-    if !cache.is_dir() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&cache)
-            .map_err(|e| {
-                format!(
-                    "cannot create {}: {e}. Set XDG_CACHE_HOME to a directory of yours",
-                    cache.display()
-                )
-            })?;
+    let made =
+        nccl_find::loader_dir::make_in_user_cache(&n.library_real).map_err(|e| e.to_string())?;
+    for w in &made.warnings {
+        crate::style::complain(w);
     }
-    let top = cache.join("nccl-find");
-    private_dir(&top, uid, false)?;
-    let loader = top.join("loader");
-    private_dir(&loader, uid, true)?;
-    let dir = loader.join(hash(&n.library_real));
-    nccl_find::loader_dir::make_loader_dir(&dir, &n.library_real, 0o700)
-        .map_err(|e| e.to_string())?;
-    private_dir(&dir, uid, true)?;
-    Ok(dir)
+    Ok(made.dir)
 }
 
 /// The loader directory for `n`, made a prefix too: `lib` (a link to
@@ -244,10 +126,8 @@ pub fn cuda_home(n: &Nccl, prefix: Option<&Path>) -> Result<Option<PathBuf>, Str
     };
     let home = prefix.join("cuda");
     let include = home.join("include");
-    // SAFETY: geteuid takes nothing, cannot fail, and touches no memory of ours.
-    let uid = unsafe { libc::geteuid() };
-    private_dir(&home, uid, true)?;
-    private_dir(&include, uid, true)?;
+    subdir(&home)?;
+    subdir(&include)?;
     let mut named: Vec<std::ffi::OsString> = Vec::new();
     for d in dirs {
         let entries =
@@ -264,6 +144,23 @@ pub fn cuda_home(n: &Nccl, prefix: Option<&Path>) -> Result<Option<PathBuf>, Str
         }
     }
     Ok(Some(home))
+}
+
+/// `dir` made (mode 0700) in the private loader directory if it is
+/// missing; refused unless it is a real directory (never a followed link).
+fn subdir(dir: &Path) -> Result<(), String> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+    }
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_dir() => Ok(()),
+        _ => Err(format!(
+            "{} is not a directory that nccl-find made: remove it, and run again",
+            dir.display()
+        )),
+    }
 }
 
 /// `dir/name` made a link to `target`: a new link renamed over the old one,
@@ -318,11 +215,5 @@ mod tests {
             assignment(d, b"/opt/\xff/lib"),
             b"LD_LIBRARY_PATH='/c/nccl-find/loader/ab:/opt/\xff/lib'"
         );
-    }
-
-    #[test]
-    fn hash_is_stable() {
-        assert_eq!(hash(Path::new("")), "cbf29ce484222325");
-        assert_ne!(hash(Path::new("/a")), hash(Path::new("/b")));
     }
 }

@@ -212,7 +212,7 @@ impl Names {
 
 /// The first release with NCCL's Parameter API, from the catalog.
 pub(super) fn param_api_release() -> &'static str {
-    nccl_find::internal::introduced_in("ncclParamDumpAll").unwrap_or("2.30")
+    nccl_find::explain::introduced_in("ncclParamDumpAll").unwrap_or("2.30")
 }
 
 /// Levenshtein distance, for names of a few dozen letters.

@@ -363,9 +363,11 @@ fn plugins(root: &Path) -> Vec<Plugin> {
         }
     }
     if let Some(cache) = small_bytes(&under(Path::new("/etc/ld.so.cache"))) {
-        for (name, path) in nccl_find::internal::parse_ld_cache(&cache) {
+        let mut facts = nccl_find::internal::LoaderFacts::default();
+        facts.read_ld_cache(&cache);
+        for (name, path) in facts.cache {
             if is_plugin(&name) || named.contains(&name) {
-                push(under(Path::new(&path)), &mut out);
+                push(under(&path), &mut out);
             }
         }
     }

@@ -532,7 +532,7 @@ fn bring_card(opts: &mut Options, settings: &[crate::facts::settings::Setting], 
     if let Some(job) = opts.job.as_mut() {
         let version = nccl_find::internal::read_elf(&lib)
             .ok()
-            .and_then(|e| nccl_find::internal::parse_version_text(e.version_text.as_deref()?))
+            .and_then(|e| e.version())
             .map(|(v, _)| (v.major, v.minor, v.patch));
         job.card = crate::smoke::nodes::card(&lib, version, settings, local_rank);
         job.judge = Some(crate::smoke::nodes::blocker);
@@ -639,7 +639,7 @@ fn settings_line(settings: &[crate::facts::settings::Setting]) -> Option<String>
         .collect();
     Some(format!(
         "settings: {}",
-        nccl_find::internal::escape(&list.join(", "))
+        nccl_find::internal::escape_os(list.join(", ").as_ref())
     ))
 }
 

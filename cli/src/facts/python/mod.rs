@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nccl_find::internal::{imports, parse_ld_cache, LoaderFacts, Process, Via};
+use nccl_find::internal::{imports, LoaderFacts, Process, Via};
 
 mod cupy;
 mod jax;
@@ -277,9 +277,7 @@ pub fn machine_facts() -> LoaderFacts {
         .map(str::to_string)
         .collect();
     if let Ok(data) = nccl_find::internal::read_bounded(Path::new("/etc/ld.so.cache"), 64 << 20) {
-        for (name, path) in parse_ld_cache(&data) {
-            f.cache.push((name, PathBuf::from(path)));
-        }
+        f.read_ld_cache(&data);
     }
     f
 }
