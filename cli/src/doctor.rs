@@ -13,6 +13,7 @@ use crate::facts::host::Facts;
 use crate::facts::python;
 
 mod driver;
+mod lookups;
 mod mpi;
 mod nccl;
 mod network;
@@ -295,7 +296,7 @@ const CHECKS: &[Check] = &[
         id: "lookups",
         reads: "the time a reverse name lookup of each of this host's addresses takes",
         concludes: "a resolver slow enough to stall torch's store, which looks up every client it accepts",
-        run: |f, s| network::check_lookups(f, &s.inputs.facts.lookups),
+        run: |f, s| lookups::check(f, &s.inputs.facts.lookups),
     },
     Check {
         id: "rdma",
