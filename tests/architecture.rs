@@ -279,6 +279,126 @@ fn every_module_is_in_its_crates_layer_table() {
     }
 }
 
+/// The sibling modules a file names through `via` (`super::`, or the
+/// directory's own path, `crate::emit::`): `super::kept` in
+/// `emit/loader_dir.rs` → `kept`, among `siblings`.
+fn sibling_imports(text: &str, siblings: &[String], via: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("//") {
+            continue;
+        }
+        let uses = via.iter().flat_map(|v| line.match_indices(v.as_str()));
+        for (at, v) in uses {
+            let rest = &line[at + v.len()..];
+            let mut names = Vec::new();
+            match rest.strip_prefix('{') {
+                Some(group) => names.extend(group.split([',', '}']).map(str::trim)),
+                None => names.push(rest),
+            }
+            for n in names {
+                let name: String = n
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if siblings.contains(&name) && !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// No circles inside a module either: the files of one directory (the
+/// library's `emit/`, the rendezvous' `stores/`) never import each other
+/// around a loop through `super::`. A loop found is named, file by file.
+#[test]
+fn no_files_import_each_other_around_a_circle() {
+    let mut circles = Vec::new();
+    for (dir, _) in present_crates() {
+        let src = repo().join(dir);
+        let mut dirs: Vec<PathBuf> = rust_files(&src)
+            .iter()
+            .map(|f| f.parent().unwrap().to_path_buf())
+            .collect();
+        dirs.dedup();
+        for d in dirs {
+            let files: Vec<PathBuf> = rust_files(&d)
+                .into_iter()
+                .filter(|f| f.parent() == Some(d.as_path()))
+                .collect();
+            let names: Vec<String> = files
+                .iter()
+                .map(|f| f.file_stem().unwrap().to_string_lossy().into_owned())
+                .collect();
+            // `crate::emit::`, for the files of src/emit/.
+            let rel = d.strip_prefix(&src).unwrap();
+            let mut path = String::from("crate::");
+            for c in rel.components() {
+                path.push_str(&c.as_os_str().to_string_lossy());
+                path.push_str("::");
+            }
+            let mut edges: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for (f, name) in files.iter().zip(&names) {
+                let text = std::fs::read_to_string(f).unwrap();
+                // In mod.rs (and lib.rs, main.rs) `super::` is the level above.
+                let mut via = vec![path.clone()];
+                if !["mod", "lib", "main"].contains(&name.as_str()) {
+                    via.push("super::".to_string());
+                }
+                let own = sibling_imports(without_tests(f, &text), &names, &via);
+                edges.insert(
+                    name.clone(),
+                    own.into_iter().filter(|n| n != name).collect(),
+                );
+            }
+            // Depth-first from each file; a path back to where it began is a circle.
+            for start in &names {
+                let mut stack = vec![vec![start.clone()]];
+                while let Some(path) = stack.pop() {
+                    for next in &edges[path.last().unwrap()] {
+                        if next == start {
+                            let shown = d.strip_prefix(repo()).unwrap().display().to_string();
+                            circles.push(format!("{shown}: {} -> {start}", path.join(" -> ")));
+                        } else if !path.contains(next) {
+                            let mut longer = path.clone();
+                            longer.push(next.clone());
+                            stack.push(longer);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "files that import each other:\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_circle_check_reads_super_imports() {
+    let siblings = [
+        "kept".to_string(),
+        "loader_files".to_string(),
+        "durable".to_string(),
+    ];
+    let text = "use super::loader_files::{make_loader_dir, LoaderDir};\n\
+                // super::durable in a comment\n\
+                let k = super::kept::kept_dir(p);\nuse super::{durable, other};\n";
+    let via = ["super::".to_string(), "crate::emit::".to_string()];
+    assert_eq!(
+        sibling_imports(text, &siblings, &via),
+        ["loader_files", "kept", "durable"]
+    );
+    assert_eq!(
+        sibling_imports("use crate::emit::kept::kept_dir;\n", &siblings, &via),
+        ["kept"]
+    );
+}
+
 /// Rust source with comments, strings and char literals blanked out
 /// (newlines kept), so that braces can be counted.
 fn mask(src: &str) -> Vec<u8> {
