@@ -233,6 +233,38 @@ fn parse(text: &str) -> Vec<(String, String)> {
 mod tests {
     use super::*;
 
+    /// `OURS` is every `NCCL_` variable the library reads (its own are
+    /// `NCCL_FIND_*`): a probe that finds nothing (every source looks) and
+    /// one that finds an install (the link mode is read too) read each of
+    /// them and no other, so a variable the library starts to read turns
+    /// this red.
+    #[test]
+    fn ours_are_what_the_library_reads() {
+        let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/trees/tarball");
+        let mut read: Vec<String> = Vec::new();
+        for vars in [
+            vec![],
+            vec![("NCCL_HOME", "/opt/nccl_2.21.5-1+cuda12.4_x86_64")],
+        ] {
+            let (report, _) = nccl_find::Config::new()
+                .root(&tree)
+                .target("x86_64-unknown-linux-gnu")
+                .cargo_metadata(false)
+                .env_vars(vars)
+                .report();
+            for e in report.env {
+                if e.name.starts_with("NCCL_") && !e.name.starts_with("NCCL_FIND_") {
+                    read.push(e.name);
+                }
+            }
+        }
+        read.sort();
+        read.dedup();
+        let mut ours = OURS.to_vec();
+        ours.sort();
+        assert_eq!(read, ours);
+    }
+
     #[test]
     fn nccl_reads_its_files_so() {
         assert_eq!(
