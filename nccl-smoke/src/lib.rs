@@ -324,18 +324,7 @@ fn seed_of(id: &[u8; 128]) -> u64 {
 
 /// Runs the smoke test.
 pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure> {
-    let nc = NcclLib::load(&opts.lib).map_err(Failure::Load)?;
-    on(Event::Loaded {
-        path: nc.path.clone(),
-        version: nc.version(),
-    });
-    // Said in rendezvous-only mode too: a wrong interface is as wrong there.
-    if let Some(p) = ifname_problem(
-        std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
-        &net::interface_names(),
-    ) {
-        on(Event::Note(p));
-    }
+    let nc = load(opts, on)?;
     if opts.rendezvous_only {
         return rendezvous_only(opts, &nc, on);
     }
@@ -402,6 +391,24 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         topology,
         times_us,
     })
+}
+
+/// Loads the library `opts` names, and says so; and says what is wrong
+/// with `NCCL_SOCKET_IFNAME`, in rendezvous-only mode too: a wrong
+/// interface is as wrong there.
+fn load(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<NcclLib, Failure> {
+    let nc = NcclLib::load(&opts.lib).map_err(Failure::Load)?;
+    on(Event::Loaded {
+        path: nc.path.clone(),
+        version: nc.version(),
+    });
+    if let Some(p) = ifname_problem(
+        std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
+        &net::interface_names(),
+    ) {
+        on(Event::Note(p));
+    }
+    Ok(nc)
 }
 
 /// Tells the other processes how this one did; rank 0 hears theirs. After

@@ -469,6 +469,27 @@ pub fn details(r: &Report) -> String {
     s
 }
 
+/// What to do when the install a variable names cannot be used:
+/// `variable` is `NAME=value` (two, joined by `, `, for the pair).
+fn explicit_fix(variable: &str, problem: &Problem) -> String {
+    let mut names = Vec::new();
+    for setting in variable.split(", ") {
+        names.push(setting.split('=').next().unwrap_or(setting));
+    }
+    let wanted = match problem {
+        Problem::Unsatisfied { requirement, .. } => crate::problem::wanted(requirement),
+        _ => None,
+    };
+    let fix = match wanted {
+        Some(w) => format!("point {} at an install of {w}", names.join(" and ")),
+        None => "fix what is described above".to_string(),
+    };
+    format!(
+        "{fix}, or unset {} to let nccl-find search.",
+        names.join(" and ")
+    )
+}
+
 /// What to do, for an error.
 pub fn advice(kind: &ErrorKind, r: &Report) -> String {
     let mut s = String::new();
@@ -480,23 +501,7 @@ pub fn advice(kind: &ErrorKind, r: &Report) -> String {
             let _ = writeln!(s, "  - write the requirement as a version like \"2.18\" or a semver range like \">=2.18, <3\".");
         }
         ErrorKind::Explicit { variable, problem } => {
-            let mut names = Vec::new();
-            for setting in variable.split(", ") {
-                names.push(setting.split('=').next().unwrap_or(setting));
-            }
-            let wanted = match problem {
-                Problem::Unsatisfied { requirement, .. } => crate::problem::wanted(requirement),
-                _ => None,
-            };
-            let fix = match wanted {
-                Some(w) => format!("point {} at an install of {w}", names.join(" and ")),
-                None => "fix what is described above".to_string(),
-            };
-            let _ = writeln!(
-                s,
-                "  - {fix}, or unset {} to let nccl-find search.",
-                names.join(" and ")
-            );
+            let _ = writeln!(s, "  - {}", explicit_fix(variable, problem));
         }
         // The headline says what to do.
         ErrorKind::NoneSatisfies { .. } => {}

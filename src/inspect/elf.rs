@@ -60,6 +60,30 @@ struct Reader {
 }
 
 impl Reader {
+    /// Reads the ELF identification: the magic, then the class (32 or 64
+    /// bits) and the byte order, which every later read follows.
+    fn identify(&mut self) -> Result<(), String> {
+        let len = self.len;
+        let ident = self.bytes(0, len.min(16), "the ELF identification")?;
+        if !ident.starts_with(b"\x7fELF") {
+            return Err("it is not an ELF file (no \\x7fELF magic)".into());
+        }
+        if len < 16 {
+            return Err(format!("it is {len} bytes long, too short to be a library"));
+        }
+        self.wide = match ident[4] {
+            1 => false,
+            2 => true,
+            c => return Err(format!("unknown ELF class {c}")),
+        };
+        self.le = match ident[5] {
+            1 => true,
+            2 => false,
+            d => return Err(format!("unknown ELF data encoding {d}")),
+        };
+        Ok(())
+    }
+
     fn bytes(&mut self, off: u64, len: u64, what: &str) -> Result<Vec<u8>, String> {
         let Some(end) = off.checked_add(len) else {
             return Err(format!("{what}: offset overflows"));
@@ -153,23 +177,7 @@ impl Elf {
             le: true,
             wide: true,
         };
-        let ident = r.bytes(0, len.min(16), "the ELF identification")?;
-        if !ident.starts_with(b"\x7fELF") {
-            return Err("it is not an ELF file (no \\x7fELF magic)".into());
-        }
-        if len < 16 {
-            return Err(format!("it is {len} bytes long, too short to be a library"));
-        }
-        r.wide = match ident[4] {
-            1 => false,
-            2 => true,
-            c => return Err(format!("unknown ELF class {c}")),
-        };
-        r.le = match ident[5] {
-            1 => true,
-            2 => false,
-            d => return Err(format!("unknown ELF data encoding {d}")),
-        };
+        r.identify()?;
         let ehsize = if r.wide { 64 } else { 52 };
         let eh = r.bytes(0, ehsize, "the ELF header")?;
         let shoff = r.word(&eh, 0x28, 0x20);

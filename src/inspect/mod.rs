@@ -335,14 +335,7 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         }
         problems.push(Problem::NoNccl { dirs });
     }
-    let outcome = match (header.is_some() || lib.is_some(), problems.first()) {
-        (true, _) => "NCCL files found",
-        (false, Some(Problem::Missing { .. })) => "does not exist",
-        (false, Some(Problem::NotADirectory { .. })) => "a file, not a directory",
-        (false, Some(Problem::BrokenSymlink { .. })) => "a broken symbolic link",
-        (false, Some(Problem::Unreadable { .. })) => "cannot be read",
-        (false, _) => "no NCCL files",
-    };
+    let outcome = outcome(header.is_some() || lib.is_some(), problems.first());
     ctx.looked(site.origin.source, &c.place, outcome);
     if let Some(p) = &header {
         match header_version(ctx, p) {
@@ -358,18 +351,34 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
     }
     c.find_parts();
     pair_problems(&site, &c, header.is_some(), &mut problems);
-    // NCCL 1 is the most important thing to say; then the order found.
-    let mut shown = problems.first();
-    for p in &problems {
-        if p.is_nccl1() {
-            shown = Some(p);
-            break;
-        }
-    }
-    if let Some(p) = shown {
+    if let Some(p) = first_to_say(&problems) {
         c.status = Status::Rejected(p.clone());
     }
     Some(c)
+}
+
+/// What looking at a site came to, in the words of the list of places
+/// looked: NCCL's files, or why there are none.
+fn outcome(found: bool, first: Option<&Problem>) -> &'static str {
+    match (found, first) {
+        (true, _) => "NCCL files found",
+        (false, Some(Problem::Missing { .. })) => "does not exist",
+        (false, Some(Problem::NotADirectory { .. })) => "a file, not a directory",
+        (false, Some(Problem::BrokenSymlink { .. })) => "a broken symbolic link",
+        (false, Some(Problem::Unreadable { .. })) => "cannot be read",
+        (false, _) => "no NCCL files",
+    }
+}
+
+/// The problem a rejected candidate is known by: NCCL 1 is the most
+/// important thing to say; then the order found.
+fn first_to_say(problems: &[Problem]) -> Option<&Problem> {
+    for p in problems {
+        if p.is_nccl1() {
+            return Some(p);
+        }
+    }
+    problems.first()
 }
 
 /// The header's version, or why it cannot be used.

@@ -283,18 +283,7 @@ pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
             continue;
         }
         let host_key = HOST_KEYS.contains(&key.as_str());
-        // value → the ranks that have it.
-        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-        for (r, f) in facts.iter().enumerate() {
-            if host_key && !f.contains_key("driver") {
-                continue;
-            }
-            let v = f.get(&key).cloned().unwrap_or_else(|| "unset".into());
-            match groups.iter_mut().find(|g| g.0 == v) {
-                Some(g) => g.1.push(r),
-                None => groups.push((v, vec![r])),
-            }
-        }
+        let groups = by_value(&facts, &key, host_key);
         let nodes = |ranks: &[usize]| hosts_of(cards, ranks.iter().copied()).len();
         if groups.len() == 1 {
             if groups[0].0 != "unset" && key != "nccl_file" {
@@ -319,17 +308,7 @@ pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
                     .iter()
                     .all(|h| !theirs.contains(h))
             };
-            let others = match (whole, nodes(common_ranks), common_ranks.len()) {
-                (false, 1, _)
-                    if nodes(ranks) == 1 && cards[ranks[0]].host == cards[common_ranks[0]].host =>
-                {
-                    format!("the other rank(s) there: {}", shown(common))
-                }
-                (false, _, 1) => format!("the other rank: {}", shown(common)),
-                (false, _, n) => format!("the {n} other ranks: {}", shown(common)),
-                (true, 1, _) => format!("the other node: {}", shown(common)),
-                (true, n, _) => format!("the {n} other nodes: {}", shown(common)),
-            };
+            let others = others(cards, whole, ranks, (common, common_ranks));
             let line = format!(
                 "{}: {} {} ({others})",
                 who(cards, ranks, &facts, host_key),
@@ -344,6 +323,46 @@ pub fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
         }
     }
     (same, diffs)
+}
+
+/// The ranks that have each value of `key` (`unset` where a card has
+/// none), in the order first seen; a host fact only from the cards that
+/// carry the host's facts.
+fn by_value(
+    facts: &[BTreeMap<String, String>],
+    key: &str,
+    host_key: bool,
+) -> Vec<(String, Vec<usize>)> {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (r, f) in facts.iter().enumerate() {
+        if host_key && !f.contains_key("driver") {
+            continue;
+        }
+        let v = f.get(key).cloned().unwrap_or_else(|| "unset".into());
+        match groups.iter_mut().find(|g| g.0 == v) {
+            Some(g) => g.1.push(r),
+            None => groups.push((v, vec![r])),
+        }
+    }
+    groups
+}
+
+/// Who holds the common value, in words, beside the minority `ranks`:
+/// whole nodes where the values part whole nodes (`whole`), else ranks.
+fn others(cards: &[Card], whole: bool, ranks: &[usize], common: (&str, &[usize])) -> String {
+    let (value, common_ranks) = common;
+    let nodes = |ranks: &[usize]| hosts_of(cards, ranks.iter().copied()).len();
+    match (whole, nodes(common_ranks), common_ranks.len()) {
+        (false, 1, _)
+            if nodes(ranks) == 1 && cards[ranks[0]].host == cards[common_ranks[0]].host =>
+        {
+            format!("the other rank(s) there: {}", shown(value))
+        }
+        (false, _, 1) => format!("the other rank: {}", shown(value)),
+        (false, _, n) => format!("the {n} other ranks: {}", shown(value)),
+        (true, 1, _) => format!("the other node: {}", shown(value)),
+        (true, n, _) => format!("the {n} other nodes: {}", shown(value)),
+    }
 }
 
 /// A fact's value as the report shows it: an empty one as `""` (set, and
@@ -525,6 +544,36 @@ fn others_not_reached(failed: &[&Attempt]) -> Option<String> {
     })
 }
 
+/// Each failed connection to an address NCCL will use, a problem line
+/// each, at most [`MAX_LINES`] of them and a count of the rest.
+fn failed_lines(g: &Gathered, nccl: &[&Attempt]) -> Vec<(bool, String)> {
+    let host = |r: usize| g.cards.get(r).map_or("?", |c| c.host.as_str());
+    let mut out = Vec::new();
+    for (i, p) in nccl.iter().enumerate() {
+        if i == MAX_LINES {
+            out.push((
+                false,
+                format!("(and {} more: every one is in --json)", nccl.len() - i),
+            ));
+            break;
+        }
+        out.push((
+            true,
+            format!(
+                "{} (rank {}) -> {} (rank {}) {} {}, which NCCL will use: {}",
+                host(p.from),
+                p.from,
+                host(p.to),
+                p.to,
+                p.addr.iface,
+                p.addr.ip,
+                p.error.as_deref().unwrap_or("")
+            ),
+        ));
+    }
+    out
+}
+
 /// The most failed connections the text report names one by one.
 const MAX_LINES: usize = 12;
 
@@ -561,29 +610,7 @@ pub fn reach_lines(g: &Gathered) -> Vec<(bool, String)> {
             }
         ),
     )];
-    let host = |r: usize| g.cards.get(r).map_or("?", |c| c.host.as_str());
-    for (i, p) in nccl.iter().enumerate() {
-        if i == MAX_LINES {
-            out.push((
-                false,
-                format!("(and {} more: every one is in --json)", nccl.len() - i),
-            ));
-            break;
-        }
-        out.push((
-            true,
-            format!(
-                "{} (rank {}) -> {} (rank {}) {} {}, which NCCL will use: {}",
-                host(p.from),
-                p.from,
-                host(p.to),
-                p.to,
-                p.addr.iface,
-                p.addr.ip,
-                p.error.as_deref().unwrap_or("")
-            ),
-        ));
-    }
+    out.extend(failed_lines(g, &nccl));
     if let Some(line) = others_not_reached(&others) {
         out.push((false, line));
     }

@@ -269,17 +269,7 @@ pub(crate) fn join(
         .spawn(move || store_thread(open, ends, rank, world, ngpus, brought, deadline))
         .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
     let until = Instant::now() + until_past(deadline);
-    let met = loop {
-        let left = until.saturating_duration_since(Instant::now());
-        match up_rx.recv_timeout(left) {
-            Ok(Up::Note(m)) => log(m),
-            Ok(Up::NeedId) => {
-                let _ = id_tx.send(make_id());
-            }
-            Ok(Up::Met(m)) => break Some(*m),
-            Err(_) => break None,
-        }
-    };
+    let met = meeting_end(&up_rx, &id_tx, make_id, until, log);
     match (met, whose) {
         (Some(Ok((learned, notes))), _) => {
             for n in notes {
@@ -316,6 +306,29 @@ pub(crate) fn join(
             "the rendezvous did not end within {:.0} s: raise --timeout, or check every rank's output",
             timeout.as_secs_f64()
         ))),
+    }
+}
+
+/// What the store's thread says until the meeting ends (its lines logged,
+/// rank 0's unique id made when it is wanted): the end, or `None` when
+/// nothing came by `until`.
+fn meeting_end(
+    up: &mpsc::Receiver<Up>,
+    ids: &mpsc::Sender<Result<[u8; 128], String>>,
+    make_id: &dyn Fn() -> Result<[u8; 128], String>,
+    until: Instant,
+    log: &mut dyn FnMut(String),
+) -> Option<Reply<Met>> {
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match up.recv_timeout(left) {
+            Ok(Up::Note(m)) => log(m),
+            Ok(Up::NeedId) => {
+                let _ = ids.send(make_id());
+            }
+            Ok(Up::Met(m)) => return Some(*m),
+            Err(_) => return None,
+        }
     }
 }
 
