@@ -8,13 +8,22 @@ mod catalog;
 use catalog::INTRODUCED;
 pub use catalog::LEVELS;
 
-/// The releases the catalog was read from, oldest first.
+/// The NCCL releases this version of nccl-find read its catalog from,
+/// oldest first (`"2.21.5"`, …). A release newer than the last is one it
+/// knows nothing of: a function only that release has is not in
+/// [`introduced_in`].
 pub fn known_releases() -> &'static [&'static str] {
     &catalog::RELEASES
 }
 
-/// The first NCCL release that has a function, e.g. `ncclCommSplit` →
-/// `2.18.1`.
+/// The first NCCL release that has a function or other name of NCCL's API
+/// (its library exports it, or its `nccl.h` declares it), e.g.
+/// `ncclCommSplit` → `"2.18.1"`; `None` for a name none of the
+/// [`known_releases`] has.
+///
+/// ```
+/// assert_eq!(nccl_find::explain::introduced_in("ncclCommSplit"), Some("2.18.1"));
+/// ```
 pub fn introduced_in(symbol: &str) -> Option<&'static str> {
     match INTRODUCED.binary_search_by(|(s, _)| (*s).cmp(symbol)) {
         Ok(i) => Some(INTRODUCED[i].1),

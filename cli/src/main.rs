@@ -553,7 +553,7 @@ fn pkg_config_flags(asked: &Asked, n: &Nccl) -> Result<Vec<u8>, String> {
         && (asked.parts.lib_dirs || asked.parts.libs)
         && matches!(n.linking, nccl_find::Linking::DynamicVerbatim)
     {
-        match shim::make(n) {
+        match shim::make(n, false) {
             Ok(d) => Some(d),
             Err(e) => {
                 asked.say(&format!("{e}; giving -l:libnccl.so.2 instead"));

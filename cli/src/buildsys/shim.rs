@@ -23,7 +23,7 @@ pub fn loader_env(nccl: Option<&Nccl>, headline: Option<&str>) -> ExitCode {
         crate::style::complain(&crate::style::not_found(headline));
         return ExitCode::from(1);
     };
-    match make(n) {
+    match make(n, true) {
         Ok(dir) => {
             use std::os::unix::ffi::OsStrExt;
             let old = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
@@ -59,8 +59,11 @@ fn assignment(dir: &Path, old: &[u8]) -> Vec<u8> {
 }
 
 /// Makes (or brings up to date) the loader directory for `n`'s library in
-/// the user's cache, and returns it.
-pub fn make(n: &Nccl) -> Result<PathBuf, String> {
+/// the user's cache, and returns it. Says which cache was passed over, if
+/// one was; and, where `run` (the directory is for running programs, as
+/// `--loader-env`'s is, not for linking), why the library's own directory
+/// is no safe place to load from.
+pub fn make(n: &Nccl, run: bool) -> Result<PathBuf, String> {
     if n.library_real.as_os_str().is_empty() {
         return Err(format!(
             "the selected NCCL in {} has no shared library (libnccl.so.2) to load",
@@ -70,7 +73,9 @@ pub fn make(n: &Nccl) -> Result<PathBuf, String> {
     let made =
         nccl_find::loader_dir::make_in_user_cache(&n.library_real).map_err(|e| e.to_string())?;
     for w in &made.warnings {
-        crate::style::complain(w);
+        if run || w.starts_with("note:") {
+            crate::style::complain(w);
+        }
     }
     Ok(made.dir)
 }
@@ -80,7 +85,7 @@ pub fn make(n: &Nccl) -> Result<PathBuf, String> {
 /// install's include dir), for builds that take `NCCL_HOME/lib` and
 /// `NCCL_HOME/include`.
 pub fn make_prefix(n: &Nccl) -> Result<PathBuf, String> {
-    let dir = make(n)?;
+    let dir = make(n, false)?;
     let include = n.include_paths.first().ok_or_else(|| {
         format!(
             "the selected NCCL in {} has no include dir",
