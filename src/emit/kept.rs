@@ -52,16 +52,15 @@ fn kept_dir_in(base: PathBuf, library: &Path) -> Result<PathBuf, String> {
 /// script. `loader/` and the directory itself are private (`0700`).
 ///
 /// The cache must stay this user's ([`check_owned_path`]); where
-/// `XDG_CACHE_HOME` does not, `$HOME/.cache` is used, and one of the
-/// returned [`LoaderDir::warnings`], beginning `note:`, says so. One
-/// beginning `warning:` says that the library's own directory is no safe
-/// place to load from (others can write in it, or it is temporary). Where
-/// no cache stays the user's, nothing is made, and the error says what to
-/// set.
+/// `XDG_CACHE_HOME` does not, `$HOME/.cache` is used, and
+/// [`LoaderDir::notes`] says so. [`LoaderDir::warnings`] says when the
+/// library's own directory is no safe place to load from (others can write
+/// in it, or it is temporary). Where no cache stays the user's, nothing is
+/// made, and the error says what to set.
 pub fn make_in_user_cache(library: &Path) -> Result<LoaderDir, LoaderDirError> {
     let uid = my_uid().map_err(LoaderDirError::new)?;
-    let mut warnings = Vec::new();
-    let cache = safe_cache(uid, &mut warnings).map_err(LoaderDirError::new)?;
+    let mut notes = Vec::new();
+    let cache = safe_cache(uid, &mut notes).map_err(LoaderDirError::new)?;
     let real = std::fs::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
     let loader = cache.join("nccl-find").join("loader");
     private_dir(&cache.join("nccl-find"), uid, false).map_err(LoaderDirError::new)?;
@@ -71,12 +70,12 @@ pub fn make_in_user_cache(library: &Path) -> Result<LoaderDir, LoaderDirError> {
     private_dir(&dir, uid, true).map_err(LoaderDirError::new)?;
     let home = made.library.parent().unwrap_or(Path::new("/"));
     if let Some(why) = super::durable::rpath_risk(home) {
-        warnings.push(format!(
-            "warning: the selected library's directory is no safe place to load from: {why}. \
+        made.warnings.push(format!(
+            "the selected library's directory is no safe place to load from: {why}. \
              Install NCCL in a directory of your own outside /tmp"
         ));
     }
-    made.warnings = warnings;
+    made.notes = notes;
     Ok(made)
 }
 
@@ -117,11 +116,11 @@ fn cache_homes() -> Vec<(PathBuf, &'static str)> {
     out
 }
 
-/// The first cache that stays this user's ([`safe_ancestors`]), made if it
-/// is missing; a warning where an earlier one did not. Otherwise another
-/// user could swap the library in, or make the directory again once it is
-/// gone, after this run: then there is none, and the message says why.
-fn safe_cache(uid: u32, warnings: &mut Vec<String>) -> Result<PathBuf, String> {
+/// The first cache that stays this user's ([`safe_ancestors`]); a note
+/// where an earlier one did not. Otherwise another user could swap the
+/// library in, or make the directory again once it is gone, after this
+/// run: then there is none, and the message says why.
+fn safe_cache(uid: u32, notes: &mut Vec<String>) -> Result<PathBuf, String> {
     let mut why_not = Vec::new();
     for (cache, from) in cache_homes() {
         let checked = check_loader_path(&cache, "the cache directory")
@@ -130,8 +129,8 @@ fn safe_cache(uid: u32, warnings: &mut Vec<String>) -> Result<PathBuf, String> {
         match checked {
             Ok(()) => {
                 if !why_not.is_empty() {
-                    warnings.push(format!(
-                        "note: {}, so another user could swap the library in: using {} instead",
+                    notes.push(format!(
+                        "{}, so another user could swap the library in: using {} instead",
                         why_not.join("; "),
                         cache.display()
                     ));

@@ -57,11 +57,12 @@ pub struct LoaderDir {
     pub dir: PathBuf,
     /// The file every name in it links to (the selected library, links resolved).
     pub library: PathBuf,
-    /// What the caller should say: why the loader might still pick another
-    /// library, if anything says so (and, from
-    /// [`make_in_user_cache`](crate::loader_dir::make_in_user_cache), a
-    /// cache passed over).
+    /// Why the loader might still pick another library, if anything says so.
     pub warnings: Vec<String>,
+    /// What else happened that the caller should say: from
+    /// [`make_in_user_cache`](crate::loader_dir::make_in_user_cache), a
+    /// cache passed over, and why.
+    pub notes: Vec<String>,
     /// The copy in the user's cache that the binary falls back to once
     /// `dir` is gone (an installed binary, a cleaned `target/`), when one
     /// could be made.
@@ -195,6 +196,7 @@ pub fn make_loader_dir(dir: &Path, library: &Path, mode: u32) -> Result<LoaderDi
         dir: dir.to_path_buf(),
         library: real,
         warnings: Vec::new(),
+        notes: Vec::new(),
         kept: None,
     })
 }

@@ -72,9 +72,12 @@ pub fn make(n: &Nccl, run: bool) -> Result<PathBuf, String> {
     }
     let made =
         nccl_find::loader_dir::make_in_user_cache(&n.library_real).map_err(|e| e.to_string())?;
-    for w in &made.warnings {
-        if run || w.starts_with("note:") {
-            crate::style::complain(w);
+    for n in &made.notes {
+        crate::style::complain(&format!("note: {n}"));
+    }
+    if run {
+        for w in &made.warnings {
+            crate::style::complain(&format!("warning: {w}"));
         }
     }
     Ok(made.dir)
