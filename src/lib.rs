@@ -85,6 +85,7 @@ mod req;
 mod target;
 mod version;
 
+mod changes;
 mod origin;
 
 mod context;
@@ -117,11 +118,13 @@ pub use version::{CudaVersion, Version};
 /// why one was not chosen, and what the run-time loader will load; and the
 /// catalog of NCCL's API behind them, read from the releases
 /// ([`introduced_in`](explain::introduced_in),
-/// [`known_releases`](explain::known_releases)). A build script that only
+/// [`known_releases`](explain::known_releases)), with what NCCL does
+/// differently from one release to the next ([`Change`](explain::Change)). A build script that only
 /// links needs none of them; one that explains its choice, or matches on a
 /// [`Problem`](explain::Problem), does.
 pub mod explain {
     pub use crate::api::{introduced_in, known_releases};
+    pub use crate::changes::Change;
     pub use crate::check::loader::{Loader, Verdict, Visible};
     pub use crate::check::{CompileCheck, LinkArg, MissingSymbol};
     pub use crate::env::EnvRead;

@@ -217,6 +217,54 @@ fn imports_run_down_the_layers() {
     );
 }
 
+/// The commands of `nccl-find`: rooms on one floor of the command's table.
+const COMMANDS: [&str; 4] = ["buildsys", "doctor", "ras", "smoke"];
+
+/// The commands are peers: all on one floor of ARCHITECTURE.md's table
+/// (so that none can be moved above another to import it), and none
+/// imports another. The count of imports between them is printed.
+#[test]
+fn the_commands_are_peers() {
+    if !repo().join("cli/src").is_dir() {
+        eprintln!(
+            "cli/src is not here (a packaged crate): the commands are checked in the repository"
+        );
+        return;
+    }
+    let layers = layers_of("## Layers of the command");
+    let floors: Vec<(&str, Option<&u32>)> = COMMANDS.iter().map(|c| (*c, layers.get(*c))).collect();
+    assert!(
+        floors.iter().all(|(_, f)| f.is_some() && *f == floors[0].1),
+        "the commands are not on one floor: {floors:?}"
+    );
+    let src = repo().join("cli/src");
+    let mut found = Vec::new();
+    for f in rust_files(&src) {
+        let module = module_of(&src, &f);
+        if !COMMANDS.contains(&module.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in without_tests(&f, &text).lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for dep in crate_paths(line) {
+                if dep != module && COMMANDS.contains(&dep.as_str()) {
+                    let shown = f.strip_prefix(repo()).unwrap().display().to_string();
+                    found.push(format!("{shown}:{}: `{module}` imports `{dep}`", n + 1));
+                }
+            }
+        }
+    }
+    eprintln!("imports between commands: {}", found.len());
+    assert!(
+        found.is_empty(),
+        "a command imports another: move what they share to facts/ or rules/\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_import_check_catches_each_kind_of_wrong_import() {
     let layers = layers();

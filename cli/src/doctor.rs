@@ -1,39 +1,30 @@
 //! `nccl-find doctor`: what will go wrong when NCCL runs, each finding with
 //! its fix. Problems make the exit status 1; notes do not.
 
-use std::fmt::Write;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-
-use nccl_find::explain::Verdict;
-use nccl_find::{Config, Nccl, Report};
-use serde_json::{json, Value};
-
-use crate::facts::host::Facts;
-use crate::facts::python;
-
 mod driver;
 mod lookups;
 mod mpi;
 mod nccl;
 mod network;
 mod packages;
-use crate::facts::params;
 mod rdma;
 mod shm;
 mod variables;
 
-pub(crate) use params::{child as params_child, CHILD_FLAG as PARAMS_CHILD_FLAG};
+use std::fmt::Write;
+use std::path::Path;
+use std::process::ExitCode;
 
+use nccl_find::{Config, Nccl};
+use serde_json::{json, Value};
+
+use crate::facts::conf::{self, ConfFacts};
+use crate::facts::host::Facts;
+use crate::rules::plugins;
+use crate::rules::settings::InForce;
 use crate::style::{human, When};
-use driver::*;
-use mpi::*;
-use nccl::*;
-pub use packages::PythonReport;
-use packages::*;
-pub(crate) use rdma::sockets_despite_an_adapter;
-use shm::*;
-use variables::*;
+pub(crate) use packages::PythonReport;
+use variables::{Judged, Names};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Level {
@@ -106,84 +97,44 @@ impl Findings {
     }
 }
 
-/// Everything doctor reads besides the probe: the host's facts and the
-/// `NCCL_*` variables. Both come from the machine, or from a facts file
-/// (`--host-facts`) so that tests can fix them.
+/// Everything doctor reads besides the probe: the host's facts and what
+/// NCCL's settings are read from. Both come from the machine, or from a
+/// facts file (`--host-facts`) so that tests can fix them.
 struct Inputs {
     facts: Facts,
-    /// The `NCCL_*` settings in force, sorted by name: the environment's,
-    /// then NCCL's configuration files', each with its source.
-    settings: Vec<crate::facts::settings::Setting>,
-    /// Configuration files NCCL would read that could not be read.
-    unread: Vec<crate::facts::settings::Unread>,
+    /// The variables and configuration files NCCL's settings come from.
+    conf: ConfFacts,
+    /// The `NCCL_*` settings in force for the NCCL judged ([`Judged`]),
+    /// by its release's rules.
+    settings: InForce,
     /// Whether the variables came from a facts file (its `env`): data
     /// about another machine, which never reaches a process that loads
     /// code (the child that asks NCCL does not run).
     env_from_file: bool,
-    /// The variables and the root the settings were read from, and the
-    /// rules they were read by, to read them again where the NCCL judged
-    /// has others ([`Inputs::for_nccl`]).
-    vars: Vec<(String, String)>,
-    root: PathBuf,
-    rules: crate::facts::settings::ConfRules,
 }
 
 impl Inputs {
     /// Reads the machine and the process environment.
     fn gather(root: &Path) -> Inputs {
-        Inputs::with_env(
-            Facts::gather(),
-            &crate::facts::settings::process_env(),
-            root,
-        )
-    }
-
-    /// The settings in force from the environment `env` and NCCL's
-    /// configuration files, read under `root` by the newest NCCL's rules.
-    fn with_env(facts: Facts, env: &[(String, String)], root: &Path) -> Inputs {
-        let rules = crate::facts::settings::ConfRules::of(None);
-        let (settings, unread) = crate::facts::settings::read(env, root, rules);
+        let conf = ConfFacts::read(&conf::process_env(), root);
+        let settings = InForce::of(&conf, None);
+        let named: Vec<String> = plugins::FAMILIES
+            .iter()
+            .filter_map(|(f, _)| settings.value(&plugins::variable(f)))
+            .map(String::from)
+            .collect();
         Inputs {
-            facts,
+            facts: Facts::gather(&named),
+            conf,
             settings,
-            unread,
             env_from_file: false,
-            vars: env.to_vec(),
-            root: root.to_path_buf(),
-            rules,
         }
     }
 
-    /// The settings again, as NCCL `version` finds its configuration
-    /// files (`NCCL_CONF_FILE` from 2.23, `~` from `HOME` from 2.30.3).
-    /// Read again only where its rules differ from those already used.
-    fn for_nccl(&mut self, version: Option<(u32, u32, u32)>) {
-        let rules = crate::facts::settings::ConfRules::of(version);
-        if rules == self.rules {
-            return;
-        }
-        self.rules = rules;
-        let (settings, unread) = crate::facts::settings::read(&self.vars, &self.root, rules);
-        self.settings = settings;
-        self.unread = unread;
-    }
-
-    /// The settings as `NAME`, `value` pairs, as the checks read them.
-    fn env(&self) -> Vec<(String, String)> {
-        self.settings
-            .iter()
-            .map(|s| (s.name.clone(), s.value.clone()))
-            .collect()
-    }
-
-    /// The settings the environment holds (not the configuration files',
-    /// which NCCL reads itself).
-    fn environment(&self) -> Vec<(String, String)> {
-        self.settings
-            .iter()
-            .filter(|s| s.source == crate::facts::settings::Source::Environment)
-            .map(|s| (s.name.clone(), s.value.clone()))
-            .collect()
+    /// The settings again, as the NCCL judged (`release`) reads them
+    /// (`NCCL_CONF_FILE` from 2.23.4, `~` from `HOME` from 2.30.3).
+    fn for_nccl(&mut self, release: Option<&nccl_find::Version>) {
+        self.settings = InForce::of(&self.conf, release);
     }
 
     /// Reads a facts file: the keys `Facts::to_json` writes, and `env`, an
@@ -198,13 +149,17 @@ impl Inputs {
     /// The facts file's contents; see `from_file`.
     fn from_json(v: &Value, root: &Path) -> Result<Inputs, String> {
         let facts = Facts::from_json(v)?;
-        let (env, from_file) = match v.get("env") {
-            None | Some(Value::Null) => (crate::facts::settings::process_env(), false),
+        let (env, env_from_file) = match v.get("env") {
+            None | Some(Value::Null) => (conf::process_env(), false),
             Some(vars) => (env_from_json(vars)?, true),
         };
-        let mut inputs = Inputs::with_env(facts, &env, root);
-        inputs.env_from_file = from_file;
-        Ok(inputs)
+        let conf = ConfFacts::read(&env, root);
+        Ok(Inputs {
+            facts,
+            settings: InForce::of(&conf, None),
+            conf,
+            env_from_file,
+        })
     }
 }
 
@@ -237,6 +192,11 @@ impl Seen<'_> {
     fn nccl(&self) -> Option<&Nccl> {
         self.result.as_ref().ok()
     }
+
+    /// The release whose rules apply: the NCCL judged's.
+    fn release(&self) -> Option<&nccl_find::Version> {
+        self.judged.map(|j| &j.version)
+    }
 }
 
 /// One of doctor's checks: a row of [`CHECKS`].
@@ -258,7 +218,7 @@ const CHECKS: &[Check] = &[
         id: "nccl",
         reads: "the probe's result: every install, the loader's pick",
         concludes: "the install found, conflicting installs, the loader loading another version",
-        run: |f, s| check_nccl(f, s.result),
+        run: |f, s| nccl::check(f, s.result),
     },
     Check {
         id: "python",
@@ -266,31 +226,28 @@ const CHECKS: &[Check] = &[
         concludes: "which libnccl.so.2 each package will map, and an undefined symbol it will hit",
         run: |f, s| {
             if let Some(py) = s.py {
-                check_python(f, py);
+                packages::check(f, py);
             }
-            check_judged(f, s.judged);
+            variables::check_judged(f, s.judged);
         },
     },
     Check {
         id: "driver",
         reads: "libcuda's driver version and GPU count, the CUDA version NCCL was built for",
         concludes: "a driver too old for the NCCL found, no GPU",
-        run: |f, s| check_driver(f, &s.inputs.facts, s.nccl()),
+        run: |f, s| driver::check(f, &s.inputs.facts, s.nccl()),
     },
     Check {
         id: "variables",
         reads: "NCCL_* in the environment and NCCL's configuration files; the library's names and parameters",
         concludes: "what each setting does, misspellings, values NCCL rejects, values an env plugin set",
-        run: |f, s| check_env(f, s.inputs, s.names),
+        run: |f, s| variables::check(f, &s.inputs.settings, s.names),
     },
     Check {
         id: "network",
         reads: "the interfaces, their addresses and routes; NCCL_SOCKET_IFNAME; the NCCL version's rule",
         concludes: "the interface NCCL will pick, a NCCL_SOCKET_IFNAME that matches nothing",
-        run: |f, s| {
-            let version = s.judged.map(|j| j.version);
-            network::check(f, &s.inputs.facts.interfaces, &s.inputs.env(), version);
-        },
+        run: |f, s| network::check(f, &s.inputs.facts.interfaces, &s.inputs.settings, s.release()),
     },
     Check {
         id: "lookups",
@@ -302,19 +259,19 @@ const CHECKS: &[Check] = &[
         id: "rdma",
         reads: "RDMA adapters, ports, GIDs, device nodes, locked memory, plugins of every family",
         concludes: "what keeps NCCL off the fabric, the plugins NCCL will load",
-        run: |f, s| rdma::check(f, &s.inputs.facts, &s.inputs.env(), s.names),
+        run: |f, s| rdma::check(f, &s.inputs.facts, &s.inputs.settings, s.release()),
     },
     Check {
         id: "shm",
         reads: "the size of /dev/shm",
         concludes: "a /dev/shm too small for NCCL's shared-memory transport",
-        run: |f, s| check_shm(f, &s.inputs.facts),
+        run: |f, s| shm::check(f, &s.inputs.facts),
     },
     Check {
         id: "mpi",
         reads: "mpirun and mpiexec on PATH",
         concludes: "whether MPI-launched jobs can start",
-        run: |f, s| check_mpi(f, &s.inputs.facts),
+        run: |f, s| mpi::check(f, &s.inputs.facts),
     },
 ];
 
@@ -438,7 +395,7 @@ pub fn run(
     let result = config.probe();
     let judged = Judged::of(&result, py.as_ref());
     let mut inputs = inputs;
-    inputs.for_nccl(judged.as_ref().map(|j| j.version));
+    inputs.for_nccl(judged.as_ref().map(|j| &j.version));
     let names = judged.as_ref().and_then(|j| Names::of(j, &inputs));
     let f = findings(
         &inputs,
@@ -491,12 +448,12 @@ mod tests {
         .unwrap();
         let var = |k: &str, v: &str| (k.to_string(), v.to_string());
         assert_eq!(
-            inputs.env(),
+            inputs.settings.environment(),
             [var("NCCL_DEBUG", "INFO"), var("NCCL_SOCKET_IFNAME", "ib")]
         );
         let mut f = Findings::default();
-        check_env(&mut f, &inputs, None);
-        network::check(&mut f, &inputs.facts.interfaces, &inputs.env(), None);
+        variables::check(&mut f, &inputs.settings, None);
+        network::check(&mut f, &inputs.facts.interfaces, &inputs.settings, None);
         assert_eq!(
             rows(&f),
             [
@@ -521,7 +478,7 @@ mod tests {
                 (
                     Area::Network,
                     Level::Problem,
-                    "NCCL would find no interface (NCCL_SOCKET_IFNAME=ib)",
+                    "NCCL would find no interface: NCCL_SOCKET_IFNAME=ib matches none of the interfaces NCCL lists (eth0)",
                     Some("NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to one of eth0")
                 ),
             ]
@@ -531,9 +488,9 @@ mod tests {
     #[test]
     fn an_empty_injected_environment_is_nccl_s_defaults() {
         let inputs = Inputs::from_json_at_root(&json!({"env": {}})).unwrap();
-        assert!(inputs.env().is_empty());
+        assert!(inputs.settings.settings.is_empty());
         let mut f = Findings::default();
-        check_env(&mut f, &inputs, None);
+        variables::check(&mut f, &inputs.settings, None);
         assert_eq!(
             rows(&f),
             [
@@ -560,7 +517,7 @@ mod tests {
     #[test]
     fn values_no_setting_explains_came_from_an_env_plugin() {
         let inputs = Inputs::from_json_at_root(&json!({"env": {"NCCL_DEBUG": "WARN"}})).unwrap();
-        let p = |key: &str, value: &str, default: &str, set_by: &str| params::Param {
+        let p = |key: &str, value: &str, default: &str, set_by: &str| crate::facts::params::Param {
             key: key.into(),
             value: value.into(),
             default: default.into(),
@@ -570,7 +527,7 @@ mod tests {
         let names = Names {
             version: "2.32.3".into(),
             names: vec!["NCCL_DEBUG".into()],
-            params: params::Asked::Params(vec![
+            params: crate::facts::params::Asked::Params(vec![
                 p("NCCL_DEBUG", "WARN", "<unknown>", "EnvPlugin"),
                 p("NCCL_SET_THREAD_NAME", "TRUE", "FALSE", "EnvPlugin"),
                 p("NCCL_PARAM_DUMP_ALL", "TRUE", "FALSE", "EnvPlugin"),
@@ -578,7 +535,7 @@ mod tests {
             ]),
         };
         let mut f = Findings::default();
-        check_env(&mut f, &inputs, Some(&names));
+        variables::check(&mut f, &inputs.settings, Some(&names));
         assert_eq!(
             rows(&f),
             [
@@ -599,11 +556,13 @@ mod tests {
         // A library that has the API but could not be asked says so, and
         // what the names were checked against instead.
         let names = Names {
-            params: params::Asked::Failed("loading it failed (exit status: 1)".into()),
+            params: crate::facts::params::Asked::Failed(
+                "loading it failed (exit status: 1)".into(),
+            ),
             ..names
         };
         let mut f = Findings::default();
-        check_env(&mut f, &inputs, Some(&names));
+        variables::check(&mut f, &inputs.settings, Some(&names));
         assert_eq!(
             rows(&f)[1].2,
             "NCCL 2.32.3 could not be asked for its parameters (loading it failed (exit status: 1)): names were checked against the NCCL_* strings in its library and nccl-find's own list"

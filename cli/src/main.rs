@@ -15,12 +15,11 @@ mod style;
 
 mod facts;
 
+mod rules;
+
 mod buildsys;
-
-mod ras;
-
 mod doctor;
-
+mod ras;
 mod smoke;
 
 use buildsys::{cmake, pkgflags, shim};
@@ -241,8 +240,8 @@ fn main() -> ExitCode {
     // parameters (never shown in --help: it is no user's command).
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let [_, flag, file] = &args[..] {
-        if flag == doctor::PARAMS_CHILD_FLAG {
-            return doctor::params_child(std::path::Path::new(file));
+        if flag == facts::params::CHILD_FLAG {
+            return facts::params::child(std::path::Path::new(file));
         }
     }
     let cli = Cli::parse();

@@ -103,16 +103,6 @@ impl Dtype {
         matches!(self, Dtype::F8e4m3 | Dtype::F8e5m2)
     }
 
-    /// The first NCCL release that has it (`nccl.h`'s enum), as
-    /// `(major, minor, patch)`.
-    pub fn since(self) -> (u32, u32, u32) {
-        match self {
-            Dtype::Bf16 => (2, 10, 3),
-            Dtype::F8e4m3 | Dtype::F8e5m2 => (2, 24, 3),
-            _ => (2, 0, 0),
-        }
-    }
-
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -219,14 +209,6 @@ impl Redop {
         }
     }
 
-    /// The first NCCL release that has it.
-    pub fn since(self) -> (u32, u32, u32) {
-        match self {
-            Redop::Avg => (2, 10, 3),
-            _ => (2, 0, 0),
-        }
-    }
-
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -261,7 +243,7 @@ pub(crate) const K_INDEX: u64 = 0xD1B5_4A32_D192_ED03;
 /// - float averages: only over a power of two of ranks, `1/n` a normal
 ///   number of the type (otherwise no input makes NCCL's `x·(1/n)` exact).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Rule {
+pub(crate) struct Exact {
     pub(crate) t: Dtype,
     pub(crate) op: Redop,
     pub(crate) nranks: usize,
@@ -276,12 +258,12 @@ pub(crate) struct Rule {
     pub(crate) shift: u32,
 }
 
-impl Rule {
+impl Exact {
     /// The inputs of `t` for `op` over `nranks` ranks, or why none make
     /// every result exact.
-    pub(crate) fn of(t: Dtype, op: Redop, nranks: usize) -> Result<Rule, String> {
+    pub(crate) fn of(t: Dtype, op: Redop, nranks: usize) -> Result<Exact, String> {
         let n = nranks.max(1);
-        let mut r = Rule {
+        let mut r = Exact {
             t,
             op,
             nranks: n,
@@ -326,8 +308,8 @@ impl Rule {
 
     /// The inputs of a collective that moves data and reduces nothing:
     /// every rank's, over the widest exact range (a maximum's).
-    pub(crate) fn copy(t: Dtype, nranks: usize) -> Rule {
-        Rule::of(t, Redop::Max, nranks).unwrap_or_else(|_| unreachable!("max is exact"))
+    pub(crate) fn copy(t: Dtype, nranks: usize) -> Exact {
+        Exact::of(t, Redop::Max, nranks).unwrap_or_else(|_| unreachable!("max is exact"))
     }
 
     /// Element `i` of `rank`'s input, in the integer domain.
@@ -448,7 +430,7 @@ impl Source {
 }
 
 /// Writes an integer-domain value in `t`; a float divided by `2^shift`
-/// (exact, by [`Rule`]).
+/// (exact, by [`Exact`]).
 pub(crate) fn encode(t: Dtype, v: u64, shift: u32) -> u64 {
     let f = || v as f32 / (1u64 << shift) as f32;
     match t.kind() {
@@ -520,14 +502,14 @@ fn fill(t: Dtype, count: usize, bits: impl Fn(u64) -> u64 + Sync) -> Vec<u8> {
 }
 
 /// Rank `rank`'s input: `count` elements.
-pub(crate) fn input(rule: &Rule, seed: u64, rank: usize, count: usize) -> Vec<u8> {
+pub(crate) fn input(rule: &Exact, seed: u64, rank: usize, count: usize) -> Vec<u8> {
     fill(rule.t, count, |i| {
         encode(rule.t, rule.value(seed, rank, i), 0)
     })
 }
 
 /// The right answer: `count` elements of a result that comes from `src`.
-pub(crate) fn expected(rule: &Rule, seed: u64, src: Source, count: usize) -> Vec<u8> {
+pub(crate) fn expected(rule: &Exact, seed: u64, src: Source, count: usize) -> Vec<u8> {
     fill(rule.t, count, |j| rule.answer(seed, src, j))
 }
 
@@ -708,7 +690,7 @@ mod tests {
         for t in Dtype::ALL {
             for op in Redop::ALL {
                 for n in [1, 2, 3, 8, 16, 64, 256] {
-                    let rule = match Rule::of(t, op, n) {
+                    let rule = match Exact::of(t, op, n) {
                         Ok(r) => r,
                         Err(why) => {
                             let float = t.kind() != Kind::Int;
@@ -732,7 +714,7 @@ mod tests {
 
     #[test]
     fn the_inputs_are_as_wide_as_exactness_allows() {
-        let rule = |t, op, n| Rule::of(t, op, n).unwrap();
+        let rule = |t, op, n| Exact::of(t, op, n).unwrap();
         assert_eq!(rule(Dtype::F16, Redop::Sum, 2).mask, 1023);
         assert_eq!(rule(Dtype::F16, Redop::Sum, 3).mask, 511);
         assert_eq!(rule(Dtype::Bf16, Redop::Sum, 4).mask, 63);
@@ -749,34 +731,34 @@ mod tests {
         assert_eq!(rule(Dtype::F32, Redop::Max, 3).mask, (1 << 24) - 1);
         assert_eq!(rule(Dtype::F16, Redop::Avg, 8).shift, 3);
         assert_eq!(
-            Rule::of(Dtype::F32, Redop::Avg, 3),
+            Exact::of(Dtype::F32, Redop::Avg, 3),
             Err("avg in f32 over 3 ranks has no exact answer: 1/n is not a power of two".into())
         );
         assert_eq!(
-            Rule::of(Dtype::F8e4m3, Redop::Avg, 128),
+            Exact::of(Dtype::F8e4m3, Redop::Avg, 128),
             Err("avg in f8e4m3 over 128 ranks has no exact answer: 1/n is below its smallest normal number".into())
         );
-        assert!(Rule::of(Dtype::I8, Redop::Avg, 3).is_ok());
-        assert_eq!(Rule::copy(Dtype::F16, 5).mask, 2047);
+        assert!(Exact::of(Dtype::I8, Redop::Avg, 3).is_ok());
+        assert_eq!(Exact::copy(Dtype::F16, 5).mask, 2047);
     }
 
     #[test]
     fn integer_averages_divide_toward_zero_and_comparisons_are_signed() {
-        let r = Rule::of(Dtype::I8, Redop::Avg, 3).unwrap();
+        let r = Exact::of(Dtype::I8, Redop::Avg, 3).unwrap();
         // -7 (0xf9) over 3 ranks: -2, not 0x52 (249/3) or -3.
         assert_eq!(r.finish(0xf9), -2i64 as u64);
         assert_eq!(encode(Dtype::I8, r.finish(0xf9), 0), 0xfe);
-        let u = Rule::of(Dtype::U8, Redop::Avg, 3).unwrap();
+        let u = Exact::of(Dtype::U8, Redop::Avg, 3).unwrap();
         assert_eq!(u.finish(0xf9), 83);
-        let m = Rule::of(Dtype::I32, Redop::Max, 2).unwrap();
+        let m = Exact::of(Dtype::I32, Redop::Max, 2).unwrap();
         assert_eq!(m.combine(0xffff_ffff, 1), 1, "-1 < 1");
-        let m = Rule::of(Dtype::U32, Redop::Max, 2).unwrap();
+        let m = Exact::of(Dtype::U32, Redop::Max, 2).unwrap();
         assert_eq!(m.combine(0xffff_ffff, 1), 0xffff_ffff);
     }
 
     #[test]
     fn a_planted_wrong_element_is_caught_and_counted() {
-        let rule = Rule::of(Dtype::F32, Redop::Sum, 2).unwrap();
+        let rule = Exact::of(Dtype::F32, Redop::Sum, 2).unwrap();
         let want = expected(&rule, 7, Source::reduced(0), 4096);
         let mut got = want.clone();
         got[100 * 4] ^= 1;
@@ -786,7 +768,7 @@ mod tests {
         assert_eq!(c.first.as_ref().unwrap().0, 100);
         // Poison never passes, in any type.
         for t in Dtype::ALL {
-            let want = expected(&Rule::copy(t, 4), 1, Source::blocks(7, 0), 5000);
+            let want = expected(&Exact::copy(t, 4), 1, Source::blocks(7, 0), 5000);
             assert_eq!(check(t, &poison(&want), &want).wrong, 5000, "{t:?}");
         }
     }

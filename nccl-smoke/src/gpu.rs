@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use crate::collective::{AllReduce, Call, Collective};
 use crate::cuda::{self, CuContext, CuDevicePtr, CuFunction, CuStream, Cuda};
-use crate::data::{self, Dtype, Redop, Rule, Source};
+use crate::data::{self, Dtype, Exact, Redop, Source};
 use crate::nccl::{self, NcclComm, NcclLib};
-use crate::report::{hint, Event, Failure, Timing};
+use crate::report::{Event, Failure, Timing};
 use crate::{ptx, verdict, watchdog};
 use nccl_rendezvous as rendezvous;
 
@@ -205,7 +205,7 @@ impl Run<'_> {
         Failure::NcclLib {
             what: what.to_string(),
             error: self.nc.error(rc, comm),
-            hint: hint(rc),
+            rc,
         }
     }
 
@@ -548,7 +548,7 @@ impl Run<'_> {
             count: 1,
             seed: 0,
             // An integer minimum has inputs at any rank count.
-            rule: Rule::of(Dtype::I32, Redop::Min, nranks)
+            rule: Exact::of(Dtype::I32, Redop::Min, nranks)
                 .unwrap_or_else(|_| unreachable!("an integer min is exact")),
         };
         for g in &self.gpus {
@@ -651,7 +651,7 @@ impl Run<'_> {
     /// data in each of `rules`: the fill's inputs and poison, the check's
     /// counts. Any disagreement leaves the data to the host (slower, as
     /// exact).
-    pub(crate) fn load_kernels(&mut self, rules: &[Rule], seed: u64, on: &mut dyn FnMut(Event)) {
+    pub(crate) fn load_kernels(&mut self, rules: &[Exact], seed: u64, on: &mut dyn FnMut(Event)) {
         let text = std::ffi::CString::new(ptx::module()).unwrap_or_default();
         for j in 0..self.gpus.len() {
             if self.set(&self.gpus[j]).is_err() {
@@ -696,7 +696,7 @@ impl Run<'_> {
 
     /// Each rule, a reduction and blocks from every rank: the kernels'
     /// input, poison and counts against the host's.
-    fn self_test(&self, rules: &[Rule], seed: u64) -> Result<(), String> {
+    fn self_test(&self, rules: &[Exact], seed: u64) -> Result<(), String> {
         let count = 4099usize;
         let e = |f: Failure| f.to_string();
         for rule in rules {
@@ -818,8 +818,8 @@ pub(crate) struct Data {
     pub(crate) count: usize,
     pub(crate) seed: u64,
     /// The datatype, the reduction and the ranks, and how the inputs are
-    /// chosen for them ([`Rule`]).
-    pub(crate) rule: Rule,
+    /// chosen for them ([`Exact`]).
+    pub(crate) rule: Exact,
 }
 
 /// The links of this process's GPUs: NVLinks and PCIe from NVML, P2P

@@ -42,7 +42,6 @@ mod data;
 pub mod driver;
 mod gpu;
 mod nccl;
-pub mod net;
 mod ptx;
 mod report;
 pub mod rundir;
@@ -77,15 +76,15 @@ pub(crate) mod testutil {
 pub use capture::Capture;
 use collective::{Collective, COLLECTIVES};
 use cuda::Cuda;
-use data::Rule;
+use data::Exact;
 pub use data::{Dtype, Redop};
 use gpu::{Data, Run};
 use nccl::NcclLib;
+use nccl_find::explain::Change;
 use nccl_rendezvous as rendezvous;
 use nccl_rendezvous::untrusted;
 use nccl_rendezvous::{Failed, Job, PeerOutcome};
-use net::ifname_problem;
-pub use report::{hint, Event, Failure, Row, Summary, Timing, TIMES};
+pub use report::{Event, Failure, Row, Summary, Timing, TIMES};
 
 /// What to run: [`Options::new`], then the fields to change.
 #[derive(Debug, Clone)]
@@ -154,7 +153,7 @@ pub fn ops() -> Vec<&'static str> {
 
 /// One row's work: a collective, how its inputs are chosen (datatype and
 /// reduction), a size in bytes.
-type Work = (&'static dyn Collective, Rule, usize);
+type Work = (&'static dyn Collective, Exact, usize);
 
 /// A usage error where `opts.ops` names something that is not a collective.
 fn known_ops(opts: &Options) -> Result<(), Failure> {
@@ -223,7 +222,7 @@ fn sweep_order(
         }
         for red in redops {
             for &t in &opts.dtypes {
-                match rule_for(*op, red, t, nc, nranks, min_cc) {
+                match exact_for(*op, red, t, nc, nranks, min_cc) {
                     Ok(rule) => out.extend(opts.sizes.iter().map(|&bytes| (*op, rule, bytes))),
                     Err(why) => skip(why),
                 }
@@ -237,23 +236,27 @@ fn sweep_order(
 /// over `nranks` ranks on GPUs of compute capability `min_cc`.x, or why it
 /// cannot run here: the loaded NCCL lacks the reduction or the datatype, or
 /// refuses them, or no input makes the result exact.
-fn rule_for(
+fn exact_for(
     op: &dyn Collective,
     red: Option<Redop>,
     t: Dtype,
     nc: &NcclLib,
     nranks: usize,
     min_cc: i32,
-) -> Result<Rule, String> {
-    let release =
-        |(x, y, z): (u32, u32, u32)| format!("NCCL {x}.{y}.{z} (this is {})", nc.version());
-    if let Some(r) = red.filter(|r| !nc.has(r.since())) {
-        return Err(format!("{} needs {}", r.name(), release(r.since())));
+) -> Result<Exact, String> {
+    let names = [
+        red.map(|r| (r.name(), r.nccl().1)),
+        Some((t.name(), t.nccl().1)),
+    ];
+    for (what, name) in names.into_iter().flatten() {
+        if let Some(first) = nc.lacks(name) {
+            return Err(format!(
+                "{what} needs NCCL {first} (this is {})",
+                nc.version()
+            ));
+        }
     }
-    if !nc.has(t.since()) {
-        return Err(format!("{} needs {}", t.name(), release(t.since())));
-    }
-    let old = (!nc.has((2, 28, 3))).then(|| nc.version());
+    let old = (!nc.does(Change::Fp8CopiesBelowSm90)).then(|| nc.version());
     if let Some(why) = fp8_refused(t, op.name(), red.is_some(), op.grouped(nc), old, min_cc) {
         return Err(why);
     }
@@ -267,8 +270,8 @@ fn rule_for(
         ));
     }
     match red {
-        Some(r) => Rule::of(t, r, nranks),
-        None => Ok(Rule::copy(t, nranks)),
+        Some(r) => Exact::of(t, r, nranks),
+        None => Ok(Exact::copy(t, nranks)),
     }
 }
 
@@ -393,21 +396,13 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
     })
 }
 
-/// Loads the library `opts` names, and says so; and says what is wrong
-/// with `NCCL_SOCKET_IFNAME`, in rendezvous-only mode too: a wrong
-/// interface is as wrong there.
+/// Loads the library `opts` names, and says so.
 fn load(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<NcclLib, Failure> {
     let nc = NcclLib::load(&opts.lib).map_err(Failure::Load)?;
     on(Event::Loaded {
         path: nc.path.clone(),
         version: nc.version(),
     });
-    if let Some(p) = ifname_problem(
-        std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
-        &net::interface_names(),
-    ) {
-        on(Event::Note(p));
-    }
     Ok(nc)
 }
 
@@ -611,14 +606,10 @@ fn ruled(
 fn nccl_id(nc: &NcclLib) -> Result<[u8; 128], Failure> {
     nc.unique_id()
         .map(|u| u.internal)
-        .map_err(|e| Failure::NcclLib {
+        .map_err(|(rc, error)| Failure::NcclLib {
             what: "ncclGetUniqueId".into(),
-            error: e.trim_start_matches("ncclGetUniqueId failed: ").to_string(),
-            hint: ifname_problem(
-                std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
-                &net::interface_names(),
-            )
-            .unwrap_or_else(|| hint(2)),
+            error,
+            rc,
         })
 }
 
@@ -672,7 +663,7 @@ fn sweep(
 ) -> Result<(Vec<Row>, usize), Failure> {
     run.init_comms(id, nranks, first_rank, on)?;
     let order = plan(run, opts, nranks, first_rank, on)?;
-    let mut rules: Vec<Rule> = Vec::new();
+    let mut rules: Vec<Exact> = Vec::new();
     for (_, rule, _) in &order {
         if !rules.contains(rule) {
             rules.push(*rule);
@@ -738,7 +729,11 @@ fn rendezvous_only(
     if let Some(local) = opts.local_rank {
         on(Event::Note(format!("local rank {local}")));
     }
-    let make = || nc.unique_id().map(|u| u.internal);
+    let make = || {
+        nc.unique_id()
+            .map(|u| u.internal)
+            .map_err(|(_, e)| format!("ncclGetUniqueId failed: {e}"))
+    };
     let j = ruled(
         rendezvous::join(&job, &make, &mut |m| on(Event::Note(m))),
         opts.timeout,
@@ -1043,44 +1038,28 @@ mod tests {
         assert_eq!(declared.len(), ours.len() + 1, "{declared:?}");
     }
 
-    /// Each datatype's and reduction's first release against the one
-    /// `scripts/nccl-catalog` read from every release.
+    /// Every datatype and reduction is a name of the catalog nccl-find
+    /// read from the releases, which says which NCCL has it.
     #[test]
-    fn each_names_first_release_is_the_catalogs() {
-        let names =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/catalog-names.txt");
-        let Ok(text) = std::fs::read_to_string(&names) else {
-            eprintln!(
-                "skipped: {} is not here (a packaged crate)",
-                names.display()
-            );
-            return;
-        };
-        let first = |name: &str| {
-            let v = text
-                .lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '));
-            let mut it = v
-                .unwrap_or_else(|| panic!("{name} is not in the catalog"))
-                .split('.');
-            let mut n = || it.next().and_then(|x| x.parse::<u32>().ok()).unwrap();
-            (n(), n(), n())
-        };
-        // The catalog's oldest release is the first open-source one; what
-        // it has is older.
-        let oldest = (2, 3, 5);
-        let since = Dtype::ALL
+    fn every_datatype_and_reduction_is_in_the_catalog() {
+        let names = Dtype::ALL
             .iter()
-            .map(|d| (d.nccl().1, d.since()))
-            .chain(Redop::ALL.iter().map(|r| (r.nccl().1, r.since())));
-        for (name, ours) in since {
-            let theirs = first(name);
-            if theirs == oldest {
-                assert!(ours <= oldest, "{name}: {ours:?}");
-            } else {
-                assert_eq!(ours, theirs, "{name}");
-            }
+            .map(|d| d.nccl().1)
+            .chain(Redop::ALL.iter().map(|r| r.nccl().1));
+        for name in names {
+            assert!(
+                nccl_find::explain::introduced_in(name).is_some(),
+                "{name} is not in nccl-find's catalog"
+            );
         }
+        assert_eq!(
+            nccl_find::explain::introduced_in("ncclBfloat16"),
+            Some("2.10.3")
+        );
+        assert_eq!(
+            nccl_find::explain::introduced_in("ncclFloat8e4m3"),
+            Some("2.24.3")
+        );
     }
 
     #[test]

@@ -174,10 +174,36 @@ impl NcclLib {
         version_of(self.version_code)
     }
 
-    /// Whether this NCCL is release `since` or newer (an unreadable
-    /// version code counts as new).
-    pub fn has(&self, since: (u32, u32, u32)) -> bool {
-        nccl_find::Version::from_code(self.version_code.max(0) as u32).map_or(true, |v| v >= since)
+    /// Its release, from `ncclGetVersion`; `None` for a code no release
+    /// gives.
+    pub fn release(&self) -> Option<nccl_find::Version> {
+        let (x, y, z) = nccl_find::Version::from_code(self.version_code.max(0) as u32)?;
+        Some(nccl_find::Version::new(x, y, z, ""))
+    }
+
+    /// Whether this NCCL does what `change` brought (an unknown release
+    /// counts as the newest).
+    pub fn does(&self, change: nccl_find::explain::Change) -> bool {
+        change.in_release(self.release().as_ref())
+    }
+
+    /// The first release with `name` of NCCL's API (a datatype, a
+    /// reduction), by the catalog nccl-find read from the releases, where
+    /// this NCCL is older; `None` where it has it (a name the oldest release
+    /// read has may be older still, and counts as always there).
+    pub fn lacks(&self, name: &str) -> Option<&'static str> {
+        let first = nccl_find::explain::introduced_in(name)?;
+        if nccl_find::explain::known_releases().first() == Some(&first) {
+            return None;
+        }
+        let mut parts = first.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let want = (
+            parts.next().unwrap_or(0),
+            parts.next().unwrap_or(0),
+            parts.next().unwrap_or(0),
+        );
+        let mine = self.release().map(|v| (v.major, v.minor, v.patch));
+        mine.is_some_and(|v| v < want).then_some(first)
     }
 
     /// An NCCL result in words, with the communicator's last error if any.
@@ -200,15 +226,16 @@ impl NcclLib {
         }
     }
 
-    /// A new unique id (rank 0 makes it; no GPU needed).
-    pub fn unique_id(&self) -> Result<UniqueId, String> {
+    /// A new unique id (rank 0 makes it; no GPU needed), or NCCL's result
+    /// code and its words.
+    pub fn unique_id(&self) -> Result<UniqueId, (NcclResult, String)> {
         let mut id = UniqueId { internal: [0; 128] };
         // SAFETY: writes 128 bytes into id.
         let rc = unsafe { (self.get_unique_id)(&mut id) };
         if rc == SUCCESS {
             Ok(id)
         } else {
-            Err(format!("ncclGetUniqueId failed: {}", self.error(rc, None)))
+            Err((rc, self.error(rc, None)))
         }
     }
 }

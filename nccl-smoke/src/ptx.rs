@@ -9,10 +9,10 @@
 //!   `out[1]` (atomic min).
 //!
 //! Both compute exactly what [`crate::data`] computes on the host, for
-//! every datatype, reduction ([`Rule`]) and collective ([`Source`]). The
+//! every datatype, reduction ([`Exact`]) and collective ([`Source`]). The
 //! run checks the two against each other on every GPU before it starts.
 
-use crate::data::{Rule, Source, K_INDEX, K_RANK};
+use crate::data::{Exact, Source, K_INDEX, K_RANK};
 
 /// The kernels' parameters, every one a `u64`, in order.
 const PARAMS: [&str; 21] = [
@@ -34,7 +34,7 @@ pub(crate) struct Launch {
     pub(crate) mode: u64,
     /// `nf_check`: its two counters.
     pub(crate) out: u64,
-    pub(crate) rule: Rule,
+    pub(crate) rule: Exact,
     pub(crate) src: Source,
 }
 
@@ -74,7 +74,7 @@ fn hex(k: u64) -> String {
 }
 
 /// PTX that computes `dst` = element `idx` of rank `rank`'s input, in the
-/// integer domain ([`Rule::value`]); `%t0`, `%t1`, `%w` are scratch.
+/// integer domain ([`Exact::value`]); `%t0`, `%t1`, `%w` are scratch.
 fn value(dst: &str, rank: &str, idx: &str) -> String {
     let (kr, ki) = (hex(K_RANK), hex(K_INDEX));
     format!(
@@ -98,7 +98,7 @@ fn value(dst: &str, rank: &str, idx: &str) -> String {
     )
 }
 
-/// PTX that reduces `%x` into `%v` by `%redop` ([`Rule`]'s `combine`):
+/// PTX that reduces `%x` into `%v` by `%redop` ([`Exact`]'s `combine`):
 /// minimum and maximum compare keys, the sign bit flipped for signed
 /// integers.
 const COMBINE: &str = "\tsetp.eq.u64 %p, %redop, 1;\n\t@%p bra C_PROD;\n\
@@ -113,7 +113,7 @@ C_MIN:\n\tand.b64 %t0, %v, %kmask;\n\txor.b64 %t0, %t0, %flip;\n\tand.b64 %t1, %
 C_DONE:\n";
 
 /// PTX that ends an integer average: the wrapped sum divided by the ranks,
-/// toward zero (signed) ([`Rule`]'s `finish`).
+/// toward zero (signed) ([`Exact`]'s `finish`).
 const FINISH: &str = "\tsetp.ne.u64 %p, %redop, 4;\n\t@%p bra F_DONE;\n\
 \tsetp.ne.u64 %p, %kind, 0;\n\t@%p bra F_DONE;\n\
 \tand.b64 %v, %v, %smask;\n\
@@ -124,7 +124,7 @@ F_UNSIGNED:\n\tdiv.u64 %v, %v, %nranks;\n\
 F_DONE:\n";
 
 /// PTX that puts element `%j`'s answer in `%v` and its scale in `%sc`
-/// ([`Rule::answer`]).
+/// ([`Exact::answer`]).
 fn answer() -> String {
     format!(
         "\tsetp.ne.u64 %p, %reduce, 0;\n\t@%p bra A_REDUCE;\n\
@@ -326,7 +326,7 @@ mod tests {
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^ (z >> 31)
         };
-        let rule = Rule::copy(crate::data::Dtype::I64, 4);
+        let rule = Exact::copy(crate::data::Dtype::I64, 4);
         let got = crate::data::input(&rule, 99, 3, 10);
         for i in 0..10u64 {
             let v = mix((3u64.wrapping_mul(K_RANK)) ^ i.wrapping_mul(K_INDEX) ^ 99);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use nccl_rendezvous::{Failed, Gathered, PeerOutcome};
 
 use crate::data::{Dtype, Redop};
-use crate::{net, verdict};
+use crate::verdict;
 
 /// Timing and correctness of one mode at one size.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -119,14 +119,15 @@ pub enum Failure {
     Load(String),
     /// The processes did not all meet.
     Rendezvous(Failed),
-    /// NCCL returned an error.
+    /// NCCL returned an error: what it means here, and its fix, are the
+    /// caller's to say (`ncclResult_t`'s meaning, the interfaces NCCL had).
     NcclLib {
         /// What was being done.
         what: String,
         /// NCCL's words.
         error: String,
-        /// Cause and fix.
-        hint: String,
+        /// NCCL's result code (`ncclResult_t`).
+        rc: i32,
     },
     /// A CUDA call failed.
     Cuda(String),
@@ -157,28 +158,8 @@ impl std::fmt::Display for Failure {
                 f.write_str(e)
             }
             Failure::Rendezvous(r) => f.write_str(&r.message),
-            Failure::NcclLib { what, error, hint } => write!(f, "{what} failed: {error}. {hint}"),
+            Failure::NcclLib { what, error, .. } => write!(f, "{what} failed: {error}"),
         }
-    }
-}
-
-/// Cause and fix for an NCCL result code.
-pub fn hint(rc: i32) -> String {
-    match rc {
-        1 => "Likely cause: a driver/CUDA problem or out of memory. Check nvidia-smi and the driver version \
-              (nccl-find doctor)."
-            .into(),
-        2 => format!(
-            "Likely cause: NCCL picked a wrong network interface (docker0, virbr0, an unroutable address) or \
-             /dev/shm is too small. Interfaces here: {}. Try NCCL_SOCKET_IFNAME={}; NCCL_IB_DISABLE=1 without working \
-             RDMA; NCCL_SHM_DISABLE=1 or a larger /dev/shm (nccl-find doctor checks all of these).",
-            net::interface_names().join(", "),
-            net::default_route_interface().map_or("^docker,virbr,lo".to_string(), |i| format!("={i}"))
-        ),
-        3 => "Likely cause: no usable network interface (\"no socket interface found\"): set NCCL_SOCKET_IFNAME.".into(),
-        5 => "Likely cause: two ranks on one GPU (a wrong local-rank mapping): give each rank its own GPU.".into(),
-        6 => "Likely cause: a peer died or the network dropped: check the other ranks' logs.".into(),
-        _ => "Run with NCCL_DEBUG=INFO for NCCL's own account.".into(),
     }
 }
 

@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::nccl::{self, NcclComm};
-use crate::report::{hint, Failure};
+use crate::report::Failure;
 use nccl_rendezvous as rendezvous;
 
 /// How long the run thread gets, after the aborts, to come back.
@@ -293,7 +293,7 @@ impl Watchdog {
                                     Failure::NcclLib {
                                         what: "an NCCL operation".into(),
                                         error: text,
-                                        hint: hint(bad),
+                                        rc: bad,
                                     }
                                 })
                             })

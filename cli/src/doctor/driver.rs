@@ -1,10 +1,13 @@
 //! doctor's `driver` check: libcuda's version and GPUs, against the CUDA
 //! version NCCL was built for.
 
-use super::*;
+use nccl_find::Nccl;
+
+use super::{Area, Findings, Level};
+use crate::facts::host::Facts;
 
 /// The driver area.
-pub(super) fn check_driver(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
+pub(super) fn check(f: &mut Findings, facts: &Facts, nccl: Option<&Nccl>) {
     let d = &facts.driver;
     let Some(v) = d.version else {
         f.add(

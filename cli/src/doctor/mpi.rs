@@ -1,9 +1,10 @@
 //! doctor's `mpi` check: an MPI launcher on `PATH`.
 
-use super::*;
+use super::{Area, Findings, Level};
+use crate::facts::host::Facts;
 
 /// The MPI area.
-pub(super) fn check_mpi(f: &mut Findings, facts: &Facts) {
+pub(super) fn check(f: &mut Findings, facts: &Facts) {
     match facts.mpi.first() {
         Some(p) => f.add(
             Area::Mpi,

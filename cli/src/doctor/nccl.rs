@@ -1,11 +1,14 @@
 //! doctor's `nccl` check: the install found (or why none was), and what
 //! will mislead builds and the run-time loader.
 
-use super::*;
+use nccl_find::explain::Verdict;
+use nccl_find::{Nccl, Report};
+
+use super::{Area, Findings, Level};
 
 /// The NCCL area: the install found (or why none was), and what will mislead
 /// builds and the run-time loader.
-pub(super) fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
+pub(super) fn check(f: &mut Findings, result: &Result<Nccl, nccl_find::Error>) {
     let report = check_selected(f, result);
     let nccl = result.as_ref().ok();
     check_pkg_config_files(f, report, nccl);
@@ -19,7 +22,7 @@ pub(super) fn check_nccl(f: &mut Findings, result: &Result<Nccl, nccl_find::Erro
 
 /// CUDA headers `nccl.h` includes and that are missing: builds that
 /// compile it (C, C++, bindgen) fail; running needs none of them.
-pub(super) fn check_cuda_headers(f: &mut Findings, n: &Nccl) {
+fn check_cuda_headers(f: &mut Findings, n: &Nccl) {
     if let Err(why) = &n.cuda_include_dirs {
         f.add(
             Area::Nccl,
@@ -32,10 +35,7 @@ pub(super) fn check_cuda_headers(f: &mut Findings, n: &Nccl) {
 }
 
 /// The install selected, or why there is none; returns the probe's report.
-pub(super) fn check_selected<'a>(
-    f: &mut Findings,
-    result: &'a Result<Nccl, nccl_find::Error>,
-) -> &'a Report {
+fn check_selected<'a>(f: &mut Findings, result: &'a Result<Nccl, nccl_find::Error>) -> &'a Report {
     match result {
         Ok(n) => {
             f.add(
@@ -69,7 +69,7 @@ pub(super) fn check_selected<'a>(
 }
 
 /// `nccl.pc` files whose prefix has no NCCL, which mislead C and CMake builds.
-pub(super) fn check_pkg_config_files(f: &mut Findings, report: &Report, nccl: Option<&Nccl>) {
+fn check_pkg_config_files(f: &mut Findings, report: &Report, nccl: Option<&Nccl>) {
     for pc in &report.misleading_pc {
         let real = match nccl {
             Some(n) => format!(
@@ -108,7 +108,7 @@ pub(super) fn check_pkg_config_files(f: &mut Findings, report: &Report, nccl: Op
 }
 
 /// Other installs that conflict with the selected one.
-pub(super) fn check_other_installs(f: &mut Findings, report: &Report) {
+fn check_other_installs(f: &mut Findings, report: &Report) {
     for c in report.others().filter(|c| c.conflict.is_some()) {
         f.add(
             Area::Nccl,
@@ -128,7 +128,7 @@ pub(super) fn check_other_installs(f: &mut Findings, report: &Report) {
 }
 
 /// Several versions of libnccl.so.2 visible to the run-time loader.
-pub(super) fn check_visible_copies(f: &mut Findings, report: &Report) {
+fn check_visible_copies(f: &mut Findings, report: &Report) {
     let visible = &report.loader.visible;
     let mut versions: Vec<String> = visible
         .iter()
@@ -163,7 +163,7 @@ pub(super) fn check_visible_copies(f: &mut Findings, report: &Report) {
 /// The loader verdict: whether the run-time loader will load the selected
 /// NCCL. (The library's `check/loader.rs` judges the same with other
 /// thresholds; doctor is to take its verdict from there.)
-pub(super) fn loader_verdict(f: &mut Findings, n: &Nccl) {
+fn loader_verdict(f: &mut Findings, n: &Nccl) {
     let report = &n.report;
     let fix = || {
         Some(format!(

@@ -1,9 +1,14 @@
 //! Doctor's Network area: the interfaces, the one NCCL would use by the
-//! rule of the NCCL version found (NCCL's `ncclFindInterfaces`, in
-//! `src/misc/socket.cc`), and the ones that can mislead it.
+//! rules of the NCCL judged (`rules::ifaces`), and the ones that can
+//! mislead it.
+
+use nccl_find::explain::Change;
+use nccl_find::Version;
 
 use super::{Area, Findings, Level};
-use nccl_smoke::net::{nccl_pick, rule_for, usable, whose, Iface, RULES};
+use crate::facts::net::Iface;
+use crate::rules::ifaces::{self, Choice};
+use crate::rules::settings::InForce;
 
 fn describe(i: &Iface) -> String {
     let addrs: Vec<String> = i
@@ -15,102 +20,52 @@ fn describe(i: &Iface) -> String {
     format!("{}{down} {}", i.name, addrs.join(" "))
 }
 
-/// The Network area: the interfaces, the one NCCL `version` would use, and
-/// the ones that can mislead it.
+/// The Network area: the interfaces, the one NCCL `release` would use,
+/// and the ones that can mislead it.
 pub(super) fn check(
     f: &mut Findings,
-    ifaces: &[Iface],
-    env: &[(String, String)],
-    version: Option<(u32, u32, u32)>,
+    list: &[Iface],
+    settings: &InForce,
+    release: Option<&Version>,
 ) {
-    let list: Vec<String> = ifaces.iter().map(describe).collect();
+    let shown: Vec<String> = list.iter().map(describe).collect();
     f.add(
         Area::Network,
         Level::Ok,
-        format!("interfaces: {}", list.join("; ")),
+        format!("interfaces: {}", shown.join("; ")),
         None,
     );
-    let (picked, why) = nccl_pick(ifaces, env, version);
-    let suggestion = ifname_suggestion(ifaces);
-    match picked.first() {
-        None => f.add(
+    let choice = ifaces::choose(list, settings, release);
+    match choice.none_found(settings) {
+        Some((cause, fix)) => f.add(
             Area::Network,
             Level::Problem,
-            format!("NCCL would find no interface ({why})"),
+            format!("NCCL would find no interface: {cause}"),
             Some(format!(
-                "NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to {}",
-                running_choices(ifaces)
+                "NCCL fails with `no socket interface found`: {fix}"
             )),
         ),
-        Some(first) => check_chosen(f, first, &why, &suggestion, version),
+        None => {
+            if let Some(first) = choice.taken.first() {
+                check_chosen(f, first, &choice, release);
+            }
+        }
     }
-    let chosen = picked.first().map(|p| p.name.as_str());
-    check_bridges(f, ifaces, chosen, &suggestion, version);
-}
-
-/// The running interfaces to choose from, those that can reach other nodes
-/// first: never loopback first, nor a Docker or libvirt bridge.
-fn running_choices(ifaces: &[Iface]) -> String {
-    let local =
-        |i: &&Iface| i.name == "lo" || i.name.starts_with("docker") || i.name.starts_with("virbr");
-    let running: Vec<&Iface> = ifaces.iter().filter(|i| i.running).collect();
-    let names = |v: Vec<&&Iface>| {
-        v.iter()
-            .map(|i| i.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let (good, near): (Vec<&&Iface>, Vec<&&Iface>) = running.iter().partition(|i| !local(i));
-    match (good.is_empty(), near.is_empty()) {
-        (true, true) => "an interface that is up (none is running)".to_string(),
-        (true, false) => format!(
-            "one of {} (one node only: none reaches another)",
-            names(near)
-        ),
-        (false, true) => format!("one of {}", names(good)),
-        (false, false) => format!(
-            "one of {} ({} {} no other node)",
-            names(good),
-            names(near.clone()),
-            if near.len() == 1 { "reaches" } else { "reach" }
-        ),
-    }
-}
-
-/// The `NCCL_SOCKET_IFNAME` to suggest: the first real NIC that is
-/// running, else a rule that leaves out bridges and loopback.
-fn ifname_suggestion(ifaces: &[Iface]) -> String {
-    let real = ifaces.iter().find(|i| {
-        usable(i, &RULES[0])
-            && !i.name.starts_with("docker")
-            && !i.name.starts_with("virbr")
-            && i.name != "lo"
-    });
-    match real {
-        Some(i) => format!(
-            "NCCL_SOCKET_IFNAME=={} (the real NIC), or NCCL_SOCKET_IFNAME=^docker,virbr,lo",
-            i.name
-        ),
-        None => "NCCL_SOCKET_IFNAME=^docker,virbr,lo".to_string(),
-    }
+    let chosen = choice.taken.first().map(|p| p.name.as_str());
+    check_bridges(f, list, chosen, &choice, release);
 }
 
 /// The interface NCCL would use: whether other nodes can reach it.
-fn check_chosen(
-    f: &mut Findings,
-    first: &Iface,
-    why: &str,
-    suggestion: &str,
-    version: Option<(u32, u32, u32)>,
-) {
+fn check_chosen(f: &mut Findings, first: &Iface, choice: &Choice, release: Option<&Version>) {
     f.add(
         Area::Network,
         Level::Ok,
-        format!("NCCL would use {} ({why})", first.name),
+        format!("NCCL would use {} ({})", first.name, choice.why),
         None,
     );
+    let suggestion = choice.suggestion();
     if first.name.starts_with("virbr") {
-        let how = if rule_for(version).running_only {
+        let how = if Change::LibvirtBridgesLast.in_release(release) {
             "takes virbr* only when nothing else is running"
         } else {
             "does not skip virbr* (NCCL 2.28.3 and later do)"
@@ -121,9 +76,9 @@ fn check_chosen(
             format!(
                 "{} is libvirt's bridge, which other nodes cannot reach; {} {how}",
                 first.name,
-                whose(version)
+                ifaces::whose(release)
             ),
-            Some(suggestion.to_string()),
+            Some(suggestion.clone()),
         );
     } else if first.name.starts_with("docker") || first.name == "lo" {
         f.add(
@@ -154,16 +109,16 @@ fn check_chosen(
 /// interfaces that are not running.
 fn check_bridges(
     f: &mut Findings,
-    ifaces: &[Iface],
+    list: &[Iface],
     chosen: Option<&str>,
-    suggestion: &str,
-    version: Option<(u32, u32, u32)>,
+    choice: &Choice,
+    release: Option<&Version>,
 ) {
-    let rule = rule_for(version);
-    let who = whose(version);
-    for i in ifaces.iter().filter(|i| Some(i.name.as_str()) != chosen) {
-        let skipped =
-            i.name.starts_with("docker") || (rule.running_only && i.name.starts_with("virbr"));
+    let virbr_last = Change::LibvirtBridgesLast.in_release(release);
+    let running_only = Change::RunningInterfacesOnly.in_release(release);
+    let who = ifaces::whose(release);
+    for i in list.iter().filter(|i| Some(i.name.as_str()) != chosen) {
+        let skipped = i.name.starts_with("docker") || (virbr_last && i.name.starts_with("virbr"));
         if skipped {
             f.add(
                 Area::Network,
@@ -182,11 +137,11 @@ fn check_bridges(
                     "{} (libvirt's bridge) is there and {who} does not skip it (NCCL 2.28.3 and later do)",
                     i.name
                 ),
-                Some(suggestion.to_string()),
+                Some(choice.suggestion()),
             );
         }
         if !i.running && i.name != "lo" {
-            let what = if rule.running_only {
+            let what = if running_only {
                 format!("{who} skips it")
             } else {
                 format!("{who} can still take it (NCCL 2.28.3 and later skip interfaces that are not running)")

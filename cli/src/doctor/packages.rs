@@ -1,10 +1,15 @@
 //! doctor's `python` check: for each package that uses NCCL, the library
 //! it will map and whether that has what it imports.
 
-use super::*;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::{Area, Findings, Level};
+use crate::facts::python;
 
 /// The Python environment and what each package that uses NCCL does there.
-pub struct PythonReport {
+pub(crate) struct PythonReport {
     pub(super) env: python::PyEnv,
     pub(super) outcomes: Vec<python::Outcome>,
     pub(super) orders: Vec<String>,
@@ -49,7 +54,7 @@ impl PythonReport {
 /// The Python area: for each package that uses NCCL, the file it maps and
 /// whether that has what it imports; a problem only where a process that
 /// will run gets a library lacking what it needs.
-pub(super) fn check_python(f: &mut Findings, py: &PythonReport) {
+pub(super) fn check(f: &mut Findings, py: &PythonReport) {
     let env = &py.env;
     if py.outcomes.is_empty() {
         f.add(
@@ -83,7 +88,7 @@ pub(super) fn check_python(f: &mut Findings, py: &PythonReport) {
 
 /// One package's finding: the file it maps, and whether that has what it
 /// imports.
-pub(super) fn python_outcome(f: &mut Findings, o: &python::Outcome) {
+fn python_outcome(f: &mut Findings, o: &python::Outcome) {
     let name = match &o.version {
         Some(v) => format!("{} {v}", o.package),
         None => o.package.to_string(),

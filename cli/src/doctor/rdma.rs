@@ -1,38 +1,30 @@
 //! Doctor's RDMA and network-plugin findings, from what the machine really
-//! has (`host::rdma`): adapters and ports, device nodes, locked memory,
+//! has (`facts::rdma`): adapters and ports, device nodes, locked memory,
 //! GPUDirect RDMA, `NCCL_IB_HCA`, RoCE GIDs, and the plugin NCCL will load.
+//! What keeps NCCL off the fabric is `rules::fabric`'s to say; which plugin
+//! NCCL loads, `rules::plugins`'.
+
+use nccl_find::Version;
 
 use super::{Area, Findings, Level};
 use crate::facts::host::Facts;
-use crate::facts::rdma::{Adapter, Plugin, RdmaHw, PLUGIN_FAMILIES};
+use crate::facts::rdma::{Adapter, Plugin, RdmaHw};
+use crate::rules::fabric::{self, Reason};
+use crate::rules::hca::{self, Hca};
+use crate::rules::plugins;
+use crate::rules::settings::InForce;
 
-/// A locked-memory limit below this fails NCCL's registrations.
-const MEMLOCK_FLOOR: u64 = 64 << 20;
-
-fn var<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    env.iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-        .filter(|v| !v.is_empty())
+/// A reason NCCL leaves the fabric, as a finding.
+fn problem(f: &mut Findings, r: Reason) {
+    f.add(Area::Rdma, Level::Problem, r.text, Some(r.fix));
 }
 
-fn bytes(b: u64) -> String {
-    match b {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
-        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
-        b => format!("{b} bytes"),
-    }
-}
-
-/// Every RDMA and plugin finding.
-/// `names` is the NCCL library that runs, where it could be read: a family
-/// whose variable it does not hold is one it has no plugins of.
+/// Every RDMA and plugin finding, by the rules of NCCL `release`.
 pub(super) fn check(
     f: &mut Findings,
     facts: &Facts,
-    env: &[(String, String)],
-    names: Option<&super::Names>,
+    settings: &InForce,
+    release: Option<&Version>,
 ) {
     let hw = &facts.rdma_hw;
     libraries(f, facts, !hw.adapters.is_empty());
@@ -40,18 +32,26 @@ pub(super) fn check(
         ports(f, &hw.adapters);
         devices_and_memory(f, hw);
         gpudirect(f, hw);
-        hca(f, &hw.adapters, var(env, "NCCL_IB_HCA"));
-        roce(f, &hw.adapters, var(env, "NCCL_IB_GID_INDEX"));
+        hca(f, &hw.adapters, settings);
+        roce(
+            f,
+            &hw.adapters,
+            settings
+                .value("NCCL_IB_GID_INDEX")
+                .filter(|v| !v.is_empty()),
+        );
     }
-    plugin(f, &hw.plugins, var(env, "NCCL_NET_PLUGIN"));
-    for family in &PLUGIN_FAMILIES[1..] {
-        let name = format!("NCCL_{}_PLUGIN", family.to_ascii_uppercase());
-        let setting = var(env, &name);
-        match names {
-            Some(n) if !n.names.contains(&name) => {
-                unread_family(f, &hw.plugins, family, &name, setting, &n.version)
-            }
-            _ => other_plugin(f, &hw.plugins, family, &name, setting),
+    let set = |family: &str| {
+        settings
+            .value(&plugins::variable(family))
+            .filter(|v| !v.is_empty())
+    };
+    net_plugin(f, &hw.plugins, set("net"), release);
+    for (family, _) in &plugins::FAMILIES[1..] {
+        let var = plugins::variable(family);
+        match plugins::loads(family, release) {
+            true => other_plugin(f, &hw.plugins, family, &var, set(family)),
+            false => unread_family(f, &hw.plugins, family, &var, set(family), release),
         }
     }
 }
@@ -82,15 +82,11 @@ fn libraries(f: &mut Findings, facts: &Facts, adapters: bool) {
             "libibverbs, libmlx5 and librdmacm load",
             None,
         ),
-        (true, false) => f.add(
-            Area::Rdma,
-            Level::Problem,
-            format!(
-                "there are RDMA adapters, but some RDMA libraries do not load: {}",
-                missing.join(", ")
-            ),
-            Some("install the missing ones (ibverbs-providers has libmlx5), or NCCL_IB_DISABLE=1".into()),
-        ),
+        (true, false) => {
+            if let Some(r) = fabric::libraries(&facts.rdma, true) {
+                problem(f, r);
+            }
+        }
     }
 }
 
@@ -129,18 +125,9 @@ fn ports(f: &mut Findings, adapters: &[Adapter]) {
     if down.is_empty() {
         return;
     }
-    if down.len() == all.len() {
-        f.add(
-            Area::Rdma,
-            Level::Problem,
-            format!(
-                "every RDMA port is down: {}: NCCL cannot use InfiniBand/RoCE and falls back to sockets",
-                down.join(", ")
-            ),
-            Some("check the cables and the switch (ibstat, ibv_devinfo), or NCCL_IB_DISABLE=1".into()),
-        );
-    } else {
-        f.add(
+    match fabric::ports_down(adapters) {
+        Some(r) => problem(f, r),
+        None => f.add(
             Area::Rdma,
             Level::Note,
             format!(
@@ -148,37 +135,33 @@ fn ports(f: &mut Findings, adapters: &[Adapter]) {
                 down.join(", ")
             ),
             None,
-        );
+        ),
     }
 }
 
 fn devices_and_memory(f: &mut Findings, hw: &RdmaHw) {
-    if hw.uverbs.is_empty() {
-        f.add(
-            Area::Rdma,
-            Level::Problem,
-            "the adapters are in /sys/class/infiniband, but /dev/infiniband has no uverbs device: \
-             a container started without the RDMA devices, and NCCL cannot open the adapters",
-            Some("docker run --device=/dev/infiniband (or --privileged); on Kubernetes, an RDMA device plugin".into()),
-        );
+    if let Some(r) = fabric::no_device_nodes(hw) {
+        problem(f, r);
+    }
+    if let Some(r) = fabric::memlock(hw) {
+        problem(f, r);
+        return;
     }
     match (hw.memlock_known, hw.memlock) {
         (false, _) => {}
-        (true, None) => f.add(Area::Rdma, Level::Ok, "locked memory (RLIMIT_MEMLOCK): unlimited", None),
-        (true, Some(b)) if b < MEMLOCK_FLOOR => f.add(
+        (true, None) => f.add(
             Area::Rdma,
-            Level::Problem,
-            format!(
-                "the locked-memory limit (RLIMIT_MEMLOCK) is {}: NCCL's memory registration with the adapter \
-                 fails (`ibv_reg_mr`), and NCCL reports `unhandled system error`",
-                bytes(b)
-            ),
-            Some("docker run --ulimit memlock=-1; or in /etc/security/limits.conf: * soft memlock unlimited and * hard memlock unlimited".into()),
+            Level::Ok,
+            "locked memory (RLIMIT_MEMLOCK): unlimited",
+            None,
         ),
         (true, Some(b)) => f.add(
             Area::Rdma,
             Level::Note,
-            format!("the locked-memory limit (RLIMIT_MEMLOCK) is {}: unlimited is safest for NCCL", bytes(b)),
+            format!(
+                "the locked-memory limit (RLIMIT_MEMLOCK) is {}: unlimited is safest for NCCL",
+                fabric::bytes(b)
+            ),
             None,
         ),
     }
@@ -202,115 +185,25 @@ fn gpudirect(f: &mut Findings, hw: &RdmaHw) {
     }
 }
 
-/// One entry of `NCCL_IB_HCA`: a name (a prefix, or exact), and a port.
-struct HcaEntry<'a> {
-    name: &'a str,
-    port: Option<&'a str>,
-}
-
-/// `NCCL_IB_HCA` as NCCL reads it: `^` excludes, `=` matches names exactly
-/// (else as prefixes), and each comma-separated entry is `name[:port]`.
-fn parse_hca(v: &str) -> (bool, bool, Vec<HcaEntry<'_>>) {
-    let (exclude, v) = match v.strip_prefix('^') {
-        Some(rest) => (true, rest),
-        None => (false, v),
+/// `NCCL_IB_HCA` against the ports here (`rules::hca`).
+fn hca(f: &mut Findings, adapters: &[Adapter], settings: &InForce) {
+    let Some(v) = settings.value("NCCL_IB_HCA").filter(|v| !v.is_empty()) else {
+        return;
     };
-    let (exact, v) = match v.strip_prefix('=') {
-        Some(rest) => (true, rest),
-        None => (false, v),
-    };
-    let entries = v
-        .split(',')
-        .filter(|e| !e.is_empty())
-        .map(|e| match e.split_once(':') {
-            Some((name, port)) => HcaEntry {
-                name,
-                port: Some(port),
-            },
-            None => HcaEntry {
-                name: e,
-                port: None,
-            },
-        })
-        .collect();
-    (exclude, exact, entries)
-}
-
-/// The adapters' ports an entry matches.
-fn matches<'a>(adapters: &'a [Adapter], e: &HcaEntry, exact: bool) -> Vec<(&'a str, u32)> {
-    let mut out = Vec::new();
-    for a in adapters {
-        let named = if exact {
-            a.name == e.name
-        } else {
-            a.name.starts_with(e.name)
-        };
-        if !named {
-            continue;
-        }
-        for p in &a.ports {
-            if e.port.is_none_or(|want| want == p.num.to_string()) {
-                out.push((a.name.as_str(), p.num));
-            }
-        }
-    }
-    out
-}
-
-fn hca(f: &mut Findings, adapters: &[Adapter], v: Option<&str>) {
-    let Some(v) = v else { return };
-    let (exclude, exact, entries) = parse_hca(v);
-    let here: Vec<String> = adapters
-        .iter()
-        .map(|a| {
-            let ports: Vec<String> = a.ports.iter().map(|p| p.num.to_string()).collect();
-            format!("{} (port {})", a.name, ports.join(", "))
-        })
-        .collect();
-    let fix = Some(format!("name one of: {}", here.join(", ")));
-    let mut unmatched = Vec::new();
-    let mut hit = 0;
-    for e in &entries {
-        let m = matches(adapters, e, exact);
-        if m.is_empty() {
-            unmatched.push(match e.port {
-                Some(p) => format!("{}:{p}", e.name),
-                None => e.name.to_string(),
-            });
-        }
-        hit += m.len();
-    }
-    let total: usize = adapters.iter().map(|a| a.ports.len()).sum();
-    if exclude {
-        if hit >= total && total > 0 {
-            f.add(
-                Area::Rdma,
-                Level::Problem,
-                format!("NCCL_IB_HCA={v} excludes every adapter here: NCCL falls back to sockets"),
-                fix,
-            );
-        }
+    if let Some(r) = fabric::hca(adapters, settings) {
+        problem(f, r);
         return;
     }
-    if !unmatched.is_empty() {
-        let level = if hit == 0 {
-            Level::Problem
-        } else {
-            Level::Note
-        };
+    let h = hca::judge(adapters, v);
+    if !h.unmatched.is_empty() {
         f.add(
             Area::Rdma,
-            level,
+            Level::Note,
             format!(
-                "NCCL_IB_HCA={v}: {} names no adapter port here{}",
-                unmatched.join(", "),
-                if hit == 0 {
-                    ", so NCCL finds no adapter and falls back to sockets"
-                } else {
-                    ""
-                }
+                "NCCL_IB_HCA={v}: {} names no adapter port here",
+                h.unmatched.join(", ")
             ),
-            fix,
+            Some(Hca::fix(adapters)),
         );
     }
 }
@@ -388,52 +281,18 @@ fn shown(p: &Plugin) -> String {
     }
 }
 
-fn file_name(p: &Plugin) -> &str {
-    p.path.rsplit('/').next().unwrap_or(&p.path)
-}
-
-/// The file NCCL opens for one name of a plugin family, by its rule
-/// (`openPluginLib`): the name as it is (a path, or a file name the loader
-/// searches for); then, for a bare name (no `/`, not `lib….so`),
-/// `libnccl-<family>-<name>.so`. Unset: `libnccl-<family>.so`. The names
-/// tried, and the plugin found.
-fn plugin_for<'a>(
-    plugins: &'a [Plugin],
-    family: &str,
-    name: Option<&str>,
-) -> (Vec<String>, Option<&'a Plugin>) {
-    let mut tried = Vec::new();
-    match name {
-        None => tried.push(format!("libnccl-{family}.so")),
-        Some(n) => {
-            tried.push(n.to_string());
-            let library = n.starts_with("lib") && n.ends_with(".so");
-            if !n.contains('/') && !library {
-                tried.push(format!("libnccl-{family}-{n}.so"));
-            }
-        }
-    }
-    for t in &tried {
-        // A path is opened as it is: the file found there (under the
-        // root, where there is one).
-        let hit = plugins.iter().find(|p| match t.starts_with('/') {
-            true => p.path == *t || p.path.ends_with(t.as_str()),
-            false => file_name(p) == t,
-        });
-        if hit.is_some() {
-            return (tried, hit);
-        }
-    }
-    (tried, None)
-}
-
-/// The network plugin: `NCCL_NET_PLUGIN` is a comma list since 2.27.3, each
-/// name tried in turn; `none` means NCCL's internal transports;
-/// `STATIC_PLUGIN`, a plugin linked into the program.
-fn plugin(f: &mut Findings, plugins: &[Plugin], setting: Option<&str>) {
+/// The network plugin: `NCCL_NET_PLUGIN`'s names tried in turn (a list
+/// from 2.27.3, [`plugins::net_names`]); `none` means NCCL's internal
+/// transports; `STATIC_PLUGIN`, a plugin linked into the program.
+fn net_plugin(
+    f: &mut Findings,
+    found: &[Plugin],
+    setting: Option<&str>,
+    release: Option<&Version>,
+) {
     let area = Area::Rdma;
     let Some(v) = setting else {
-        match plugin_for(plugins, "net", None).1 {
+        match plugins::find(found, "net", None).1 {
             Some(p) => f.add(
                 area,
                 Level::Note,
@@ -462,12 +321,12 @@ fn plugin(f: &mut Findings, plugins: &[Plugin], setting: Option<&str>) {
         return;
     }
     let mut tried = Vec::new();
-    for name in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+    for name in plugins::net_names(v, release) {
         if name.eq_ignore_ascii_case("STATIC_PLUGIN") {
             f.add(area, Level::Note, "NCCL_NET_PLUGIN names STATIC_PLUGIN: NCCL looks for a plugin linked into the program itself", None);
             return;
         }
-        let (names, hit) = plugin_for(plugins, "net", Some(name));
+        let (names, hit) = plugins::find(found, "net", Some(name));
         if let Some(p) = hit {
             f.add(
                 area,
@@ -499,7 +358,7 @@ fn plugin(f: &mut Findings, plugins: &[Plugin], setting: Option<&str>) {
 /// NCCL will load one, or where one was asked for and is not there.
 fn other_plugin(
     f: &mut Findings,
-    plugins: &[Plugin],
+    found: &[Plugin],
     family: &str,
     var: &str,
     setting: Option<&str>,
@@ -507,7 +366,7 @@ fn other_plugin(
     if setting.is_some_and(|v| v.eq_ignore_ascii_case("none")) {
         return;
     }
-    match plugin_for(plugins, family, setting) {
+    match plugins::find(found, family, setting) {
         (_, Some(p)) => f.add(
             Area::Rdma,
             Level::Note,
@@ -530,134 +389,26 @@ fn other_plugin(
     }
 }
 
-/// A family the NCCL that runs has no plugins of (its library never reads
-/// the family's variable: GIN came in 2.29.7, for one): a plugin file or a
-/// setting for it is named, as unused.
+/// A family the NCCL that runs has no plugins of (GIN came in 2.29.7, for
+/// one): a plugin file or a setting for it is named, as unused.
 fn unread_family(
     f: &mut Findings,
-    plugins: &[Plugin],
+    found: &[Plugin],
     family: &str,
     var: &str,
     setting: Option<&str>,
-    version: &str,
+    release: Option<&Version>,
 ) {
-    let what = match (setting, plugin_for(plugins, family, setting).1) {
+    let what = match (setting, plugins::find(found, family, setting).1) {
         (Some(v), _) => format!("{var}={v} is"),
         (None, Some(p)) => format!("{} is", shown(p)),
         (None, None) => return,
     };
+    let who = release.map_or("this NCCL".to_string(), |v| format!("NCCL {v}"));
     f.add(
         Area::Rdma,
         Level::Note,
-        format!("{what} not used: NCCL {version} loads no {family} plugin (its library never reads {var})"),
+        format!("{what} not used: {who} loads no {family} plugin (its library never reads {var})"),
         None,
     );
-}
-
-/// When NCCL chose sockets (`NET/Socket`) although an adapter has an ACTIVE
-/// port: one line naming the port and why, from the same findings as
-/// doctor's (a problem found, `NCCL_IB_DISABLE`, or none known). `None`
-/// when there is no ACTIVE port, or the transport was another.
-pub(crate) fn sockets_despite_an_adapter(
-    transport: &str,
-    facts: &Facts,
-    env: &[(String, String)],
-) -> Option<String> {
-    if !transport.starts_with("NET/Socket") {
-        return None;
-    }
-    let active: Vec<String> = facts
-        .rdma_hw
-        .adapters
-        .iter()
-        .flat_map(|a| {
-            a.ports
-                .iter()
-                .filter(|p| p.state == "ACTIVE")
-                .map(move |p| format!("{} port {}", a.name, p.num))
-        })
-        .collect();
-    if active.is_empty() {
-        return None;
-    }
-    let mut f = Findings::default();
-    check(&mut f, facts, env, None);
-    let mut why: Vec<String> =
-        f.0.iter()
-            .filter(|x| x.area == Area::Rdma && x.level == Level::Problem)
-            .map(|x| x.text.clone())
-            .collect();
-    if var(env, "NCCL_IB_DISABLE") == Some("1") {
-        why.insert(0, "NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off".into());
-    }
-    if why.is_empty() {
-        why.push("doctor finds nothing in the way: run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and read NCCL's NET/IB lines".into());
-    }
-    Some(format!(
-        "NCCL chose {transport} although {} is ACTIVE: {}",
-        active.join(", "),
-        why.join("; ")
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn facts(uverbs: &[&str], state: &str) -> Facts {
-        let hw = json!({
-            "adapters": [{"name": "mlx5_0", "ports": [{"port": 1, "state": state, "phys_state": "LinkUp",
-                "rate": "200 Gb/sec (4X HDR)", "link_layer": "InfiniBand", "gids": []}]}],
-            "uverbs": uverbs, "memlock": "unlimited", "peermem": "nvidia_peermem", "net_plugins": [],
-        });
-        Facts {
-            rdma: vec![("libibverbs.so.1".into(), None)],
-            rdma_hw: RdmaHw::from_json(&hw),
-            ..Facts::default()
-        }
-    }
-
-    fn env(vars: &[(&str, &str)]) -> Vec<(String, String)> {
-        vars.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn sockets_beside_an_active_adapter_are_explained() {
-        let healthy = facts(&["uverbs0"], "ACTIVE");
-        assert_eq!(
-            sockets_despite_an_adapter("NET/Socket/0", &healthy, &env(&[("NCCL_IB_DISABLE", "1")])).as_deref(),
-            Some("NCCL chose NET/Socket/0 although mlx5_0 port 1 is ACTIVE: NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off")
-        );
-        let container = facts(&[], "ACTIVE");
-        assert_eq!(
-            sockets_despite_an_adapter("NET/Socket/1", &container, &env(&[])).as_deref(),
-            Some(
-                "NCCL chose NET/Socket/1 although mlx5_0 port 1 is ACTIVE: the adapters are in /sys/class/infiniband, \
-                 but /dev/infiniband has no uverbs device: a container started without the RDMA devices, and NCCL \
-                 cannot open the adapters"
-            )
-        );
-        assert_eq!(
-            sockets_despite_an_adapter("NET/Socket/0", &healthy, &env(&[("NCCL_IB_HCA", "mlx5_9")])).as_deref(),
-            Some(
-                "NCCL chose NET/Socket/0 although mlx5_0 port 1 is ACTIVE: NCCL_IB_HCA=mlx5_9: mlx5_9 names no \
-                 adapter port here, so NCCL finds no adapter and falls back to sockets"
-            )
-        );
-        assert!(sockets_despite_an_adapter("NET/Socket/0", &healthy, &env(&[]))
-            .unwrap()
-            .ends_with("doctor finds nothing in the way: run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and read NCCL's NET/IB lines"));
-        // Not sockets, or no ACTIVE port: nothing to explain.
-        assert_eq!(
-            sockets_despite_an_adapter("NET/IB/0", &healthy, &env(&[])),
-            None
-        );
-        assert_eq!(
-            sockets_despite_an_adapter("NET/Socket/0", &facts(&["uverbs0"], "DOWN"), &env(&[])),
-            None
-        );
-    }
 }

@@ -1,9 +1,10 @@
 //! doctor's `shm` check: the size of `/dev/shm`.
 
-use super::*;
+use super::{Area, Findings, Level};
+use crate::facts::host::Facts;
 
 /// The shared-memory area.
-pub(super) fn check_shm(f: &mut Findings, facts: &Facts) {
+pub(super) fn check(f: &mut Findings, facts: &Facts) {
     const MIB: u64 = 1 << 20;
     match facts.shm_bytes {
         None => f.add(

@@ -1,43 +1,16 @@
 //! doctor's `variables` check: what each `NCCL_*` setting does, judged by
 //! the rules of the NCCL that will run; misspellings, rejected values.
 
-use super::*;
+use std::path::PathBuf;
 
-/// NCCL's knobs and what setting them means.
-pub(super) const KNOBS: [(&str, &str); 14] = [
-    (
-        "NCCL_SOCKET_IFNAME",
-        "the network interfaces NCCL may use: prefixes, ^ to exclude, = for exact names",
-    ),
-    ("NCCL_SOCKET_FAMILY", "AF_INET or AF_INET6 only"),
-    (
-        "NCCL_IB_DISABLE",
-        "1 turns InfiniBand/RoCE off; traffic between nodes then goes over TCP sockets",
-    ),
-    ("NCCL_IB_HCA", "the InfiniBand adapters NCCL may use"),
-    (
-        "NCCL_P2P_DISABLE",
-        "1 turns GPU peer-to-peer off; traffic between GPUs then goes through host memory, slowly",
-    ),
-    (
-        "NCCL_SHM_DISABLE",
-        "1 turns the shared-memory transport off",
-    ),
-    ("NCCL_NET_GDR_LEVEL", "when GPUDirect RDMA is used"),
-    (
-        "NCCL_DEBUG",
-        "NCCL's log level: VERSION, WARN, INFO or TRACE",
-    ),
-    ("NCCL_DEBUG_SUBSYS", "which subsystems NCCL logs"),
-    ("NCCL_DEBUG_FILE", "where NCCL's log goes"),
-    (
-        "NCCL_COMM_ID",
-        "NCCL's own bootstrap listens at this ip:port",
-    ),
-    ("NCCL_NVLS_ENABLE", "NVLink SHARP (multicast) on or off"),
-    ("NCCL_IB_GID_INDEX", "the RoCE GID index"),
-    ("NCCL_ALGO", "forces the collective algorithms"),
-];
+use nccl_find::{Nccl, Version};
+use serde_json::{json, Value};
+
+use super::packages::PythonReport;
+use super::{Area, Findings, Inputs, Level};
+use crate::facts::params;
+use crate::rules::settings::{is_nccls, InForce, Setting};
+use crate::rules::{knobs, ras};
 
 /// The names the NCCL that runs can read: the `NCCL_*` strings of its
 /// library (`None` where there is no library to read), with its version,
@@ -54,7 +27,7 @@ pub(super) struct Names {
 /// the job runs; else the one selected.
 pub(super) struct Judged {
     pub(super) library: PathBuf,
-    pub(super) version: (u32, u32, u32),
+    pub(super) version: Version,
     /// In words: `torch 2.11.0's NCCL 2.28.9`, or `NCCL 2.32.3`.
     pub(super) who: String,
     /// Where it is not the selected NCCL: the selected one, in words.
@@ -81,13 +54,7 @@ impl Judged {
                     .filter(|n| n.library_real != library)
                     .map(|n| format!("NCCL {} ({})", n.library_version, n.library_real.display()));
                 Some(Judged {
-                    who: format!(
-                        "{name}'s NCCL {}.{}.{} ({})",
-                        version.0,
-                        version.1,
-                        version.2,
-                        library.display()
-                    ),
+                    who: format!("{name}'s NCCL {version} ({})", library.display()),
                     library,
                     version,
                     not,
@@ -97,7 +64,7 @@ impl Judged {
                 let v = &n.library_version;
                 Some(Judged {
                     library: n.library_real.clone(),
-                    version: (v.major, v.minor, v.patch),
+                    version: Version::new(v.major, v.minor, v.patch, ""),
                     who: format!("NCCL {v}"),
                     not: None,
                 })
@@ -107,10 +74,15 @@ impl Judged {
     }
 }
 
-/// `2.28.9` as numbers.
-pub(super) fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+/// `2.28.9` as a release.
+fn parse_version(text: &str) -> Option<Version> {
     let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
-    Some((parts.next()??, parts.next()??, parts.next()??))
+    Some(Version::new(
+        parts.next()??,
+        parts.next()??,
+        parts.next()??,
+        "",
+    ))
 }
 
 /// Where a package maps another NCCL than the one selected, one note says
@@ -140,15 +112,14 @@ impl Names {
     /// which are data about another machine.
     pub(super) fn of(j: &Judged, inputs: &Inputs) -> Option<Names> {
         let names = nccl_find::internal::rodata_names(&j.library, "NCCL_").ok()?;
-        let (a, b, c) = j.version;
         // A library with no such strings (a stand-in) teaches nothing.
         (names.len() > 10).then(|| {
             Names {
-            version: format!("{a}.{b}.{c}"),
+            version: j.version.to_string(),
             names,
             params: match (
                 inputs.env_from_file,
-                inputs.unread.iter().find(|u| u.hangs),
+                inputs.settings.unread.iter().find(|u| u.hangs),
             ) {
                 (true, _) => params::Asked::Withheld(
                     "the variables come from a facts file, and nothing from a facts file reaches a \
@@ -159,7 +130,7 @@ impl Names {
                     "NCCL's configuration file {}, and NCCL would wait on it",
                     file.text
                 )),
-                (false, None) => params::ask(&j.library, &inputs.environment()),
+                (false, None) => params::ask(&j.library, &inputs.settings.environment()),
             },
         }
         })
@@ -231,92 +202,19 @@ pub(super) fn edits(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-// Long: one finding per setting, then the library's own values and where
-// the names came from; the cases read best side by side.
-pub(super) fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>) {
+/// The variables area: a finding per setting in force, then what the
+/// library says beyond them, the files that could not be read, and
+/// `NCCL_DEBUG` where it is unset.
+pub(super) fn check(f: &mut Findings, settings: &InForce, names: Option<&Names>) {
     let mut any = false;
-    for s in &inputs.settings {
-        let (k, v, source) = (&s.name, &s.value, &s.source);
-        if !crate::facts::settings::is_nccls(k) {
-            continue;
-        }
+    for s in settings.settings.iter().filter(|s| is_nccls(&s.name)) {
         any = true;
-        // Where a configuration file set it, say which.
-        let set = match source {
-            crate::facts::settings::Source::Environment => format!("{k}={v}"),
-            crate::facts::settings::Source::File(p) => format!("{k}={v} from {}", p.display()),
-        };
-        if let Some(note) = ras_note(k, v, &set) {
-            f.add(Area::Variables, Level::Note, note, None);
-            continue;
-        }
-        if k == "NCCL_VERSION" {
-            f.add(Area::Variables, Level::Note, format!("{set} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"), None);
-            continue;
-        }
-        // The parameter as NCCL listed it, with the library that listed it.
-        let param = names.and_then(|n| n.param(k).map(|p| (n, p)));
-        if let Some((n, p)) = param {
-            if p.set_by == "Default" && k != params::DUMP_ALL {
-                f.add(
-                    Area::Variables,
-                    Level::Problem,
-                    format!(
-                        "{set}: NCCL {} ignores this value and uses its default ({})",
-                        n.version,
-                        default_of(p)
-                    ),
-                    Some(format!("{k} takes {}", takes(&p.accepted))),
-                );
-                continue;
-            }
-        }
-        // What NCCL will use, where it said and it is not the default.
-        let uses = match param {
-            Some((_, p)) if p.value == p.default => String::new(),
-            Some((_, p)) if p.value.eq_ignore_ascii_case(v) => {
-                format!("; default: {}", default_of(p))
-            }
-            Some((n, p)) => format!(
-                "; NCCL {} reads {}, default: {}",
-                n.version,
-                p.value,
-                default_of(p)
-            ),
-            None => String::new(),
-        };
-        match KNOBS.iter().find(|(n, _)| n == k) {
-            Some((_, what)) => f.add(Area::Variables, Level::Note, format!("{set} ({what}{uses})"), None),
-            None => match names {
-                Some(n) if param.is_some() => f.add(Area::Variables, Level::Note,
-                    format!("{set} (a parameter NCCL {} lists{uses})", n.version), None),
-                Some(n) if n.knows(k) => f.add(Area::Variables, Level::Note,
-                    format!("{set} (a setting NCCL {} reads)", n.version), None),
-                Some(n) => f.add(
-                    Area::Variables,
-                    Level::Note,
-                    format!(
-                        "{set}: NCCL {}'s library holds no such name, so NCCL ignores it (a plugin may read it)",
-                        n.version
-                    ),
-                    Some(match n.nearest(k) {
-                        Some(near) => format!("did you mean {near}?"),
-                        None => "check its spelling against NCCL's documentation".into(),
-                    }),
-                ),
-                None => f.add(
-                    Area::Variables,
-                    Level::Note,
-                    format!("{set} is not a variable nccl-find knows"),
-                    Some("check its spelling against NCCL's documentation".into()),
-                ),
-            },
-        }
+        setting(f, s, names);
     }
     if let Some(n) = names {
-        library_values(f, inputs, n, any);
+        library_values(f, settings, n, any);
     }
-    for u in &inputs.unread {
+    for u in &settings.unread {
         let text = &u.text;
         if u.hangs {
             f.add(
@@ -344,7 +242,7 @@ pub(super) fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>
             None,
         );
     }
-    if !inputs.settings.iter().any(|s| s.name == "NCCL_DEBUG") {
+    if settings.get("NCCL_DEBUG").is_none() {
         f.add(
             Area::Variables,
             Level::Note,
@@ -354,19 +252,132 @@ pub(super) fn check_env(f: &mut Findings, inputs: &Inputs, names: Option<&Names>
     }
 }
 
-/// NCCL's words for what a parameter accepts, after "takes":
-/// `one of A, B`, `a comma-separated list of A, B`, `boolean: 1/T/TRUE …`.
+/// One setting's finding: what it does, what the NCCL that runs reads of
+/// it, or that it reads nothing of it.
+fn setting(f: &mut Findings, s: &Setting, names: Option<&Names>) {
+    let (k, v) = (&s.name, &s.value);
+    let set = s.shown();
+    if let Some(note) = ras_note(k, v, &set) {
+        f.add(Area::Variables, Level::Note, note, None);
+        return;
+    }
+    if k == "NCCL_VERSION" {
+        f.add(
+            Area::Variables,
+            Level::Note,
+            format!(
+                "{set} is set (NVIDIA's CUDA images set it for apt); NCCL and nccl-find ignore it"
+            ),
+            None,
+        );
+        return;
+    }
+    // The parameter as NCCL listed it, with the library that listed it.
+    let param = names.and_then(|n| n.param(k).map(|p| (n, p)));
+    if let Some((n, p)) = param {
+        if p.set_by == "Default" && k != params::DUMP_ALL {
+            f.add(
+                Area::Variables,
+                Level::Problem,
+                format!(
+                    "{set}: NCCL {} ignores this value and uses its default ({})",
+                    n.version,
+                    default_of(p)
+                ),
+                Some(format!("{k} takes {}", takes(&p.accepted))),
+            );
+            return;
+        }
+    }
+    // What NCCL will use, where it said and it is not the default.
+    let uses = match param {
+        Some((_, p)) if p.value == p.default => String::new(),
+        Some((_, p)) if p.value.eq_ignore_ascii_case(v) => {
+            format!("; default: {}", default_of(p))
+        }
+        Some((n, p)) => format!(
+            "; NCCL {} reads {}, default: {}",
+            n.version,
+            p.value,
+            default_of(p)
+        ),
+        None => String::new(),
+    };
+    if let Some(what) = knobs::what(k) {
+        f.add(
+            Area::Variables,
+            Level::Note,
+            format!("{set} ({what}{uses})"),
+            None,
+        );
+        return;
+    }
+    what_nccl_reads(f, &set, k, names, param.is_some(), &uses);
+}
+
+/// A setting that is not one of the knobs: what the NCCL that runs reads
+/// of it (`listed`: it listed it as a parameter), or that it holds no
+/// such name.
+fn what_nccl_reads(
+    f: &mut Findings,
+    set: &str,
+    k: &str,
+    names: Option<&Names>,
+    listed: bool,
+    uses: &str,
+) {
+    let n = match names {
+        Some(n) => n,
+        None => {
+            f.add(
+                Area::Variables,
+                Level::Note,
+                format!("{set} is not a variable nccl-find knows"),
+                Some("check its spelling against NCCL's documentation".into()),
+            );
+            return;
+        }
+    };
+    if listed {
+        f.add(
+            Area::Variables,
+            Level::Note,
+            format!("{set} (a parameter NCCL {} lists{uses})", n.version),
+            None,
+        );
+    } else if n.knows(k) {
+        f.add(
+            Area::Variables,
+            Level::Note,
+            format!("{set} (a setting NCCL {} reads)", n.version),
+            None,
+        );
+    } else {
+        f.add(
+            Area::Variables,
+            Level::Note,
+            format!(
+                "{set}: NCCL {}'s library holds no such name, so NCCL ignores it (a plugin may read it)",
+                n.version
+            ),
+            Some(match n.nearest(k) {
+                Some(near) => format!("did you mean {near}?"),
+                None => "check its spelling against NCCL's documentation".into(),
+            }),
+        );
+    }
+}
+
 /// What `nccl-find ras` needs of NCCL's RAS service, said once where a
 /// setting takes it away: a service turned off, or one that listens
 /// beyond this host.
 fn ras_note(k: &str, v: &str, set: &str) -> Option<String> {
-    use crate::ras::listeners::{listens_beyond_this_host, turned_off};
     match k {
-        "NCCL_RAS_ENABLE" if turned_off(Some(v)) => Some(format!(
+        "NCCL_RAS_ENABLE" if ras::turned_off(Some(v)) => Some(format!(
             "{set} turns NCCL's RAS service off: `nccl-find ras` cannot ask a job that hangs which \
              rank to look at"
         )),
-        "NCCL_RAS_ADDR" if listens_beyond_this_host(v) => Some(format!(
+        "NCCL_RAS_ADDR" if ras::listens_beyond_this_host(v) => Some(format!(
             "{set}: NCCL's RAS service listens beyond this host, and whoever reaches it can read the \
              job's status; keep it on localhost (NCCL_RAS_ADDR=localhost:28028) unless you ask from \
              another node"
@@ -375,6 +386,8 @@ fn ras_note(k: &str, v: &str, set: &str) -> Option<String> {
     }
 }
 
+/// NCCL's words for what a parameter accepts, after "takes":
+/// `one of A, B`, `a comma-separated list of A, B`, `boolean: 1/T/TRUE …`.
 pub(super) fn takes(accepted: &str) -> String {
     let mut c = accepted.chars();
     let lower = match c.next() {
@@ -399,11 +412,11 @@ pub(super) fn default_of(p: &params::Param) -> &str {
 /// What the library said beyond the settings nccl-find read: values that
 /// something else set (an env plugin), and where the names came from when
 /// it could not be asked.
-pub(super) fn library_values(f: &mut Findings, inputs: &Inputs, n: &Names, any: bool) {
+fn library_values(f: &mut Findings, settings: &InForce, n: &Names, any: bool) {
     match &n.params {
         params::Asked::Params(ps) => {
             for p in ps {
-                let read = inputs.settings.iter().any(|s| s.name == p.key);
+                let read = settings.get(&p.key).is_some();
                 if !read && p.key != params::DUMP_ALL && p.value != p.default {
                     f.add(Area::Variables, Level::Note, format!(
                         "NCCL {} uses {}={} (default: {}), though no variable or configuration file nccl-find read sets it: an env plugin (NCCL_ENV_PLUGIN) did",

@@ -1,6 +1,7 @@
 //! Facts about the host that `doctor` judges: the driver, network
-//! interfaces and routes, `/dev/shm`, RDMA libraries, MPI. Gathered from the
-//! machine, or read from a JSON file so tests can fix them.
+//! interfaces (`net`), `/dev/shm`, RDMA libraries, MPI, reverse name
+//! lookups. Gathered from the machine, or read from a JSON file so tests
+//! can fix them.
 
 use std::ffi::CStr;
 use std::path::Path;
@@ -13,7 +14,7 @@ pub use super::rdma::RdmaHw;
 /// driver.
 pub use nccl_smoke::driver::Driver;
 
-pub use nccl_smoke::net::{IfAddr, Iface};
+pub use super::net::{IfAddr, Iface};
 
 /// Everything doctor needs from the host.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -167,21 +168,28 @@ fn sockaddr_of(ip: std::net::IpAddr) -> (libc::sockaddr_storage, libc::socklen_t
 
 pub const RDMA_LIBS: [&str; 3] = ["libibverbs.so.1", "libmlx5.so.1", "librdmacm.so.1"];
 
+/// Whether each RDMA library NCCL loads for InfiniBand and RoCE loads
+/// here: its name, and the error where it does not.
+pub fn rdma_libraries() -> Vec<(String, Option<String>)> {
+    RDMA_LIBS
+        .iter()
+        .map(|l| (l.to_string(), loadable(l).err()))
+        .collect()
+}
+
 impl Facts {
-    /// Reads the machine.
-    pub fn gather() -> Facts {
-        let interfaces = interfaces();
+    /// Reads the machine; `plugins_named`: the values of the settings
+    /// that name plugins, whose files are looked for too.
+    pub fn gather(plugins_named: &[String]) -> Facts {
+        let interfaces = super::net::interfaces();
         Facts {
             driver: Driver::probe(),
             lookups: lookups(&interfaces),
             interfaces,
             shm_bytes: shm_size(Path::new("/dev/shm")),
-            rdma: RDMA_LIBS
-                .iter()
-                .map(|l| (l.to_string(), loadable(l).err()))
-                .collect(),
+            rdma: rdma_libraries(),
             mpi: mpi(),
-            rdma_hw: RdmaHw::gather(Path::new("/")),
+            rdma_hw: RdmaHw::gather(Path::new("/"), plugins_named),
         }
     }
 
@@ -274,80 +282,6 @@ fn loadable(name: &str) -> Result<libloading::Library, String> {
     // SAFETY: loading a system library runs its initialisers; these are the
     // driver's and rdma-core's own libraries, loaded the way NCCL loads them.
     unsafe { libloading::Library::new(name) }.map_err(|e| e.to_string())
-}
-
-pub(crate) fn interfaces() -> Vec<Iface> {
-    let (r4, r6) = nccl_smoke::net::routed_interfaces();
-    let mut out: Vec<Iface> = Vec::new();
-    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills a linked list we walk read-only and free once.
-    unsafe {
-        if libc::getifaddrs(&mut ifap) != 0 {
-            return out;
-        }
-        let mut cur = ifap;
-        while !cur.is_null() {
-            let ifa = &*cur;
-            cur = ifa.ifa_next;
-            if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
-                continue;
-            }
-            let name = CStr::from_ptr(ifa.ifa_name).to_string_lossy().into_owned();
-            let family = i32::from((*ifa.ifa_addr).sa_family);
-            let addr = match family {
-                libc::AF_INET => {
-                    let sa = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                    let ip = std::net::Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr));
-                    let prefix = if ifa.ifa_netmask.is_null() {
-                        32
-                    } else {
-                        let m = &*(ifa.ifa_netmask as *const libc::sockaddr_in);
-                        u32::from_be(m.sin_addr.s_addr).count_ones() as u8
-                    };
-                    IfAddr {
-                        ip: ip.to_string(),
-                        prefix,
-                        v6: false,
-                        link_local: ip.is_link_local(),
-                        routed: r4.contains(&name),
-                    }
-                }
-                libc::AF_INET6 => {
-                    let sa = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
-                    let ip = std::net::Ipv6Addr::from(sa.sin6_addr.s6_addr);
-                    let prefix = if ifa.ifa_netmask.is_null() {
-                        128
-                    } else {
-                        let m = &*(ifa.ifa_netmask as *const libc::sockaddr_in6);
-                        m.sin6_addr
-                            .s6_addr
-                            .iter()
-                            .map(|b| b.count_ones())
-                            .sum::<u32>() as u8
-                    };
-                    IfAddr {
-                        ip: ip.to_string(),
-                        prefix,
-                        v6: true,
-                        link_local: (ip.segments()[0] & 0xffc0) == 0xfe80,
-                        routed: r6.contains(&name),
-                    }
-                }
-                _ => continue,
-            };
-            let running = ifa.ifa_flags & libc::IFF_RUNNING as libc::c_uint != 0;
-            match out.iter_mut().find(|i| i.name == name) {
-                Some(i) => i.addrs.push(addr),
-                None => out.push(Iface {
-                    name,
-                    running,
-                    addrs: vec![addr],
-                }),
-            }
-        }
-        libc::freeifaddrs(ifap);
-    }
-    out
 }
 
 fn shm_size(p: &Path) -> Option<u64> {

@@ -32,10 +32,6 @@ pub struct Adapter {
     pub ports: Vec<Port>,
 }
 
-/// The plugin families NCCL loads by name (`libnccl-<family>.so`, or
-/// `libnccl-<family>-<name>.so`), each chosen by `NCCL_<FAMILY>_PLUGIN`.
-pub const PLUGIN_FAMILIES: [&str; 6] = ["net", "gin", "rma", "tuner", "profiler", "env"];
-
 /// A plugin file NCCL could load, of any family.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plugin {
@@ -122,8 +118,10 @@ pub fn adapters(root: &Path) -> Vec<Adapter> {
 }
 
 impl RdmaHw {
-    /// Reads the machine under `root` (`/`, or a test's tree).
-    pub fn gather(root: &Path) -> RdmaHw {
+    /// Reads the machine under `root` (`/`, or a test's tree); `named`:
+    /// the values of the settings that name plugins (`NCCL_NET_PLUGIN`, …),
+    /// whose files are looked for too.
+    pub fn gather(root: &Path, named: &[String]) -> RdmaHw {
         let adapters = adapters(root);
         let uverbs = names(&root.join("dev/infiniband"))
             .into_iter()
@@ -136,7 +134,7 @@ impl RdmaHw {
             memlock,
             memlock_known,
             peermem: peermem(&root.join("proc/modules")),
-            plugins: plugins(root),
+            plugins: plugins(root, named),
         }
     }
 
@@ -260,29 +258,23 @@ fn peermem(modules: &Path) -> Option<String> {
     None
 }
 
-/// Whether a file name is a plugin's: `libnccl-<family>` and `.so`.
+/// Whether a file name is a plugin's: `libnccl-<family>` (a lowercase
+/// word), then `.` or `-`, and `.so`: of any family, known or new.
 fn is_plugin(n: &str) -> bool {
     let Some(rest) = n.strip_prefix("libnccl-") else {
         return false;
     };
-    n.contains(".so")
-        && PLUGIN_FAMILIES.iter().any(|f| {
-            rest.strip_prefix(f)
-                .is_some_and(|r| r.starts_with(['.', '-']))
-        })
+    let family = rest.chars().take_while(|c| c.is_ascii_lowercase()).count();
+    n.contains(".so") && family > 0 && rest[family..].starts_with(['.', '-'])
 }
 
-/// The file names the plugin variables of this process give (bare names,
-/// which NCCL opens through the loader's path as they are: `libfoo.so`,
-/// `ofi`), and the paths (a name with a `/`, opened as it is).
-fn named_plugins() -> (Vec<String>, Vec<String>) {
+/// The file names the plugin settings give (bare names, which NCCL opens
+/// through the loader's path as they are: `libfoo.so`, `ofi`), and the
+/// paths (a name with a `/`, opened as it is).
+fn named_plugins(values: &[String]) -> (Vec<String>, Vec<String>) {
     let (mut names, mut paths) = (Vec::new(), Vec::new());
-    for family in PLUGIN_FAMILIES {
-        let var = format!("NCCL_{}_PLUGIN", family.to_ascii_uppercase());
-        let Some(value) = std::env::var_os(&var) else {
-            continue;
-        };
-        for n in value.to_string_lossy().split(',') {
+    for value in values {
+        for n in value.split(',') {
             let n = n.trim();
             if n.is_empty() || n == "none" || n.eq_ignore_ascii_case("STATIC_PLUGIN") {
                 continue;
@@ -319,11 +311,11 @@ fn plugin_names(dir: &Path, named: &[String]) -> Vec<String> {
 }
 
 /// Every plugin file (`libnccl-<family>*.so*`, each family, and the files
-/// the plugin variables name) on the loader's path, in its order:
+/// the plugin settings `values` name) on the loader's path, in its order:
 /// `LD_LIBRARY_PATH`, the loader cache, the default directories; and the
-/// files the plugin variables name by path.
-fn plugins(root: &Path) -> Vec<Plugin> {
-    let (named, paths) = named_plugins();
+/// files the plugin settings name by path.
+fn plugins(root: &Path, values: &[String]) -> Vec<Plugin> {
+    let (named, paths) = named_plugins(values);
     let under = |d: &Path| root.join(d.strip_prefix("/").unwrap_or(d));
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(l) = std::env::var_os("LD_LIBRARY_PATH") {
@@ -408,7 +400,9 @@ mod tests {
     }
 
     /// Every plugin family, in a library directory of more entries than
-    /// any cap: the plugin that comes late in the listing is found.
+    /// any cap: the plugin that comes late in the listing is found. A
+    /// family NCCL has not got (`envy`) is a file all the same: which
+    /// families NCCL loads is `rules::plugins`' to say.
     #[test]
     fn plugins_of_every_family_in_a_large_directory() {
         let root = std::env::temp_dir().join(format!("nccl-find-plugins-{}", std::process::id()));
@@ -427,13 +421,14 @@ mod tests {
         ] {
             std::fs::write(lib.join(n), "").unwrap();
         }
-        let got: Vec<(String, Option<String>)> = plugins(&root)
+        let got: Vec<(String, Option<String>)> = plugins(&root, &[])
             .into_iter()
             .map(|p| (p.path.rsplit('/').next().unwrap().to_string(), p.version))
             .collect();
         assert_eq!(
             got,
             [
+                ("libnccl-envy.so".to_string(), None),
                 (
                     "libnccl-net-ofi.so.1.9.1".to_string(),
                     Some("1.9.1".to_string())
@@ -484,7 +479,7 @@ mod tests {
             "proc/modules",
             "nvidia_uvm 1 0 - Live 0x0\nnvidia_peermem 16384 0 - Live 0x0\n",
         );
-        let hw = RdmaHw::gather(&root);
+        let hw = RdmaHw::gather(&root, &[]);
         assert_eq!(hw.adapters.len(), 2);
         let a = &hw.adapters[0];
         assert_eq!(a.name, "mlx5_0");
@@ -507,7 +502,7 @@ mod tests {
         // And back through JSON unchanged.
         assert_eq!(RdmaHw::from_json(&hw.to_json()), hw);
         // A bare machine: nothing.
-        let bare = RdmaHw::gather(&root.join("nothing-here"));
+        let bare = RdmaHw::gather(&root.join("nothing-here"), &[]);
         assert!(bare.adapters.is_empty() && bare.uverbs.is_empty() && bare.peermem.is_none());
         std::fs::remove_dir_all(&root).unwrap();
     }

@@ -10,22 +10,6 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-/// Where NCCL's RAS service listens unless `NCCL_RAS_ADDR` says otherwise.
-pub(crate) const DEFAULT_HOST: &str = "localhost";
-pub(crate) const DEFAULT_PORT: u16 = 28028;
-
-/// `HOST:PORT` (as `NCCL_RAS_ADDR` gives it, an IPv6 host in brackets) as
-/// its host, brackets taken off, and its port where it names one.
-pub(crate) fn split_addr(addr: &str) -> (&str, Option<u16>) {
-    match addr.rsplit_once(':') {
-        Some((h, p)) if p.parse::<u16>().is_ok() => (
-            h.trim_start_matches('[').trim_end_matches(']'),
-            p.parse().ok(),
-        ),
-        _ => (addr.trim_start_matches('[').trim_end_matches(']'), None),
-    }
-}
-
 /// The longest reply line taken (NCCL's are under 100 bytes).
 const MAX_LINE: usize = 4096;
 

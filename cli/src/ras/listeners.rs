@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use crate::rules::ras::{self, turned_off};
+
 /// The most processes with NCCL loaded that are looked at.
 const MAX_PROCS: usize = 256;
 
@@ -77,31 +79,12 @@ fn look_at(pid: u32) -> Option<NcclProcess> {
     })
 }
 
-/// Whether NCCL's RAS service at `addr` (`NCCL_RAS_ADDR`'s `HOST:PORT`)
-/// listens beyond this host: any host but `localhost` and the loopback
-/// addresses (`0.0.0.0` is every interface).
-pub(crate) fn listens_beyond_this_host(addr: &str) -> bool {
-    let (host, _) = super::client::split_addr(addr);
-    if host.eq_ignore_ascii_case("localhost") {
-        return false;
-    }
-    match host.parse::<std::net::IpAddr>() {
-        Ok(ip) => !ip.is_loopback(),
-        Err(_) => true,
-    }
-}
-
 /// The flags that ask at `addr` (`HOST:PORT`, as `NCCL_RAS_ADDR` gives it).
 fn flags_for(addr: &str) -> String {
-    match super::client::split_addr(addr) {
+    match ras::split_addr(addr) {
         (h, Some(p)) => format!("--host {h} --port {p}"),
         (h, None) => format!("--host {h}"),
     }
-}
-
-/// NCCL reads `NCCL_RAS_ENABLE` as a number: 0 turns the service off.
-pub(crate) fn turned_off(v: Option<&str>) -> bool {
-    v.is_some_and(|v| v.trim().parse::<i64>() == Ok(0))
 }
 
 /// Why nothing answered at `addr`, in one line that leads with the fix:
@@ -133,9 +116,10 @@ pub(crate) fn why_silent(
     }
     if let Some(p) = procs.first() {
         return format!(
-            "nothing answers at {addr}, though {} has NCCL loaded: its NCCL may be older than 2.24 \
+            "nothing answers at {addr}, though {} has NCCL loaded: its NCCL may be older than {} \
              (no RAS service), or it has made no communicator yet ({why})",
-            named(p)
+            named(p),
+            ras::first_release()
         );
     }
     if turned_off(own_enable) {
@@ -155,30 +139,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_loopback_address_stays_on_this_host() {
-        for a in [
-            "localhost:28028",
-            "127.0.0.1:28028",
-            "[::1]:28028",
-            "127.1.2.3:1",
-            "LOCALHOST:9",
-        ] {
-            assert!(!listens_beyond_this_host(a), "{a}");
-        }
-        for a in [
-            "0.0.0.0:28028",
-            "10.0.0.5:28028",
-            "node7:28028",
-            "[::]:28028",
-            "[fe80::1]:28028",
-        ] {
-            assert!(listens_beyond_this_host(a), "{a}");
-        }
-        assert!(turned_off(Some("0")) && turned_off(Some(" 0")) && !turned_off(Some("1")));
-        assert!(!turned_off(Some("no")) && !turned_off(None));
-    }
-
-    #[test]
     fn why_nothing_answered_names_the_likeliest_cause() {
         let p = |enable: Option<&str>, addr: Option<&str>| NcclProcess {
             pid: 42,
@@ -191,7 +151,7 @@ mod tests {
         assert_eq!(
             why_silent(at, &[p(None, None)], None, why),
             "nothing answers at localhost:28028, though process 42 (python) has NCCL loaded: its NCCL \
-             may be older than 2.24 (no RAS service), or it has made no communicator yet (nothing \
+             may be older than 2.24.3 (no RAS service), or it has made no communicator yet (nothing \
              listens at localhost:28028)"
         );
         // The job's own address, given: not "moved".

@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::facts::conf::{self, ConfFacts};
+use crate::rules::ras;
+use crate::rules::settings::InForce;
 use crate::style;
 use client::{AskError, Format};
 use status::{Finding, Status, Trouble, Who};
@@ -60,7 +63,7 @@ enum Verdict {
 
 /// Runs `nccl-find ras`.
 pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
-    let addr = address(args, std::env::var("NCCL_RAS_ADDR").ok().as_deref());
+    let addr = address(args, settings().value("NCCL_RAS_ADDR"));
     let deadline = Instant::now() + Duration::from_secs(args.timeout.clamp(1, 3600));
     let (status, verdict) = look(&addr, deadline, args.text);
     let line = last_line(&addr, status.as_ref(), &verdict);
@@ -91,12 +94,19 @@ pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// NCCL's settings in force here (the environment, then NCCL's
+/// configuration files): what a job started from here runs with.
+fn settings() -> InForce {
+    let conf = ConfFacts::read(&conf::process_env(), std::path::Path::new("/"));
+    InForce::of(&conf, None)
+}
+
 /// `HOST:PORT` to ask: the flags, then `NCCL_RAS_ADDR` (`ras_addr`), then
 /// NCCL's default, `localhost:28028`; an IPv6 host in brackets.
 fn address(args: &Args, ras_addr: Option<&str>) -> String {
     let (env_host, env_port) = match ras_addr.map(str::trim).filter(|a| !a.is_empty()) {
         Some(a) => {
-            let (h, p) = client::split_addr(a);
+            let (h, p) = ras::split_addr(a);
             (Some(h), p)
         }
         None => (None, None),
@@ -105,9 +115,9 @@ fn address(args: &Args, ras_addr: Option<&str>) -> String {
         .host
         .as_deref()
         .or(env_host)
-        .unwrap_or(client::DEFAULT_HOST);
+        .unwrap_or(ras::DEFAULT_HOST);
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port = args.port.or(env_port).unwrap_or(client::DEFAULT_PORT);
+    let port = args.port.or(env_port).unwrap_or(ras::DEFAULT_PORT);
     let host = nccl_rendezvous::untrusted::shown(host, 200);
     match host.contains(':') {
         true => format!("[{host}]:{port}"),
@@ -167,7 +177,7 @@ fn ask(addr: &str, deadline: Instant, text: bool) -> Result<Status, AskError> {
             ))),
         },
         Err(e) => {
-            let (host, port) = client::split_addr(addr);
+            let (host, port) = ras::split_addr(addr);
             let port = port.map_or(String::new(), |p| format!(" {p}"));
             Err(AskError::Broken(format!(
                 "the RAS service at {addr} answered, but {e}: see its answer with `nc {host}{port}`"
@@ -181,8 +191,8 @@ fn not_asked(addr: &str, e: AskError) -> String {
     match e {
         AskError::Unreachable(why) => {
             let procs = listeners::nccl_processes();
-            let own = std::env::var("NCCL_RAS_ENABLE").ok();
-            listeners::why_silent(addr, &procs, own.as_deref(), &why)
+            let own = settings();
+            listeners::why_silent(addr, &procs, own.value("NCCL_RAS_ENABLE"), &why)
         }
         AskError::Slow(why) => format!(
             "NCCL's RAS service did not answer in time: {why}. Its node may be overloaded, or the \

@@ -11,7 +11,7 @@
 use std::ffi::c_void;
 
 use crate::cuda::CuStream;
-use crate::data::{self, Dtype, Redop, Rule, Source};
+use crate::data::{self, Dtype, Exact, Redop, Source};
 use crate::nccl::{NcclComm, NcclLib, NcclResult, ReduceLikeFn};
 
 mod all_gather;
@@ -94,12 +94,12 @@ pub trait Collective: Sync + std::fmt::Debug {
     /// (every rank's input is its own values, `buffers(..).0` of them).
     fn source(&self, rank: usize, nranks: usize, count: usize) -> Source;
     /// NCCL rank `rank`'s input, made on the host.
-    fn input(&self, rule: &Rule, seed: u64, rank: usize, count: usize) -> Vec<u8> {
+    fn input(&self, rule: &Exact, seed: u64, rank: usize, count: usize) -> Vec<u8> {
         data::input(rule, seed, rank, self.buffers(count, rule.nranks).0)
     }
     /// What NCCL rank `rank`'s receive buffer must hold afterwards, made
     /// on the host.
-    fn expected(&self, rule: &Rule, seed: u64, rank: usize, count: usize) -> Vec<u8> {
+    fn expected(&self, rule: &Exact, seed: u64, rank: usize, count: usize) -> Vec<u8> {
         let n = rule.nranks;
         data::expected(
             rule,
@@ -194,17 +194,17 @@ pub fn by_name(name: &str) -> Option<&'static dyn Collective> {
 /// The tests' inputs of a collective over `nranks` ranks: every datatype,
 /// with every reduction that is exact there where it reduces.
 #[cfg(test)]
-pub(crate) fn rules(op: &dyn Collective, nranks: usize) -> Vec<Rule> {
+pub(crate) fn rules(op: &dyn Collective, nranks: usize) -> Vec<Exact> {
     let mut out = Vec::new();
     for t in Dtype::ALL {
         if op.reduces() {
             out.extend(
                 Redop::ALL
                     .iter()
-                    .filter_map(|&r| Rule::of(t, r, nranks).ok()),
+                    .filter_map(|&r| Exact::of(t, r, nranks).ok()),
             );
         } else {
-            out.push(Rule::copy(t, nranks));
+            out.push(Exact::copy(t, nranks));
         }
     }
     out
@@ -212,7 +212,7 @@ pub(crate) fn rules(op: &dyn Collective, nranks: usize) -> Vec<Rule> {
 
 /// Every rank's input of `op`, made on the host.
 #[cfg(test)]
-pub(crate) fn inputs(op: &dyn Collective, rule: &Rule, seed: u64, count: usize) -> Vec<Vec<u8>> {
+pub(crate) fn inputs(op: &dyn Collective, rule: &Exact, seed: u64, count: usize) -> Vec<Vec<u8>> {
     (0..rule.nranks)
         .map(|r| op.input(rule, seed, r, count))
         .collect()
@@ -265,7 +265,7 @@ mod tests {
                         assert!(at + len <= recv, "{name}: checked out of place");
                         let (at, len) = op.checked(rank, nranks, count, true);
                         assert!(at >= r && at + len <= r + recv, "{name}: checked in place");
-                        let want = op.expected(&Rule::copy(Dtype::F32, nranks), 1, rank, count);
+                        let want = op.expected(&Exact::copy(Dtype::F32, nranks), 1, rank, count);
                         assert!(len * 4 <= want.len(), "{name}: expected too short");
                     }
                 }

@@ -1,0 +1,124 @@
+//! Between machines: what each rank brings to the smoke test's meeting
+//! (`card`), and rank 0's reading of every card: the facts grouped by
+//! value with the nodes in the minority named (`compare`), the connections
+//! tested between hosts with the one `NCCL_SOCKET_IFNAME` that reaches them
+//! all and the verdict (`reach`), and the ranks that were slow (`timing`).
+
+mod card;
+mod compare;
+mod reach;
+mod timing;
+
+use nccl_rendezvous::{Card, Gathered};
+use serde_json::{json, Value};
+
+pub(crate) use card::{card, Here};
+use compare::{compare, facts_of};
+pub(crate) use reach::blocker;
+use reach::{proposal, reach_lines};
+pub(crate) use timing::slow_ranks;
+
+/// The whole multi-node report for rank 0, as (problem, line) pairs.
+/// Nothing where every rank is on one host and says the same: the usual
+/// job on one machine hears nothing new (`--json` has it all).
+pub(crate) fn report(g: &Gathered) -> Vec<(bool, String)> {
+    let (same, diffs) = compare(&g.cards);
+    let hosts = hosts_of(&g.cards, 0..g.cards.len());
+    if hosts.len() < 2 && diffs.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![(
+        false,
+        format!(
+            "nodes: {} ({}), {} rank(s); the same on every one: {}",
+            hosts.len(),
+            shown_hosts(&hosts),
+            g.cards.len(),
+            if same.is_empty() {
+                "nothing compared".into()
+            } else {
+                same.join(", ")
+            }
+        ),
+    )];
+    for d in diffs {
+        out.push((d.problem, d.line));
+    }
+    if hosts.len() > 1 {
+        out.extend(reach_lines(g));
+    }
+    out
+}
+
+/// The hosts of `ranks`, each once, in the order of its first rank there
+/// (a host whose ranks are not next to each other, as srun's cyclic
+/// distribution places them, is still one host).
+pub(super) fn hosts_of(cards: &[Card], ranks: impl Iterator<Item = usize>) -> Vec<&str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for r in ranks {
+        let h = cards[r].host.as_str();
+        if !seen.contains(&h) {
+            seen.push(h);
+        }
+    }
+    seen
+}
+
+/// Hosts (each once), at most 8 by name.
+fn shown_hosts(hosts: &[&str]) -> String {
+    let n = hosts.len();
+    if n > 8 {
+        format!("{}, and {} more", hosts[..8].join(", "), n - 8)
+    } else {
+        hosts.join(", ")
+    }
+}
+
+/// `nodes` in `--json`.
+pub(crate) fn json(g: &Gathered) -> Value {
+    let (same, diffs) = compare(&g.cards);
+    json!({
+        "ranks": g.cards.iter().enumerate().map(|(r, c)| json!({
+            "rank": r,
+            "host": c.host,
+            "facts": facts_of(c),
+            "addresses": c.addrs.iter().map(|a| json!({"iface": a.iface, "ip": a.ip.to_string(), "nccl": a.nccl})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "same": same,
+        "differences": diffs.iter().map(|d| json!({"problem": d.problem, "fact": d.key, "text": d.line})).collect::<Vec<_>>(),
+        "reach": {
+            "tested": g.probes.iter().map(|p| json!({
+                "from": p.from, "to": p.to,
+                "from_host": g.cards.get(p.from).map(|c| c.host.clone()),
+                "to_host": g.cards.get(p.to).map(|c| c.host.clone()),
+                "iface": p.addr.iface, "ip": p.addr.ip.to_string(), "nccl": p.addr.nccl,
+                "error": p.error,
+            })).collect::<Vec<_>>(),
+            "proposed_socket_ifname": proposal(g),
+        },
+    })
+}
+
+/// What the tests of the rooms below share: a card made by hand.
+#[cfg(test)]
+pub(crate) mod tests {
+    use nccl_rendezvous::{Addr, Card};
+
+    pub(crate) fn made(host: &str, facts: &str, ifaces: &[&str]) -> Card {
+        let addrs = ifaces
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                Addr::new(
+                    n.to_string(),
+                    format!("10.0.{i}.1").parse().unwrap(),
+                    i == 0,
+                )
+            })
+            .collect();
+        Card::new(host.into(), facts.into(), addrs)
+    }
+
+    pub(crate) const HOST: &str =
+        "driver=550.54.15\ncuda=12.4\ngpus=8 x NVIDIA H100\nifaces=ib0\nrdma=none\n";
+}
