@@ -706,24 +706,6 @@ fn env_gives_a_complete_build_environment_for_pip_installs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The newest release of `series` (`nvidia_nccl_cu12`) in the wheel cache.
-fn newest_wheel(w: &Path, series: &str) -> PathBuf {
-    let mut found: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir(w)
-        .unwrap()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let v = name.strip_prefix(series)?.strip_prefix('-')?;
-            Some((
-                v.split('.').map(|x| x.parse().unwrap_or(0)).collect(),
-                e.path(),
-            ))
-        })
-        .collect();
-    found.sort();
-    found.pop().expect("a wheel of the series").1
-}
-
 /// `sh -c script` in `dir`, with the probe's variables cleared and `vars`
 /// set; `$1` is nccl-find, `$2`... are `args`.
 fn shell(dir: &Path, script: &str, vars: &[(&str, &Path)], args: &[&str]) -> Output {
@@ -781,7 +763,7 @@ fn missing_or_partial_cuda_headers_fail_with_the_install_line() {
     let Some(w) = common::wheels() else { return };
     let dir = scratch("cuda-missing");
     let cu12 = venv_of(&dir, "cu12", &w.join("nvidia_nccl_cu12-2.21.5"), &[]);
-    let cu13 = newest_wheel(&w, "nvidia_nccl_cu13");
+    let cu13 = common::newest_wheel(&w, "nvidia_nccl_cu13");
     let partial = venv_of(
         &dir,
         "cu13",

@@ -201,7 +201,7 @@ NCCL variables:
 
 Network:
   ok       interfaces: lo 127.0.0.1/8; eth0 10.0.0.5/24 fe80::1/64
-  problem  NCCL would find no interface (NCCL_SOCKET_IFNAME=eth9)
+  problem  NCCL would find no interface: NCCL_SOCKET_IFNAME=eth9 matches none of the interfaces NCCL lists (lo, eth0)
            fix: NCCL fails with `no socket interface found`: set NCCL_SOCKET_IFNAME to one of eth0 (lo reaches no other node)
   ok       reverse name lookups of this host's 2 address(es) answer at once (slowest: 10.0.0.5, 2 ms)
 "
@@ -533,7 +533,10 @@ fn doctor_reads_nccls_configuration_files() {
   note     NCCL_SOCKET_IFNAME=eth9 from /etc/nccl.conf (the network interfaces NCCL may use: prefixes, ^ to exclude, = for exact names)"
     );
     assert!(
-        area("Network").contains("NCCL would find no interface (NCCL_SOCKET_IFNAME=eth9)"),
+        area("Network").contains(
+            "NCCL would find no interface: NCCL_SOCKET_IFNAME=eth9 from /etc/nccl.conf matches none of the \
+             interfaces NCCL lists (lo, eth0)"
+        ),
         "{}",
         area("Network")
     );

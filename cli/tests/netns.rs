@@ -190,8 +190,8 @@ fn two_namespaces_meet_over_tcp_and_a_wrong_socket_ifname_is_named() {
     let [o0, o1] = job(&net, &lib, &[("NCCL_SOCKET_IFNAME", "nosuchif0")]);
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let cause = format!(
-        "FAILED: {} rank 1: NCCL_SOCKET_IFNAME=nosuchif0 matches none of its interfaces ({}), so NCCL \
-         cannot start there: unset NCCL_SOCKET_IFNAME, or set it to an interface every node has",
+        "FAILED: {} rank 1: NCCL_SOCKET_IFNAME=nosuchif0 matches none of the interfaces NCCL lists (lo, {}), \
+         so NCCL cannot start there: unset NCCL_SOCKET_IFNAME, or set it to an interface every node has",
         host.trim(),
         net.veth[1]
     );

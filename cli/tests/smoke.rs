@@ -343,7 +343,7 @@ fn a_socket_ifname_that_matches_nothing_stops_every_rank() {
         &got,
         1,
         &format!(
-            "FAILED: {}: NCCL_SOCKET_IFNAME=nosuch0 matches none of its interfaces ({ifaces}), {fix}",
+            "FAILED: {}: NCCL_SOCKET_IFNAME=nosuch0 matches none of the interfaces NCCL lists ({ifaces}), {fix}",
             host()
         ),
     );
@@ -356,7 +356,7 @@ fn a_socket_ifname_that_matches_nothing_stops_every_rank() {
         &got,
         1,
         &format!(
-            "FAILED: {} rank 1: NCCL_SOCKET_IFNAME=nosuch0 matches none of its interfaces ({ifaces}), {fix}",
+            "FAILED: {} rank 1: NCCL_SOCKET_IFNAME=nosuch0 matches none of the interfaces NCCL lists ({ifaces}), {fix}",
             host()
         ),
     );
@@ -367,7 +367,7 @@ fn a_socket_ifname_that_matches_nothing_stops_every_rank() {
         &got,
         1,
         &format!(
-            "FAILED: {} rank 1: NCCL_SOCKET_IFNAME=nosuch0 matches none of its interfaces ({ifaces}), {fix}",
+            "FAILED: {} rank 1: NCCL_SOCKET_IFNAME=nosuch0 matches none of the interfaces NCCL lists ({ifaces}), {fix}",
             host()
         ),
     );
@@ -393,14 +393,9 @@ fn nccl_find_interfaces() -> String {
         .unwrap_or_else(|| panic!("{v:#}"))
         .iter()
         .filter_map(|i| i["name"].as_str())
-        .filter(|n| *n != "lo")
         .map(String::from)
         .collect();
-    if names.is_empty() {
-        "lo only".into()
-    } else {
-        names.join(", ")
-    }
+    names.join(", ")
 }
 
 /// Another NCCL minor release on one rank: every rank stops before NCCL.
@@ -1099,12 +1094,15 @@ fn a_bare_lib_name_loads_the_file_that_was_checked() {
     std::fs::remove_dir_all(&here).unwrap();
 }
 
-/// The report lists the NCCL settings in force, as NCCL will read them:
-/// the environment, then `~/.nccl.conf`, each from a file named; not
-/// nccl-find's own variables; in `--json` too.
+/// The report lists the NCCL settings in force, as the NCCL it loads will
+/// read them: the environment, then `~/.nccl.conf` (`~` from `HOME` from
+/// 2.30.3; before, the user database's home, where this test wrote
+/// nothing), each from a file named; not nccl-find's own variables; in
+/// `--json` too.
 #[test]
 fn the_report_lists_the_settings_nccl_runs_with() {
-    let Some(lib) = wheel_lib() else { return };
+    let Some(w) = common::wheels() else { return };
+    let lib = common::newest_wheel(&w, "nvidia_nccl_cu12").join("nvidia/nccl/lib/libnccl.so.2");
     let home = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("settings-home-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
@@ -1142,6 +1140,19 @@ fn the_report_lists_the_settings_nccl_runs_with() {
             {"name": "NCCL_IB_HCA", "value": "mlx5_1", "source": conf.display().to_string()},
             {"name": "NCCL_SOCKET_IFNAME", "value": "lo", "source": "the environment"},
         ])
+    );
+    // NCCL 2.21.5 takes `~` from the user database: HOME's file is not its.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
+    without_launchers(&mut cmd)
+        .args(["smoke", "--json", "--lib"])
+        .arg(wheel_lib().unwrap())
+        .env("HOME", &home)
+        .env("NCCL_SOCKET_IFNAME", "lo");
+    let old = cmd.output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&old.stdout).unwrap();
+    assert_eq!(
+        v["settings"],
+        serde_json::json!([{"name": "NCCL_SOCKET_IFNAME", "value": "lo", "source": "the environment"}])
     );
     std::fs::remove_dir_all(&home).unwrap();
 }

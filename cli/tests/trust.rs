@@ -157,17 +157,22 @@ fn a_plugin_named_by_path_or_file_name_is_found() {
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("NCCL_HOME", &tarball)
-        .env("NCCL_ENV_PLUGIN", &by_path)
+        .env("NCCL_NET_PLUGIN", &by_path)
         .env("NCCL_TUNER_PLUGIN", "libtuner-mine.so")
         .env("LD_LIBRARY_PATH", &lib_dir)
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
-    for (family, file) in [("env", &by_path), ("tuner", &by_name)] {
-        let line = format!(
-            "  note     NCCL will load the {family} plugin {}\n",
-            file.display()
-        );
+    for line in [
+        format!(
+            "  ok       NCCL loads the network plugin {}\n",
+            by_path.display()
+        ),
+        format!(
+            "  note     NCCL will load the tuner plugin {}\n",
+            by_name.display()
+        ),
+    ] {
         assert!(report.contains(&line), "no {line:?} in:\n{report}");
     }
     assert!(!report.contains("not on the loader's path"), "{report}");

@@ -291,12 +291,14 @@ impl Choice<'_> {
         ))
     }
 
-    /// The interfaces to choose from, in words, those that can reach other
-    /// nodes first: never loopback first, nor a Docker or libvirt bridge.
+    /// The interfaces to choose from (of those NCCL lists, the running
+    /// ones), in words, those that can reach other nodes first: never
+    /// loopback first, nor a Docker or libvirt bridge.
     pub fn choices(&self) -> String {
         let (far, near): (Vec<&str>, Vec<&str>) = self
             .listed
             .iter()
+            .filter(|i| i.running)
             .map(|i| i.name.as_str())
             .partition(|n| reaches_no_other_node(n).is_none());
         match (far.is_empty(), near.is_empty()) {
@@ -315,14 +317,14 @@ impl Choice<'_> {
         }
     }
 
-    /// The `NCCL_SOCKET_IFNAME` to suggest: the first interface NCCL lists
-    /// that can reach other nodes, else a rule that leaves out bridges and
-    /// loopback.
+    /// The `NCCL_SOCKET_IFNAME` to suggest: the first running interface
+    /// NCCL lists that can reach other nodes, else a rule that leaves out
+    /// bridges and loopback.
     pub fn suggestion(&self) -> String {
         match self
             .listed
             .iter()
-            .find(|i| reaches_no_other_node(&i.name).is_none())
+            .find(|i| i.running && reaches_no_other_node(&i.name).is_none())
         {
             Some(i) => format!(
                 "NCCL_SOCKET_IFNAME=={} (the real NIC), or NCCL_SOCKET_IFNAME=^docker,virbr,lo",

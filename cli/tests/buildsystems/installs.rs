@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{
-    both, common, cu12_venv, newest_wheel, runs, scratch, shell, sq, text, tools, venv_of,
-    CU13_HEADERS, PROGRAM,
+    both, common, cu12_venv, runs, scratch, shell, sq, text, tools, venv_of, CU13_HEADERS, PROGRAM,
 };
 
 /// Debian's own packages (sid's libnccl2 and libnccl-dev, trixie's
@@ -247,8 +246,8 @@ fn a_sys_crate_to_nvidias_contract_builds_after_eval_env() {
     let Some(w) = common::wheels() else { return };
     let debian = debian();
     let dir = scratch("contract");
-    let cu12 = newest_wheel(&w, "nvidia_nccl_cu12");
-    let cu13 = newest_wheel(&w, "nvidia_nccl_cu13");
+    let cu12 = common::newest_wheel(&w, "nvidia_nccl_cu12");
+    let cu13 = common::newest_wheel(&w, "nvidia_nccl_cu13");
     let venv12 = cu12_venv(&dir, "venv12", &cu12);
     let venv13 = venv_of(&dir, "venv13", &cu13, &CU13_HEADERS);
     let (checkout, toolkit) = source_tree(&dir, &cu13);

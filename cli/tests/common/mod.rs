@@ -39,6 +39,25 @@ pub fn wheel_lib() -> Option<PathBuf> {
     Some(wheels()?.join("nvidia_nccl_cu12-2.21.5/nvidia/nccl/lib/libnccl.so.2"))
 }
 
+/// The newest release of `series` (`nvidia_nccl_cu12`) in the wheel cache:
+/// its directory.
+pub fn newest_wheel(w: &Path, series: &str) -> PathBuf {
+    let mut found: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir(w)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let v = name.strip_prefix(series)?.strip_prefix('-')?;
+            Some((
+                v.split('.').map(|x| x.parse().unwrap_or(0)).collect(),
+                e.path(),
+            ))
+        })
+        .collect();
+    found.sort();
+    found.pop().expect("a wheel of the series").1
+}
+
 /// Exit status, stdout and stderr of a finished process.
 pub fn text(o: &Output) -> (i32, String, String) {
     (
