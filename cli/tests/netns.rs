@@ -8,49 +8,7 @@
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{skip_launcher, text, wheel_lib, without_launchers, TmpDir};
-
-/// Says why the test cannot run here: a failure under
-/// `NCCL_FIND_REQUIRE_NETNS=1`, else a skip.
-fn skip(why: &str) {
-    assert!(
-        std::env::var("NCCL_FIND_REQUIRE_NETNS").as_deref() != Ok("1"),
-        "NCCL_FIND_REQUIRE_NETNS=1, but {why}"
-    );
-    eprintln!("skipped: {why}");
-}
-
-/// Whether this test may make namespaces (root, and `ip netns`); says why
-/// not ([`skip`]) where it may not.
-fn namespaces_can_be_made() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        skip("network namespaces need root");
-        return false;
-    }
-    if let Err(e) = ip(&["netns", "list"]) {
-        skip(&format!("`ip netns` is not available ({e})"));
-        return false;
-    }
-    true
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let o = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if o.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&o.stderr).trim()
-        ))
-    }
-}
+use common::{ip, namespaces_can_be_made, skip_launcher, skip_netns, text, wheel_lib, without_launchers, TmpDir};
 
 /// The namespaces and the veth pair this test made: removed when dropped,
 /// whatever happened (removing a namespace removes the link in it).
@@ -164,7 +122,7 @@ fn two_namespaces_meet_over_tcp_and_a_wrong_socket_ifname_is_named() {
     }
     let net = match make_net() {
         Ok(n) => n,
-        Err(e) => return skip(&format!("cannot make the test's namespaces ({e})")),
+        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
     };
 
     let [o0, o1] = job(&net, &lib, &[]);
@@ -428,7 +386,7 @@ fn three_hosts_say_which_interface_reaches_every_one_and_which_host_differs() {
     }
     let hosts = match make_hosts() {
         Ok(h) => h,
-        Err(e) => return skip(&format!("cannot make the test's namespaces ({e})")),
+        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
     };
     let l = Some(lib.as_path());
 
@@ -543,7 +501,7 @@ fn a_default_interface_that_leads_nowhere_stops_every_rank_with_the_proposal() {
     }
     let hosts = match make_hosts().and_then(|h| add_dead_ib0(&h).map(|()| h)) {
         Ok(h) => h,
-        Err(e) => return skip(&format!("cannot make the test's namespaces ({e})")),
+        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
     };
     let l = Some(lib.as_path());
     let outs = three(&hosts, [(l, &[]), (l, &[]), (l, &[])]);
@@ -637,7 +595,7 @@ fn three_hosts_under_torchrun_c10d_say_the_same() {
     }
     let hosts = match make_hosts() {
         Ok(h) => h,
-        Err(e) => return skip(&format!("cannot make the test's namespaces ({e})")),
+        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
     };
     let tmp = TmpDir::new("netns3-torchrun");
     let etc = TmpDir::new("netns3-hosts");

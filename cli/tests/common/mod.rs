@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 #[path = "../../../tests/common/shared.rs"]
 mod shared;
@@ -308,5 +308,47 @@ pub fn alive(pid: u32) -> bool {
             .and_then(|(_, rest)| rest.split_whitespace().next())
             .is_some_and(|state| state != "Z" && state != "X"),
         Err(_) => false,
+    }
+}
+
+/// Says why the test cannot run here: a failure under
+/// `NCCL_FIND_REQUIRE_NETNS=1`, else a skip.
+pub fn skip_netns(why: &str) {
+    assert!(
+        std::env::var("NCCL_FIND_REQUIRE_NETNS").as_deref() != Ok("1"),
+        "NCCL_FIND_REQUIRE_NETNS=1, but {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
+/// Whether this test may make namespaces (root, and `ip netns`); says why
+/// not ([`skip`]) where it may not.
+pub fn namespaces_can_be_made() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip_netns("network namespaces need root");
+        return false;
+    }
+    if let Err(e) = ip(&["netns", "list"]) {
+        skip_netns(&format!("`ip netns` is not available ({e})"));
+        return false;
+    }
+    true
+}
+
+pub fn ip(args: &[&str]) -> Result<(), String> {
+    let o = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))
     }
 }
