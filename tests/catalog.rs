@@ -8,35 +8,10 @@
 //! mends it. (That the README and the crate docs list every level is a
 //! unit test of `src/api.rs`.)
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Every cached NCCL wheel: (its dist dir, NCCL's version).
-fn wheels() -> Vec<(PathBuf, String)> {
-    let Some(dir) = std::env::var_os("NCCL_FIND_WHEELS") else {
-        assert!(
-            std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
-            "NCCL_FIND_WHEELS is unset; run scripts/test"
-        );
-        eprintln!(
-            "skipped: NCCL_FIND_WHEELS is unset (scripts/test downloads the wheels and sets it)"
-        );
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let name = e.file_name().into_string().unwrap();
-        let Some(v) = name
-            .strip_prefix("nvidia_nccl_cu")
-            .and_then(|r| r.split_once('-'))
-        else {
-            continue;
-        };
-        let version = v.1.split(".post").next().unwrap().to_string();
-        out.push((e.path(), version));
-    }
-    out.sort();
-    out
-}
+mod common;
+use common::wheels;
 
 fn key(v: &str) -> Vec<u32> {
     v.split('.').map(|x| x.parse().unwrap()).collect()

@@ -47,21 +47,30 @@ struct Case {
 const CASES: &[Case] = &[
     Case {
         name: "addressless",
-        ifaces: &[If("ad0", None, false, State::Running), If("eth0", Some("10.77.0.2/24"), false, State::Running)],
+        ifaces: &[
+            If("ad0", None, false, State::Running),
+            If("eth0", Some("10.77.0.2/24"), false, State::Running),
+        ],
         env: &[],
         conf: None,
         want: ("eth0", "eth0"),
     },
     Case {
         name: "no-carrier",
-        ifaces: &[If("eth0", Some("10.77.0.2/24"), false, State::NoCarrier), If("eth1", Some("10.77.1.2/24"), false, State::Running)],
+        ifaces: &[
+            If("eth0", Some("10.77.0.2/24"), false, State::NoCarrier),
+            If("eth1", Some("10.77.1.2/24"), false, State::Running),
+        ],
         env: &[],
         conf: None,
         want: ("eth0", "eth1"),
     },
     Case {
         name: "down",
-        ifaces: &[If("eth0", Some("10.77.0.2/24"), false, State::Down), If("eth1", Some("10.77.1.2/24"), false, State::Running)],
+        ifaces: &[
+            If("eth0", Some("10.77.0.2/24"), false, State::Down),
+            If("eth1", Some("10.77.1.2/24"), false, State::Running),
+        ],
         env: &[],
         conf: None,
         want: ("eth0", "eth1"),
@@ -89,21 +98,30 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "virbr",
-        ifaces: &[If("virbr0", Some("192.168.122.1/24"), false, State::Running), If("eth0", Some("10.77.0.2/24"), false, State::Running)],
+        ifaces: &[
+            If("virbr0", Some("192.168.122.1/24"), false, State::Running),
+            If("eth0", Some("10.77.0.2/24"), false, State::Running),
+        ],
         env: &[],
         conf: None,
         want: ("virbr0", "eth0"),
     },
     Case {
         name: "one-character",
-        ifaces: &[If("eth0", Some("10.77.0.2/24"), false, State::Running), If("ib0", Some("10.78.0.2/24"), false, State::Running)],
+        ifaces: &[
+            If("eth0", Some("10.77.0.2/24"), false, State::Running),
+            If("ib0", Some("10.78.0.2/24"), false, State::Running),
+        ],
         env: &[("NCCL_SOCKET_IFNAME", "e")],
         conf: None,
         want: ("ib0", "ib0"),
     },
     Case {
         name: "conf-file",
-        ifaces: &[If("eth0", Some("10.77.0.2/24"), false, State::Running), If("eth1", Some("10.77.1.2/24"), false, State::Running)],
+        ifaces: &[
+            If("eth0", Some("10.77.0.2/24"), false, State::Running),
+            If("eth1", Some("10.77.1.2/24"), false, State::Running),
+        ],
         env: &[],
         conf: Some("NCCL_SOCKET_IFNAME=eth1"),
         want: ("eth1", "eth1"),
@@ -180,9 +198,11 @@ fn in_ns(ns: &str, upper: &Path, env: &[(&str, &str)], cmd: &[&str]) -> (String,
         work.display()
     );
     let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, "unshare", "-m", "sh", "-c", &script, "sh"])
-        .args(cmd)
-        .stdin(Stdio::null());
+    c.args([
+        "netns", "exec", ns, "unshare", "-m", "sh", "-c", &script, "sh",
+    ])
+    .args(cmd)
+    .stdin(Stdio::null());
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().into_owned();
         if k.starts_with("NCCL_") || k == "VIRTUAL_ENV" || k == "CONDA_PREFIX" {
@@ -216,8 +236,7 @@ fn nccls_pick(out: &str) -> String {
 
 /// The interface doctor says NCCL would use, or `none`.
 fn doctors_pick(json: &str) -> String {
-    let v: serde_json::Value =
-        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
     for f in v["findings"].as_array().unwrap() {
         let text = f["text"].as_str().unwrap_or("");
         if let Some(rest) = text.strip_prefix("NCCL would use ") {
@@ -233,8 +252,7 @@ fn doctors_pick(json: &str) -> String {
 /// The interface the smoke test's card (one rank meeting itself over
 /// loopback) says NCCL takes, or `none` where it says NCCL finds none.
 fn cards_pick(json: &str) -> String {
-    let v: serde_json::Value =
-        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
     let facts = &v["nodes"]["ranks"][0]["facts"];
     if facts["no_iface"].is_string() {
         return "none".into();
@@ -279,7 +297,9 @@ fn the_interface_doctor_names_is_the_one_nccl_takes() {
     for case in CASES {
         let ns = match make(case) {
             Ok(ns) => ns,
-            Err(e) => return skip_netns(&format!("cannot make the namespace of {}: {e}", case.name)),
+            Err(e) => {
+                return skip_netns(&format!("cannot make the namespace of {}: {e}", case.name))
+            }
         };
         let upper = base.join(case.name);
         std::fs::create_dir_all(&upper).unwrap();
@@ -290,18 +310,41 @@ fn the_interface_doctor_names_is_the_one_nccl_takes() {
             let lib = home.join("lib/libnccl.so.2");
             let mut env = case.env.to_vec();
             env.extend([("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "ALL")]);
-            let (out, err, _) = in_ns(&ns.0, &upper, &env, &["python3", "-c", UNIQUE_ID, &lib.to_string_lossy()]);
+            let (out, err, _) = in_ns(
+                &ns.0,
+                &upper,
+                &env,
+                &["python3", "-c", UNIQUE_ID, &lib.to_string_lossy()],
+            );
             let nccl = nccls_pick(&format!("{out}{err}"));
             let mut env = case.env.to_vec();
             let home = home.to_string_lossy().into_owned();
             env.push(("NCCL_HOME", &home));
-            let (json, err, _) = in_ns(&ns.0, &upper, &env, &[nccl_find, "doctor", "--json", "--root", "/"]);
+            let (json, err, _) = in_ns(
+                &ns.0,
+                &upper,
+                &env,
+                &[nccl_find, "doctor", "--json", "--root", "/"],
+            );
             let ours = doctors_pick(&format!("{json}{err}"));
             let init = format!("tcp://127.0.0.1:{}", 29600 + rows.len());
-            let smoke = [nccl_find, "smoke", "--rendezvous-only", "--json", "--rank", "0", "--world-size", "1"];
+            let smoke = [
+                nccl_find,
+                "smoke",
+                "--rendezvous-only",
+                "--json",
+                "--rank",
+                "0",
+                "--world-size",
+                "1",
+            ];
             let lib = lib.to_string_lossy().into_owned();
-            let (json, err, _) =
-                in_ns(&ns.0, &upper, case.env, &[&smoke[..], &["--init", &init, "--lib", &lib]].concat());
+            let (json, err, _) = in_ns(
+                &ns.0,
+                &upper,
+                case.env,
+                &[&smoke[..], &["--init", &init, "--lib", &lib]].concat(),
+            );
             let card = cards_pick(&format!("{json}{err}"));
             let new = !matches!(version.as_str(), "2.21.5");
             let want = if new { case.want.1 } else { case.want.0 };

@@ -8,7 +8,10 @@
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{ip, namespaces_can_be_made, skip_launcher, skip_netns, text, wheel_lib, without_launchers, TmpDir};
+use common::{
+    ip, namespaces_can_be_made, skip_launcher, skip_netns, text, wheel_lib, without_launchers,
+    TmpDir,
+};
 
 /// The namespaces and the veth pair this test made: removed when dropped,
 /// whatever happened (removing a namespace removes the link in it).

@@ -144,3 +144,31 @@ pub fn copy_tree(from: &Path, to: &Path) {
         .success();
     assert!(ok, "cp -a {} {}", from.display(), to.display());
 }
+
+/// Every cached NCCL wheel: (its dist dir, NCCL's version).
+pub fn wheels() -> Vec<(PathBuf, String)> {
+    let Some(dir) = std::env::var_os("NCCL_FIND_WHEELS") else {
+        assert!(
+            std::env::var_os("NCCL_FIND_REQUIRE_WHEELS").is_none(),
+            "NCCL_FIND_WHEELS is unset; run scripts/test"
+        );
+        eprintln!(
+            "skipped: NCCL_FIND_WHEELS is unset (scripts/test downloads the wheels and sets it)"
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().into_string().unwrap();
+        let Some(v) = name
+            .strip_prefix("nvidia_nccl_cu")
+            .and_then(|r| r.split_once('-'))
+        else {
+            continue;
+        };
+        let version = v.1.split(".post").next().unwrap().to_string();
+        out.push((e.path(), version));
+    }
+    out.sort();
+    out
+}

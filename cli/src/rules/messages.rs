@@ -17,7 +17,8 @@ pub struct Result {
 }
 
 /// Every result code of `nccl.h` (`ncclResult_t`), in order: a new one in
-/// a release fails `cli/tests/releases.rs` until it is here.
+/// a release the test command caches fails this module's tests until it is
+/// here.
 pub const RESULTS: [Result; 9] = [
     Result {
         code: 0,
@@ -114,5 +115,35 @@ mod tests {
             likely(99),
             "Run with NCCL_DEBUG=INFO for NCCL's own account."
         );
+    }
+
+    /// Every result code the cached releases' `nccl.h` declares is here,
+    /// by its name and value: a release with a new one turns this red.
+    #[test]
+    fn every_result_the_releases_declare_is_here() {
+        for (dir, v) in crate::rules::cached_releases() {
+            let header = std::fs::read_to_string(dir.join("include/nccl.h")).unwrap();
+            let start = header.find("ncclSuccess").expect("ncclResult_t");
+            let end = start + header[start..].find("ncclResult_t").unwrap();
+            for entry in header[start..end].split(',') {
+                let entry = entry.split("/*").next().unwrap_or(entry);
+                let Some((name, value)) = entry.split_once('=') else {
+                    continue;
+                };
+                let name = name.trim();
+                let value = value.trim().trim_end_matches('}').trim();
+                if name == "ncclNumResults" {
+                    continue;
+                }
+                let code: i32 = value
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{name} = {value:?}"));
+                assert_eq!(
+                    result(code).map(|r| r.name),
+                    Some(name),
+                    "NCCL {v}'s nccl.h: {name} = {code}"
+                );
+            }
+        }
     }
 }

@@ -112,4 +112,35 @@ mod tests {
         assert_eq!(find(&plugins, "tuner", None).0, ["libnccl-tuner.so"]);
         assert_eq!(variable("profiler"), "NCCL_PROFILER_PLUGIN");
     }
+
+    /// The plugin variables each cached release's library holds are the
+    /// families of [`FAMILIES`] it loads by the table of releases: a
+    /// release with a new family, or one a row puts in the wrong release,
+    /// turns this red.
+    #[test]
+    fn each_release_holds_the_variables_of_its_families() {
+        for (dir, v) in crate::rules::cached_releases() {
+            let lib = dir.join("lib/libnccl.so.2");
+            let names = nccl_find::internal::rodata_names(&lib, "NCCL_").unwrap();
+            let held: Vec<String> = names
+                .iter()
+                .filter_map(|n| n.strip_prefix("NCCL_")?.strip_suffix("_PLUGIN"))
+                .filter(|f| f.chars().all(|c| c.is_ascii_uppercase()))
+                .map(|f| f.to_ascii_lowercase())
+                .collect();
+            for f in &held {
+                assert!(
+                    FAMILIES.iter().any(|(g, _)| g == f),
+                    "NCCL {v} has a plugin family {f}"
+                );
+            }
+            for (f, _) in FAMILIES {
+                assert_eq!(
+                    held.iter().any(|h| h == f),
+                    loads(f, Some(&v)),
+                    "NCCL {v}: {f}"
+                );
+            }
+        }
+    }
 }
