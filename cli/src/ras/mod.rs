@@ -21,7 +21,7 @@ use crate::rules::ras;
 use crate::rules::settings::InForce;
 use crate::style;
 use client::{AskError, Format};
-use status::{Finding, Status, Trouble, Who};
+use status::{JobStatus, Suspect, Trouble, Who};
 
 /// `nccl-find ras`'s flags.
 #[derive(clap::Args, Debug)]
@@ -49,12 +49,12 @@ pub(crate) struct Args {
 const SECOND_LOOK: Duration = Duration::from_secs(2);
 
 /// What the command concluded.
-enum Verdict {
+enum Diagnosis {
     /// Nothing needs looking at.
     Healthy,
     /// Ranks were behind at the first look, and the counts moved by the
     /// second.
-    Moving(Vec<Finding>),
+    Moving(Vec<Suspect>),
     /// A rank to look at (the first finding).
     Look,
     /// The service could not be asked: why, in one line.
@@ -65,15 +65,15 @@ enum Verdict {
 pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
     let addr = address(args, settings().value("NCCL_RAS_ADDR"));
     let deadline = Instant::now() + Duration::from_secs(args.timeout.clamp(1, 3600));
-    let (status, verdict) = look(&addr, deadline, args.text);
-    let line = last_line(&addr, status.as_ref(), &verdict);
-    let code = match verdict {
-        Verdict::Healthy | Verdict::Moving(_) => 0,
-        Verdict::Look => 1,
-        Verdict::Silent(_) => 2,
+    let (status, diagnosis) = look(&addr, deadline, args.text);
+    let line = last_line(&addr, status.as_ref(), &diagnosis);
+    let code = match diagnosis {
+        Diagnosis::Healthy | Diagnosis::Moving(_) => 0,
+        Diagnosis::Look => 1,
+        Diagnosis::Silent(_) => 2,
     };
     if args.json {
-        let v = to_json(&addr, status.as_ref(), &verdict, &line, code);
+        let v = to_json(&addr, status.as_ref(), &diagnosis, &line, code);
         println!(
             "{}",
             serde_json::to_string_pretty(&v).expect("JSON from plain values")
@@ -126,20 +126,20 @@ fn address(args: &Args, ras_addr: Option<&str>) -> String {
 }
 
 /// The first look, and a second where ranks were only behind.
-fn look(addr: &str, deadline: Instant, text: bool) -> (Option<Status>, Verdict) {
+fn look(addr: &str, deadline: Instant, text: bool) -> (Option<JobStatus>, Diagnosis) {
     let first = match ask(addr, deadline, text) {
         Ok(s) => s,
-        Err(e) => return (None, Verdict::Silent(not_asked(addr, e))),
+        Err(e) => return (None, Diagnosis::Silent(not_asked(addr, e))),
     };
-    let behind_only = |s: &Status| {
-        s.findings
+    let behind_only = |s: &JobStatus| {
+        s.suspects
             .iter()
             .all(|f| matches!(f.trouble, Trouble::Behind { .. }))
     };
-    if first.findings.is_empty() || !behind_only(&first) {
-        let v = match first.findings.is_empty() {
-            true => Verdict::Healthy,
-            false => Verdict::Look,
+    if first.suspects.is_empty() || !behind_only(&first) {
+        let v = match first.suspects.is_empty() {
+            true => Diagnosis::Healthy,
+            false => Diagnosis::Look,
         };
         return (Some(first), v);
     }
@@ -150,18 +150,18 @@ fn look(addr: &str, deadline: Instant, text: bool) -> (Option<Status>, Verdict) 
         // Moving: nothing but ranks behind at the second look either, and
         // other counts (a rank gone between the looks is no progress).
         Ok(second) if behind_only(&second) && counts_moved(&first, &second) => {
-            (Some(second), Verdict::Moving(first.findings))
+            (Some(second), Diagnosis::Moving(first.suspects))
         }
-        Ok(second) => (Some(second), Verdict::Look),
+        Ok(second) => (Some(second), Diagnosis::Look),
         // The first look stands when the second cannot be had.
-        Err(_) => (Some(first), Verdict::Look),
+        Err(_) => (Some(first), Diagnosis::Look),
     }
 }
 
 /// One conversation, its report read; a report that cannot be read is
 /// [`AskError::Broken`]. Why nothing answered is worked out (from `/proc`)
 /// only where it is shown, by [`not_asked`].
-fn ask(addr: &str, deadline: Instant, text: bool) -> Result<Status, AskError> {
+fn ask(addr: &str, deadline: Instant, text: bool) -> Result<JobStatus, AskError> {
     let answer = client::ask(addr, deadline, text)?;
     match status::read(answer.format, &answer.body) {
         Ok(st) => Ok(st),
@@ -203,10 +203,10 @@ fn not_asked(addr: &str, e: AskError) -> String {
 }
 
 /// Whether any rank's collective counts differ between two looks.
-fn counts_moved(a: &Status, b: &Status) -> bool {
-    let behind = |s: &Status| -> Vec<(Option<u64>, String, u64, u64)> {
+fn counts_moved(a: &JobStatus, b: &JobStatus) -> bool {
+    let behind = |s: &JobStatus| -> Vec<(Option<u64>, String, u64, u64)> {
         let mut v = Vec::new();
-        for f in &s.findings {
+        for f in &s.suspects {
             if let Trouble::Behind { op, launched, most } = &f.trouble {
                 v.push((f.who.rank, op.clone(), *launched, *most));
             }
@@ -254,13 +254,13 @@ fn trouble(t: &Trouble) -> String {
 }
 
 /// What the service said, rank by rank: under the verdict, over the answer.
-fn details(addr: &str, st: &Status) -> String {
+fn details(addr: &str, st: &JobStatus) -> String {
     let format = match st.format {
         Format::Json => "JSON",
         Format::Text => "text",
     };
     let mut s = String::new();
-    if let Some(f) = st.findings.first() {
+    if let Some(f) = st.suspects.first() {
         s.push_str(&format!(
             "LOOK AT {}: {}\n",
             who(&f.who),
@@ -276,37 +276,37 @@ fn details(addr: &str, st: &Status) -> String {
     if let Some(e) = &st.fell_back {
         s.push_str(&format!("  (read from its text report: {e})\n"));
     }
-    for f in &st.findings {
+    for f in &st.suspects {
         s.push_str(&format!("  {}: {}\n", who(&f.who), trouble(&f.trouble)));
     }
     s
 }
 
 /// The answer: what to do first.
-fn last_line(addr: &str, st: Option<&Status>, v: &Verdict) -> String {
+fn last_line(addr: &str, st: Option<&JobStatus>, v: &Diagnosis) -> String {
     let st = match (st, v) {
-        (Some(st), Verdict::Healthy | Verdict::Moving(_) | Verdict::Look) => st,
-        (_, Verdict::Silent(why)) => return format!("cannot ask NCCL about the job: {why}"),
+        (Some(st), Diagnosis::Healthy | Diagnosis::Moving(_) | Diagnosis::Look) => st,
+        (_, Diagnosis::Silent(why)) => return format!("cannot ask NCCL about the job: {why}"),
         (None, _) => return "cannot ask NCCL about the job".into(),
     };
     let nccl = st.nccl.as_deref().unwrap_or("?");
     match v {
-        Verdict::Healthy => format!(
+        Diagnosis::Healthy => format!(
             "OK: {} communicator(s), {} rank(s), every rank answering, none behind, no errors \
              (NCCL {nccl} at {addr})",
             st.comms, st.ranks
         ),
-        Verdict::Moving(was) => format!(
+        Diagnosis::Moving(was) => format!(
             "OK: the job is moving: {} was behind at the first look, and the counts moved {} s \
              later (NCCL {nccl} at {addr})",
             who(&was[0].who),
             SECOND_LOOK.as_secs()
         ),
-        _ => look_at(&st.findings[0], st.findings.len()),
+        _ => look_at(&st.suspects[0], st.suspects.len()),
     }
 }
 
-fn look_at(f: &Finding, all: usize) -> String {
+fn look_at(f: &Suspect, all: usize) -> String {
     let w = who(&f.who);
     let pid = f
         .who
@@ -347,7 +347,7 @@ fn who_json(w: &Who) -> Value {
     json!({"rank": w.rank, "pid": w.pid, "host": w.host, "gpu": w.gpu})
 }
 
-fn finding_json(f: &Finding) -> Value {
+fn suspect_json(f: &Suspect) -> Value {
     let mut v = who_json(&f.who);
     v["communicator"] = json!(f.comm);
     match &f.trouble {
@@ -394,15 +394,15 @@ fn comm_json(c: &status::Comm) -> Value {
     json!({"hash": c.hash, "size": c.size, "ranks": ranks})
 }
 
-fn to_json(addr: &str, st: Option<&Status>, v: &Verdict, line: &str, code: u8) -> Value {
+fn to_json(addr: &str, st: Option<&JobStatus>, v: &Diagnosis, line: &str, code: u8) -> Value {
     let verdict = match v {
-        Verdict::Healthy => "healthy",
-        Verdict::Moving(_) => "moving",
-        Verdict::Look => "look",
-        Verdict::Silent(_) => "no answer",
+        Diagnosis::Healthy => "healthy",
+        Diagnosis::Moving(_) => "moving",
+        Diagnosis::Look => "look",
+        Diagnosis::Silent(_) => "no answer",
     };
     let look_at = match v {
-        Verdict::Look => st.and_then(|s| s.findings.first()).map(finding_json),
+        Diagnosis::Look => st.and_then(|s| s.suspects.first()).map(suspect_json),
         _ => None,
     };
     let mut out = json!({
@@ -418,10 +418,10 @@ fn to_json(addr: &str, st: Option<&Status>, v: &Verdict, line: &str, code: u8) -
     out["json_unread"] = json!(st.fell_back);
     out["communicators_count"] = json!(st.comms);
     out["ranks_count"] = json!(st.ranks);
-    out["findings"] = st.findings.iter().map(finding_json).collect();
+    out["findings"] = st.suspects.iter().map(suspect_json).collect();
     out["communicators"] = st.detail.iter().map(comm_json).collect();
-    if let Verdict::Moving(was) = v {
-        out["behind_at_first_look"] = was.iter().map(finding_json).collect();
+    if let Diagnosis::Moving(was) = v {
+        out["behind_at_first_look"] = was.iter().map(suspect_json).collect();
     }
     out
 }

@@ -44,7 +44,7 @@ pub(crate) enum Trouble {
 
 /// One rank that needs looking at.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Finding {
+pub(crate) struct Suspect {
     /// The communicator, by NCCL's hash.
     pub(crate) comm: String,
     /// The rank.
@@ -85,7 +85,7 @@ pub(crate) struct Comm {
 
 /// The report, read.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Status {
+pub(crate) struct JobStatus {
     /// The format it came in.
     pub(crate) format: Format,
     /// The job's NCCL version, as the report gives it.
@@ -96,7 +96,7 @@ pub(crate) struct Status {
     /// Every rank's facts (from JSON; empty from text).
     pub(crate) detail: Vec<Comm>,
     /// The ranks that need looking at, the one to look at first first.
-    pub(crate) findings: Vec<Finding>,
+    pub(crate) suspects: Vec<Suspect>,
     /// Whether the JSON needed mending (NCCL 2.28.9 leaves out a comma
     /// after a missing rank's `nvml_dev`).
     pub(crate) mended: bool,
@@ -110,18 +110,18 @@ const MAX_ITEMS: usize = 1 << 20;
 
 /// Reads the report `body` in `format`. JSON that does not parse even once
 /// mended is an error; so is a text report with none of NCCL's headings.
-pub(crate) fn read(format: Format, body: &[u8]) -> Result<Status, String> {
+pub(crate) fn read(format: Format, body: &[u8]) -> Result<JobStatus, String> {
     let text = String::from_utf8_lossy(body);
     let mut st = match format {
         Format::Json => read_json(&text)?,
         Format::Text => read_text(&text)?,
     };
-    st.findings
+    st.suspects
         .sort_by_key(|x| (urgency(&x.trouble), x.who.rank));
     Ok(st)
 }
 
-fn read_json(text: &str) -> Result<Status, String> {
+fn read_json(text: &str) -> Result<JobStatus, String> {
     let (v, mended) = match serde_json::from_str::<Value>(text) {
         Ok(v) => (v, false),
         Err(first) => match serde_json::from_str::<Value>(&mend(text)) {
@@ -132,20 +132,20 @@ fn read_json(text: &str) -> Result<Status, String> {
     let comms = v["communicators"]
         .as_array()
         .ok_or("its JSON report has no \"communicators\" list")?;
-    let mut st = Status {
+    let mut st = JobStatus {
         format: Format::Json,
         nccl: v["nccl_version"].as_str().map(shown),
         comms: comms.len() as u64,
         ranks: 0,
         detail: Vec::new(),
-        findings: Vec::new(),
+        suspects: Vec::new(),
         mended,
         fell_back: None,
     };
     for c in comms.iter().take(MAX_ITEMS) {
         let comm = json_comm(c);
         st.ranks += comm.size;
-        judge_comm(&comm, &mut st.findings);
+        judge_comm(&comm, &mut st.suspects);
         st.detail.push(comm);
     }
     Ok(st)
@@ -269,11 +269,11 @@ fn rank_trouble(r: &Rank, others_run: bool) -> Option<Trouble> {
     Some(Trouble::State { what: what.into() })
 }
 
-fn judge_comm(c: &Comm, out: &mut Vec<Finding>) {
+fn judge_comm(c: &Comm, out: &mut Vec<Suspect>) {
     let others_run = c.ranks.iter().any(running);
     for r in &c.ranks {
         if let Some(trouble) = rank_trouble(r, others_run) {
-            out.push(Finding {
+            out.push(Suspect {
                 comm: c.hash.clone(),
                 who: r.who.clone(),
                 trouble,
@@ -306,7 +306,7 @@ fn judge_comm(c: &Comm, out: &mut Vec<Finding>) {
                     launched,
                     most,
                 };
-                out.push(Finding {
+                out.push(Suspect {
                     comm: c.hash.clone(),
                     who: r.who.clone(),
                     trouble,
@@ -328,14 +328,14 @@ fn urgency(t: &Trouble) -> (u8, u64) {
     }
 }
 
-fn read_text(text: &str) -> Result<Status, String> {
+fn read_text(text: &str) -> Result<JobStatus, String> {
     if !text.contains("Communicators") || !text.contains("Errors") {
         return Err(format!(
             "its report has none of NCCL's headings (it begins {:?})",
             shown(text.lines().next().unwrap_or(""))
         ));
     }
-    let mut st = Status {
+    let mut st = JobStatus {
         format: Format::Text,
         nccl: text
             .lines()
@@ -345,22 +345,22 @@ fn read_text(text: &str) -> Result<Status, String> {
         comms: 0,
         ranks: 0,
         detail: Vec::new(),
-        findings: Vec::new(),
+        suspects: Vec::new(),
         mended: false,
         fell_back: None,
     };
     text_table(text, &mut st);
     let mut block = Block::default();
     for l in text.lines().take(MAX_ITEMS) {
-        block.line(l, &mut st.findings);
+        block.line(l, &mut st.suspects);
     }
-    block.end(&mut st.findings);
+    block.end(&mut st.suspects);
     Ok(st)
 }
 
 /// The communicators table: `Group  Comms-in-group  Nodes-per-comm
 /// Ranks-per-node  Ranks-per-comm  Ranks-in-group  Status  Errors`.
-fn text_table(text: &str, st: &mut Status) {
+fn text_table(text: &str, st: &mut JobStatus) {
     let Some(at) = text.find("\nCommunicators") else {
         return;
     };
@@ -409,7 +409,7 @@ struct Block {
 }
 
 impl Block {
-    fn line(&mut self, l: &str, out: &mut Vec<Finding>) {
+    fn line(&mut self, l: &str, out: &mut Vec<Suspect>) {
         if let Some(rest) = l.strip_prefix('#') {
             self.end(out);
             let mut w = rest.split_whitespace().skip(1);
@@ -444,7 +444,7 @@ impl Block {
         self.rank(who, said, out);
     }
 
-    fn rank(&mut self, who: Who, said: Said, out: &mut Vec<Finding>) {
+    fn rank(&mut self, who: Who, said: Said, out: &mut Vec<Suspect>) {
         let comm = self.comm.clone();
         let trouble = match (self.kind.as_str(), said) {
             ("INCOMPLETE", _) => Trouble::Missing { dead: false },
@@ -470,11 +470,11 @@ impl Block {
             },
             (_, Said::Nothing) => return,
         };
-        out.push(Finding { comm, who, trouble });
+        out.push(Suspect { comm, who, trouble });
     }
 
     /// The block's end: its ranks that launched fewer than the most.
-    fn end(&mut self, out: &mut Vec<Finding>) {
+    fn end(&mut self, out: &mut Vec<Suspect>) {
         // "Communicator ranks have different AllReduce operation counts"
         let op = self
             .about
@@ -488,7 +488,7 @@ impl Block {
                     launched: n,
                     most: self.most,
                 };
-                out.push(Finding {
+                out.push(Suspect {
                     comm: self.comm.clone(),
                     who,
                     trouble,
@@ -577,7 +577,7 @@ mod tests {
             host: "h".into(),
             gpu: None,
         };
-        let f = |r, trouble| Finding {
+        let f = |r, trouble| Suspect {
             comm: "c".into(),
             who: who(r),
             trouble,
@@ -615,10 +615,7 @@ mod tests {
     /// A text report in the shapes NCCL's `client_support.cc` writes
     /// beside the ones recorded: groups of ranks with `VERBOSE STATUS`, a
     /// rank with no process information, an init error, a status.
-    // Long: one report, and every finding it holds, read whole.
-    #[test]
-    fn a_text_report_names_every_rank_in_every_shape_nccl_writes() {
-        let report = r#"NCCL version 2.29.7 compiled with CUDA 13.0
+    const SHAPES: &str = r#"NCCL version 2.29.7 compiled with CUDA 13.0
 
 Communicators... (0.01s)
 =============
@@ -657,6 +654,10 @@ Warnings
   Rank 3 has launched up to operation 5 -- GPU 1 managed by process 32 on node 10.0.0.2
   Rank 2 has not launched any operations -- GPU 0 managed by process 31 on node 10.0.0.2
 "#;
+
+    #[test]
+    fn a_text_report_names_every_rank_in_every_shape_nccl_writes() {
+        let report = SHAPES;
         let st = read(Format::Text, report.as_bytes()).unwrap();
         assert_eq!(
             (st.nccl.as_deref(), st.comms, st.ranks),
@@ -668,7 +669,7 @@ Warnings
             host: host.into(),
             gpu,
         };
-        let f = |w, trouble| Finding {
+        let f = |w, trouble| Suspect {
             comm: "00000000000000aa".into(),
             who: w,
             trouble,
@@ -678,7 +679,7 @@ Warnings
             remote: true,
         };
         assert_eq!(
-            st.findings,
+            st.suspects,
             [
                 f(
                     who(2, Some(31), "10.0.0.2", Some(0)),
@@ -736,7 +737,7 @@ Warnings
         );
         let st = read(Format::Json, report.as_bytes()).unwrap();
         let got: Vec<(Option<u64>, Trouble)> = st
-            .findings
+            .suspects
             .into_iter()
             .map(|f| (f.who.rank, f.trouble))
             .collect();
