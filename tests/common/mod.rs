@@ -172,3 +172,39 @@ pub fn wheels() -> Vec<(PathBuf, String)> {
     out.sort();
     out
 }
+
+/// The fixture trees probed whole, each with a fixed environment (the
+/// probe prints its directives, as in a build script).
+pub mod fixture {
+    use std::path::{Path, PathBuf};
+
+    use nccl_find::{Config, Error, Nccl, Report};
+
+    pub fn tree(name: &str) -> PathBuf {
+        super::trees().join(name)
+    }
+
+    pub fn config(name: &str, vars: &[(&str, &str)]) -> Config {
+        let mut c = Config::new();
+        c.root(tree(name))
+            .target("x86_64-unknown-linux-gnu")
+            .env_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        c
+    }
+
+    pub fn probe(name: &str, vars: &[(&str, &str)]) -> Result<Nccl, Error> {
+        config(name, vars).probe()
+    }
+
+    /// A path as seen inside the fixture root.
+    pub fn logical(r: &Report, p: &Path) -> String {
+        r.logical(p).display().to_string()
+    }
+
+    pub fn found(name: &str, vars: &[(&str, &str)]) -> Nccl {
+        match probe(name, vars) {
+            Ok(n) => n,
+            Err(e) => panic!("{name}: expected NCCL, got:\n{e}"),
+        }
+    }
+}
