@@ -50,6 +50,11 @@ pub enum Change {
     GinPlugins,
     /// RMA plugins (`libnccl-rma*.so`, `NCCL_RMA_PLUGIN`).
     RmaPlugins,
+    /// Ranks may share a GPU where `NCCL_MULTI_RANK_GPU_ENABLE=1`; without
+    /// it, NCCL refuses them with "… Set NCCL_MULTI_RANK_GPU_ENABLE=1 to
+    /// enable this configuration." (before, "Duplicate GPU detected")
+    /// (`src/init.cc`, `src/graph/topo.cc`).
+    MultiRankGpu,
     /// 8-bit floats in collectives that do not reduce (all-gather,
     /// broadcast, all-to-all, gather, scatter) on GPUs below compute
     /// capability 9.0; before, NCCL refused every collective in them there
@@ -58,7 +63,7 @@ pub enum Change {
 }
 
 /// The table: each change and the first release with it, oldest first.
-const TABLE: [(Change, (u32, u32, u32)); 14] = [
+const TABLE: [(Change, (u32, u32, u32)); 15] = [
     (Change::TunerPlugins, (2, 19, 1)),
     (Change::ConfFileVariable, (2, 23, 4)),
     (Change::ProfilerPlugins, (2, 23, 4)),
@@ -72,6 +77,7 @@ const TABLE: [(Change, (u32, u32, u32)); 14] = [
     (Change::GinPlugins, (2, 29, 7)),
     (Change::HomeFromEnvironment, (2, 30, 3)),
     (Change::ConfLinesLoseCarriageReturn, (2, 30, 3)),
+    (Change::MultiRankGpu, (2, 30, 3)),
     (Change::RmaPlugins, (2, 30, 7)),
 ];
 
@@ -137,6 +143,7 @@ mod tests {
             | Change::EnvPlugins
             | Change::GinPlugins
             | Change::RmaPlugins
+            | Change::MultiRankGpu
             | Change::Fp8CopiesBelowSm90 => (),
         };
         for (c, _) in TABLE {

@@ -14,7 +14,7 @@ mod common;
 
 /// Each change with a trace, and that trace: a string of NCCL's own, or
 /// the name of a function it imports.
-const TRACES: [(Change, &str); 9] = [
+const TRACES: [(Change, &str); 10] = [
     // The default rule's list once virbr* came last (src/misc/socket.cc).
     (Change::LibvirtBridgesLast, "^docker,lo,virbr"),
     (Change::ConfFileVariable, "NCCL_CONF_FILE"),
@@ -26,6 +26,7 @@ const TRACES: [(Change, &str); 9] = [
     (Change::ProfilerPlugins, "NCCL_PROFILER_PLUGIN"),
     (Change::GinPlugins, "NCCL_GIN_PLUGIN"),
     (Change::RmaPlugins, "NCCL_RMA_PLUGIN"),
+    (Change::MultiRankGpu, "NCCL_MULTI_RANK_GPU_ENABLE"),
 ];
 
 /// Whether each needle is in the file (a library is hundreds of MB: grep

@@ -84,7 +84,8 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
     let wall = started.elapsed().as_secs_f64();
     let gathered = gathered(&events);
     let own = before.cause.as_deref().filter(|_| opts.job.is_none());
-    let likely = |rc: i32| likely(rc, &before);
+    let said = capture.0.last_warnings(10);
+    let likely = |rc: i32| likely(rc, &before, &said);
     let known = Known {
         between: gathered.and_then(between),
         cause: ruling(&events).or(own),
@@ -94,7 +95,7 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
     let judged = verdict::judge(&result, end.top, &capture.0);
     let slow = result.as_ref().ok().map(|s| nodes::slow_ranks(s, gathered));
     let warnings = match end.code {
-        1 => capture.0.last_warnings(10),
+        1 => said,
         _ => Vec::new(),
     };
     if a.json {
@@ -171,9 +172,15 @@ fn before_nccl(
     Some(format!("{cause}, so NCCL cannot start here: {fix}"))
 }
 
-/// The likely cause and fix of an NCCL result `rc`, with the interfaces
-/// NCCL lists here where the result is a system error.
-fn likely(rc: i32, before: &Before) -> String {
+/// The likely cause and fix of an NCCL result `rc`: a warning NCCL said
+/// (`said`, its last) whose cause is known comes first; else the result's
+/// usual cause, with the interfaces NCCL lists here where it is a system
+/// error.
+fn likely(rc: i32, before: &Before, said: &[String]) -> String {
+    if let Some((line, m)) = messages::first_known(said, before.release.as_ref()) {
+        let words = line.split(" NCCL WARN ").last().unwrap_or(line).trim();
+        return format!("NCCL said \"{words}\": {}; {}.", m.means, m.fix);
+    }
     let (interfaces, settings, release) = (
         &before.interfaces,
         &before.settings,
