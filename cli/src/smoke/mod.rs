@@ -24,7 +24,7 @@ use serde_json::json;
 
 pub(crate) use args::Args;
 use output::{say, Captured, Last, Table};
-use verdict::{Ending, Known};
+use verdict::{Ending, Known, Likely};
 
 use crate::facts::conf::{self, ConfFacts};
 use crate::facts::node::{self, Node};
@@ -176,10 +176,14 @@ fn before_nccl(
 /// (`said`, its last) whose cause is known comes first; else the result's
 /// usual cause, with the interfaces NCCL lists here where it is a system
 /// error.
-fn likely(rc: i32, before: &Before, said: &[String]) -> String {
+fn likely(rc: i32, before: &Before, said: &[String]) -> Likely {
     if let Some((line, m)) = messages::first_known(said, before.release.as_ref()) {
         let words = line.split(" NCCL WARN ").last().unwrap_or(line).trim();
-        return format!("NCCL said \"{words}\": {}; {}.", m.means, m.fix);
+        return Likely::Said {
+            words: words.to_string(),
+            means: m.means,
+            fix: m.fix,
+        };
     }
     let (interfaces, settings, release) = (
         &before.interfaces,
@@ -198,7 +202,7 @@ fn likely(rc: i32, before: &Before, said: &[String]) -> String {
             choice.suggestion()
         ));
     }
-    out
+    Likely::Usual(out)
 }
 
 /// What this process brings to the meeting ([`nodes::card`]), under a

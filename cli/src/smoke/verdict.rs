@@ -19,7 +19,25 @@ pub(super) struct Known<'a> {
     /// A cause found before NCCL: it outranks what NCCL then says.
     pub(super) cause: Option<&'a str>,
     /// The likely cause and fix of an NCCL result code.
-    pub(super) likely: &'a dyn Fn(i32) -> String,
+    pub(super) likely: &'a dyn Fn(i32) -> Likely,
+}
+
+/// The likely cause and fix of a failed NCCL call.
+pub(super) enum Likely {
+    /// A warning NCCL said whose cause is known: its words, the cause and
+    /// the fix. The cause leads the last line.
+    Said {
+        words: String,
+        means: &'static str,
+        fix: &'static str,
+    },
+    /// The result code's usual cause, said after NCCL's error.
+    Usual(String),
+}
+
+/// No more than NCCL's own words: where a cause found before outranks.
+fn as_said(_rc: i32) -> Likely {
+    Likely::Usual(String::new())
 }
 
 /// The end: the exit status, the last line, the largest size's bus
@@ -51,7 +69,7 @@ pub(super) fn ending(
         // NCCL ran anyway and failed, or nothing ran that could show the
         // cause wrong: the cause first, then what NCCL said.
         (Some(c), _) if !ok || a.rendezvous_only => {
-            let then = match failed_text(result, known.likely) {
+            let then = match failed_text(result, &as_said) {
                 Some(t) => format!(" (then: {t})"),
                 None => String::new(),
             };
@@ -90,7 +108,7 @@ fn verdict_line(
     result: &Result<smoke::Summary, Failure>,
     met_only: bool,
     wall: f64,
-    likely: &dyn Fn(i32) -> String,
+    likely: &dyn Fn(i32) -> Likely,
 ) -> String {
     match result {
         Ok(s) if s.ok => {
@@ -130,7 +148,7 @@ fn verdict_line(
 /// `None` where every element everywhere was right.
 fn failed_text(
     result: &Result<smoke::Summary, Failure>,
-    likely: &dyn Fn(i32) -> String,
+    likely: &dyn Fn(i32) -> Likely,
 ) -> Option<String> {
     match result {
         Ok(s) if s.ok => None,
@@ -157,7 +175,13 @@ fn failed_text(
             }
             Some(why.join("; "))
         }
-        Err(f @ Failure::NcclLib { rc, .. }) => Some(format!("{f}. {}", likely(*rc))),
+        Err(f @ Failure::NcclLib { rc, .. }) => Some(match likely(*rc) {
+            Likely::Said { words, means, fix } => {
+                format!("{means} (NCCL said \"{words}\"): {fix} (then: {f})")
+            }
+            Likely::Usual(t) if t.is_empty() => f.to_string(),
+            Likely::Usual(t) => format!("{f}. {t}"),
+        }),
         Err(f) => Some(f.to_string()),
     }
 }
@@ -251,6 +275,36 @@ mod tests {
         assert_eq!(
             below_floor(&Some((1000, 0.25)), 0.5).as_deref(),
             Some("the bus bandwidth at 1000 bytes is 0.2 GB/s, below --min-busbw 0.5 GB/s")
+        );
+    }
+
+    /// A warning NCCL said whose cause is known leads the last line, its
+    /// fix next, NCCL's error after; a usual cause follows NCCL's error.
+    #[test]
+    fn a_known_warning_leads_the_failure() {
+        let failed: Result<smoke::Summary, Failure> = Err(Failure::NcclLib {
+            what: "ncclCommInitRank".into(),
+            error: "invalid usage".into(),
+            rc: 5,
+        });
+        let said = |_| Likely::Said {
+            words: "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60".into(),
+            means: "two ranks use one GPU",
+            fix: "give each rank its own GPU",
+        };
+        assert_eq!(
+            failed_text(&failed, &said).unwrap(),
+            "two ranks use one GPU (NCCL said \"Duplicate GPU detected : rank 0 and rank 1 both on CUDA \
+             device 60\"): give each rank its own GPU (then: ncclCommInitRank failed: invalid usage)"
+        );
+        let usual = |_| Likely::Usual("Likely cause (ncclInvalidUsage): …".into());
+        assert_eq!(
+            failed_text(&failed, &usual).unwrap(),
+            "ncclCommInitRank failed: invalid usage. Likely cause (ncclInvalidUsage): …"
+        );
+        assert_eq!(
+            failed_text(&failed, &as_said).unwrap(),
+            "ncclCommInitRank failed: invalid usage"
         );
     }
 }
