@@ -173,7 +173,6 @@ pub fn sockets_despite_an_adapter(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::conf::ConfFacts;
     use serde_json::json;
 
     fn hw(uverbs: &[&str], state: &str) -> RdmaHw {
@@ -185,14 +184,7 @@ mod tests {
     }
 
     fn settings(vars: &[(&str, &str)]) -> InForce {
-        let conf = ConfFacts {
-            env: vars
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ..ConfFacts::default()
-        };
-        InForce::of(&conf, None)
+        InForce::from_vars(vars)
     }
 
     #[test]

@@ -338,7 +338,6 @@ impl Choice<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::conf::ConfFacts;
 
     fn addr(ip: &str) -> IfAddr {
         let v6 = ip.contains(':');
@@ -360,14 +359,7 @@ mod tests {
     }
 
     fn settings(vars: &[(&str, &str)]) -> InForce {
-        let conf = ConfFacts {
-            env: vars
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ..ConfFacts::default()
-        };
-        InForce::of(&conf, None)
+        InForce::from_vars(vars)
     }
 
     fn v(a: u32, b: u32, c: u32) -> Option<Version> {

@@ -157,6 +157,22 @@ impl InForce {
     }
 }
 
+#[cfg(test)]
+impl InForce {
+    /// The settings in force where the environment holds `vars` and no
+    /// file sets any, by the newest rules.
+    pub(crate) fn from_vars(vars: &[(&str, &str)]) -> InForce {
+        let conf = ConfFacts {
+            env: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..ConfFacts::default()
+        };
+        InForce::of(&conf, None)
+    }
+}
+
 /// The files NCCL `release` reads, in its order: `NCCL_CONF_FILE` (from
 /// 2.23.4, where set and not empty), else `~/.nccl.conf` (`~` from `HOME`
 /// from 2.30.3, the user database's home before); then `/etc/nccl.conf`.
