@@ -55,6 +55,9 @@ pub enum Change {
     /// enable this configuration." (before, "Duplicate GPU detected")
     /// (`src/init.cc`, `src/graph/topo.cc`).
     MultiRankGpu,
+    /// Without `NCCL_IB_GID_INDEX`, NCCL picks a RoCE v2 GID itself
+    /// (`NCCL_IB_ROCE_VERSION_NUM`, `src/transport/net_ib`); before, index 0.
+    RoceGidChosen,
     /// 8-bit floats in collectives that do not reduce (all-gather,
     /// broadcast, all-to-all, gather, scatter) on GPUs below compute
     /// capability 9.0; before, NCCL refused every collective in them there
@@ -63,10 +66,11 @@ pub enum Change {
 }
 
 /// The table: each change and the first release with it, oldest first.
-const TABLE: [(Change, (u32, u32, u32)); 15] = [
+const TABLE: [(Change, (u32, u32, u32)); 16] = [
     (Change::TunerPlugins, (2, 19, 1)),
     (Change::ConfFileVariable, (2, 23, 4)),
     (Change::ProfilerPlugins, (2, 23, 4)),
+    (Change::RoceGidChosen, (2, 21, 5)),
     (Change::RasService, (2, 24, 3)),
     (Change::NetPluginList, (2, 27, 3)),
     (Change::RunningInterfacesOnly, (2, 28, 3)),
@@ -144,6 +148,7 @@ mod tests {
             | Change::GinPlugins
             | Change::RmaPlugins
             | Change::MultiRankGpu
+            | Change::RoceGidChosen
             | Change::Fp8CopiesBelowSm90 => (),
         };
         for (c, _) in TABLE {

@@ -14,7 +14,7 @@ mod common;
 
 /// Each change with a trace, and that trace: a string of NCCL's own, or
 /// the name of a function it imports.
-const TRACES: [(Change, &str); 10] = [
+const TRACES: [(Change, &str); 11] = [
     // The default rule's list once virbr* came last (src/misc/socket.cc).
     (Change::LibvirtBridgesLast, "^docker,lo,virbr"),
     (Change::ConfFileVariable, "NCCL_CONF_FILE"),
@@ -27,6 +27,7 @@ const TRACES: [(Change, &str); 10] = [
     (Change::GinPlugins, "NCCL_GIN_PLUGIN"),
     (Change::RmaPlugins, "NCCL_RMA_PLUGIN"),
     (Change::MultiRankGpu, "NCCL_MULTI_RANK_GPU_ENABLE"),
+    (Change::RoceGidChosen, "NCCL_IB_ROCE_VERSION_NUM"),
 ];
 
 /// Whether each needle is in the file (a library is hundreds of MB: grep

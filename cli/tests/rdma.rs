@@ -132,7 +132,14 @@ fn a_roce_host_with_v1_and_v2_gids() {
         &r,
         "  ok       mlx5_0: port 1 ACTIVE (LinkUp), 100 Gb/sec (4X EDR), Ethernet (RoCE)\n",
     );
-    has(&r, "  note     RoCE: NCCL_IB_GID_INDEX is unset; the RoCE v2 GID indexes here are mlx5_0 port 1: 1, 3\n           fix: set NCCL_IB_GID_INDEX to one of them, the same on every node (NCCL 2.21+ picks a v2 GID itself)\n");
+    has(&r, "  note     RoCE: NCCL_IB_GID_INDEX is unset: NCCL 2.28.3 picks a RoCE v2 GID itself; the RoCE v2 GID indexes here are mlx5_0 port 1: 1, 3\n");
+    // Before 2.21.5 NCCL takes index 0, a v1 GID here: set it.
+    if let Some(w) = common::wheels() {
+        let old = w.join("nvidia_nccl_cu11-2.13.4/nvidia/nccl");
+        let (code, r) = doctor_on("roce-old", hw.clone(), &[], Some(&old));
+        assert_eq!(code, 0, "{r}");
+        has(&r, "  note     RoCE: NCCL_IB_GID_INDEX is unset: NCCL 2.13.4 takes GID index 0 (it picks a RoCE v2 GID itself from 2.21.5); the RoCE v2 GID indexes here are mlx5_0 port 1: 1, 3\n           fix: set NCCL_IB_GID_INDEX to one of them, the same on every node\n");
+    }
     let (code, r) = doctor("roce-v1", hw.clone(), &[("NCCL_IB_GID_INDEX", "2")]);
     assert_eq!(code, 1, "{r}");
     has(&r, "  problem  RoCE: NCCL_IB_GID_INDEX=2 is IB/RoCE v1 on mlx5_0 port 1, not RoCE v2; the RoCE v2 GID indexes here are mlx5_0 port 1: 1, 3\n");

@@ -65,10 +65,11 @@ fn check_chosen(f: &mut Findings, first: &Iface, choice: &Choice, release: Optio
     );
     let suggestion = choice.suggestion();
     if first.name.starts_with("virbr") {
+        let since = Change::LibvirtBridgesLast.since();
         let how = if Change::LibvirtBridgesLast.in_release(release) {
-            "takes virbr* only when nothing else is running"
+            "takes virbr* only when nothing else is running".to_string()
         } else {
-            "does not skip virbr* (NCCL 2.28.3 and later do)"
+            format!("does not skip virbr* (NCCL {since} and later do)")
         };
         f.add(
             Area::Network,
@@ -134,8 +135,9 @@ fn check_bridges(
                 Area::Network,
                 Level::Note,
                 format!(
-                    "{} (libvirt's bridge) is there and {who} does not skip it (NCCL 2.28.3 and later do)",
-                    i.name
+                    "{} (libvirt's bridge) is there and {who} does not skip it (NCCL {} and later do)",
+                    i.name,
+                    Change::LibvirtBridgesLast.since()
                 ),
                 Some(choice.suggestion()),
             );
@@ -144,7 +146,10 @@ fn check_bridges(
             let what = if running_only {
                 format!("{who} skips it")
             } else {
-                format!("{who} can still take it (NCCL 2.28.3 and later skip interfaces that are not running)")
+                format!(
+                    "{who} can still take it (NCCL {} and later skip interfaces that are not running)",
+                    Change::RunningInterfacesOnly.since()
+                )
             };
             f.add(
                 Area::Network,

@@ -4,6 +4,7 @@
 //! What keeps NCCL off the fabric is `rules::fabric`'s to say; which plugin
 //! NCCL loads, `rules::plugins`'.
 
+use nccl_find::explain::Change;
 use nccl_find::Version;
 
 use super::{Area, Findings, Level};
@@ -33,13 +34,10 @@ pub(super) fn check(
         devices_and_memory(f, hw);
         gpudirect(f, hw);
         hca(f, &hw.adapters, settings);
-        roce(
-            f,
-            &hw.adapters,
-            settings
-                .value("NCCL_IB_GID_INDEX")
-                .filter(|v| !v.is_empty()),
-        );
+        let gid_index = settings
+            .value("NCCL_IB_GID_INDEX")
+            .filter(|v| !v.is_empty());
+        roce(f, &hw.adapters, gid_index, release);
     }
     let set = |family: &str| {
         settings
@@ -178,8 +176,8 @@ fn gpudirect(f: &mut Findings, hw: &RdmaHw) {
         None => f.add(
             Area::Rdma,
             Level::Note,
-            "nvidia_peermem is not loaded: unless DMA-BUF serves instead (NCCL 2.19+, a recent kernel and \
-             driver), NCCL stages data through host memory, and NCCL_NET_GDR_LEVEL has no effect",
+            "nvidia_peermem is not loaded: unless DMA-BUF serves instead (a recent kernel and driver), \
+             NCCL stages data through host memory, and NCCL_NET_GDR_LEVEL has no effect",
             Some("sudo modprobe nvidia_peermem".into()),
         ),
     }
@@ -208,7 +206,12 @@ fn hca(f: &mut Findings, adapters: &[Adapter], settings: &InForce) {
     }
 }
 
-fn roce(f: &mut Findings, adapters: &[Adapter], gid_index: Option<&str>) {
+fn roce(
+    f: &mut Findings,
+    adapters: &[Adapter],
+    gid_index: Option<&str>,
+    release: Option<&Version>,
+) {
     let mut v2 = Vec::new();
     let mut any_roce = false;
     for a in adapters {
@@ -234,12 +237,25 @@ fn roce(f: &mut Findings, adapters: &[Adapter], gid_index: Option<&str>) {
         v2.join("; ")
     };
     let Some(want) = gid_index else {
-        f.add(
-            Area::Rdma,
-            Level::Note,
-            format!("RoCE: NCCL_IB_GID_INDEX is unset; the RoCE v2 GID indexes here are {listed}"),
-            Some("set NCCL_IB_GID_INDEX to one of them, the same on every node (NCCL 2.21+ picks a v2 GID itself)".into()),
-        );
+        let who = release.map_or("NCCL".to_string(), |v| format!("NCCL {v}"));
+        match Change::RoceGidChosen.in_release(release) {
+            true => f.add(
+                Area::Rdma,
+                Level::Note,
+                format!("RoCE: NCCL_IB_GID_INDEX is unset: {who} picks a RoCE v2 GID itself; the RoCE v2 GID indexes here are {listed}"),
+                None,
+            ),
+            false => f.add(
+                Area::Rdma,
+                Level::Note,
+                format!(
+                    "RoCE: NCCL_IB_GID_INDEX is unset: {who} takes GID index 0 (it picks a RoCE v2 GID itself from {}); \
+                     the RoCE v2 GID indexes here are {listed}",
+                    Change::RoceGidChosen.since()
+                ),
+                Some("set NCCL_IB_GID_INDEX to one of them, the same on every node".into()),
+            ),
+        }
         return;
     };
     let mut kinds = Vec::new();
