@@ -145,8 +145,9 @@ pub const SLOW: f64 = 0.6;
 pub const MIN_BYTES: usize = 64 << 20;
 
 /// Judges `busbw` (GB/s, measured at `bytes` per rank over `nranks`)
-/// against the topology. `env` looks up a variable (the process
-/// environment, or a test's).
+/// against the topology. `env` looks up a setting (the caller's: the
+/// settings NCCL runs with, its configuration files' among them, or a
+/// test's).
 pub fn judge(
     t: &Topology,
     busbw: f64,

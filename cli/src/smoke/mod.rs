@@ -92,7 +92,7 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
         likely: &likely,
     };
     let end = verdict::ending(a, &result, wall, &known);
-    let judged = verdict::judge(&result, end.top, &capture.0);
+    let judged = verdict::judge(&result, end.top, &capture.0, &before.settings);
     let slow = result.as_ref().ok().map(|s| nodes::slow_ranks(s, gathered));
     let warnings = match end.code {
         1 => said,

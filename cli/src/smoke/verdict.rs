@@ -8,6 +8,7 @@ use nccl_smoke::{self as smoke, Failure};
 
 use super::args::Args;
 use super::output::human;
+use crate::rules::settings::InForce;
 
 /// Exit status when there is no driver or no GPU.
 pub(crate) const NO_GPU: u8 = 3;
@@ -231,11 +232,13 @@ pub(super) fn below_floor(largest: &Option<(usize, f64)>, min: f64) -> Option<St
 }
 
 /// The hardware verdict at the largest size (`top`, from [`largest`]),
-/// after a run that finished.
+/// after a run that finished; the settings that explain a slow transport
+/// are those in force (`settings`: the environment and NCCL's files).
 pub(super) fn judge(
     result: &Result<smoke::Summary, Failure>,
     top: Option<(usize, f64)>,
     capture: &smoke::Capture,
+    settings: &InForce,
 ) -> Option<smoke::verdict::Judgement> {
     let s = result.as_ref().ok()?;
     let (bytes, busbw) = top?;
@@ -245,7 +248,7 @@ pub(super) fn judge(
         bytes,
         s.nranks,
         &capture.transport_lines(),
-        &|n| std::env::var(n).ok(),
+        &|n| settings.value(n).map(String::from),
     ))
 }
 
