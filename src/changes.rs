@@ -68,9 +68,9 @@ pub enum Change {
 /// The table: each change and the first release with it, oldest first.
 const TABLE: [(Change, (u32, u32, u32)); 16] = [
     (Change::TunerPlugins, (2, 19, 1)),
+    (Change::RoceGidChosen, (2, 21, 5)),
     (Change::ConfFileVariable, (2, 23, 4)),
     (Change::ProfilerPlugins, (2, 23, 4)),
-    (Change::RoceGidChosen, (2, 21, 5)),
     (Change::RasService, (2, 24, 3)),
     (Change::NetPluginList, (2, 27, 3)),
     (Change::RunningInterfacesOnly, (2, 28, 3)),
