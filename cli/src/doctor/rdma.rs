@@ -206,6 +206,30 @@ fn hca(f: &mut Findings, adapters: &[Adapter], settings: &InForce) {
     }
 }
 
+/// RoCE without `NCCL_IB_GID_INDEX`: whether NCCL `release` picks a RoCE
+/// v2 GID itself (`listed`: the v2 indexes here, in words).
+fn gid_unset(f: &mut Findings, listed: &str, release: Option<&Version>) {
+    let who = release.map_or("NCCL".to_string(), |v| format!("NCCL {v}"));
+    match Change::RoceGidChosen.in_release(release) {
+        true => f.add(
+            Area::Rdma,
+            Level::Note,
+            format!("RoCE: NCCL_IB_GID_INDEX is unset: {who} picks a RoCE v2 GID itself; the RoCE v2 GID indexes here are {listed}"),
+            None,
+        ),
+        false => f.add(
+            Area::Rdma,
+            Level::Note,
+            format!(
+                "RoCE: NCCL_IB_GID_INDEX is unset: {who} takes GID index 0 (it picks a RoCE v2 GID itself from {}); \
+                 the RoCE v2 GID indexes here are {listed}",
+                Change::RoceGidChosen.since()
+            ),
+            Some("set NCCL_IB_GID_INDEX to one of them, the same on every node".into()),
+        ),
+    }
+}
+
 fn roce(
     f: &mut Findings,
     adapters: &[Adapter],
@@ -237,25 +261,7 @@ fn roce(
         v2.join("; ")
     };
     let Some(want) = gid_index else {
-        let who = release.map_or("NCCL".to_string(), |v| format!("NCCL {v}"));
-        match Change::RoceGidChosen.in_release(release) {
-            true => f.add(
-                Area::Rdma,
-                Level::Note,
-                format!("RoCE: NCCL_IB_GID_INDEX is unset: {who} picks a RoCE v2 GID itself; the RoCE v2 GID indexes here are {listed}"),
-                None,
-            ),
-            false => f.add(
-                Area::Rdma,
-                Level::Note,
-                format!(
-                    "RoCE: NCCL_IB_GID_INDEX is unset: {who} takes GID index 0 (it picks a RoCE v2 GID itself from {}); \
-                     the RoCE v2 GID indexes here are {listed}",
-                    Change::RoceGidChosen.since()
-                ),
-                Some("set NCCL_IB_GID_INDEX to one of them, the same on every node".into()),
-            ),
-        }
+        gid_unset(f, &listed, release);
         return;
     };
     let mut kinds = Vec::new();
