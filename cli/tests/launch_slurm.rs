@@ -672,7 +672,11 @@ fn srun_with_pmi(mpi: &str) -> Option<(Ran, Arc<Cluster>)> {
 /// mapped (`ldconfig`'s `libpmix.so.2`, links resolved), and its version
 /// (what `PMIx_Get_version` says, up to its " (").
 fn system_pmix() -> (String, String) {
-    let o = Command::new("ldconfig").arg("-p").output().unwrap();
+    // ldconfig lives in /sbin, which a user's PATH may not hold.
+    let o = ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"]
+        .iter()
+        .find_map(|exe| Command::new(exe).arg("-p").output().ok())
+        .expect("ldconfig, on PATH or in /sbin");
     let listed = String::from_utf8_lossy(&o.stdout).into_owned();
     let path = listed
         .lines()
