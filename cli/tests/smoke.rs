@@ -1094,6 +1094,46 @@ fn a_bare_lib_name_loads_the_file_that_was_checked() {
     std::fs::remove_dir_all(&here).unwrap();
 }
 
+/// One process where NCCL would find no interface is stopped before NCCL,
+/// its last line the cause and the fix, once; `--run-nccl-anyway` starts
+/// NCCL, and the cause still leads, what happened after it (here, no GPU).
+#[test]
+fn one_process_where_nccl_finds_no_interface_stops_before_nccl() {
+    let Some(lib) = wheel_lib() else { return };
+    let ifaces = nccl_find_interfaces();
+    let run = |anyway: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
+        without_launchers(&mut cmd)
+            .args(["smoke", "--lib"])
+            .arg(&lib)
+            .args(if anyway {
+                &["--run-nccl-anyway"][..]
+            } else {
+                &[][..]
+            })
+            .env("NCCL_SOCKET_IFNAME", "nosuch0");
+        text(&cmd.output().unwrap())
+    };
+    let cause = format!(
+        "FAILED: NCCL_SOCKET_IFNAME=nosuch0 matches none of the interfaces NCCL lists ({ifaces}), so NCCL \
+         cannot start here: set NCCL_SOCKET_IFNAME to "
+    );
+    let (code, out, _) = run(false);
+    let last = out.lines().last().unwrap_or("");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        last.starts_with(&cause) && !last.contains("(then:"),
+        "{out}"
+    );
+    assert!(out.contains("note: NCCL was not started"), "{out}");
+    let (code, out, _) = run(true);
+    let last = out.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with(&cause) && last.contains("(then: ") && code != 0,
+        "{code}: {out}"
+    );
+}
+
 /// The report lists the NCCL settings in force, as the NCCL it loads will
 /// read them: the environment, then `~/.nccl.conf` (`~` from `HOME` from
 /// 2.30.3; before, the user database's home, where this test wrote

@@ -83,7 +83,12 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
     flush_nccls_log();
     let wall = started.elapsed().as_secs_f64();
     let gathered = gathered(&events);
-    let own = before.cause.as_deref().filter(|_| opts.job.is_none());
+    // This process's own cause, where NCCL ran all the same (stopped, the
+    // failure carries it).
+    let own = before
+        .cause
+        .as_deref()
+        .filter(|_| opts.job.is_none() && a.run_nccl_anyway);
     let said = capture.0.last_warnings(10);
     let likely = |rc: i32| likely(rc, &before, &said);
     let known = Known {
