@@ -1,6 +1,8 @@
 //! The meeting's tests: the algorithm over every store, the outcomes, hostile values.
 
+use super::records::{encode_job, read_done, read_job, read_plan, JOB_MESSAGE, JOB_RANKS};
 use super::*;
+use crate::reach;
 use std::sync::{Barrier, Mutex};
 
 /// An in-memory store shared by threads: the algorithm's test double

@@ -1,0 +1,280 @@
+//! The algorithm's steps over a store ([`super::Kv`]): the meeting (each
+//! rank's hello, the tests between hosts, rank 0's ruling and plan), and
+//! at the end rank 0's reading of every rank's outcome.
+
+use std::time::Instant;
+
+use super::records::{encode_done, encode_job, read_done, read_job, read_plan, Done};
+use super::{Brought, Kv, Reply, MAX_GPUS};
+use crate::reach::{self, Gathered, Ruling};
+use crate::words::{fail, offsets, PeerOutcome};
+
+pub(super) fn key(what: &str, rank: usize) -> String {
+    format!("nccl-find/{what}/{rank}")
+}
+
+/// The key rank `rank`'s outcome goes under: a store that sees a rank go
+/// before it has put this one has lost that rank.
+pub(crate) fn done_key(rank: usize) -> String {
+    key("done", rank)
+}
+
+pub(super) const PLAN: &str = "nccl-find/plan";
+
+/// What a rank learns by meeting.
+pub(super) struct Learned {
+    /// NCCL's unique id (zeros where the job stops).
+    pub(super) id: [u8; 128],
+    /// The NCCL ranks in all.
+    pub(super) nranks: usize,
+    /// This rank's first.
+    pub(super) first_rank: usize,
+    /// Rank 0's: what every rank brought.
+    pub(super) gathered: Option<Gathered>,
+    /// Rank 0's ruling, where it found a cause.
+    pub(super) ruling: Option<Ruling>,
+}
+
+pub(super) const RULING: &str = "nccl-find/ruling";
+
+/// Steps 1 to 3: the connections between hosts tested ([`crate::reach`]),
+/// rank 0's ruling on them, the unique id, the NCCL ranks in all, this
+/// rank's first.
+pub(super) fn meet(
+    kv: &mut dyn Kv,
+    rank: usize,
+    world: usize,
+    ngpus: usize,
+    brought: &Brought,
+    make_id: &mut dyn FnMut() -> Result<[u8; 128], String>,
+    deadline: Instant,
+) -> Reply<Learned> {
+    let card = &brought.card;
+    let n = u32::try_from(ngpus)
+        .ok()
+        .filter(|n| (1..=MAX_GPUS).contains(n))
+        .ok_or_else(|| fail(format!("{ngpus} GPUs is not a GPU count")))?;
+    // Open until every test of this rank's addresses is done (the second
+    // fence).
+    let listening = reach::listen(card);
+    kv.put(&key("hello", rank), &reach::hello(n, card, &listening))
+        .map_err(fail)?;
+    kv.fence(deadline)?;
+    let tested = test_boundaries(kv, rank, world, &card.host, deadline);
+    if !tested.is_empty() {
+        kv.put(&key("reach", rank), &reach::results(&tested))
+            .map_err(fail)?;
+    }
+    kv.fence(deadline)?;
+    drop(listening);
+    if rank == 0 {
+        return rule(kv, world, brought, make_id, deadline);
+    }
+    kv.fence(deadline)?;
+    let ruling = match kv.get(0, RULING) {
+        Ok(b) => Some(
+            reach::read_ruling(&b)
+                .ok_or_else(|| fail("rank 0's ruling is malformed (another program wrote it?)"))?,
+        ),
+        Err(_) => None,
+    };
+    if ruling.as_ref().is_some_and(|r| r.stop) {
+        return Ok(Learned {
+            id: [0u8; 128],
+            nranks: 0,
+            first_rank: 0,
+            gathered: None,
+            ruling,
+        });
+    }
+    let plan = kv.get(0, PLAN).map_err(fail)?;
+    let (id, nranks, first_rank) = read_plan(&plan, rank, world, |r| kv.get(0, &key("place", r)))?;
+    Ok(Learned {
+        id,
+        nranks,
+        first_rank,
+        gathered: None,
+        ruling,
+    })
+}
+
+/// Rank 0, step 3: every hello and every test read and judged; the
+/// ruling, where there is a cause, and the plan, unless the ruling stops
+/// the job; the fence.
+pub(super) fn rule(
+    kv: &mut dyn Kv,
+    world: usize,
+    brought: &Brought,
+    make_id: &mut dyn FnMut() -> Result<[u8; 128], String>,
+    deadline: Instant,
+) -> Reply<Learned> {
+    let mut hellos = Vec::with_capacity(world);
+    for r in 0..world {
+        let b = kv.get(r, &key("hello", r)).map_err(fail)?;
+        let h = reach::read_hello(&b)
+            .filter(|h| (1..=MAX_GPUS).contains(&h.ngpus))
+            .ok_or_else(|| {
+                fail(format!(
+                    "rank {r} left a hello that is malformed (another program wrote it?)"
+                ))
+            })?;
+        hellos.push(h);
+    }
+    let counts: Vec<usize> = hellos.iter().map(|h| h.ngpus as usize).collect();
+    let gathered = gather(kv, hellos);
+    let mut ruling = brought
+        .judge
+        .and_then(|j| j(&gathered))
+        .map(|cause| Ruling {
+            cause,
+            stop: !brought.run_anyway,
+        });
+    // Made once every rank is here and nothing known stops the job:
+    // NCCL's side of it (its bootstrap root) starts only for a job that
+    // can run. Where it cannot be made, that is the job's cause.
+    let id = match &ruling {
+        Some(r) if r.stop => [0u8; 128],
+        _ => match make_id() {
+            Ok(id) => id,
+            Err(e) => {
+                ruling = Some(Ruling {
+                    cause: format!("rank 0 could not make NCCL's unique id: {e}"),
+                    stop: true,
+                });
+                [0u8; 128]
+            }
+        },
+    };
+    if let Some(r) = &ruling {
+        kv.put(RULING, &reach::ruling_bytes(r)).map_err(fail)?;
+    }
+    let (first, nranks) = offsets(&counts);
+    if !ruling.as_ref().is_some_and(|r| r.stop) {
+        let uniform = counts.iter().all(|c| *c == counts[0]);
+        let mut plan = id.to_vec();
+        plan.extend_from_slice(&(nranks as u64).to_le_bytes());
+        plan.push(u8::from(uniform));
+        plan.extend_from_slice(&(counts[0] as u32).to_le_bytes());
+        kv.put(PLAN, &plan).map_err(fail)?;
+        if !uniform {
+            for (r, f) in first.iter().enumerate().skip(1) {
+                kv.put(&key("place", r), &(*f as u64).to_le_bytes())
+                    .map_err(fail)?;
+            }
+        }
+    }
+    kv.fence(deadline)?;
+    Ok(Learned {
+        id,
+        nranks,
+        first_rank: 0,
+        gathered: Some(gathered),
+        ruling,
+    })
+}
+
+/// The tests this rank makes: where it is the last of its host's, every
+/// address of the next rank's, and of rank 0's unless rank 0 is on this
+/// host or next. Each result by the rank tried.
+pub(super) fn test_boundaries(
+    kv: &mut dyn Kv,
+    rank: usize,
+    world: usize,
+    host: &str,
+    deadline: Instant,
+) -> Vec<(usize, reach::Tries)> {
+    let mut hello_of = |r: usize| {
+        kv.get(r, &key("hello", r))
+            .ok()
+            .and_then(|b| reach::read_hello(&b))
+    };
+    let next = (rank + 1) % world;
+    let Some(h) = hello_of(next).filter(|h| world > 1 && reach::at_boundary(host, &h.card.host))
+    else {
+        return Vec::new();
+    };
+    let mut out = vec![(next, reach::probe(&h, deadline))];
+    if rank != 0 && next != 0 {
+        if let Some(h0) = hello_of(0).filter(|h0| reach::at_boundary(host, &h0.card.host)) {
+            out.push((0, reach::probe(&h0, deadline)));
+        }
+    }
+    out
+}
+
+/// Rank 0, once the ranks have met: every card, and the results of every
+/// rank at a boundary (one whose results are missing or malformed is left
+/// out).
+pub(super) fn gather(kv: &mut dyn Kv, hellos: Vec<reach::Hello>) -> Gathered {
+    let world = hellos.len();
+    let mut probes = Vec::new();
+    for r in 0..world {
+        let next = &hellos[(r + 1) % world].card.host;
+        if world < 2 || !reach::at_boundary(&hellos[r].card.host, next) {
+            continue;
+        }
+        if let Some(mut p) = kv
+            .get(r, &key("reach", r))
+            .ok()
+            .and_then(|b| reach::read_results(r, &b, &hellos))
+        {
+            probes.append(&mut p);
+        }
+    }
+    Gathered {
+        cards: hellos.into_iter().map(|h| h.card).collect(),
+        probes,
+    }
+}
+
+/// Step 3: this rank's outcome for rank 0; rank 0 gets every peer's.
+pub(super) fn outcomes(
+    kv: &mut dyn Kv,
+    rank: usize,
+    world: usize,
+    mine: &Done,
+    deadline: Instant,
+) -> Vec<PeerOutcome> {
+    let fenced = kv
+        .put(&key("done", rank), &encode_done(mine))
+        .map_err(|e| e.to_string())
+        .and_then(|()| kv.fence(deadline).map_err(|f| f.message));
+    let got = if rank == 0 {
+        (1..world)
+            .map(|r| match &fenced {
+                Ok(()) => {
+                    let read = kv.get(r, &key("done", r)).ok().and_then(|b| read_done(&b));
+                    PeerOutcome {
+                        rank: r,
+                        times_us: read.as_ref().map(|d| d.3.clone()).unwrap_or_default(),
+                        done: read.map(|(ok, wrong, m, _)| (ok, wrong, m)),
+                        why: None,
+                    }
+                }
+                Err(why) => PeerOutcome {
+                    rank: r,
+                    done: None,
+                    times_us: Vec::new(),
+                    why: Some(why.clone()),
+                },
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // Rank 0 tells every rank how the job went: the ranks that failed or
+    // never reported (rank 0 among them), so that a rank whose own run was
+    // right does not end "OK" in a job that failed.
+    if fenced.is_ok() && rank == 0 {
+        let _ = kv.put(&key("job", 0), &encode_job(mine, &got));
+    }
+    let fenced = fenced.is_ok();
+    // Nobody leaves the store before rank 0 has read every outcome: a
+    // launcher may drop what a process put once that process is gone.
+    if fenced && kv.fence(deadline).is_ok() && rank != 0 {
+        if let Ok(b) = kv.get(0, &key("job", 0)) {
+            return read_job(&b, rank);
+        }
+    }
+    got
+}
