@@ -90,11 +90,11 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
         .as_deref()
         .filter(|_| opts.job.is_none() && a.run_nccl_anyway);
     let said = capture.0.last_warnings(10);
-    let likely = |rc: i32| likely(rc, &before, &said);
+    let cause_of = |rc: i32| likely(rc, &before, &said);
     let known = Known {
         between: gathered.and_then(between),
         cause: ruling(&events).or(own),
-        likely: &likely,
+        likely: &cause_of,
     };
     let end = verdict::ending(a, &result, wall, &known);
     let judged = verdict::judge(&result, end.top, &capture.0, &before.settings);
