@@ -30,7 +30,7 @@ use crate::facts::conf::{self, ConfFacts};
 use crate::facts::node::{self, Node};
 use crate::facts::{host, net, rdma::RdmaHw};
 use crate::rules::settings::InForce;
-use crate::rules::{fabric, ifaces, messages, plugins};
+use crate::rules::{fabric, failures, ifaces, messages, plugins};
 
 /// What this process knows before NCCL starts: the release of the NCCL
 /// to load, the settings in force for it, this host's interfaces, and the
@@ -182,13 +182,15 @@ fn before_nccl(
 /// usual cause, with the interfaces NCCL lists here where it is a system
 /// error.
 fn likely(rc: i32, before: &Before, said: &[String]) -> Likely {
-    if let Some((line, m)) = messages::first_known(said, before.release.as_ref()) {
-        let words = line.split(" NCCL WARN ").last().unwrap_or(line).trim();
-        return Likely::Said {
-            words: words.to_string(),
-            means: m.means,
-            fix: m.fix,
-        };
+    if let Some((words, hit)) = messages::first_known(&messages::Known::new(), said) {
+        if let messages::Says::Cause(f) | messages::Says::Symptom(f) = hit.says {
+            let field = |n: &str| hit.field(n).map(str::to_string);
+            return Likely::Said {
+                words: words.to_string(),
+                means: failures::render(f.class().what, &field),
+                fix: failures::render(f.class().fix, &field),
+            };
+        }
     }
     let (interfaces, settings, release) = (
         &before.interfaces,

@@ -29,8 +29,8 @@ pub(super) enum Likely {
     /// the fix. The cause leads the last line.
     Said {
         words: String,
-        means: &'static str,
-        fix: &'static str,
+        means: String,
+        fix: String,
     },
     /// The result code's usual cause, said after NCCL's error.
     Usual(String),
@@ -292,8 +292,8 @@ mod tests {
         });
         let said = |_| Likely::Said {
             words: "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60".into(),
-            means: "two ranks use one GPU",
-            fix: "give each rank its own GPU",
+            means: "two ranks use one GPU".into(),
+            fix: "give each rank its own GPU".into(),
         };
         assert_eq!(
             failed_text(&failed, &said).unwrap(),
