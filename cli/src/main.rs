@@ -19,6 +19,7 @@ mod rules;
 
 mod buildsys;
 mod doctor;
+mod explain;
 mod ras;
 mod smoke;
 
@@ -179,6 +180,11 @@ enum Command {
     /// name the rank to look at: gone, in error, or behind the others
     /// (exit 0 healthy or moving, 1 a rank to look at, 2 nothing answered)
     Ras(ras::Args),
+    /// Read a job's own logs (one file per rank or node, or one with every
+    /// rank's lines; standard input when none is named) and name the
+    /// cause of its failure, the ranks and hosts, and the fix (exit 0 the
+    /// job ended well, 1 a failure or hang, 2 nothing could be read)
+    Explain(explain::Args),
 }
 
 /// What the flags ask for, worked out once from them.
@@ -249,6 +255,10 @@ fn main() -> ExitCode {
         json::quiet_on_closed_pipe();
         return ras::run(args, cli.color);
     }
+    if let Some(Command::Explain(args)) = &cli.command {
+        json::quiet_on_closed_pipe();
+        return explain::run(args, cli.color);
+    }
     if !matches!(cli.command, Some(Command::Smoke(_))) {
         json::quiet_on_closed_pipe();
     }
@@ -277,7 +287,7 @@ fn main() -> ExitCode {
             doctor::run(&config, root, *json, host_facts.as_deref(), cli.color, py)
         }
         Some(Command::Smoke(args)) => smoke::run(args, || smoke::probed_library(&config)),
-        Some(Command::Ras(_)) => unreachable!("answered above"),
+        Some(Command::Ras(_) | Command::Explain(_)) => unreachable!("answered above"),
         None => answer(&cli, &asked, config, &constraints),
     }
 }

@@ -123,6 +123,15 @@ fn routed_interfaces() -> (Vec<String>, Vec<String>) {
     (v4, v6)
 }
 
+/// The interface IPv4's default route leaves through (`/proc/net/route`'s
+/// row for destination 0), where there is one.
+pub fn default_route() -> Option<String> {
+    route_table("/proc/net/route", 1)
+        .into_iter()
+        .find(|c| c.get(1).is_some_and(|d| d == "00000000"))
+        .and_then(|c| c.into_iter().next())
+}
+
 /// A routing table's rows, as columns, after `skip` header lines; empty
 /// when it cannot be read (at most 4 MiB of it).
 fn route_table(path: &str, skip: usize) -> Vec<Vec<String>> {

@@ -246,6 +246,10 @@ pub fn reaches_no_other_node(name: &str) -> Option<&'static str> {
         Some("Docker's bridge")
     } else if name.starts_with("virbr") {
         Some("libvirt's bridge")
+    } else if name.starts_with("br-") {
+        Some("the bridge of a Docker network")
+    } else if name.starts_with("veth") {
+        Some("a container's virtual link")
     } else {
         None
     }

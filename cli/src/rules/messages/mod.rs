@@ -10,7 +10,7 @@
 
 mod table;
 
-pub use table::MESSAGES;
+pub use table::{MESSAGES, UNKNOWN_WARNING};
 
 use crate::rules::failures::Failure;
 use regex::{Regex, RegexSet};
@@ -152,6 +152,8 @@ pub enum Fact {
     Bootstrap,
     /// The interfaces NCCL's socket transport took (`ifaces`).
     SocketIfaces,
+    /// The RDMA devices NCCL took (`devices`: ` [0]mlx5_0:1/RoCE`).
+    IbDevices,
     /// `NCCL_SOCKET_IFNAME` as NCCL read it (`ifname`).
     Ifname,
     /// The network NCCL uses (`network`: IB, Socket, a plugin's).
@@ -172,6 +174,8 @@ pub enum Fact {
     Traceback,
     /// A process crashed.
     Crash,
+    /// A warning of NCCL's that no row knows (`words`).
+    Warning,
 }
 
 /// What a line says.

@@ -63,7 +63,7 @@ const CONNECT_ERRORS: &[Refine] = &[
     ("err", "Broken pipe", Says::Symptom(RemoteError)),
 ];
 
-pub const MESSAGES: [Message; 54] = [
+pub const MESSAGES: [Message; 57] = [
     // ---- The loader, CUDA and the driver, before NCCL runs.
     row(
         Printer::Loader,
@@ -77,7 +77,7 @@ pub const MESSAGES: [Message; 54] = [
         &[("", "lib")],
         Says::Cause(NcclMissing),
     )
-    .only(("lib", "libnccl")),
+    .only(("lib", "libnccl.so")),
     row(
         Printer::Torch,
         &["The NVIDIA driver on your system is too old (found version %d)"],
@@ -145,6 +145,7 @@ pub const MESSAGES: [Message; 54] = [
             "NET/Socket : no interface found",
             "Net : Socket creation failed : %s",
             "ncclSocketInit: Socket creation failed : %s",
+            "Socket creation failed : %s",
         ],
         &[("failed : ", "err")],
         Says::Cause(NoInterface),
@@ -194,7 +195,6 @@ pub const MESSAGES: [Message; 54] = [
             "%s: connect to %s returned %s, retrying (%d/%ld) after sleep for %u msec",
             "%s: connect to %s failed : %s",
             "%s: Connect to %s failed : %s",
-            "socketPollConnect: Connect to %s returned %d(%s) errno %d(%s)",
             "%s: connect returned %s, exceeded error retry count (%d)",
             "%s: connect returned %s, retrying (%d/%ld) after sleep for %u msec",
             "ncclOsSocketPollConnect to %s failed with error %s",
@@ -211,6 +211,13 @@ pub const MESSAGES: [Message; 54] = [
             ("failed : ", "err"),
             ("with error ", "err"),
         ],
+        Says::Cause(Unreachable),
+    )
+    .refined(CONNECT_ERRORS),
+    row(
+        Printer::Nccl,
+        &["socketPollConnect: Connect to %s returned %d(%s) errno %d(%s)"],
+        &[("Connect to ", "peer"), ("(", "err")],
         Says::Cause(Unreachable),
     )
     .refined(CONNECT_ERRORS),
@@ -264,10 +271,21 @@ pub const MESSAGES: [Message; 54] = [
             "NET/Plugin : No plugin found, using internal implementation",
             "NET/Plugin: Could not find:%s. Using internal network plugin.",
             "NET/Plugin: Using internal network plugin.",
+            "NET/Plugin : Plugin load (%s) returned %d : %s",
+            "NET/Plugin : Plugin load returned %d : %s.",
+            "NET/Plugin: Plugin load returned %d : %s : when loading %s",
+            "NET/Plugin: Plugin load returned %d : %s when loading %s",
+            "NET/Plugin: No plugin found (%s)",
         ],
-        &[("dlerror=", "err")],
+        &[("dlerror=", "err"), (" : ", "err")],
         Says::Fact(Fact::NoNetPlugin),
-    ),
+    )
+    .refined(&[
+        // A plugin that is there but cannot load: it lacks a library or
+        // a version of one.
+        ("err", "not found (required by", Says::Cause(PluginFailed)),
+        ("err", "undefined symbol", Says::Cause(PluginFailed)),
+    ]),
     // ---- Memory and devices inside one node.
     row(
         Printer::Nccl,
@@ -420,7 +438,15 @@ pub const MESSAGES: [Message; 54] = [
             "Bootstrap Root : mismatch in info from procs, nranks %d vs %d, nroots %d vs %d, iroot %d vs %d",
             "Bootstrap Root : mismatch in rank count from procs %d : %d",
         ],
-        &[("peer ", "peer"), ("receiving ", "err"), ("received ", "err"), ("local size ", "err")],
+        &[
+            ("peer ", "peer"),
+            ("receiving ", "got"),
+            ("received ", "got"),
+            ("local size ", "got"),
+            (" instead of ", "want"),
+            ("remote size ", "want"),
+            (" remote ", "want"),
+        ],
         Says::Cause(Mismatch),
     ),
     row(
@@ -497,10 +523,15 @@ pub const MESSAGES: [Message; 54] = [
             "ncclInvalidUsage: %s",
             "ncclUnhandledCudaError: %s",
             "ncclInvalidArgument: %s",
-            "ncclRemoteError: %s",
         ],
         &[],
         Says::Symptom(NcclError),
+    ),
+    row(
+        Printer::Torch,
+        &["ncclRemoteError: %s"],
+        &[],
+        Says::Symptom(RemoteError),
     ),
     // ---- Symptoms: a hang.
     row(
@@ -548,6 +579,12 @@ pub const MESSAGES: [Message; 54] = [
         &["NET/Socket : Using%s"],
         &[("Using", "ifaces")],
         Says::Fact(Fact::SocketIfaces),
+    ),
+    row(
+        Printer::Nccl,
+        &["NET/IB : Using%s %s; OOB %s:%s", "NET/IB : Using%s ; OOB %s:%s"],
+        &[("Using", "devices")],
+        Says::Fact(Fact::IbDevices),
     ),
     row(
         Printer::Nccl,
@@ -622,3 +659,14 @@ pub const MESSAGES: [Message; 54] = [
         Says::Fact(Fact::Crash),
     ),
 ];
+
+/// A warning of NCCL's that no row knows (`words`): NCCL may have failed,
+/// and nccl-find does not know why.
+pub const UNKNOWN_WARNING: Message = Message {
+    printer: Printer::Nccl,
+    formats: &[],
+    fields: &[],
+    says: Says::Fact(Fact::Warning),
+    refine: &[],
+    only: None,
+};

@@ -51,9 +51,11 @@ fn every_result_the_releases_declare_is_here() {
 /// `formats.txt`: the releases read, and each format with the first and
 /// the last release whose source has it.
 struct Source {
-    releases: Vec<(u32, u32, u32)>,
-    formats: Vec<((u32, u32, u32), (u32, u32, u32), &'static str)>,
+    releases: Vec<Release>,
+    formats: Vec<(Release, Release, &'static str)>,
 }
+
+type Release = (u32, u32, u32);
 
 fn triple(v: &str) -> (u32, u32, u32) {
     let n: Vec<u32> = v.split('.').map(|x| x.parse().unwrap()).collect();
@@ -78,12 +80,17 @@ fn source() -> Source {
     s
 }
 
+/// Formats of releases older than NCCL's public source (2.0 to 2.2),
+/// as their logs show them.
+const BEFORE_THE_SOURCE: &[&str] = &["Socket creation failed : %s"];
+
 /// NCCL rows whose text is no format of NCCL's source as the script reads
 /// it: the version line (`VERSION_STRING`), and a macro's text with the
 /// name it stringifies (`"Call to " #call " failed : %s"`), whose first
 /// literal the source has.
 fn macro_made(format: &str, s: &Source) -> bool {
-    format == "NCCL version %s"
+    BEFORE_THE_SOURCE.contains(&format)
+        || format == "NCCL version %s"
         || s.formats.iter().any(|(_, _, f)| {
             f.len() >= 8 && !f.contains('%') && format.starts_with(f) && format != *f
         })

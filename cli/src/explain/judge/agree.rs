@@ -1,0 +1,167 @@
+//! What the ranks must share, and where the logs show them differ: NCCL's
+//! release, the network it uses and its plugin, `NCCL_SOCKET_IFNAME` and
+//! the interface its bootstrap took, and one host name per node. A
+//! difference is a cause: the ranks then cannot talk, or talk past each
+//! other.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{first_iface, Event};
+use crate::rules::failures::Failure;
+use crate::rules::messages::{Fact, Says};
+
+/// A difference: its class, a line for each value, and the fields its
+/// words use.
+pub type Difference<'a> = (Failure, Vec<&'a Event>, BTreeMap<&'static str, String>);
+
+/// Where a line came from, for the words: its host, or the host of the
+/// line before it in its file (NCCL's version line has none).
+fn place(e: &Event, events: &[Event]) -> String {
+    if let Some(h) = &e.host {
+        return h.clone();
+    }
+    let before = events
+        .iter()
+        .rfind(|o| o.input == e.input && o.line < e.line && o.host.is_some())
+        .and_then(|o| o.host.clone());
+    match (before, e.rank) {
+        (_, Some(r)) => format!("rank {r}"),
+        (Some(h), None) => h,
+        (None, None) => format!("input {}", e.input + 1),
+    }
+}
+
+/// Each value `value` gives, with the first line that gives it; a
+/// difference where there are two or more.
+fn differ<'a>(
+    events: &'a [Event],
+    value: &dyn Fn(&Event) -> Option<String>,
+) -> Option<Vec<(String, &'a Event)>> {
+    let mut seen: Vec<(String, &Event)> = Vec::new();
+    for e in events {
+        if let Some(v) = value(e) {
+            if !seen.iter().any(|(s, _)| *s == v) {
+                seen.push((v, e));
+            }
+        }
+    }
+    (seen.len() > 1).then_some(seen)
+}
+
+/// `a on node1, b on node2`.
+fn listed(seen: &[(String, &Event)], events: &[Event]) -> String {
+    let parts: Vec<String> = seen
+        .iter()
+        .take(4)
+        .map(|(v, e)| format!("{v} on {}", place(e, events)))
+        .collect();
+    parts.join(", ")
+}
+
+fn fact(e: &Event) -> Option<Fact> {
+    match e.hit.says {
+        Says::Fact(f) => Some(f),
+        _ => None,
+    }
+}
+
+/// The differences the logs show, most basic first. `weak`: a difference
+/// of interface names alone, which is a cause only of a network failure.
+pub fn disagreements(events: &[Event]) -> Vec<(Difference<'_>, bool)> {
+    let mut out: Vec<(Difference<'_>, bool)> = Vec::new();
+    fn push<'a>(
+        out: &mut Vec<(Difference<'a>, bool)>,
+        events: &'a [Event],
+        (f, key, weak): (Failure, &'static str, bool),
+        seen: Vec<(String, &'a Event)>,
+    ) {
+        let mut fields = BTreeMap::new();
+        fields.insert(key, listed(&seen, events));
+        out.push((
+            (f, seen.into_iter().map(|(_, e)| e).collect(), fields),
+            weak,
+        ));
+    }
+    let version = |e: &Event| match (fact(e), e.hit.says) {
+        (Some(Fact::Version), _) | (_, Says::Symptom(Failure::NcclError)) => {
+            let v = e.hit.field("version")?;
+            v.starts_with(|c: char| c.is_ascii_digit())
+                .then(|| v.split_whitespace().next().unwrap_or(v).to_string())
+        }
+        _ => None,
+    };
+    if let Some(seen) = differ(events, &version) {
+        push(
+            &mut out,
+            events,
+            (Failure::VersionMismatch, "versions", false),
+            seen,
+        );
+    }
+    let network = |e: &Event| match fact(e) {
+        Some(Fact::Network) => e.hit.field("network").map(str::to_string),
+        Some(Fact::NetPlugin) => Some(format!(
+            "the plugin {}",
+            e.hit.field("plugin").unwrap_or("of the image")
+        )),
+        Some(Fact::NoNetPlugin) => Some("no plugin".to_string()),
+        _ => None,
+    };
+    // A plugin and none differ; so do two networks. A network and a
+    // plugin's name are two words for one thing: compare like with like.
+    let plugins = |e: &Event| network(e).filter(|_| fact(e) != Some(Fact::Network));
+    let networks = |e: &Event| network(e).filter(|_| fact(e) == Some(Fact::Network));
+    if let Some(seen) = differ(events, &plugins).or_else(|| differ(events, &networks)) {
+        push(
+            &mut out,
+            events,
+            (Failure::PluginMismatch, "plugins", false),
+            seen,
+        );
+    }
+    let ifname = |e: &Event| {
+        (fact(e) == Some(Fact::Ifname))
+            .then(|| format!("NCCL_SOCKET_IFNAME={}", e.hit.field("ifname").unwrap_or("")))
+    };
+    if let Some(seen) = differ(events, &ifname) {
+        push(
+            &mut out,
+            events,
+            (Failure::IfaceMismatch, "ifaces", false),
+            seen,
+        );
+    } else {
+        let iface = |e: &Event| {
+            (fact(e) == Some(Fact::Bootstrap))
+                .then(|| e.hit.field("ifaces").and_then(first_iface))
+                .flatten()
+                .and_then(|i| i.split(' ').next().map(str::to_string))
+        };
+        if let Some(seen) = differ(events, &iface) {
+            push(
+                &mut out,
+                events,
+                (Failure::IfaceMismatch, "ifaces", true),
+                seen,
+            );
+        }
+    }
+    // One host name, two addresses: two nodes that share a name.
+    let mut addrs: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    let mut lines: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
+    for e in events.iter().filter(|e| fact(e) == Some(Fact::Bootstrap)) {
+        if let (Some(h), Some(i)) = (&e.host, e.hit.field("ifaces").and_then(first_iface)) {
+            if addrs.entry(h).or_default().insert(i) {
+                lines.entry(h).or_default().push(e);
+            }
+        }
+    }
+    if let Some((h, set)) = addrs.iter().find(|(_, s)| s.len() > 1) {
+        let mut fields = BTreeMap::new();
+        fields.insert("host", h.to_string());
+        let v: Vec<&str> = set.iter().map(String::as_str).collect();
+        fields.insert("addrs", v.join(" and "));
+        out.push(((Failure::SameHostname, lines[h].clone(), fields), false));
+    }
+    out
+}
