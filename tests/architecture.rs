@@ -218,7 +218,7 @@ fn imports_run_down_the_layers() {
 }
 
 /// The commands of `nccl-find`: rooms on one floor of the command's table.
-const COMMANDS: [&str; 4] = ["buildsys", "doctor", "ras", "smoke"];
+const COMMANDS: [&str; 5] = ["buildsys", "doctor", "explain", "ras", "smoke"];
 
 /// The commands are peers: all on one floor of ARCHITECTURE.md's table
 /// (so that none can be moved above another to import it), and none

@@ -115,6 +115,86 @@ fn not_text(head: &[u8]) -> Option<&'static str> {
     (sample.len() >= 64 && odd * 10 > sample.len()).then_some("binary, not a log: skipped")
 }
 
+/// Where a stream is: bytes carried over in the buffer (the start of a
+/// line), whether that line began in a chunk that was cut, the newlines
+/// seen, the last byte, and what to note.
+#[derive(Default)]
+struct Place {
+    kept: usize,
+    skipping: bool,
+    line_no: u64,
+    last: u8,
+    nul: bool,
+    long_lines: u64,
+}
+
+impl Place {
+    /// Takes in `n` more bytes read into `buf` after the ones kept (0: the
+    /// end of input), handing on the candidates of the whole lines among
+    /// them. Whether to read on.
+    fn feed(
+        &mut self,
+        buf: &mut [u8],
+        n: usize,
+        input: usize,
+        finder: &Regex,
+        take: &mut dyn FnMut(Candidate),
+    ) -> bool {
+        let end = self.kept + n;
+        let eof = n == 0;
+        if end == 0 {
+            return false;
+        }
+        let data = &buf[..end];
+        self.last = data[end - 1];
+        self.nul |= memchr::memchr(0, &data[self.kept..]).is_some();
+        // The whole lines in `data`; at the end of input, the rest too.
+        let last_nl = memchr::memrchr(b'\n', data);
+        let whole = match (last_nl, eof) {
+            (_, true) => end,
+            (Some(p), false) => p + 1,
+            (None, false) if end == buf.len() => {
+                // A line longer than a chunk: read its first chunk, and
+                // drop the rest of it.
+                self.long_lines += u64::from(!self.skipping);
+                end
+            }
+            (None, false) => {
+                self.kept = end;
+                return true;
+            }
+        };
+        scan(
+            &data[..whole],
+            self.skipping,
+            &mut self.line_no,
+            input,
+            finder,
+            take,
+        );
+        self.skipping = !eof && last_nl.is_none();
+        buf.copy_within(whole..end, 0);
+        self.kept = end - whole;
+        !eof
+    }
+
+    /// What to note of the input, where anything.
+    fn note(&self) -> Option<String> {
+        let mut notes = Vec::new();
+        if self.long_lines > 0 {
+            notes.push(format!(
+                "{} line(s) longer than {} MiB: their first MiB read",
+                self.long_lines,
+                CHUNK >> 20
+            ));
+        }
+        if self.nul {
+            notes.push("holds NUL bytes: read as text".to_string());
+        }
+        (!notes.is_empty()).then(|| notes.join("; "))
+    }
+}
+
 /// Streams one input.
 fn stream(
     r: &mut dyn Read,
@@ -124,25 +204,19 @@ fn stream(
     take: &mut dyn FnMut(Candidate),
 ) {
     let mut buf = vec![0u8; CHUNK];
-    // Bytes at the start of `buf` carried over: the start of a line.
-    let mut kept = 0usize;
-    // Whether the line in `buf` began in an earlier chunk that was cut.
-    let mut skipping = false;
-    let mut line_no: u64 = 0;
-    let mut first = true;
-    let mut nul = false;
-    let mut long_lines = 0u64;
-    let mut last = b'\n';
+    let mut place = Place {
+        last: b'\n',
+        ..Place::default()
+    };
     loop {
-        let n = match read_some(r, &mut buf[kept..]) {
+        let n = match read_some(r, &mut buf[place.kept..]) {
             Ok(n) => n,
             Err(e) => {
                 input.note = Some(format!("read failed after {} bytes ({e})", input.bytes));
                 break;
             }
         };
-        if first {
-            first = false;
+        if input.bytes == 0 && place.kept == 0 {
             if let Some(why) = not_text(&buf[..n]) {
                 input.note = Some(why.into());
                 return;
@@ -150,63 +224,14 @@ fn stream(
         }
         input.read |= n > 0;
         input.bytes += n as u64;
-        let end = kept + n;
-        let eof = n == 0;
-        if eof && end == 0 {
-            break;
-        }
-        let data = &buf[..end];
-        if end > 0 {
-            last = data[end - 1];
-        }
-        nul |= memchr::memchr(0, &data[kept..]).is_some();
-        // The whole lines in `data`; at the end of input, the rest too.
-        let last_nl = memchr::memrchr(b'\n', data);
-        let (whole, rest_from) = match (last_nl, eof) {
-            (_, true) => (end, end),
-            (Some(p), false) => (p + 1, p + 1),
-            (None, false) if end == buf.len() => {
-                // A line longer than a chunk: read its first chunk, and
-                // drop the rest of it.
-                long_lines += u64::from(!skipping);
-                (end, end)
-            }
-            (None, false) => {
-                kept = end;
-                continue;
-            }
-        };
-        let cut = !eof && last_nl.is_none();
-        scan(
-            &data[..whole],
-            skipping,
-            &mut line_no,
-            input_no,
-            finder,
-            take,
-        );
-        skipping = cut;
-        let rest = end - rest_from;
-        buf.copy_within(rest_from..end, 0);
-        kept = rest;
-        if eof {
+        if !place.feed(&mut buf, n, input_no, finder, take) {
             break;
         }
     }
     // A last line without a newline is a line too.
-    input.lines = line_no + u64::from(last != b'\n' && input.bytes > 0);
-    let mut notes = Vec::new();
-    if long_lines > 0 {
-        notes.push(format!(
-            "{long_lines} line(s) longer than {} MiB: their first MiB read",
-            CHUNK >> 20
-        ));
-    }
-    if nul {
-        notes.push("holds NUL bytes: read as text".into());
-    }
-    if !notes.is_empty() && input.note.is_none() {
-        input.note = Some(notes.join("; "));
+    input.lines = place.line_no + u64::from(place.last != b'\n');
+    if input.note.is_none() {
+        input.note = place.note();
     }
 }
 

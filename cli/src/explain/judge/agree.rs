@@ -65,88 +65,119 @@ fn fact(e: &Event) -> Option<Fact> {
     }
 }
 
-/// The differences the logs show, most basic first. `weak`: a difference
-/// of interface names alone, which is a cause only of a network failure.
-pub fn disagreements(events: &[Event]) -> Vec<(Difference<'_>, bool)> {
-    let mut out: Vec<(Difference<'_>, bool)> = Vec::new();
-    fn push<'a>(
-        out: &mut Vec<(Difference<'a>, bool)>,
-        events: &'a [Event],
-        (f, key, weak): (Failure, &'static str, bool),
-        seen: Vec<(String, &'a Event)>,
-    ) {
-        let mut fields = BTreeMap::new();
-        fields.insert(key, listed(&seen, events));
-        out.push((
-            (f, seen.into_iter().map(|(_, e)| e).collect(), fields),
-            weak,
-        ));
-    }
-    let version = |e: &Event| match (fact(e), e.hit.says) {
+/// NCCL's release: its version line's, or a framework's error's.
+fn version(e: &Event) -> Option<String> {
+    match (fact(e), e.hit.says) {
         (Some(Fact::Version), _) | (_, Says::Symptom(Failure::NcclError)) => {
             let v = e.hit.field("version")?;
             v.starts_with(|c: char| c.is_ascii_digit())
                 .then(|| v.split_whitespace().next().unwrap_or(v).to_string())
         }
         _ => None,
-    };
-    if let Some(seen) = differ(events, &version) {
-        push(
-            &mut out,
-            events,
-            (Failure::VersionMismatch, "versions", false),
-            seen,
-        );
     }
-    let network = |e: &Event| match fact(e) {
-        Some(Fact::Network) => e.hit.field("network").map(str::to_string),
+}
+
+/// The network plugin a process loaded, or none.
+fn plugin(e: &Event) -> Option<String> {
+    match fact(e) {
         Some(Fact::NetPlugin) => Some(format!(
             "the plugin {}",
             e.hit.field("plugin").unwrap_or("of the image")
         )),
         Some(Fact::NoNetPlugin) => Some("no plugin".to_string()),
         _ => None,
-    };
+    }
+}
+
+/// The network NCCL uses (`IB`, `Socket`, a plugin's name).
+fn network(e: &Event) -> Option<String> {
+    (fact(e) == Some(Fact::Network))
+        .then(|| e.hit.field("network").map(str::to_string))
+        .flatten()
+}
+
+/// `NCCL_SOCKET_IFNAME`, as NCCL read it.
+fn ifname(e: &Event) -> Option<String> {
+    (fact(e) == Some(Fact::Ifname))
+        .then(|| format!("NCCL_SOCKET_IFNAME={}", e.hit.field("ifname").unwrap_or("")))
+}
+
+/// The interface NCCL's bootstrap took.
+fn bootstrap(e: &Event) -> Option<String> {
+    (fact(e) == Some(Fact::Bootstrap))
+        .then(|| e.hit.field("ifaces").and_then(first_iface))
+        .flatten()
+        .and_then(|i| i.split(' ').next().map(str::to_string))
+}
+
+/// What must be the same on every rank: the class a difference is, the
+/// field its words fill, each line's value, and whether it is weak (a
+/// cause only of a network failure: interfaces of other names on other
+/// nodes may well reach each other). A row whose class a row above it
+/// already found is not asked.
+struct Shared {
+    failure: Failure,
+    key: &'static str,
+    value: fn(&Event) -> Option<String>,
+    weak: bool,
+}
+
+const SHARED: [Shared; 5] = [
+    Shared {
+        failure: Failure::VersionMismatch,
+        key: "versions",
+        value: version,
+        weak: false,
+    },
     // A plugin and none differ; so do two networks. A network and a
     // plugin's name are two words for one thing: compare like with like.
-    let plugins = |e: &Event| network(e).filter(|_| fact(e) != Some(Fact::Network));
-    let networks = |e: &Event| network(e).filter(|_| fact(e) == Some(Fact::Network));
-    if let Some(seen) = differ(events, &plugins).or_else(|| differ(events, &networks)) {
-        push(
-            &mut out,
-            events,
-            (Failure::PluginMismatch, "plugins", false),
-            seen,
-        );
-    }
-    let ifname = |e: &Event| {
-        (fact(e) == Some(Fact::Ifname))
-            .then(|| format!("NCCL_SOCKET_IFNAME={}", e.hit.field("ifname").unwrap_or("")))
-    };
-    if let Some(seen) = differ(events, &ifname) {
-        push(
-            &mut out,
-            events,
-            (Failure::IfaceMismatch, "ifaces", false),
-            seen,
-        );
-    } else {
-        let iface = |e: &Event| {
-            (fact(e) == Some(Fact::Bootstrap))
-                .then(|| e.hit.field("ifaces").and_then(first_iface))
-                .flatten()
-                .and_then(|i| i.split(' ').next().map(str::to_string))
-        };
-        if let Some(seen) = differ(events, &iface) {
-            push(
-                &mut out,
-                events,
-                (Failure::IfaceMismatch, "ifaces", true),
-                seen,
-            );
+    Shared {
+        failure: Failure::PluginMismatch,
+        key: "plugins",
+        value: plugin,
+        weak: false,
+    },
+    Shared {
+        failure: Failure::PluginMismatch,
+        key: "plugins",
+        value: network,
+        weak: false,
+    },
+    Shared {
+        failure: Failure::IfaceMismatch,
+        key: "ifaces",
+        value: ifname,
+        weak: false,
+    },
+    Shared {
+        failure: Failure::IfaceMismatch,
+        key: "ifaces",
+        value: bootstrap,
+        weak: true,
+    },
+];
+
+/// The differences the logs show, most basic first, each with whether it
+/// is weak.
+pub fn disagreements(events: &[Event]) -> Vec<(Difference<'_>, bool)> {
+    let mut out: Vec<(Difference<'_>, bool)> = Vec::new();
+    for row in &SHARED {
+        if out.iter().any(|((f, _, _), _)| *f == row.failure) {
+            continue;
+        }
+        if let Some(seen) = differ(events, &row.value) {
+            let mut fields = BTreeMap::new();
+            fields.insert(row.key, listed(&seen, events));
+            let lines = seen.into_iter().map(|(_, e)| e).collect();
+            out.push(((row.failure, lines, fields), row.weak));
         }
     }
-    // One host name, two addresses: two nodes that share a name.
+    out.extend(same_hostname(events).map(|d| (d, false)));
+    out
+}
+
+/// One host name, two addresses: two nodes that share a name.
+fn same_hostname(events: &[Event]) -> Option<Difference<'_>> {
     let mut addrs: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     let mut lines: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
     for e in events.iter().filter(|e| fact(e) == Some(Fact::Bootstrap)) {
@@ -156,12 +187,10 @@ pub fn disagreements(events: &[Event]) -> Vec<(Difference<'_>, bool)> {
             }
         }
     }
-    if let Some((h, set)) = addrs.iter().find(|(_, s)| s.len() > 1) {
-        let mut fields = BTreeMap::new();
-        fields.insert("host", h.to_string());
-        let v: Vec<&str> = set.iter().map(String::as_str).collect();
-        fields.insert("addrs", v.join(" and "));
-        out.push(((Failure::SameHostname, lines[h].clone(), fields), false));
-    }
-    out
+    let (h, set) = addrs.iter().find(|(_, s)| s.len() > 1)?;
+    let mut fields = BTreeMap::new();
+    fields.insert("host", h.to_string());
+    let v: Vec<&str> = set.iter().map(String::as_str).collect();
+    fields.insert("addrs", v.join(" and "));
+    Some((Failure::SameHostname, lines[h].clone(), fields))
 }

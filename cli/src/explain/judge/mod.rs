@@ -398,21 +398,37 @@ fn answer(
     let field = |n: &str| fields.get(n).cloned();
     let class = f.class();
     let (ranks, hosts, inputs) = who(evs);
+    let evidence = evidence(f, evs, events);
+    let echoes = echoes(f, events, &evidence);
+    Answer {
+        verdict,
+        failure: Some(f),
+        what: failures::render(class.what, &field),
+        ranks,
+        hosts,
+        inputs,
+        evidence,
+        echoes,
+        fix: failures::render(class.fix, &field),
+        notes: Vec::new(),
+    }
+}
+
+/// The lines that show a cause of class `f`: first the line that set the
+/// scene (the interface NCCL took), then one for each process and
+/// message (for ranks that differ, each line), a few at most.
+fn evidence(f: Failure, evs: &[&Event], events: &[Event]) -> Vec<Quote> {
     let mut evidence: Vec<Quote> = Vec::new();
-    // The lines that set the scene (the interface NCCL took) come first.
     if matches!(
         f,
         Failure::Unreachable | Failure::Refused | Failure::NoInterface
     ) {
         let src = evs[0].source();
-        if let Some(b) = events
-            .iter()
-            .find(|o| matches!(o.fact(), Some(Fact::Bootstrap | Fact::Ifname)) && o.source() == src)
-        {
-            evidence.push(Quote::of(b));
-        }
+        let scene = |o: &&Event| {
+            matches!(o.fact(), Some(Fact::Bootstrap | Fact::Ifname)) && o.source() == src
+        };
+        evidence.extend(events.iter().find(scene).map(Quote::of));
     }
-    // One line for each process and message; for ranks that differ, each.
     let differ = matches!(
         f,
         Failure::VersionMismatch
@@ -429,46 +445,36 @@ fn answer(
             true => (Source::Input(e.input), e.line as usize),
             false => (e.source(), e.hit.row as *const _ as usize),
         };
-        let seen = evidence
-            .iter()
-            .any(|q| q.input == e.input && q.line == e.line);
-        if quoted.insert(key) && !seen {
+        if quoted.insert(key) && !quoted_line(&evidence, e) {
             evidence.push(Quote::of(e));
         }
     }
+    evidence
+}
+
+/// Whether `e` is one of the lines quoted.
+fn quoted_line(evidence: &[Quote], e: &Event) -> bool {
+    evidence
+        .iter()
+        .any(|q| q.input == e.input && q.line == e.line)
+}
+
+/// The symptoms, and causes of other classes, that were not quoted.
+fn echoes(f: Failure, events: &[Event], evidence: &[Quote]) -> Echoes {
     let mut echoes = Echoes::default();
     for e in events {
-        let echo = match e.hit.says {
-            Says::Symptom(_) => true,
-            Says::Cause(g) => g != f,
-            Says::Fact(_) => false,
+        let g = match e.hit.says {
+            Says::Symptom(g) => g,
+            Says::Cause(g) if g != f => g,
+            _ => continue,
         };
-        if echo
-            && !evidence
-                .iter()
-                .any(|q| q.input == e.input && q.line == e.line)
-        {
+        if !quoted_line(evidence, e) {
             echoes.lines += 1;
-            if let Some(r) = e.rank {
-                echoes.ranks.insert(r);
-            }
-            if let Says::Cause(g) | Says::Symptom(g) = e.hit.says {
-                echoes.classes.insert(g.class().id);
-            }
+            echoes.ranks.extend(e.rank);
+            echoes.classes.insert(g.class().id);
         }
     }
-    Answer {
-        verdict,
-        failure: Some(f),
-        what: failures::render(class.what, &field),
-        ranks,
-        hosts,
-        inputs,
-        evidence,
-        echoes,
-        fix: failures::render(class.fix, &field),
-        notes: Vec::new(),
-    }
+    echoes
 }
 
 /// The ranks, hosts and inputs of `evs`.

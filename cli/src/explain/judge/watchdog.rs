@@ -35,18 +35,10 @@ pub fn ranks_words(ranks: &BTreeSet<u32>) -> String {
     }
 }
 
-/// The answer for a hang that PyTorch's watchdog saw, where no line says
-/// why: who is behind.
-pub fn hang(events: &[Event], extra: Extra) -> Option<Answer> {
-    let lines: Vec<&Event> = events
-        .iter()
-        .filter(|e| e.hit.says == Says::Symptom(Failure::Watchdog))
-        .collect();
-    if lines.is_empty() {
-        return None;
-    }
+/// What each rank's watchdog said, by rank.
+fn waited(lines: &[&Event]) -> BTreeMap<u32, Waited> {
     let mut by_rank: BTreeMap<u32, Waited> = BTreeMap::new();
-    for e in &lines {
+    for e in lines {
         let Some(r) = e.rank else { continue };
         let w = by_rank.entry(r).or_default();
         if let Some(work) = e.hit.field("work") {
@@ -61,7 +53,11 @@ pub fn hang(events: &[Event], extra: Extra) -> Option<Answer> {
             w.enqueued = Some(q);
         }
     }
-    // Every rank the logs know of: any line's, and a communicator's size.
+    by_rank
+}
+
+/// Every rank the logs know of: any line's, and a communicator's size.
+fn every_rank(events: &[Event]) -> BTreeSet<u32> {
     let mut all: BTreeSet<u32> = events.iter().filter_map(|e| e.rank).collect();
     let nranks = events
         .iter()
@@ -71,81 +67,99 @@ pub fn hang(events: &[Event], extra: Extra) -> Option<Answer> {
     if let Some(n) = nranks.filter(|&n| n <= 65536) {
         all.extend(0..n);
     }
+    all
+}
+
+/// The ranks behind, and the words for them: the ranks that enqueued
+/// fewest, else those that waited in an earlier collective, else those
+/// that did not time out while the others did.
+fn behind(by_rank: &BTreeMap<u32, Waited>, all: &BTreeSet<u32>) -> (BTreeSet<u32>, String) {
     let timed: BTreeSet<u32> = by_rank.keys().copied().collect();
+    let max_seq = by_rank.values().filter_map(|w| w.seq).max();
+    let enq: BTreeMap<u32, u64> = by_rank
+        .iter()
+        .filter_map(|(r, w)| Some((*r, w.enqueued?)))
+        .collect();
+    let (min_enq, max_enq) = (enq.values().min().copied(), enq.values().max().copied());
+    let seqs: BTreeSet<u64> = by_rank.values().filter_map(|w| w.seq).collect();
+    let ranks_at = |f: &dyn Fn(&Waited) -> bool| -> BTreeSet<u32> {
+        by_rank
+            .iter()
+            .filter(|(_, w)| f(w))
+            .map(|(r, _)| *r)
+            .collect()
+    };
+    if enq.len() > 1 && min_enq != max_enq {
+        let b = ranks_at(&|w| w.enqueued == min_enq);
+        let words = format!(
+            "{} enqueued only {} collectives, the others more: it is behind",
+            ranks_words(&b),
+            min_enq.unwrap_or(0)
+        );
+        (b, words)
+    } else if seqs.len() > 1 {
+        let low = seqs.iter().next().copied();
+        let b = ranks_at(&|w| w.seq == low);
+        let words = format!(
+            "{} waited in collective {}, the others in later ones: it is behind",
+            ranks_words(&b),
+            low.unwrap_or(0)
+        );
+        (b, words)
+    } else if !timed.is_empty() && all.len() > timed.len() {
+        let b: BTreeSet<u32> = all.difference(&timed).copied().collect();
+        let words = format!(
+            "{} timed out{}; {} did not: the rank that stopped calling collectives is among them",
+            ranks_words(&timed),
+            max_seq.map_or(String::new(), |s| format!(" in collective {s}")),
+            ranks_words(&b)
+        );
+        (b, words)
+    } else if all.len() == 1 {
+        let words = format!(
+            "only {}'s lines are here: the rank behind is among the ranks these logs lack",
+            ranks_words(all)
+        );
+        (BTreeSet::new(), words)
+    } else {
+        let who = match timed.is_empty() {
+            true => "the ranks".to_string(),
+            false => ranks_words(&timed),
+        };
+        let words = format!(
+            "{who} timed out{}, and the logs show no rank behind: each entered it, so NCCL itself stalled there, or a rank these logs lack",
+            max_seq.map_or(String::new(), |s| format!(" in the same collective ({s})"))
+        );
+        (BTreeSet::new(), words)
+    }
+}
+
+/// The answer for a hang that PyTorch's watchdog saw, where no line says
+/// why: who is behind.
+pub fn hang(events: &[Event], extra: Extra) -> Option<Answer> {
+    let lines: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.hit.says == Says::Symptom(Failure::Watchdog))
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let by_rank = waited(&lines);
+    let (behind, words) = behind(&by_rank, &every_rank(events));
     let max_seq = by_rank.values().filter_map(|w| w.seq).max();
     let op = by_rank
         .values()
         .find(|w| w.seq == max_seq && w.op.is_some())
         .and_then(|w| w.op.clone());
-    let behind: BTreeSet<u32>;
-    let words: String;
-    let enq: BTreeMap<u32, u64> = by_rank
-        .iter()
-        .filter_map(|(r, w)| Some((*r, w.enqueued?)))
-        .collect();
-    let min_enq = enq.values().min().copied();
-    let seqs: BTreeSet<u64> = by_rank.values().filter_map(|w| w.seq).collect();
-    if enq.len() > 1 && min_enq != enq.values().max().copied() {
-        behind = enq
-            .iter()
-            .filter(|(_, q)| Some(**q) == min_enq)
-            .map(|(r, _)| *r)
-            .collect();
-        words = format!(
-            "{} enqueued only {} collectives, the others more: it is behind",
-            ranks_words(&behind),
-            min_enq.unwrap_or(0)
-        );
-    } else if seqs.len() > 1 {
-        let low = *seqs.iter().next().unwrap();
-        behind = by_rank
-            .iter()
-            .filter(|(_, w)| w.seq == Some(low))
-            .map(|(r, _)| *r)
-            .collect();
-        words = format!(
-            "{} waited in collective {low}, the others in later ones: it is behind",
-            ranks_words(&behind)
-        );
-    } else if !timed.is_empty() && all.len() > timed.len() {
-        behind = all.difference(&timed).copied().collect();
-        words = format!(
-            "{} timed out{}; {} did not: the rank that stopped calling collectives is among them",
-            ranks_words(&timed),
-            max_seq.map_or(String::new(), |s| format!(" in collective {s}")),
-            ranks_words(&behind)
-        );
-    } else if all.len() == 1 {
-        behind = BTreeSet::new();
-        words = format!(
-            "only {}'s lines are here: the rank behind is among the ranks these logs lack",
-            ranks_words(&all)
-        );
-    } else {
-        behind = BTreeSet::new();
-        words = format!(
-            "{} timed out{}, and the logs show no rank behind: each entered it, so NCCL itself stalled there, or a rank these logs lack",
-            if timed.is_empty() { "the ranks".to_string() } else { ranks_words(&timed) },
-            max_seq.map_or(String::new(), |s| format!(" in the same collective ({s})"))
-        );
-    }
     let mut fields = fields_of(lines[0], events);
     fields.insert("behind", words);
     if !behind.is_empty() {
         fields.insert("behind_rank", ranks_words(&behind));
     }
     if let Some(op) = op {
-        fields.insert(
-            "op",
-            max_seq.map_or(op.clone(), |s| format!("{op}, collective {s}")),
-        );
+        let op = max_seq.map_or(op.clone(), |s| format!("{op}, collective {s}"));
+        fields.insert("op", op);
     }
-    Some(answer(
-        Verdict::NoCause,
-        Failure::Watchdog,
-        &lines,
-        fields,
-        events,
-        extra,
-    ))
+    let (v, f) = (Verdict::NoCause, Failure::Watchdog);
+    Some(answer(v, f, &lines, fields, events, extra))
 }
