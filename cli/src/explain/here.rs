@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use crate::facts::net::{self, Iface};
+use crate::rules::ifaces::reaches_no_other_node;
 
 /// Whether `addr` is on the subnet of `ip`/`prefix`.
 fn on_subnet(addr: IpAddr, ip: &str, prefix: u8) -> bool {
@@ -27,17 +28,29 @@ fn on_subnet(addr: IpAddr, ip: &str, prefix: u8) -> bool {
     }
 }
 
-/// The words `--here` adds to a fix (the field `route`): the interface of
-/// this host on the subnet of the peer the log names, else the one its
-/// default route leaves through.
+/// The words `--here` adds to a fix (the field `route`): this host's
+/// interface on the subnet of the peer the log names, unless it is the
+/// one that failed (`iface`); else the one its default route leaves
+/// through; else the one other interface that could reach another host,
+/// or the list of them.
 pub fn route(
     fields: &BTreeMap<&'static str, String>,
     ifaces: &[Iface],
     default: Option<&str>,
 ) -> Option<String> {
+    let failed = fields
+        .get("iface")
+        .and_then(|i| i.split_whitespace().next())
+        .unwrap_or("");
+    let usable = |i: &&Iface| {
+        i.running
+            && i.name != failed
+            && reaches_no_other_node(&i.name).is_none()
+            && i.addrs.iter().any(|a| !a.link_local)
+    };
     let peer = fields.get("peer").and_then(|p| p.parse::<IpAddr>().ok());
     if let Some(peer) = peer {
-        for i in ifaces.iter().filter(|i| i.running) {
+        for i in ifaces.iter().filter(usable) {
             if let Some(a) = i.addrs.iter().find(|a| on_subnet(peer, &a.ip, a.prefix)) {
                 return Some(format!(
                     ": on this node NCCL_SOCKET_IFNAME={} ({} holds {}/{}, the subnet of {peer})",
@@ -46,10 +59,33 @@ pub fn route(
             }
         }
     }
-    let d = default?;
-    Some(format!(
-        ": on this node NCCL_SOCKET_IFNAME={d} (its default route leaves through {d})"
-    ))
+    if let Some(d) = default.filter(|d| *d != failed) {
+        return Some(format!(
+            ": on this node NCCL_SOCKET_IFNAME={d} (its default route leaves through {d})"
+        ));
+    }
+    let others: Vec<&Iface> = ifaces.iter().filter(usable).collect();
+    let addr = |i: &Iface| {
+        i.addrs
+            .iter()
+            .find(|a| !a.link_local)
+            .map_or(String::new(), |a| format!("{}/{}", a.ip, a.prefix))
+    };
+    match others.as_slice() {
+        [] => None,
+        [one] => Some(format!(
+            ": on this node NCCL_SOCKET_IFNAME={} (its other interface, {})",
+            one.name,
+            addr(one)
+        )),
+        many => {
+            let list: Vec<String> = many
+                .iter()
+                .map(|i| format!("{} ({})", i.name, addr(i)))
+                .collect();
+            Some(format!(": this node's others are {}", list.join(", ")))
+        }
+    }
 }
 
 /// [`route`] over this host's interfaces and routes.
@@ -89,9 +125,17 @@ mod tests {
             ": on this node NCCL_SOCKET_IFNAME=eth1 (eth1 holds 10.99.0.2/24, the subnet of 10.99.0.1)"
         );
         f.insert("peer", "192.168.5.5".to_string());
-        assert!(route(&f, &ifaces, Some("eth1"))
-            .unwrap()
-            .ends_with("NCCL_SOCKET_IFNAME=eth1 (its default route leaves through eth1)"));
-        assert_eq!(route(&f, &ifaces, None), None);
+        assert_eq!(
+            route(&f, &ifaces, Some("eth1")).unwrap(),
+            ": on this node NCCL_SOCKET_IFNAME=eth1 (its default route leaves through eth1)"
+        );
+        assert_eq!(
+            route(&f, &ifaces, None).unwrap(),
+            ": on this node NCCL_SOCKET_IFNAME=eth1 (its other interface, 10.99.0.2/24)"
+        );
+        // The interface that failed is never the answer.
+        f.insert("iface", "eth1 (10.99.0.2)".to_string());
+        f.insert("peer", "10.99.0.1".to_string());
+        assert_eq!(route(&f, &ifaces, Some("eth1")), None);
     }
 }

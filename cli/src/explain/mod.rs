@@ -98,7 +98,8 @@ pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
             .then(|| here::route_here(fields))
             .flatten()
     };
-    let answer = judge::judge(&events, &extra);
+    let ends: Vec<u64> = inputs.iter().map(|i| i.lines).collect();
+    let answer = judge::judge(&events, &ends, &extra);
     let code = match answer.verdict {
         Verdict::NoFailure => 0,
         Verdict::Cause | Verdict::NoCause => 1,

@@ -44,6 +44,7 @@ pub enum Failure {
     RemoteError,
     Watchdog,
     TimeLimit,
+    SetupHang,
 }
 
 /// One class: its name in `--json`, the verdict and the fix.
@@ -61,7 +62,7 @@ pub struct Class {
 /// Every class, most basic first: a loader or driver that cannot run NCCL
 /// at all comes before anything NCCL then does, and what NCCL did before
 /// what the job's framework said of it.
-pub const CLASSES: [Class; 33] = [
+pub const CLASSES: [Class; 34] = [
     Class {
         failure: Failure::UndefinedSymbol,
         id: "undefined-symbol",
@@ -259,6 +260,12 @@ pub const CLASSES: [Class; 33] = [
         id: "time-limit",
         what: "the scheduler ended the job at its time limit",
         fix: "if the job hung, rerun with NCCL_DEBUG=INFO and a shorter timeout to see where; else ask for more time",
+    },
+    Class {
+        failure: Failure::SetupHang,
+        id: "setup-hang",
+        what: "NCCL started and the log ends there: the job hung, or was stopped, while NCCL set up, and the log does not say why",
+        fix: "rerun with NCCL_DEBUG=INFO (its lines name the interface NCCL took and the peer it waits for), or nccl-find smoke under the same launcher",
     },
 ];
 

@@ -152,8 +152,9 @@ const FIELD_SHOWN: usize = 120;
 /// At most this many lines of one cause are quoted.
 const QUOTED: usize = 3;
 
-/// The answer of `events` (in the order read: file by file, line by line).
-pub fn judge(events: &[Event], extra: Extra) -> Answer {
+/// The answer of `events` (in the order read: file by file, line by
+/// line), with each input's count of lines (`ends`).
+pub fn judge(events: &[Event], ends: &[u64], extra: Extra) -> Answer {
     let events = with_ranks(events);
     let failed = events.iter().any(|e| {
         matches!(e.hit.says, Says::Cause(_) | Says::Symptom(_))
@@ -206,7 +207,17 @@ pub fn judge(events: &[Event], extra: Extra) -> Answer {
         causes.push((f, evs, fields));
     }
     if causes.is_empty() && !failed {
-        return no_failure(&events);
+        return match stopped_in_setup(&events, ends) {
+            Some(e) => answer(
+                Verdict::NoCause,
+                Failure::SetupHang,
+                &[e],
+                BTreeMap::new(),
+                &events,
+                extra,
+            ),
+            None => no_failure(&events),
+        };
     }
     let first = pick(&causes);
     match first {
@@ -252,6 +263,23 @@ fn with_ranks(events: &[Event]) -> Vec<Event> {
             e
         })
         .collect()
+}
+
+/// The line where a log ends with NCCL setting up: its version line (or
+/// a communicator's start) among the last lines of its file, no
+/// communicator ready, nothing after it. A job that ended well prints on
+/// after NCCL's version line; one that hung in NCCL's setup, at
+/// `NCCL_DEBUG=WARN`, prints nothing more.
+fn stopped_in_setup<'a>(events: &'a [Event], ends: &[u64]) -> Option<&'a Event> {
+    if events.iter().any(|e| e.fact() == Some(Fact::InitDone)) {
+        return None;
+    }
+    events.iter().find(|e| {
+        matches!(e.fact(), Some(Fact::Version | Fact::InitStart))
+            && ends
+                .get(e.input)
+                .is_some_and(|&end| end.saturating_sub(e.line) < 2)
+    })
 }
 
 /// A cause's class where the lines around it say more: a completion

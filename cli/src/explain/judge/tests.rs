@@ -52,7 +52,7 @@ fn a_process_lends_its_rank_and_interface_to_its_lines() {
         "node2:7:7 [0] NCCL INFO comm 0x1 rank 1 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
         "node2:7:9 [0] misc/socket.cc:484 NCCL WARN socketPollConnect: connect to 10.99.0.1<5> returned No route to host, exceeded error retry count after 35 attempts",
     ]]);
-    let a = judge(&ev, &none);
+    let a = judge(&ev, &[99], &none);
     assert_eq!(
         (a.verdict, a.failure),
         (Verdict::Cause, Some(Failure::Unreachable))
@@ -79,9 +79,9 @@ fn a_difference_is_a_cause_only_of_a_job_that_did_not_set_up() {
     let v2 = "NCCL version 2.20.5+cuda12.4";
     let done =
         "node1:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE";
-    let a = judge(&events(&[&[v1], &[v2]]), &none);
+    let a = judge(&events(&[&[v1], &[v2]]), &[9, 9], &none);
     assert_eq!(a.failure, Some(Failure::VersionMismatch));
-    let b = judge(&events(&[&[v1, done], &[v2]]), &none);
+    let b = judge(&events(&[&[v1, done], &[v2]]), &[9, 9], &none);
     assert_eq!((b.verdict, b.notes.len()), (Verdict::NoFailure, 1));
     assert!(b.notes[0].starts_with("the logs show version-mismatch: ranks run different NCCL releases (2.19.3+cuda12.3 on input 1, 2.20.5+cuda12.4 on input 2)"), "{:?}", b.notes);
 }
@@ -95,7 +95,7 @@ fn without_times_the_most_basic_class_is_named() {
         "node1:1:2 [0] transport/net_ib.cc:1 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1> with error 12, opcode 0, len 0, vendor err 129",
         "node1:1:2 [0] include/alloc.h:1 NCCL WARN Cuda failure 'out of memory'",
     ]]);
-    assert_eq!(judge(&ev, &none).failure, Some(Failure::Oom));
+    assert_eq!(judge(&ev, &[99], &none).failure, Some(Failure::Oom));
     let ib = &ev[..2];
-    assert_eq!(judge(ib, &none).failure, Some(Failure::IbGid));
+    assert_eq!(judge(ib, &[99], &none).failure, Some(Failure::IbGid));
 }
