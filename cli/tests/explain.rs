@@ -39,28 +39,39 @@ fn json(o: &Output) -> serde_json::Value {
     })
 }
 
-/// A case's fields (`key: value` lines).
-fn case(name: &str) -> std::collections::BTreeMap<String, String> {
-    let text = std::fs::read_to_string(corpus().join("corpus").join(name).join("case")).unwrap();
+/// A case's fields (`key: value` lines of its file `case`).
+fn fields(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    let text = std::fs::read_to_string(dir.join("case")).unwrap();
     text.lines()
         .filter_map(|l| l.split_once(": "))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
 
-/// Runs the case `name` and asserts the answer it holds: the class, the
-/// first line, the last line, the exit status; text and JSON agree.
+/// The logs of a case: every file of its directory but `case`, in order.
+fn logs(dir: &Path) -> Vec<String> {
+    common::names(dir)
+        .into_iter()
+        .filter(|n| n != "case")
+        .collect()
+}
+
+/// Runs the case `name` (`corpus/NAME` or `gpu/NAME`) and asserts the
+/// answer it holds: the class, the first line, the last line, the exit
+/// status; text and JSON agree.
 fn check(name: &str) {
-    let c = case(name);
-    let dir = corpus().join("corpus").join(name);
-    let o = explain().arg("log").current_dir(&dir).output().unwrap();
+    let dir = corpus().join(name);
+    let c = fields(&dir);
+    let files = logs(&dir);
+    let o = explain().args(&files).current_dir(&dir).output().unwrap();
     let (code, first, last) = answer(&o);
     assert_eq!(first, c["expect-first"], "{name}");
     assert_eq!(last, c["expect-last"], "{name}");
     assert_eq!(code.to_string(), c["expect-exit"], "{name}");
     let j = json(
         &explain()
-            .args(["--json", "log"])
+            .arg("--json")
+            .args(&files)
             .current_dir(&dir)
             .output()
             .unwrap(),
@@ -70,23 +81,28 @@ fn check(name: &str) {
     assert_eq!(j["headline"], first.as_str(), "{name}");
     assert_eq!(j["fix"], last.as_str(), "{name}");
     assert_eq!(j["exit"], code, "{name}");
+    // Every case is explained as the thread, or the recording, says.
+    if name.starts_with("gpu/") {
+        assert_eq!(c["thread-class"], c["expect-class"], "{name}");
+    }
 }
 
-macro_rules! corpus {
-    ($($test:ident => $name:literal),* $(,)?) => {
-        $(#[test] fn $test() { check($name); })*
+macro_rules! cases {
+    ($every:ident in $dir:literal: $($test:ident => $name:literal),* $(,)?) => {
+        $(#[test] fn $test() { check(&format!("{}/{}", $dir, $name)); })*
 
-        /// Every case in the corpus has its test.
+        /// Every case in the directory has its test.
         #[test]
-        fn every_case_is_a_test() {
+        fn $every() {
             let mut named = vec![$($name),*];
             named.sort();
-            assert_eq!(common::names(&corpus().join("corpus")), named);
+            assert_eq!(common::names(&corpus().join($dir)), named);
         }
     };
 }
 
-corpus! {
+cases! {
+    every_case_of_the_corpus_is_a_test in "corpus":
     accelerate_223 => "accelerate-223",
     aws_ofi_nccl_663 => "aws-ofi-nccl-663",
     awsome_distributed_ai_292 => "awsome-distributed-ai-292",
@@ -126,6 +142,17 @@ corpus! {
     xgboost_5963 => "xgboost-5963",
 }
 
+cases! {
+    every_recording_is_a_test in "gpu":
+    gpu_bad_ifname => "bad-ifname",
+    gpu_dup_gpu => "dup-gpu",
+    gpu_nowhere_info => "nowhere-info",
+    gpu_nowhere_warn => "nowhere-warn",
+    gpu_ok => "ok",
+    gpu_ras_off => "ras-off",
+    gpu_shm => "shm",
+}
+
 /// The corpus's score: the cases whose class is the one the thread
 /// established. A change that names fewer turns this red.
 #[test]
@@ -134,7 +161,7 @@ fn the_corpus_score_holds() {
     let mut hits = 0;
     let mut classes = std::collections::BTreeSet::new();
     for n in &names {
-        let c = case(n);
+        let c = fields(&corpus().join("corpus").join(n));
         classes.insert(c["thread-class"].clone());
         hits += usize::from(c["thread-class"] == c["expect-class"]);
     }

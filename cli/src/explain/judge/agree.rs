@@ -36,11 +36,12 @@ fn place(e: &Event, events: &[Event]) -> String {
 fn differ<'a>(
     events: &'a [Event],
     value: &dyn Fn(&Event) -> Option<String>,
+    same: &dyn Fn(&str, &str) -> bool,
 ) -> Option<Vec<(String, &'a Event)>> {
     let mut seen: Vec<(String, &Event)> = Vec::new();
     for e in events {
         if let Some(v) = value(e) {
-            if !seen.iter().any(|(s, _)| *s == v) {
+            if !seen.iter().any(|(s, _)| same(s, &v)) {
                 seen.push((v, e));
             }
         }
@@ -119,7 +120,21 @@ struct Shared {
     failure: Failure,
     key: &'static str,
     value: fn(&Event) -> Option<String>,
+    /// Whether two values are one (`==` but for versions).
+    same: fn(&str, &str) -> bool,
     weak: bool,
+}
+
+fn equal(a: &str, b: &str) -> bool {
+    a == b
+}
+
+/// Two versions are one where their releases are, and their CUDA builds
+/// where both say theirs (`2.28.9+cuda13.0` and torch's `2.28.9` are one).
+fn same_version(a: &str, b: &str) -> bool {
+    let (ra, ca) = a.split_once('+').unwrap_or((a, ""));
+    let (rb, cb) = b.split_once('+').unwrap_or((b, ""));
+    ra == rb && (ca.is_empty() || cb.is_empty() || ca == cb)
 }
 
 const SHARED: [Shared; 5] = [
@@ -127,6 +142,7 @@ const SHARED: [Shared; 5] = [
         failure: Failure::VersionMismatch,
         key: "versions",
         value: version,
+        same: same_version,
         weak: false,
     },
     // A plugin and none differ; so do two networks. A network and a
@@ -135,24 +151,28 @@ const SHARED: [Shared; 5] = [
         failure: Failure::PluginMismatch,
         key: "plugins",
         value: plugin,
+        same: equal,
         weak: false,
     },
     Shared {
         failure: Failure::PluginMismatch,
         key: "plugins",
         value: network,
+        same: equal,
         weak: false,
     },
     Shared {
         failure: Failure::IfaceMismatch,
         key: "ifaces",
         value: ifname,
+        same: equal,
         weak: false,
     },
     Shared {
         failure: Failure::IfaceMismatch,
         key: "ifaces",
         value: bootstrap,
+        same: equal,
         weak: true,
     },
 ];
@@ -165,7 +185,7 @@ pub fn disagreements(events: &[Event]) -> Vec<(Difference<'_>, bool)> {
         if out.iter().any(|((f, _, _), _)| *f == row.failure) {
             continue;
         }
-        if let Some(seen) = differ(events, &row.value) {
+        if let Some(seen) = differ(events, &row.value, &row.same) {
             let mut fields = BTreeMap::new();
             fields.insert(row.key, listed(&seen, events));
             let lines = seen.into_iter().map(|(_, e)| e).collect();

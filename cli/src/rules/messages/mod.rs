@@ -176,6 +176,9 @@ pub enum Fact {
     Crash,
     /// A warning of NCCL's that no row knows (`words`).
     Warning,
+    /// NCCL passed over something and went on (a network plugin that did
+    /// not start on a host without its hardware).
+    Passed,
 }
 
 /// What a line says.

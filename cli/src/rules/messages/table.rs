@@ -63,7 +63,7 @@ const CONNECT_ERRORS: &[Refine] = &[
     ("err", "Broken pipe", Says::Symptom(RemoteError)),
 ];
 
-pub const MESSAGES: [Message; 57] = [
+pub const MESSAGES: [Message; 58] = [
     // ---- The loader, CUDA and the driver, before NCCL runs.
     row(
         Printer::Loader,
@@ -231,7 +231,10 @@ pub const MESSAGES: [Message; 57] = [
         ],
         &[("plugin ", "plugin")],
         Says::Cause(PluginFailed),
-    ),
+    )
+    // At INFO, one of the plugins NCCL tries did not start (IB on a host
+    // without it): NCCL goes on with the next.
+    .refined(&[("level", "=INFO", Says::Fact(Fact::Passed))]),
     row(
         Printer::Plugin,
         &["NET/OFI %s"],
@@ -473,6 +476,12 @@ pub const MESSAGES: [Message; 57] = [
             "[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d",
         ],
         &[("remote peer ", "peer"), ("recv from ", "peer"), ("failed : ", "err")],
+        Says::Symptom(RemoteError),
+    ),
+    row(
+        Printer::Torch,
+        &["Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?"],
+        &[],
         Says::Symptom(RemoteError),
     ),
     row(
