@@ -57,10 +57,8 @@ pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
         names.push("-".into());
     }
     let known = Known::new();
-    let mut anchors = Known::anchors();
     // NCCL's warnings that no row knows are kept too: said in passing.
-    anchors.push(" NCCL WARN ".into());
-    let finder = read::finder(&anchors);
+    let finder = read::finder(&Known::words(&[" NCCL WARN "]));
     let mut events: Vec<Event> = Vec::new();
     let mut per_row: HashMap<(usize, *const ()), usize> = HashMap::new();
     let mut take = |c: read::Candidate| {

@@ -48,6 +48,8 @@ pub fn finder(anchors: &[String]) -> Regex {
 /// line to `take`; returns what each input was.
 pub fn read_all(names: &[String], finder: &Regex, take: &mut dyn FnMut(Candidate)) -> Vec<Input> {
     let mut out = Vec::with_capacity(names.len());
+    // One buffer for every input: a chunk, made once.
+    let mut buf = vec![0u8; CHUNK];
     for (i, name) in names.iter().enumerate() {
         let mut input = Input {
             name: nccl_rendezvous::untrusted::shown(name, 200),
@@ -56,10 +58,10 @@ pub fn read_all(names: &[String], finder: &Regex, take: &mut dyn FnMut(Candidate
         if name == "-" {
             let stdin = std::io::stdin();
             let mut lock = stdin.lock();
-            stream(&mut lock, i, finder, &mut input, take);
+            stream(&mut lock, &mut buf, i, finder, &mut input, take);
         } else {
             match open(Path::new(name)) {
-                Ok(mut f) => stream(&mut f, i, finder, &mut input, take),
+                Ok(mut f) => stream(&mut f, &mut buf, i, finder, &mut input, take),
                 Err(why) => input.note = Some(why),
             }
         }
@@ -198,12 +200,12 @@ impl Place {
 /// Streams one input.
 fn stream(
     r: &mut dyn Read,
+    buf: &mut [u8],
     input_no: usize,
     finder: &Regex,
     input: &mut Input,
     take: &mut dyn FnMut(Candidate),
 ) {
-    let mut buf = vec![0u8; CHUNK];
     let mut place = Place {
         last: b'\n',
         ..Place::default()
@@ -224,7 +226,7 @@ fn stream(
         }
         input.read |= n > 0;
         input.bytes += n as u64;
-        if !place.feed(&mut buf, n, input_no, finder, take) {
+        if !place.feed(buf, n, input_no, finder, take) {
             break;
         }
     }

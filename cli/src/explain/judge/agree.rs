@@ -192,12 +192,14 @@ pub fn disagreements(events: &[Event]) -> Vec<(Difference<'_>, bool)> {
             out.push(((row.failure, lines, fields), row.weak));
         }
     }
-    out.extend(same_hostname(events).map(|d| (d, false)));
     out
 }
 
-/// One host name, two addresses: two nodes that share a name.
-fn same_hostname(events: &[Event]) -> Option<Difference<'_>> {
+/// One host name, two addresses: two nodes that share a name. A node
+/// may well have two addresses (ranks that take other interfaces): this
+/// is the cause only of what a shared name brings about, NCCL taking two
+/// nodes' ranks for one (`judge` asks it then).
+pub fn same_hostname(events: &[Event]) -> Option<Difference<'_>> {
     let mut addrs: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     let mut lines: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
     for e in events.iter().filter(|e| fact(e) == Some(Fact::Bootstrap)) {

@@ -187,6 +187,17 @@ pub fn judge(events: &[Event], ends: &[u64], extra: Extra) -> Answer {
         }
     }
     setup.extend(reach::unreachable_ifaces(&events));
+    // One name on two nodes: NCCL takes them for one, and finds two ranks
+    // on one GPU, or another node's shared memory or GPU not there.
+    let one_node = by_class.keys().any(|f| {
+        matches!(
+            f,
+            Failure::DuplicateGpu | Failure::Shm | Failure::PeerAccess | Failure::CudaError
+        )
+    });
+    if one_node {
+        setup.extend(agree::same_hostname(&events));
+    }
     if !failed && set_up {
         let mut a = no_failure(&events);
         a.notes.extend(setup.iter().map(|(f, evs, fields)| {

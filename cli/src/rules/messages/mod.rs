@@ -311,16 +311,6 @@ fn pattern(
     (re, names)
 }
 
-/// The longest fixed text of a format: a line that holds it may be one of
-/// its lines, and one that does not is not.
-pub fn anchor(format: &str) -> String {
-    let (fixed, _) = split_format(format);
-    fixed
-        .into_iter()
-        .max_by_key(|f| f.len())
-        .unwrap_or_default()
-}
-
 /// The line's own fields, which [`Refine`] may ask for.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Shape<'a> {
@@ -353,10 +343,20 @@ impl Hit {
 /// format of every row.
 pub struct Known {
     set: RegexSet,
-    /// Each pattern of `set`: its row, its own expression (for the fields),
-    /// and the names of its captures.
-    each: Vec<(usize, Regex, Vec<Option<&'static str>>)>,
+    /// Each pattern of `set`: its row, its own expression (for the
+    /// fields; built when a line first needs it), and the names of its
+    /// captures.
+    each: Vec<Pattern>,
 }
+
+/// A pattern of [`Known`]'s set: its row, its expression (the text, and
+/// the expression built from it once a line needs it), and the names of
+/// its captures.
+type Pattern = (
+    usize,
+    (String, std::sync::OnceLock<Regex>),
+    Vec<Option<&'static str>>,
+);
 
 /// A field's value is kept to this many bytes.
 const FIELD_MAX: usize = 256;
@@ -369,23 +369,79 @@ impl Known {
         for (r, m) in MESSAGES.iter().enumerate() {
             for f in m.formats {
                 let (re, names) = pattern(f, m.fields);
-                each.push((r, Regex::new(&re).expect("a format's expression"), names));
-                all.push(re);
+                all.push(re.clone());
+                each.push((r, (re, std::sync::OnceLock::new()), names));
             }
         }
         let set = RegexSet::new(&all).expect("the table's expressions");
         Known { set, each }
     }
 
-    /// The text every line of a row holds (one per format, longest first
-    /// where they share one): a line that holds none is no row's.
-    pub fn anchors() -> Vec<String> {
-        let mut out: Vec<String> = MESSAGES
+    /// Words that find every known line: each format of the table, and
+    /// each of `more`, holds one of them, so a line that holds none is no
+    /// row's. Few words search fast (a log's bytes are mostly lines that
+    /// are no row's): chosen greedily, the word of 8 to 12 bytes that the
+    /// most formats not yet found hold, the longer on a tie.
+    pub fn words(more: &[&str]) -> Vec<String> {
+        // Each format's fixed texts (each of `more` is one).
+        let mut formats: Vec<Vec<String>> = MESSAGES
             .iter()
-            .flat_map(|m| m.formats.iter().map(|f| anchor(f)))
+            .flat_map(|m| m.formats.iter().map(|f| split_format(f).0))
             .collect();
-        out.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
-        out.dedup();
+        formats.extend(more.iter().map(|w| vec![w.to_string()]));
+        let n = formats.len();
+        assert!(n <= 256, "the finder's sets hold 256 formats");
+        type Bits = [u64; 4];
+        // Each candidate word, with the formats that hold it: the windows
+        // of 8 to 12 bytes of its texts; a format whose texts are all
+        // shorter, by its longest.
+        let mut held: std::collections::HashMap<&str, Bits> = Default::default();
+        for (o, texts) in formats.iter().enumerate() {
+            let mut mark = |word| held.entry(word).or_insert([0; 4])[o / 64] |= 1 << (o % 64);
+            let longest = texts
+                .iter()
+                .max_by_key(|t| t.len())
+                .map_or("", String::as_str);
+            if longest.len() < 8 {
+                mark(longest);
+                continue;
+            }
+            for t in texts {
+                for len in 8..=12.min(t.len()) {
+                    for at in 0..=t.len() - len {
+                        if let Some(word) = t.get(at..at + len) {
+                            mark(word);
+                        }
+                    }
+                }
+            }
+        }
+        let mut left: Bits = [0; 4];
+        for o in 0..n {
+            left[o / 64] |= 1 << (o % 64);
+        }
+        let count = |bits: &Bits, left: &Bits| -> u32 {
+            bits.iter()
+                .zip(left)
+                .map(|(a, b)| (a & b).count_ones())
+                .sum()
+        };
+        let mut out = Vec::new();
+        while left != [0; 4] {
+            let Some((word, bits)) = held
+                .iter()
+                .max_by_key(|(w, bits)| (count(bits, &left), w.len(), std::cmp::Reverse(**w)))
+            else {
+                break;
+            };
+            if count(bits, &left) == 0 {
+                break;
+            }
+            for (l, b) in left.iter_mut().zip(bits.iter()) {
+                *l &= !b;
+            }
+            out.push(word.to_string());
+        }
         out
     }
 
@@ -393,7 +449,8 @@ impl Known {
     /// that knows it.
     pub fn read(&self, text: &str, shape: Shape) -> Option<Hit> {
         for i in self.set.matches(text).iter() {
-            let (r, re, names) = &self.each[i];
+            let (r, (pattern, built), names) = &self.each[i];
+            let re = built.get_or_init(|| Regex::new(pattern).expect("a format's expression"));
             let row = &MESSAGES[*r];
             let Some(caps) = re.captures(text) else {
                 continue;
