@@ -340,9 +340,15 @@ fn to_text(f: &Findings) -> String {
             let _ = writeln!(s, "           fix: {fix}");
         }
     }
+    // Doctor judges this machine; a job that already failed is judged
+    // by its own logs.
     let _ = writeln!(
         s,
-        "\n{problems} problem{}, {notes} note{}.",
+        "\nA job failed? `nccl-find explain` reads its logs (slurm-*.out, kubectl logs) and names the cause."
+    );
+    let _ = writeln!(
+        s,
+        "{problems} problem{}, {notes} note{}.",
         if problems == 1 { "" } else { "s" },
         if notes == 1 { "" } else { "s" }
     );

@@ -341,6 +341,22 @@ mod tests {
         }
     }
 
+    /// Every class is in the docs: explain.md's table, json.md's list.
+    #[test]
+    fn every_class_is_documented() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let explain = std::fs::read_to_string(root.join("docs/explain.md")).unwrap();
+        let json = std::fs::read_to_string(root.join("docs/json.md")).unwrap();
+        for c in &CLASSES {
+            let id = format!("`{}`", c.id);
+            assert!(
+                explain.contains(&format!("| {id} |")),
+                "docs/explain.md lacks {id}"
+            );
+            assert!(json.contains(&id), "docs/json.md lacks {id}");
+        }
+    }
+
     #[test]
     fn templates_take_the_fields_or_their_words() {
         let f = |n: &str| (n == "peer").then(|| "10.0.0.2".to_string());

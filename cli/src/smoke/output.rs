@@ -113,6 +113,14 @@ pub(super) fn print_ending(last: &Last) {
             ),
         );
     }
+    // One process that works, at a terminal: where a job of the user's
+    // still fails, its own logs say why.
+    if code == 0 && who.is_empty() {
+        say(
+            &mut std::io::stdout(),
+            "note: NCCL works here; where a job of yours fails, `nccl-find explain` reads its logs and names the cause",
+        );
+    }
     say(&mut std::io::stdout(), &format!("{who}{verdict}"));
     // A failure is said on stderr too, where that is somewhere else (a
     // launcher's log of errors); on a terminal, or with 2>&1, it is said once.
