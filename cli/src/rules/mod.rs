@@ -13,6 +13,7 @@
 pub(crate) mod agree;
 pub(crate) mod fabric;
 pub(crate) mod failures;
+pub(crate) mod fixes;
 pub(crate) mod hca;
 pub(crate) mod ifaces;
 pub(crate) mod knobs;

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::explain::line::{Line, Stamp};
 use crate::rules::failures::{self, Failure};
+use crate::rules::fixes;
 use crate::rules::messages::{self, Fact, Hit, Says};
 
 /// A line the table knows, and where it came from.
@@ -156,50 +157,23 @@ const QUOTED: usize = 3;
 /// line), with each input's count of lines (`ends`).
 pub fn judge(events: &[Event], ends: &[u64], extra: Extra) -> Answer {
     let events = with_ranks(events);
+    let mut a = judged(&events, ends, extra);
+    a.notes.extend(fixed_later(&a, &events));
+    a
+}
+
+fn judged(events: &[Event], ends: &[u64], extra: Extra) -> Answer {
     let failed = events.iter().any(|e| {
         matches!(e.hit.says, Says::Cause(_) | Says::Symptom(_))
             || matches!(e.fact(), Some(Fact::Traceback | Fact::Crash))
             || (e.fact() == Some(Fact::Exited) && e.hit.field("exit").is_some_and(|x| x != "0"))
     });
-    let roce = events
-        .iter()
-        .any(|e| e.fact() == Some(Fact::IbDevices) && e.text.contains("/RoCE"));
-    let mut causes: Vec<agree::Difference> = Vec::new();
-    let mut by_class: BTreeMap<Failure, Vec<&Event>> = BTreeMap::new();
-    for e in &events {
-        if let Says::Cause(f) = e.hit.says {
-            by_class.entry(in_context(f, e, roce)).or_default().push(e);
-        }
-    }
-    // What the setup shows (ranks that differ, interfaces that reach no
-    // other host) is a cause where the job failed or never finished
-    // setting up; in a job that did, a note.
-    let set_up = events.iter().any(|e| e.fact() == Some(Fact::InitDone));
-    let mut setup: Vec<agree::Difference> = Vec::new();
-    // Interfaces of other names on other nodes are a cause only where the
-    // failure is the network's.
-    let network = by_class
-        .keys()
-        .all(|f| matches!(f, Failure::Unreachable | Failure::Refused | Failure::IbLink));
-    for (d, weak) in agree::disagreements(&events) {
-        if !weak || network {
-            setup.push(d);
-        }
-    }
-    setup.extend(reach::unreachable_ifaces(&events));
-    // One name on two nodes: NCCL takes them for one, and finds two ranks
-    // on one GPU, or another node's shared memory or GPU not there.
-    let one_node = by_class.keys().any(|f| {
-        matches!(
-            f,
-            Failure::DuplicateGpu | Failure::Shm | Failure::PeerAccess | Failure::CudaError
-        )
-    });
-    if one_node {
-        setup.extend(agree::same_hostname(&events));
-    }
-    if !failed && set_up {
-        let mut a = no_failure(&events);
+    let by_class = direct_causes(events);
+    let setup = setup_causes(events, &by_class);
+    // What the setup shows is a cause where the job failed or never
+    // finished setting up; in a job that did, a note.
+    if !failed && events.iter().any(|e| e.fact() == Some(Fact::InitDone)) {
+        let mut a = no_failure(events);
         a.notes.extend(setup.iter().map(|(f, evs, fields)| {
             let field = |n: &str| fields.get(n).cloned();
             format!(
@@ -212,32 +186,98 @@ pub fn judge(events: &[Event], ends: &[u64], extra: Extra) -> Answer {
         }));
         return a;
     }
-    causes.extend(setup);
+    let mut causes = setup;
     for (f, evs) in by_class {
-        let fields = fields_of(evs[0], &events);
+        let fields = fields_of(evs[0], events);
         causes.push((f, evs, fields));
     }
     if causes.is_empty() && !failed {
-        return match stopped_in_setup(&events, ends) {
-            Some(e) => answer(
-                Verdict::NoCause,
-                Failure::SetupHang,
-                &[e],
-                BTreeMap::new(),
-                &events,
-                extra,
-            ),
-            None => no_failure(&events),
+        return match stopped_in_setup(events, ends) {
+            Some(e) => {
+                let (v, f) = (Verdict::NoCause, Failure::SetupHang);
+                answer(v, f, &[e], BTreeMap::new(), events, extra)
+            }
+            None => no_failure(events),
         };
     }
-    let first = pick(&causes);
-    match first {
+    match pick(&causes) {
         Some(i) => {
             let (f, evs, fields) = causes.swap_remove(i);
-            answer(Verdict::Cause, f, &evs, fields, &events, extra)
+            answer(Verdict::Cause, f, &evs, fields, events, extra)
         }
-        None => no_cause(&events, extra),
+        None => no_cause(events, extra),
     }
+}
+
+/// The lines that name a cause, by class (in context: a completion error
+/// that ran out of retries on RoCE is its GID's).
+fn direct_causes(events: &[Event]) -> BTreeMap<Failure, Vec<&Event>> {
+    let roce = events
+        .iter()
+        .any(|e| e.fact() == Some(Fact::IbDevices) && e.text.contains("/RoCE"));
+    let mut by_class: BTreeMap<Failure, Vec<&Event>> = BTreeMap::new();
+    for e in events {
+        if let Says::Cause(f) = e.hit.says {
+            by_class.entry(in_context(f, e, roce)).or_default().push(e);
+        }
+    }
+    by_class
+}
+
+/// What the setup shows: ranks that differ, interfaces that reach no
+/// other host, one name on two nodes.
+fn setup_causes<'a>(
+    events: &'a [Event],
+    by_class: &BTreeMap<Failure, Vec<&Event>>,
+) -> Vec<agree::Difference<'a>> {
+    // Interfaces of other names on other nodes are a cause only where the
+    // failure is the network's.
+    let network = by_class
+        .keys()
+        .all(|f| matches!(f, Failure::Unreachable | Failure::Refused | Failure::IbLink));
+    let mut setup: Vec<agree::Difference> = agree::disagreements(events)
+        .into_iter()
+        .filter(|(_, weak)| !weak || network)
+        .map(|(d, _)| d)
+        .collect();
+    setup.extend(reach::unreachable_ifaces(events));
+    // One name on two nodes: NCCL takes them for one, and finds two ranks
+    // on one GPU, or another node's shared memory or GPU not there.
+    let one_node = by_class.keys().any(|f| {
+        matches!(
+            f,
+            Failure::DuplicateGpu | Failure::Shm | Failure::PeerAccess | Failure::CudaError
+        )
+    });
+    if one_node {
+        setup.extend(agree::same_hostname(events));
+    }
+    setup
+}
+
+/// A later release that fixed a bug on the path the answer names, where
+/// the logs say which NCCL ran (one release on every rank).
+fn fixed_later(a: &Answer, events: &[Event]) -> Option<String> {
+    let f = a.failure?;
+    let versions: BTreeSet<&str> = events
+        .iter()
+        .filter_map(|e| e.hit.field("version"))
+        .filter(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+        .map(|v| v.split(['+', ' ']).next().unwrap_or(v))
+        .collect();
+    let [running] = versions.into_iter().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let found = fixes::after(running, f.class().topics, 2);
+    found.first()?;
+    let said: Vec<String> = found
+        .iter()
+        .map(|(v, fix)| format!("{v}: \"{fix}\""))
+        .collect();
+    Some(format!(
+        "NCCL {running} ran; a later release's notes say it fixed a bug on this path: {}",
+        said.join("; ")
+    ))
 }
 
 /// Ranks for the lines that lack one, where the file or the process says

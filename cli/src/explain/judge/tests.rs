@@ -99,3 +99,19 @@ fn without_times_the_most_basic_class_is_named() {
     let ib = &ev[..2];
     assert_eq!(judge(ib, &[99], &none).failure, Some(Failure::IbGid));
 }
+
+/// A later release that fixed a bug on the path named is said beside it,
+/// where the logs say which NCCL ran.
+#[test]
+fn a_later_fix_on_the_path_is_noted() {
+    let ev = events(&[&[
+        "NCCL version 2.18.1+cuda12.1",
+        "node1:1:1 [0] misc/shmutils.cc:80 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888)",
+    ]]);
+    let a = judge(&ev, &[9], &none);
+    assert_eq!(a.failure, Some(Failure::Shm));
+    assert_eq!(
+        a.notes,
+        ["NCCL 2.18.1 ran; a later release's notes say it fixed a bug on this path: 2.18.3: \"Fix crash when shared memory creation fails.\"; 2.26.2: \"Fix shared memory usage on recent Blackwell GPUs.\""]
+    );
+}

@@ -185,7 +185,12 @@ pub const MESSAGES: [Message; 58] = [
             "Timed out after %d seconds waiting for clients. %d/%d clients joined.",
             "Socket Timeout",
         ],
-        &[("connect to ", "addr"), (" - ", "err"), ("seconds waiting for clients. ", "joined")],
+        &[
+            ("connect to ", "addr"),
+            (" - ", "err"),
+            ("seconds waiting for clients. ", "joined"),
+            ("/", "world"),
+        ],
         Says::Cause(Rendezvous),
     ),
     row(

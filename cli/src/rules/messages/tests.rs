@@ -303,3 +303,52 @@ fn formats_split_into_fixed_texts_and_conversions() {
         ") after sleep for "
     );
 }
+
+/// The frameworks' words for NCCL's failures, as they print them.
+#[test]
+fn the_frameworks_lines_are_read() {
+    let known = Known::new();
+    let says = |l: &str| {
+        known
+            .read(l, Shape::default())
+            .map(|h| (h.says, h.field("words").map(str::to_string)))
+    };
+    let nccl = |w: &str| Some((Says::Symptom(Failure::NcclError), Some(w.to_string())));
+    assert_eq!(
+        says("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:297: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled system error"),
+        nccl("unhandled system error")
+    );
+    assert_eq!(
+        says("OSError: (External) NCCL error(2), unhandled system error."),
+        nccl("unhandled system error.")
+    );
+    assert_eq!(
+        says(
+            "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"
+        ),
+        nccl("unhandled cuda error (run with NCCL_DEBUG=INFO for details)")
+    );
+    let h = known.read("torch.distributed.DistNetworkError: The client socket has failed to connect to [node-a]:29500 (errno: 113 - No route to host).", Shape::default()).unwrap();
+    assert_eq!(
+        (h.says, h.field("err")),
+        (Says::Cause(Failure::Rendezvous), Some("No route to host"))
+    );
+    let h = known.read("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 3/4 clients joined.", Shape::default()).unwrap();
+    assert_eq!(
+        (h.says, h.field("joined")),
+        (Says::Cause(Failure::Rendezvous), Some("3"))
+    );
+    let h = known.read("RuntimeError: The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).", Shape::default()).unwrap();
+    assert_eq!(
+        (h.says, h.field("err")),
+        (
+            Says::Cause(Failure::PortInUse),
+            Some("Address already in use")
+        )
+    );
+    let h = known.read("slurmstepd: error: *** JOB 4711 ON node7 CANCELLED AT 2026-11-29T10:00:00 DUE TO TIME LIMIT ***", Shape::default()).unwrap();
+    assert_eq!(
+        (h.says, h.field("host")),
+        (Says::Symptom(Failure::TimeLimit), Some("node7"))
+    );
+}
