@@ -3,6 +3,8 @@
 //! address, the cause and fix the thread established, and the answer
 //! asserted), the logs recorded on a GPU machine (`tests/explain/gpu/`),
 //! every launcher's prefixes, and bad input of every kind.
+//! `UPDATE_GOLDEN=1 cargo test --test explain` writes each case's answer
+//! as it is now: review the diff.
 
 mod common;
 
@@ -65,18 +67,31 @@ fn check(name: &str) {
     let files = logs(&dir);
     let o = explain().args(&files).current_dir(&dir).output().unwrap();
     let (code, first, last) = answer(&o);
+    let run = explain()
+        .arg("--json")
+        .args(&files)
+        .current_dir(&dir)
+        .output();
+    let j = json(&run.unwrap());
+    let class = j["class"].as_str().unwrap_or("none");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        // The answer as it is now, written over the one the case held.
+        let text = std::fs::read_to_string(dir.join("case")).unwrap();
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| !l.starts_with("expect-"))
+            .map(String::from)
+            .collect();
+        lines.push(format!("expect-exit: {code}"));
+        lines.push(format!("expect-class: {class}"));
+        lines.push(format!("expect-first: {first}"));
+        lines.push(format!("expect-last: {last}"));
+        std::fs::write(dir.join("case"), lines.join("\n") + "\n").unwrap();
+        return;
+    }
     assert_eq!(first, c["expect-first"], "{name}");
     assert_eq!(last, c["expect-last"], "{name}");
     assert_eq!(code.to_string(), c["expect-exit"], "{name}");
-    let j = json(
-        &explain()
-            .arg("--json")
-            .args(&files)
-            .current_dir(&dir)
-            .output()
-            .unwrap(),
-    );
-    let class = j["class"].as_str().unwrap_or("none");
     assert_eq!(class, c["expect-class"], "{name}");
     assert_eq!(j["headline"], first.as_str(), "{name}");
     assert_eq!(j["fix"], last.as_str(), "{name}");
