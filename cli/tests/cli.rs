@@ -439,7 +439,7 @@ fn print_marks_an_install_a_build_script_refuses() {
 }
 
 /// Every flag of ours that the README and the docs use is in `--help`
-/// (the command's, `doctor`'s, `smoke`'s or `ras`'s); the others named there are
+/// (the command's, `doctor`'s, `smoke`'s, `ras`'s or `explain`'s); the others named there are
 /// other programs' (cargo, pip, the launchers, the linker), listed here.
 #[test]
 fn every_flag_the_docs_use_is_in_help() {
@@ -457,6 +457,7 @@ fn every_flag_the_docs_use_is_in_help() {
         "--force-reinstall",
         "--git",
         "--gpus-per-task",
+        "--label",
         "--list-diagnostics",
         "--log-dir",
         "--map-by",
@@ -472,9 +473,12 @@ fn every_flag_the_docs_use_is_in_help() {
         "--ntasks-per-node",
         "--oversubscribe",
         "--path",
+        "--prefix",
         "--rdzv-backend",
         "--rdzv-id",
         "--standalone",
+        "--tag-output",
+        "--tee",
         "--test",
         "--ulimit",
         "--workspace",
@@ -491,6 +495,7 @@ fn every_flag_the_docs_use_is_in_help() {
         help(&["doctor", "--help"]),
         help(&["smoke", "--help"]),
         help(&["ras", "--help"]),
+        help(&["explain", "--help"]),
     ]
     .concat();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
