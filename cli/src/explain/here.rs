@@ -1,11 +1,13 @@
 //! `--here`: what this host, a node of the job, adds to the logs: which
 //! of its interfaces is on the network of an address the log names, and
-//! where its default route leaves, for the fix.
+//! where its default route leaves; the network plugins its loader finds;
+//! whether its GPUDirect RDMA module is loaded. For the fix.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use crate::facts::net::{self, Iface};
+use crate::facts::rdma::RdmaHw;
 use crate::rules::ifaces::reaches_no_other_node;
 
 /// Whether `addr` is on the subnet of `ip`/`prefix`.
@@ -88,6 +90,42 @@ pub fn route(
     }
 }
 
+/// This host's RDMA facts: its plugins on the loader's path, its
+/// GPUDirect RDMA module.
+pub fn rdma() -> RdmaHw {
+    RdmaHw::gather(std::path::Path::new("/"), &[])
+}
+
+/// The network plugins this node's loader finds (field `plugins_here`).
+pub fn plugins(hw: &RdmaHw) -> String {
+    let net: Vec<&str> = hw
+        .plugins
+        .iter()
+        .filter(|p| {
+            p.path
+                .rsplit('/')
+                .next()
+                .is_some_and(|f| f.starts_with("libnccl-net"))
+        })
+        .map(|p| p.path.as_str())
+        .collect();
+    match net.as_slice() {
+        [] => {
+            " (this node has no libnccl-net*.so on the loader's path: NCCL's own transports)".into()
+        }
+        all => format!(" (this node's loader finds {})", all.join(", ")),
+    }
+}
+
+/// Whether this node's GPUDirect RDMA module is loaded (field
+/// `peermem_here`).
+pub fn peermem(hw: &RdmaHw) -> String {
+    match &hw.peermem {
+        Some(m) => format!(" (on this node {m} is loaded: look at the other nodes)"),
+        None => " (on this node neither nvidia_peermem nor nv_peer_mem is loaded)".into(),
+    }
+}
+
 /// [`route`] over this host's interfaces and routes.
 pub fn route_here(fields: &BTreeMap<&'static str, String>) -> Option<String> {
     route(fields, &net::interfaces(), net::default_route().as_deref())
@@ -110,6 +148,26 @@ mod tests {
                 routed: true,
             }],
         }
+    }
+
+    #[test]
+    fn the_plugins_and_the_module_here_are_said() {
+        let mut hw = RdmaHw::default();
+        assert!(plugins(&hw).contains("no libnccl-net*.so"));
+        hw.plugins.push(crate::facts::rdma::Plugin {
+            path: "/opt/hpcx/lib/libnccl-net.so".into(),
+            version: None,
+        });
+        assert_eq!(
+            plugins(&hw),
+            " (this node's loader finds /opt/hpcx/lib/libnccl-net.so)"
+        );
+        assert!(peermem(&hw).contains("neither"));
+        hw.peermem = Some("nvidia_peermem".into());
+        assert_eq!(
+            peermem(&hw),
+            " (on this node nvidia_peermem is loaded: look at the other nodes)"
+        );
     }
 
     #[test]

@@ -91,10 +91,17 @@ pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
     if !inputs.iter().any(|i| i.read) {
         return unreadable(&inputs, args.json, color);
     }
+    let hw = std::cell::OnceCell::new();
     let extra = |name: &str, fields: &std::collections::BTreeMap<&'static str, String>| {
-        (args.here && name == "route")
-            .then(|| here::route_here(fields))
-            .flatten()
+        if !args.here {
+            return None;
+        }
+        match name {
+            "route" => here::route_here(fields),
+            "plugins_here" => Some(here::plugins(hw.get_or_init(here::rdma))),
+            "peermem_here" => Some(here::peermem(hw.get_or_init(here::rdma))),
+            _ => None,
+        }
     };
     let ends: Vec<u64> = inputs.iter().map(|i| i.lines).collect();
     let answer = judge::judge(&events, &ends, &extra);

@@ -119,7 +119,7 @@ pub const CLASSES: [Class; 34] = [
         failure: Failure::PluginMismatch,
         id: "plugin-mismatch",
         what: "ranks use different network plugins[ ({plugins})]",
-        fix: "make every node load the same network plugin: the same image everywhere, or NCCL_NET_PLUGIN set alike on every node (NCCL_NET_PLUGIN=none for none)",
+        fix: "make every node load the same network plugin{plugins_here|}: the same image everywhere, or NCCL_NET_PLUGIN set alike on every node (NCCL_NET_PLUGIN=none for none)",
         topics: &["plugin"],
     },
     Class {
@@ -175,7 +175,7 @@ pub const CLASSES: [Class; 34] = [
         failure: Failure::PluginFailed,
         id: "plugin-failed",
         what: "NCCL's network plugin failed[ ({plugin})][: {err}]",
-        fix: "install the plugin's dependencies on every node (libfabric for aws-ofi-nccl, the OFED stack for IB plugins), or NCCL_NET_PLUGIN=none to go without it",
+        fix: "install the plugin's dependencies on every node{plugins_here|} (libfabric for aws-ofi-nccl, the OFED stack for IB plugins), or NCCL_NET_PLUGIN=none to go without it",
         topics: &["plugin"],
     },
     Class {
@@ -224,7 +224,7 @@ pub const CLASSES: [Class; 34] = [
         failure: Failure::Gdr,
         id: "gpudirect-rdma",
         what: "GPUDirect RDMA failed: the adapter could not reach GPU memory[ ({err})]",
-        fix: "load nvidia-peermem (modprobe nvidia-peermem) on every node, or NCCL_NET_GDR_LEVEL=LOC to go without GPUDirect RDMA",
+        fix: "load nvidia-peermem (modprobe nvidia-peermem) on every node{peermem_here|}, or NCCL_NET_GDR_LEVEL=LOC to go without GPUDirect RDMA",
         topics: &["GDR", "GPU Direct", "DMA-BUF", "dmabuf", "peermem"],
     },
     Class {

@@ -144,7 +144,12 @@ pub struct Answer {
     pub notes: Vec<String>,
 }
 
-/// What `--here` adds: fields the fix may use (`route`).
+/// The fields `--here` may add for the fix: this node's interface toward
+/// the peer (`route`), its network plugins (`plugins_here`), its
+/// GPUDirect RDMA module (`peermem_here`).
+pub const HERE: [&str; 3] = ["route", "plugins_here", "peermem_here"];
+
+/// What `--here` adds: a field of [`HERE`], from the cause's fields.
 pub type Extra<'a> = &'a dyn Fn(&str, &BTreeMap<&'static str, String>) -> Option<String>;
 
 /// A field is said in the verdict to this many bytes.
@@ -471,8 +476,10 @@ fn answer(
     events: &[Event],
     extra: Extra,
 ) -> Answer {
-    if let Some(route) = extra("route", &fields) {
-        fields.insert("route", route);
+    for name in HERE {
+        if let Some(v) = extra(name, &fields) {
+            fields.insert(name, v);
+        }
     }
     let field = |n: &str| fields.get(n).cloned();
     let class = f.class();
