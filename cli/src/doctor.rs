@@ -240,8 +240,11 @@ const CHECKS: &[Check] = &[
     Check {
         id: "variables",
         reads: "NCCL_* in the environment and NCCL's configuration files; the library's names and parameters",
-        concludes: "what each setting does, misspellings, values NCCL rejects, values an env plugin set",
-        run: |f, s| variables::check(f, &s.inputs.settings, s.names),
+        concludes: "what each setting does, misspellings, values NCCL rejects, values an env plugin set, a RAS service that crashes by itself",
+        run: |f, s| {
+            variables::check(f, &s.inputs.settings, s.names);
+            variables::check_ras(f, &s.inputs.settings, s.judged);
+        },
     },
     Check {
         id: "network",

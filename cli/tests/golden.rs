@@ -198,6 +198,8 @@ NCCL variables:
   note     NCCL_SOCKET_IFNAME=eth9 (the network interfaces NCCL may use: prefixes, ^ to exclude, = for exact names)
   note     NCCL_DEBUG is unset, so NCCL says little when it fails
            fix: NCCL_DEBUG=WARN (or INFO) when something goes wrong
+  note     NCCL 2.28.3: its RAS service has crashed jobs by itself: NVIDIA/nccl#1996 (seen on 2.27.7): a segfault in rasMsgHandlePeersUpdate, with no question asked; every release from 2.26.2 to 2.28.9 has that code
+           fix: where jobs die in RAS code, set NCCL_RAS_ENABLE=0 (then `nccl-find ras` cannot ask a job that hangs), or run a newer NCCL
 
 Network:
   ok       interfaces: lo 127.0.0.1/8; eth0 10.0.0.5/24 fe80::1/64
@@ -774,4 +776,23 @@ fn print_and_doctor_fit_a_terminal_of_80_and_120_columns() {
         let words = |t: &str| t.split_whitespace().count();
         assert_eq!(words(&print), words(&piped), "{cols}");
     }
+}
+
+/// The note of a RAS service that crashes by itself goes with the release
+/// (2.28.3 here) and with the service: `NCCL_RAS_ENABLE=0` takes it away.
+#[test]
+fn a_ras_service_that_crashes_by_itself_is_noted_unless_turned_off() {
+    let note = "its RAS service has crashed jobs by itself: NVIDIA/nccl#1996";
+    let (_, on, _) = run("dpkg", &["doctor"], &[("NCCL_DEBUG", "WARN")]);
+    assert!(on.contains(&format!("NCCL 2.28.3: {note}")), "{on}");
+    let (_, off, _) = run(
+        "dpkg",
+        &["doctor"],
+        &[("NCCL_DEBUG", "WARN"), ("NCCL_RAS_ENABLE", "0")],
+    );
+    assert!(!off.contains(note), "{off}");
+    assert!(
+        off.contains("NCCL_RAS_ENABLE=0 turns NCCL's RAS service off"),
+        "{off}"
+    );
 }

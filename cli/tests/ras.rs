@@ -128,11 +128,102 @@ fn replay(mut s: TcpStream, blocks: Vec<Vec<u8>>) {
     }
 }
 
-fn nccl(reports: &[&str], json: bool) -> String {
-    serve(Serve::Nccl {
-        reports: reports.iter().map(|r| report(r)).collect(),
-        json,
-    })
+/// A stand-in RAS service in a process of its own (`tests/ras/serve.py`)
+/// that maps a `libnccl.so.2` of `version` and answers as that release
+/// does; killed when dropped.
+struct Job {
+    child: std::process::Child,
+    /// Where it listens.
+    addr: String,
+    record: std::path::PathBuf,
+}
+
+/// A `libnccl.so.2` whose `NCCL version` text says `version` (`2.26.2`):
+/// a fixture library's, its text rewritten.
+fn lib_of(version: &str) -> std::path::PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fixture = here.join("../fixtures/trees/dpkg/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3");
+    let mut b = std::fs::read(fixture).unwrap();
+    let mark = b"NCCL version 2.28.3";
+    let at = b.windows(mark.len()).position(|w| w == mark).unwrap() + 13;
+    assert_eq!(version.len(), 6, "{version}");
+    b[at..at + 6].copy_from_slice(version.as_bytes());
+    let dir = common::scratch(&format!("ras-lib-{version}-{}", common::unique("l")));
+    let lib = dir.join("libnccl.so.2");
+    std::fs::write(&lib, b).unwrap();
+    lib
+}
+
+impl Job {
+    /// NCCL `version`'s service, with these reports (one per `STATUS`, the
+    /// last again after them).
+    fn start(version: &str, reports: Vec<Vec<u8>>) -> Job {
+        let json = version >= "2.28.7";
+        let lib = lib_of(version);
+        let dir = lib.parent().unwrap().to_path_buf();
+        let record = dir.join("received");
+        let mut c = Command::new("python3");
+        c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ras/serve.py"))
+            .arg(&lib)
+            .arg(if json { "1" } else { "0" })
+            .arg(&record)
+            .stdout(std::process::Stdio::piped());
+        for (i, r) in reports.iter().enumerate() {
+            let f = dir.join(format!("report-{i}"));
+            std::fs::write(&f, r).unwrap();
+            c.arg(f);
+        }
+        let mut child = c.spawn().unwrap();
+        let mut port = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut port)
+            .unwrap();
+        Job {
+            child,
+            addr: format!("127.0.0.1:{}", port.trim()),
+            record,
+        }
+    }
+
+    /// `--host HOST --port PORT` for it.
+    fn flags(&self) -> [&str; 4] {
+        ["--host", host_of(&self.addr), "--port", port_of(&self.addr)]
+    }
+
+    /// Every line it received, `TIMEOUT N` as `TIMEOUT`.
+    fn received(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| match l.starts_with("TIMEOUT ") {
+                true => "TIMEOUT".to_string(),
+                false => l.to_string(),
+            })
+            .collect()
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// NCCL 2.28.9's service, with these recorded reports (asked for as
+/// text with `--text --ask-anyway`: text reports are a hazard there).
+fn nccl(reports: &[&str]) -> Job {
+    Job::start("2.28.9", reports.iter().map(|r| report(r)).collect())
+}
+
+/// `nccl-find ras` asking `job`, for its text report where not `json`.
+fn ask(job: &Job, json: bool, more: &[&str]) -> Output {
+    let mut args = job.flags().to_vec();
+    if !json {
+        args.extend(["--text", "--ask-anyway"]);
+    }
+    args.extend(more);
+    ras(&args)
 }
 
 /// `nccl-find ras ARGS` with none of the RAS variables around.
@@ -174,11 +265,9 @@ const RANK1: &str = "rank 1 (process 857 on 192.0.2.2, GPU 0)";
 #[test]
 fn a_healthy_job_is_ok_from_json_and_from_text() {
     for json in [true, false] {
-        let addr = nccl(
-            &["healthy-json.txt", "healthy-text.txt"][usize::from(!json)..][..1],
-            json,
-        );
-        let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
+        let job = nccl(&["healthy-json.txt", "healthy-text.txt"][usize::from(!json)..][..1]);
+        let addr = &job.addr;
+        let o = ask(&job, json, &[]);
         assert_eq!(
             answer(&o),
             (
@@ -190,36 +279,58 @@ fn a_healthy_job_is_ok_from_json_and_from_text() {
             ),
             "{o:?}"
         );
-        // The verdict is the whole output.
+        // What RAS cannot see, then the verdict.
         let (_, out, err) = common::text(&o);
-        assert_eq!((out.lines().count(), err.as_str()), (1, ""), "{out}");
+        assert_eq!((out.lines().count(), err.as_str()), (2, ""), "{out}");
+        assert!(out.starts_with("What RAS cannot see: a kernel stuck on the network"));
+        assert!(out.contains("(NVIDIA/nccl#1730)"), "{out}");
+        // Only what the table allows was asked: JSON's STATUS, or one
+        // plain STATUS, never VERBOSE STATUS.
+        let report = match json {
+            true => vec!["SET FORMAT json", "STATUS"],
+            false => vec!["STATUS"],
+        };
+        assert_eq!(
+            job.received(),
+            [vec!["CLIENT PROTOCOL 2", "TIMEOUT"], report].concat(),
+            "{json}"
+        );
     }
 }
 
 #[test]
 fn a_rank_behind_is_named_once_two_looks_agree() {
     for (file, json) in [("behind-json.txt", true), ("behind-text.txt", false)] {
-        let addr = nccl(&[file], json);
-        let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
-        assert_eq!(
-            answer(&o),
-            (
-                1,
-                format!(
-                    "look at {RANK1} first: it is 1 AllReduce behind (launched 3, the others up to \
-                     4), and the counts did not move in 2 s: the others wait for it. See where \
-                     process 857 is (`py-spy dump --pid 857` for Python)"
-                )
+        let job = nccl(&[file]);
+        let o = ask(&job, json, &[]);
+        // Asked anyway for a text report, a hazard on 2.28.9: never twice.
+        let line = match json {
+            true => format!(
+                "look at {RANK1} first: it is 1 AllReduce behind (launched 3, the others up to \
+                 4), and the counts did not move in 2 s: the others wait for it. See where \
+                 process 857 is (`py-spy dump --pid 857` for Python)"
             ),
-            "{file}: {o:?}"
-        );
+            false => format!(
+                "behind, once: {RANK1} is 1 AllReduce behind (launched 3, the others up to 4) at \
+                 the one look taken; a second look, which would tell whether it moves, is a known \
+                 hazard for NCCL 2.28.9's RAS service (NVIDIA/nccl#2346; above). See where process \
+                 857 is (`py-spy dump --pid 857` for Python)"
+            ),
+        };
+        assert_eq!(answer(&o), (1, line), "{file}: {o:?}");
+        let statuses = job
+            .received()
+            .iter()
+            .filter(|l| l.ends_with("STATUS"))
+            .count();
+        assert_eq!(statuses, if json { 2 } else { 1 }, "{file}");
     }
 }
 
 #[test]
 fn a_rank_gone_between_the_two_looks_is_no_progress() {
-    let addr = nccl(&["behind-json.txt", "killed-json.txt"], true);
-    let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
+    let job = nccl(&["behind-json.txt", "killed-json.txt"]);
+    let o = ask(&job, true, &[]);
     let (code, line) = answer(&o);
     assert_eq!(code, 1);
     assert!(
@@ -230,8 +341,9 @@ fn a_rank_gone_between_the_two_looks_is_no_progress() {
 
 #[test]
 fn a_rank_behind_that_catches_up_is_a_job_that_moves() {
-    let addr = nccl(&["behind-json.txt", "healthy-json.txt"], true);
-    let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
+    let job = nccl(&["behind-json.txt", "healthy-json.txt"]);
+    let addr = &job.addr;
+    let o = ask(&job, true, &[]);
     assert_eq!(
         answer(&o),
         (
@@ -247,8 +359,8 @@ fn a_rank_behind_that_catches_up_is_a_job_that_moves() {
 #[test]
 fn a_killed_rank_outranks_the_error_it_causes() {
     for (file, json) in [("killed-json.txt", true), ("killed-text.txt", false)] {
-        let addr = nccl(&[file], json);
-        let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
+        let job = nccl(&[file]);
+        let o = ask(&job, json, &[]);
         assert_eq!(
             answer(&o),
             (
@@ -266,8 +378,9 @@ fn a_killed_rank_outranks_the_error_it_causes() {
         assert!(
             out.ends_with(&format!(
                 "  {RANK1}: missing: NCCL has no data from it (its process is gone or does not \
-                 answer)\n  rank 0 (process 856 on 192.0.2.2, GPU 0): Remote process error (how a \
-                 peer's failure looks from here)\n"
+                 answer)\n  rank 0 (process 856 on 192.0.2.2, GPU 0): ncclRemoteError (remote \
+                 process exited or there was a network error) (how a peer's failure looks from \
+                 here)\n"
             )),
             "{file}: {out}"
         );
@@ -276,8 +389,8 @@ fn a_killed_rank_outranks_the_error_it_causes() {
 
 #[test]
 fn json_gives_the_verdict_and_every_ranks_facts() {
-    let addr = nccl(&["killed-json.txt"], true);
-    let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr), "--json"]);
+    let job = nccl(&["killed-json.txt"]);
+    let o = ask(&job, true, &["--json"]);
     assert_eq!(o.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["verdict"], "look");
@@ -294,16 +407,11 @@ fn json_gives_the_verdict_and_every_ranks_facts() {
     assert_eq!(ranks[0]["async_error"], 6);
     assert_eq!(ranks[0]["collective_counts"]["AllReduce"], 4);
     assert_eq!(ranks[1]["missing"], true);
-    assert_eq!(
-        v["message"],
-        answer(&ras(&["--host", host_of(&addr), "--port", port_of(&addr)])).1
-    );
+    assert_eq!(v["message"], answer(&ask(&job, true, &[])).1);
     // Healthy, in text: the same keys, no communicators' detail.
-    let addr = nccl(&["healthy-text.txt"], false);
-    let v: serde_json::Value = serde_json::from_slice(
-        &ras(&["--host", host_of(&addr), "--port", port_of(&addr), "--json"]).stdout,
-    )
-    .unwrap();
+    let job = nccl(&["healthy-text.txt"]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&ask(&job, false, &["--json"]).stdout).unwrap();
     assert_eq!(
         (
             &v["verdict"],
@@ -462,29 +570,12 @@ fn a_slow_broken_or_hostile_service_ends_in_time_with_a_clear_error() {
             "cannot ask NCCL about the job: the RAS service at {addr} answered, but its JSON report \
              does not parse ("
         )) && line.ends_with(&format!(
-            "; asked for text, the RAS service at {addr} answered, but its report has none of \
-             NCCL's headings (it begins \"{{\\\"communicators\\\": [\"): see its answer with `nc \
-             127.0.0.1 {port}`"
+            "): see its answer with `nc 127.0.0.1 {port}`"
         )),
         "{line}"
     );
-    // A JSON report that does not parse, then a good text report: read.
-    let addr = serve(Serve::Nccl {
-        reports: vec![b"{\"communicators\": [".to_vec(), report("killed-text.txt")],
-        json: true,
-    });
-    let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
-    let (code, line) = answer(&o);
-    assert_eq!(code, 1);
-    assert!(
-        line.starts_with(&format!("look at {RANK1} first:")),
-        "{line}"
-    );
-    let (_, out, _) = common::text(&o);
-    assert!(
-        out.contains("\n  (read from its text report: its JSON report does not parse ("),
-        "{out}"
-    );
+    // Its text report is not asked for instead: text reports have crashed
+    // every release that has JSON (NVIDIA/nccl#2346).
 }
 
 #[test]
@@ -540,10 +631,29 @@ fn every_recorded_conversation_gets_the_verdict_the_real_job_got() {
         ),
     ];
     for (file, named, format) in cases {
-        let addr = serve(Serve::Replay(server_blocks(file)));
-        let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
-        let (code, line) = answer(&o);
         let version = &file[..6];
+        let job = Job::start(version, vec![server_blocks(file).pop().unwrap()]);
+        let addr = &job.addr;
+        // 2.28.3 has only text reports, and every one is a hazard there:
+        // not asked, then asked anyway, once.
+        let text = version == "2.28.3";
+        if text {
+            let (code, line) = answer(&ras(&job.flags()));
+            assert_eq!(code, 2, "{line}");
+            assert!(
+                line.starts_with(
+                    "not asked, to keep the job alive: NCCL 2.28.3's RAS service has crashed jobs \
+                     at every question it takes (NVIDIA/nccl#1762, NVIDIA/nccl#2346; above)"
+                ),
+                "{line}"
+            );
+            assert_eq!(job.received(), ["CLIENT PROTOCOL 2", "TIMEOUT"]);
+        }
+        let o = match text {
+            true => ras(&[&job.flags()[..], &["--ask-anyway"]].concat()),
+            false => ras(&job.flags()),
+        };
+        let (code, line) = answer(&o);
         match named {
             None => assert_eq!(
                 (code, line),
@@ -556,6 +666,13 @@ fn every_recorded_conversation_gets_the_verdict_the_real_job_got() {
                 ),
                 "{file}"
             ),
+            Some((who, what)) if text && what == behind => assert!(
+                code == 1
+                    && line.starts_with(&format!(
+                        "behind, once: {who} on 192.0.2.2, GPU 0) is 1 AllReduce behind"
+                    )),
+                "{file}: {code} {line}"
+            ),
             Some((who, what)) => assert!(
                 code == 1
                     && line
@@ -563,6 +680,18 @@ fn every_recorded_conversation_gets_the_verdict_the_real_job_got() {
                 "{file}: {code} {line}"
             ),
         }
+        // What was asked: what the release survives, and once where a
+        // second look is a hazard.
+        let one = match text {
+            true => vec!["CLIENT PROTOCOL 2", "TIMEOUT", "STATUS"],
+            false => vec!["CLIENT PROTOCOL 2", "TIMEOUT", "SET FORMAT json", "STATUS"],
+        };
+        let looks = match named {
+            Some((_, w)) if w == behind && !text => 2,
+            _ => 1,
+        };
+        let before = if text { 2 } else { 0 };
+        assert_eq!(job.received()[before..], one.repeat(looks), "{file}");
         // A rank to look at: the verdict first, then what the service said.
         let (_, out, _) = common::text(&o);
         let lines: Vec<&str> = out.lines().collect();
@@ -580,5 +709,114 @@ fn every_recorded_conversation_gets_the_verdict_the_real_job_got() {
                 "{file}"
             );
         }
+    }
+    // Where the release cannot be read (this test's own process serves,
+    // and maps no NCCL), `SET FORMAT json`'s answer tells JSON releases
+    // from the ones before: those are not asked.
+    let addr = serve(Serve::Replay(server_blocks("2.28.3/healthy.txt")));
+    let (code, line) = answer(&ras(&["--host", host_of(&addr), "--port", port_of(&addr)]));
+    assert_eq!(code, 2);
+    assert!(
+        line.starts_with(
+            "not asked, to keep the job alive: an NCCL before 2.28.7 (its release unread)'s RAS \
+             service has crashed jobs at every question it takes (NVIDIA/nccl#1669, \
+             NVIDIA/nccl#1718, NVIDIA/nccl#1762, NVIDIA/nccl#2346; above)"
+        ),
+        "{line}"
+    );
+}
+
+/// Each release of the table of hazards, served as that release answers
+/// (its `libnccl.so.2` mapped in the serving process): what was sent, and
+/// what was not.
+#[test]
+fn each_release_is_asked_only_what_it_survives() {
+    const HELLO: [&str; 2] = ["CLIENT PROTOCOL 2", "TIMEOUT"];
+    let text = |name: &str| server_blocks(&format!("2.28.3/{name}")).pop().unwrap();
+    let json = |name: &str| report(name);
+    struct Case {
+        version: &'static str,
+        reports: Vec<Vec<u8>>,
+        flags: &'static [&'static str],
+        code: i32,
+        starts: &'static str,
+        sent: Vec<&'static str>,
+    }
+    let withheld = "not asked, to keep the job alive: NCCL";
+    let cases = [
+        // Every report crashes 2.24.3 to 2.26.x during communicator init,
+        // and polling crashes them (#1669, #1718).
+        Case {
+            version: "2.24.3",
+            reports: vec![text("healthy.txt")],
+            flags: &[],
+            code: 2,
+            starts: withheld,
+            sent: HELLO.to_vec(),
+        },
+        Case {
+            version: "2.24.3",
+            reports: vec![text("healthy.txt")],
+            flags: &["--ask-anyway"],
+            code: 0,
+            starts: "OK: 1 communicator(s)",
+            sent: [&HELLO[..], &["STATUS"]].concat(),
+        },
+        // Asked anyway and behind: never a second look.
+        Case {
+            version: "2.26.5",
+            reports: vec![text("behind.txt")],
+            flags: &["--ask-anyway"],
+            code: 1,
+            starts: "behind, once: rank 1",
+            sent: [&HELLO[..], &["STATUS"]].concat(),
+        },
+        // 2.27.x and 2.28.3: text only, and text reports crash them (#2346);
+        // VERBOSE STATUS too (#1762).
+        Case {
+            version: "2.27.7",
+            reports: vec![text("healthy.txt")],
+            flags: &[],
+            code: 2,
+            starts: withheld,
+            sent: HELLO.to_vec(),
+        },
+        // JSON from 2.28.7: asked, and twice where a rank is behind.
+        Case {
+            version: "2.28.7",
+            reports: vec![json("healthy-json.txt")],
+            flags: &[],
+            code: 0,
+            starts: "OK: 1 communicator(s)",
+            sent: [&HELLO[..], &["SET FORMAT json", "STATUS"]].concat(),
+        },
+        Case {
+            version: "2.30.7",
+            reports: vec![json("behind-json.txt")],
+            flags: &[],
+            code: 1,
+            starts: "look at rank 1",
+            sent: [&HELLO[..], &["SET FORMAT json", "STATUS"]]
+                .concat()
+                .repeat(2),
+        },
+        // --text where JSON is: a text report is the hazard.
+        Case {
+            version: "2.28.7",
+            reports: vec![json("healthy-json.txt")],
+            flags: &["--text"],
+            code: 2,
+            starts: withheld,
+            sent: HELLO.to_vec(),
+        },
+    ];
+    for c in cases {
+        let job = Job::start(c.version, c.reports);
+        let o = ras(&[&job.flags()[..], c.flags].concat());
+        let (code, line) = answer(&o);
+        let what = format!("{} {:?}", c.version, c.flags);
+        assert_eq!(code, c.code, "{what}: {line}");
+        assert!(line.starts_with(c.starts), "{what}: {line}");
+        assert_eq!(job.received(), c.sent, "{what}");
     }
 }

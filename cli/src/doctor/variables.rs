@@ -368,6 +368,33 @@ fn what_nccl_reads(
     }
 }
 
+/// A RAS service that has crashed jobs by itself, with no question asked
+/// (the release of the NCCL the job will run; not where it is turned off).
+pub(super) fn check_ras(f: &mut Findings, settings: &InForce, judged: Option<&Judged>) {
+    let Some(j) = judged else { return };
+    if ras::turned_off(settings.value("NCCL_RAS_ENABLE")) {
+        return;
+    }
+    let hs = ras::crashes_by_itself(&ras::Releases::Exactly(j.version.clone()));
+    if hs.is_empty() {
+        return;
+    }
+    f.add(
+        Area::Variables,
+        Level::Note,
+        format!(
+            "{}: its RAS service has crashed jobs by itself: {}",
+            j.who,
+            ras::cited(&hs)
+        ),
+        Some(
+            "where jobs die in RAS code, set NCCL_RAS_ENABLE=0 (then `nccl-find ras` cannot ask a \
+             job that hangs), or run a newer NCCL"
+                .into(),
+        ),
+    );
+}
+
 /// What `nccl-find ras` needs of NCCL's RAS service, said once where a
 /// setting takes it away: a service turned off, or one that listens
 /// beyond this host.

@@ -10,6 +10,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use crate::rules::ras::Question;
+
 /// The longest reply line taken (NCCL's are under 100 bytes).
 const MAX_LINE: usize = 4096;
 
@@ -47,39 +49,74 @@ pub(crate) enum AskError {
     Broken(String),
 }
 
-/// One conversation: connects to `addr` and asks for the status (in JSON
-/// where the service has it, unless `text`), by `deadline`.
-pub(crate) fn ask(addr: &str, deadline: Instant, text: bool) -> Result<Answer, AskError> {
-    let mut s = connect(addr, deadline)?;
-    let said = exchange(&mut s, "CLIENT PROTOCOL 2", deadline)?;
-    if !said.starts_with("SERVER PROTOCOL ") {
-        return Err(AskError::NotRas(format!(
-            "{addr} answered {:?} to `CLIENT PROTOCOL 2`, not `SERVER PROTOCOL …`: it is not NCCL's \
-             RAS service",
-            shown(&said)
-        )));
+/// One conversation with the service: opened, greeted, asked. Every
+/// question sent is kept in `sent`, for the report.
+pub(crate) struct Conversation<'a> {
+    s: TcpStream,
+    addr: &'a str,
+    deadline: Instant,
+    /// The address the connection reached.
+    pub(crate) peer: SocketAddr,
+}
+
+impl<'a> Conversation<'a> {
+    /// Connects to `addr`: no word is said yet.
+    pub(crate) fn open(addr: &'a str, deadline: Instant) -> Result<Self, AskError> {
+        let s = connect(addr, deadline)?;
+        let peer = s
+            .peer_addr()
+            .map_err(|e| AskError::Broken(format!("{addr}: {e}")))?;
+        Ok(Conversation {
+            s,
+            addr,
+            deadline,
+            peer,
+        })
     }
-    // NCCL's own collection gets a second less than we wait, so that a
-    // rank that does not answer is reported, not waited for past our end.
-    let secs = left(deadline).as_secs().saturating_sub(1).max(1);
-    expect_ok(&mut s, &format!("TIMEOUT {secs}"), deadline, addr)?;
-    let format = match text {
-        true => Format::Text,
-        false => match exchange(&mut s, "SET FORMAT json", deadline)?.as_str() {
-            "OK" => Format::Json,
-            e if e.starts_with("ERROR") => Format::Text,
-            other => return Err(not_ok(addr, "SET FORMAT json", other)),
-        },
-    };
-    // In text, only `VERBOSE STATUS` lists every rank of a group: a rank
-    // behind in a large job is named only then.
-    let status = match format {
-        Format::Json => "STATUS",
-        Format::Text => "VERBOSE STATUS",
-    };
-    send(&mut s, status, deadline)?;
-    let body = read_to_end(&mut s, deadline, addr)?;
-    Ok(Answer { format, body })
+
+    /// The handshake and the time NCCL may take: questions every release
+    /// takes without gathering a report.
+    pub(crate) fn greet(&mut self) -> Result<(), AskError> {
+        let (addr, deadline) = (self.addr, self.deadline);
+        let said = exchange(&mut self.s, "CLIENT PROTOCOL 2", deadline)?;
+        if !said.starts_with("SERVER PROTOCOL ") {
+            return Err(AskError::NotRas(format!(
+                "{addr} answered {:?} to `CLIENT PROTOCOL 2`, not `SERVER PROTOCOL …`: it is not \
+                 NCCL's RAS service",
+                shown(&said)
+            )));
+        }
+        // NCCL's own collection gets a second less than we wait, so that a
+        // rank that does not answer is reported, not waited for past our end.
+        let secs = left(deadline).as_secs().saturating_sub(1).max(1);
+        expect_ok(&mut self.s, &format!("TIMEOUT {secs}"), deadline, addr)
+    }
+
+    /// `SET FORMAT json`: whether the service took it (2.28.7 and newer;
+    /// older ones answer `ERROR` and read on).
+    pub(crate) fn json(&mut self) -> Result<bool, AskError> {
+        match exchange(&mut self.s, "SET FORMAT json", self.deadline)?.as_str() {
+            "OK" => Ok(true),
+            e if e.starts_with("ERROR") => Ok(false),
+            other => Err(not_ok(self.addr, "SET FORMAT json", other)),
+        }
+    }
+
+    /// Asks for the report (`VERBOSE STATUS` for [`Question::Verbose`],
+    /// else `STATUS`) and reads it to its end.
+    pub(crate) fn report(mut self, q: Question) -> Result<Answer, AskError> {
+        let line = match q {
+            Question::Verbose => "VERBOSE STATUS",
+            _ => "STATUS",
+        };
+        send(&mut self.s, line, self.deadline)?;
+        let body = read_to_end(&mut self.s, self.deadline, self.addr)?;
+        let format = match q {
+            Question::Json => Format::Json,
+            _ => Format::Text,
+        };
+        Ok(Answer { format, body })
+    }
 }
 
 fn connect(addr: &str, deadline: Instant) -> Result<TcpStream, AskError> {

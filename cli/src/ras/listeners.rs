@@ -1,9 +1,15 @@
-//! Why nothing answered: the processes on this host that have NCCL loaded
-//! (`libnccl.so*` in `/proc/PID/maps`), and what their environment says of
-//! NCCL's RAS service (`NCCL_RAS_ENABLE`, `NCCL_RAS_ADDR`). Every read is
-//! bounded, and at most [`MAX_PROCS`] processes are looked at.
+//! The processes on this host that have NCCL loaded (`libnccl.so*` in
+//! `/proc/PID/maps`): which one serves the RAS address asked, and the
+//! release of the `libnccl.so` it maps (read from the file, never run), so
+//! that the questions put to it are ones that release survives; and, when
+//! nothing answered, what their environment says of NCCL's RAS service
+//! (`NCCL_RAS_ENABLE`, `NCCL_RAS_ADDR`). Every read is bounded, and at
+//! most [`MAX_PROCS`] processes are looked at.
 
-use std::path::Path;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use nccl_find::Version;
 
 use crate::rules::ras::{self, turned_off};
 
@@ -79,6 +85,160 @@ fn look_at(pid: u32) -> Option<NcclProcess> {
     })
 }
 
+/// The process that serves a RAS address on this host, and its NCCL.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Server {
+    /// Its process id and name (safe to show).
+    pub(crate) pid: u32,
+    pub(crate) name: String,
+    /// The `libnccl.so` it maps.
+    pub(crate) lib: PathBuf,
+    /// That file's release, where its `NCCL version` text (or name) says.
+    pub(crate) version: Option<Version>,
+}
+
+/// Who serves `peer` (the address a connection reached), as `/proc` shows
+/// it: `Ok` with every process that listens there and its NCCL (NCCL
+/// binds with `SO_REUSEPORT`, so each process of a job on a node may, and
+/// any of them may answer), or `Err` with why the release cannot be known
+/// from here (another host, another user's process).
+pub(crate) fn serving(peer: SocketAddr) -> Result<Vec<Server>, String> {
+    let inodes = listening(peer);
+    if inodes.is_empty() {
+        return Err(format!(
+            "nothing on this host listens at {peer}: the service is on another host, whose NCCL \
+             cannot be read from here"
+        ));
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Err("/proc cannot be read".into());
+    };
+    let mut pids: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    let mut hidden = 0;
+    let mut found = Vec::new();
+    for pid in pids.into_iter().take(1 << 16) {
+        match holds(pid, &inodes) {
+            Some(true) if found.len() < MAX_PROCS => found.push(server(pid)?),
+            Some(_) => {}
+            None => hidden += 1,
+        }
+    }
+    // Sockets that share a port by `SO_REUSEPORT` share an owner too: one
+    // found, the hidden processes hold none of them.
+    match (found.is_empty(), hidden) {
+        (false, _) => Ok(found),
+        (true, 0) => Err(format!(
+            "the process that listens at {peer} is not to be found in /proc"
+        )),
+        (true, _) => Err(format!(
+            "the process that listens at {peer} belongs to another user: its NCCL cannot be read"
+        )),
+    }
+}
+
+/// The inodes of the listening TCP sockets at `peer` (or at the any
+/// address on its port), from `/proc/net/tcp` and `tcp6`.
+fn listening(peer: SocketAddr) -> Vec<u64> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = nccl_find::internal::read_bounded(Path::new(table), 64 << 20) else {
+            continue;
+        };
+        for l in String::from_utf8_lossy(&text).lines().skip(1) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 10 || f[3] != "0A" {
+                continue;
+            }
+            let Some((ip, port)) = f[1].split_once(':') else {
+                continue;
+            };
+            let (Some(ip), Ok(port)) = (proc_ip(ip), u16::from_str_radix(port, 16)) else {
+                continue;
+            };
+            let same = ip == peer.ip()
+                || ip.is_unspecified()
+                || matches!((ip, peer.ip()), (IpAddr::V6(a), IpAddr::V4(b)) if a.to_ipv4_mapped() == Some(b));
+            if port == peer.port() && same {
+                if let Ok(i) = f[9].parse() {
+                    out.push(i);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// An address as `/proc/net/tcp` writes it: 32-bit words in host order.
+fn proc_ip(hex: &str) -> Option<IpAddr> {
+    let words: Vec<u32> = (0..hex.len() / 8)
+        .map(|i| u32::from_str_radix(hex.get(i * 8..i * 8 + 8)?, 16).ok())
+        .collect::<Option<_>>()?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    match bytes.len() {
+        4 => Some(IpAddr::from(<[u8; 4]>::try_from(bytes).ok()?)),
+        16 => Some(IpAddr::from(<[u8; 16]>::try_from(bytes).ok()?)),
+        _ => None,
+    }
+}
+
+/// Whether `pid` holds one of `inodes` open; `None`: its files are hidden.
+fn holds(pid: u32, inodes: &[u64]) -> Option<bool> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    for fd in fds.flatten().take(1 << 20) {
+        let Ok(link) = std::fs::read_link(fd.path()) else {
+            continue;
+        };
+        let link = link.to_string_lossy();
+        if let Some(i) = link
+            .strip_prefix("socket:[")
+            .and_then(|r| r.strip_suffix(']'))
+            .and_then(|r| r.parse::<u64>().ok())
+        {
+            if inodes.contains(&i) {
+                return Some(true);
+            }
+        }
+    }
+    Some(false)
+}
+
+/// The process `pid` and the release of the `libnccl.so` it maps: read
+/// through `/proc/PID/root`, as that process sees its files.
+fn server(pid: u32) -> Result<Server, String> {
+    let maps = read(pid, "maps", 16 << 20).unwrap_or_default();
+    let lib = maps.split(|&b| b == b'\n').find_map(|l| {
+        let at = l.iter().position(|&b| b == b'/')?;
+        let path = &l[at..];
+        let name = path.rsplit(|&b| b == b'/').next()?;
+        name.starts_with(b"libnccl.so")
+            .then(|| PathBuf::from(String::from_utf8_lossy(path).into_owned()))
+    });
+    let name = read(pid, "comm", 256).unwrap_or_default();
+    let name = nccl_rendezvous::untrusted::shown(String::from_utf8_lossy(&name).trim_end(), 64);
+    let Some(lib) = lib else {
+        return Err(format!(
+            "process {pid} ({name}) listens there, but maps no libnccl.so: it is not an NCCL job"
+        ));
+    };
+    let seen = Path::new("/proc")
+        .join(pid.to_string())
+        .join("root")
+        .join(lib.strip_prefix("/").unwrap_or(&lib));
+    let version = nccl_find::internal::read_elf(&seen)
+        .ok()
+        .and_then(|e| e.version())
+        .map(|(v, _)| v);
+    Ok(Server {
+        pid,
+        name,
+        lib,
+        version,
+    })
+}
+
 /// The flags that ask at `addr` (`HOST:PORT`, as `NCCL_RAS_ADDR` gives it).
 fn flags_for(addr: &str) -> String {
     match ras::split_addr(addr) {
@@ -137,6 +297,33 @@ pub(crate) fn why_silent(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_net_tcp_addresses_are_read_in_host_order() {
+        assert_eq!(
+            proc_ip("0100007F"),
+            Some(IpAddr::from([127, 0, 0, 1])),
+            "little-endian hosts"
+        );
+        assert_eq!(
+            proc_ip("00000000000000000000000001000000"),
+            Some("::1".parse().unwrap())
+        );
+        assert_eq!(proc_ip("zz"), None);
+        assert_eq!(proc_ip("0100007"), None);
+    }
+
+    #[test]
+    fn the_process_that_serves_a_port_is_found_with_its_library() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = l.local_addr().unwrap();
+        // This test's own process listens, and maps no libnccl.so.
+        let e = serving(at).unwrap_err();
+        assert!(e.contains("maps no libnccl.so"), "{e}");
+        drop(l);
+        let e = serving(at).unwrap_err();
+        assert!(e.contains("nothing on this host listens"), "{e}");
+    }
 
     #[test]
     fn why_nothing_answered_names_the_likeliest_cause() {

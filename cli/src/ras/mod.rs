@@ -17,10 +17,11 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::facts::conf::{self, ConfFacts};
-use crate::rules::ras;
+use crate::rules::ras::{self, Hazard, Question, Releases};
 use crate::rules::settings::InForce;
 use crate::style;
-use client::{AskError, Format};
+use client::{AskError, Conversation, Format};
+use listeners::Server;
 use status::{JobStatus, Suspect, Trouble, Who};
 
 /// `nccl-find ras`'s flags.
@@ -42,6 +43,10 @@ pub(crate) struct Args {
     /// Ask for the text report even where NCCL has JSON
     #[arg(long)]
     text: bool,
+    /// Ask even a release whose RAS service has crashed jobs at every
+    /// question it takes (one STATUS, the least risky; never twice)
+    #[arg(long)]
+    ask_anyway: bool,
 }
 
 /// How long to wait before a second look, when a rank is only behind: a
@@ -57,36 +62,52 @@ enum Diagnosis {
     Moving(Vec<Suspect>),
     /// A rank to look at (the first finding).
     Look,
+    /// Ranks were behind at the one look taken: a second look is a
+    /// hazard of this release (the hazards).
+    Once(Vec<&'static Hazard>),
     /// The service could not be asked: why, in one line.
     Silent(String),
+    /// Not asked: every question the release takes has crashed jobs.
+    Withheld(Vec<(Question, Vec<&'static Hazard>)>),
+}
+
+/// What was learnt of the service before and while it was asked.
+struct Asked {
+    /// The processes that serve the address, or why they cannot be known.
+    servers: Result<Vec<Server>, String>,
+    /// The releases it may be.
+    releases: Releases,
+    /// The questions sent, in order.
+    sent: Vec<Question>,
 }
 
 /// Runs `nccl-find ras`.
 pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
     let addr = address(args, settings().value("NCCL_RAS_ADDR"));
     let deadline = Instant::now() + Duration::from_secs(args.timeout.clamp(1, 3600));
-    let (status, diagnosis) = look(&addr, deadline, args.text);
-    let line = last_line(&addr, status.as_ref(), &diagnosis);
+    let (status, diagnosis, asked) = look(&addr, deadline, args);
+    let line = last_line(&addr, status.as_ref(), &diagnosis, &asked);
     let code = match diagnosis {
         Diagnosis::Healthy | Diagnosis::Moving(_) => 0,
-        Diagnosis::Look => 1,
-        Diagnosis::Silent(_) => 2,
+        Diagnosis::Look | Diagnosis::Once(_) => 1,
+        Diagnosis::Silent(_) | Diagnosis::Withheld(_) => 2,
     };
     if args.json {
-        let v = to_json(&addr, status.as_ref(), &diagnosis, &line, code);
+        let v = to_json(&addr, status.as_ref(), &diagnosis, &asked, &line, code);
         println!(
             "{}",
             serde_json::to_string_pretty(&v).expect("JSON from plain values")
         );
         return ExitCode::from(code);
     }
-    match (&status, code) {
-        (Some(st), 1) => print!("{}", style::human(&details(&addr, st), color)),
-        (Some(st), _) if st.fell_back.is_some() => {
-            print!("{}", style::human(&details(&addr, st), color))
+    let mut above = String::new();
+    if let Some(st) = &status {
+        if code == 1 {
+            above = details(&addr, st, &asked);
         }
-        _ => {}
     }
+    above.push_str(&hazard_lines(&diagnosis, &asked));
+    print!("{}", style::human(&above, color));
     match code {
         0 => println!("{line}"),
         _ => style::complain(&line),
@@ -125,11 +146,27 @@ fn address(args: &Args, ras_addr: Option<&str>) -> String {
     }
 }
 
-/// The first look, and a second where ranks were only behind.
-fn look(addr: &str, deadline: Instant, text: bool) -> (Option<JobStatus>, Diagnosis) {
-    let first = match ask(addr, deadline, text) {
+/// The first look, and a second where ranks were only behind and the
+/// release survives one. Every question is one the table of hazards
+/// allows for the releases the service may be.
+fn look(addr: &str, deadline: Instant, args: &Args) -> (Option<JobStatus>, Diagnosis, Asked) {
+    let mut asked = Asked {
+        servers: Err(String::new()),
+        releases: Releases::any(),
+        sent: Vec::new(),
+    };
+    let c = match Conversation::open(addr, deadline) {
+        Ok(c) => c,
+        Err(e) => return (None, Diagnosis::Silent(not_asked(addr, e)), asked),
+    };
+    asked.servers = listeners::serving(c.peer);
+    if let Ok(all) = &asked.servers {
+        asked.releases = releases_of(all);
+    }
+    let first = match ask(c, args, &mut asked) {
         Ok(s) => s,
-        Err(e) => return (None, Diagnosis::Silent(not_asked(addr, e))),
+        Err(Stop::Withheld(w)) => return (None, Diagnosis::Withheld(w), asked),
+        Err(Stop::Failed(e)) => return (None, Diagnosis::Silent(not_asked(addr, e)), asked),
     };
     let behind_only = |s: &JobStatus| {
         s.suspects
@@ -141,48 +178,121 @@ fn look(addr: &str, deadline: Instant, text: bool) -> (Option<JobStatus>, Diagno
             true => Diagnosis::Healthy,
             false => Diagnosis::Look,
         };
-        return (Some(first), v);
+        return (Some(first), v, asked);
+    }
+    // No second look where the release does not survive one, nor where the
+    // first question was itself a hazard, asked anyway.
+    let mut hazards = ras::hazards_of(&asked.releases, Question::Again);
+    for q in &asked.sent {
+        for h in ras::hazards_of(&asked.releases, *q) {
+            if !hazards.iter().any(|k| k.thread == h.thread) {
+                hazards.push(h);
+            }
+        }
+    }
+    if !hazards.is_empty() {
+        return (Some(first), Diagnosis::Once(hazards), asked);
     }
     // Room for the second conversation: half of what is left at most.
     let pause = SECOND_LOOK.min(deadline.saturating_duration_since(Instant::now()) / 2);
     std::thread::sleep(pause);
-    match ask(addr, deadline, text) {
+    let second = Conversation::open(addr, deadline)
+        .map_err(Stop::Failed)
+        .and_then(|c| ask(c, args, &mut asked));
+    match second {
         // Moving: nothing but ranks behind at the second look either, and
         // other counts (a rank gone between the looks is no progress).
         Ok(second) if behind_only(&second) && counts_moved(&first, &second) => {
-            (Some(second), Diagnosis::Moving(first.suspects))
+            (Some(second), Diagnosis::Moving(first.suspects), asked)
         }
-        Ok(second) => (Some(second), Diagnosis::Look),
+        Ok(second) => (Some(second), Diagnosis::Look, asked),
         // The first look stands when the second cannot be had.
-        Err(_) => (Some(first), Diagnosis::Look),
+        Err(_) => (Some(first), Diagnosis::Look, asked),
     }
 }
 
-/// One conversation, its report read; a report that cannot be read is
-/// [`AskError::Broken`]. Why nothing answered is worked out (from `/proc`)
-/// only where it is shown, by [`not_asked`].
-fn ask(addr: &str, deadline: Instant, text: bool) -> Result<JobStatus, AskError> {
-    let answer = client::ask(addr, deadline, text)?;
+/// The releases of the processes that serve the address: one, or the
+/// span from the oldest to the newest (a file whose release cannot be
+/// read leaves any release possible).
+fn releases_of(servers: &[Server]) -> Releases {
+    let Some(all) = servers
+        .iter()
+        .map(|s| s.version.clone())
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Releases::any();
+    };
+    let t = |v: &nccl_find::Version| (v.major, v.minor, v.patch);
+    let lo = all.iter().map(t).min().expect("one server at least");
+    let hi = all.iter().map(t).max().expect("one server at least");
+    match lo == hi {
+        true => Releases::Exactly(all[0].clone()),
+        false => Releases::Between(lo, Some((hi.0, hi.1, hi.2 + 1))),
+    }
+}
+
+/// Why a look was not had.
+enum Stop {
+    /// The service could not be asked.
+    Failed(AskError),
+    /// Every question the release takes is a hazard: each, with its own.
+    Withheld(Vec<(Question, Vec<&'static Hazard>)>),
+}
+
+/// One conversation: greeted, the format settled, one report asked for and
+/// read. `asked.releases` narrows by what `SET FORMAT json` says, where it
+/// was not known. A report that cannot be read is [`AskError::Broken`].
+fn ask(mut c: Conversation, args: &Args, asked: &mut Asked) -> Result<JobStatus, Stop> {
+    let addr = c.peer.to_string();
+    c.greet().map_err(Stop::Failed)?;
+    let json = match (args.text, asked.releases.json()) {
+        (true, _) | (false, Some(false)) => false,
+        (false, known) => {
+            let took = c.json().map_err(Stop::Failed)?;
+            if known.is_none() {
+                asked.releases = Releases::by_format(took);
+            }
+            took
+        }
+    };
+    let q = match json {
+        true => Question::Json,
+        false => text_question(&asked.releases, args.ask_anyway)?,
+    };
+    asked.sent.push(q);
+    let answer = c.report(q).map_err(Stop::Failed)?;
     match status::read(answer.format, &answer.body) {
         Ok(st) => Ok(st),
-        // A JSON report that does not parse: the text report instead.
-        Err(e) if answer.format == Format::Json => match ask(addr, deadline, true) {
-            Ok(mut st) => {
-                st.fell_back = Some(e);
-                Ok(st)
-            }
-            Err(again) => Err(AskError::Broken(format!(
-                "the RAS service at {addr} answered, but {e}; asked for text, {}",
-                not_asked(addr, again)
-            ))),
-        },
         Err(e) => {
-            let (host, port) = ras::split_addr(addr);
+            let (host, port) = ras::split_addr(&addr);
             let port = port.map_or(String::new(), |p| format!(" {p}"));
-            Err(AskError::Broken(format!(
+            Err(Stop::Failed(AskError::Broken(format!(
                 "the RAS service at {addr} answered, but {e}: see its answer with `nc {host}{port}`"
-            )))
+            ))))
         }
+    }
+}
+
+/// The text question to ask: `VERBOSE STATUS` (every rank listed) where no
+/// hazard is known for it, else `STATUS`; neither where both are, unless
+/// `anyway` (then the one with fewer).
+fn text_question(releases: &Releases, anyway: bool) -> Result<Question, Stop> {
+    let each: Vec<(Question, Vec<&'static Hazard>)> = [Question::Verbose, Question::Text]
+        .into_iter()
+        .map(|q| (q, ras::hazards_of(releases, q)))
+        .collect();
+    if let Some((q, _)) = each.iter().find(|(_, h)| h.is_empty()) {
+        return Ok(*q);
+    }
+    match anyway {
+        // The plain STATUS first among equals: the lighter report.
+        true => Ok(each
+            .iter()
+            .rev()
+            .min_by_key(|(_, h)| h.len())
+            .map(|(q, _)| *q)
+            .expect("two questions")),
+        false => Err(Stop::Withheld(each)),
     }
 }
 
@@ -241,7 +351,9 @@ fn trouble(t: &Trouble) -> String {
         Trouble::Missing { dead: false } => {
             "missing: NCCL has no data from it (its process is gone or does not answer)".into()
         }
-        Trouble::Error { what, remote: true } => {
+        Trouble::Error {
+            what, remote: true, ..
+        } => {
             format!("{what} (how a peer's failure looks from here)")
         }
         Trouble::Error { what, .. } => format!("reported {what}"),
@@ -254,7 +366,7 @@ fn trouble(t: &Trouble) -> String {
 }
 
 /// What the service said, rank by rank: under the verdict, over the answer.
-fn details(addr: &str, st: &JobStatus) -> String {
+fn details(addr: &str, st: &JobStatus, asked: &Asked) -> String {
     let format = match st.format {
         Format::Json => "JSON",
         Format::Text => "text",
@@ -273,20 +385,113 @@ fn details(addr: &str, st: &JobStatus) -> String {
         st.comms,
         st.ranks
     ));
-    if let Some(e) = &st.fell_back {
-        s.push_str(&format!("  (read from its text report: {e})\n"));
-    }
+    s.push_str(&format!("  served by {}\n", served_by(asked)));
     for f in &st.suspects {
         s.push_str(&format!("  {}: {}\n", who(&f.who), trouble(&f.trouble)));
     }
     s
 }
 
+/// Who serves the address, and how its release is known.
+fn served_by(asked: &Asked) -> String {
+    let sent: Vec<&str> = asked.sent.iter().map(|q| q.words()).collect();
+    let sent = match sent.is_empty() {
+        true => "nothing asked".to_string(),
+        false => format!("asked: {}", sent.join(", then ")),
+    };
+    match &asked.servers {
+        Ok(all) => {
+            let s = &all[0];
+            let more = match all.len() {
+                1 => String::new(),
+                n => format!(" and {} other process(es)", n - 1),
+            };
+            let v = s
+                .version
+                .as_ref()
+                .map_or("a release its file does not say".into(), |v| v.to_string());
+            format!(
+                "process {} ({}){more} on this host, NCCL {v} from {}; {sent}",
+                s.pid,
+                s.name,
+                nccl_rendezvous::untrusted::shown(&s.lib.to_string_lossy(), 200)
+            )
+        }
+        Err(why) => format!("a process whose NCCL release cannot be read ({why}); {sent}"),
+    }
+}
+
+/// The release asked about, in words: `NCCL 2.28.3` or `an NCCL before 2.28.7`.
+fn release_words(r: &Releases) -> String {
+    let t = |(a, b, c): (u32, u32, u32)| format!("{a}.{b}.{c}");
+    match r {
+        Releases::Exactly(v) => format!("NCCL {v}"),
+        Releases::Between(_, Some(b)) => format!("an NCCL before {} (its release unread)", t(*b)),
+        Releases::Between(a, None) => format!("an NCCL from {} (its release unread)", t(*a)),
+    }
+}
+
+/// The hazards behind a look not taken, one line each, above the answer.
+fn hazard_lines(v: &Diagnosis, asked: &Asked) -> String {
+    let mut s = String::new();
+    match v {
+        Diagnosis::Withheld(each) => {
+            s.push_str(&format!("NCCL's RAS service here: {}\n", served_by(asked)));
+            for (q, hs) in each {
+                for h in hs {
+                    s.push_str(&format!(
+                        "  {}: NVIDIA/nccl#{} (seen on {}): {}\n",
+                        q.words(),
+                        h.thread,
+                        h.seen,
+                        h.what
+                    ));
+                }
+            }
+        }
+        Diagnosis::Once(hs) => {
+            for h in hs {
+                s.push_str(&format!(
+                    "  no second look: NVIDIA/nccl#{} (seen on {}): {}\n",
+                    h.thread, h.seen, h.what
+                ));
+            }
+        }
+        Diagnosis::Healthy => s.push_str(BLIND_SPOT),
+        _ => {}
+    }
+    s
+}
+
+/// What a healthy report cannot rule out.
+const BLIND_SPOT: &str = "What RAS cannot see: a kernel stuck on the network, in a job whose \
+ranks all launched the same collectives, looks healthy to it (NVIDIA/nccl#1730). If the job \
+hangs all the same: see where each rank waits (`py-spy dump --pid PID`), torch's flight recorder \
+(TORCH_NCCL_TRACE_BUFFER_SIZE=2000; it dumps on a timeout), and `nccl-find explain` on its logs.\n";
+
 /// The answer: what to do first.
-fn last_line(addr: &str, st: Option<&JobStatus>, v: &Diagnosis) -> String {
+fn last_line(addr: &str, st: Option<&JobStatus>, v: &Diagnosis, asked: &Asked) -> String {
+    if let Diagnosis::Withheld(each) = v {
+        let mut threads: Vec<String> = Vec::new();
+        for (_, hs) in each {
+            for h in hs {
+                let t = format!("NVIDIA/nccl#{}", h.thread);
+                if !threads.contains(&t) {
+                    threads.push(t);
+                }
+            }
+        }
+        return format!(
+            "not asked, to keep the job alive: {}'s RAS service has crashed jobs at every \
+             question it takes ({}; above). Read the job's logs with `nccl-find explain` instead, \
+             or ask anyway, at that risk, with `nccl-find ras --ask-anyway` (one STATUS)",
+            release_words(&asked.releases),
+            threads.join(", ")
+        );
+    }
     let st = match (st, v) {
-        (Some(st), Diagnosis::Healthy | Diagnosis::Moving(_) | Diagnosis::Look) => st,
         (_, Diagnosis::Silent(why)) => return format!("cannot ask NCCL about the job: {why}"),
+        (Some(st), _) => st,
         (None, _) => return "cannot ask NCCL about the job".into(),
     };
     let nccl = st.nccl.as_deref().unwrap_or("?");
@@ -302,6 +507,26 @@ fn last_line(addr: &str, st: Option<&JobStatus>, v: &Diagnosis) -> String {
             who(&was[0].who),
             SECOND_LOOK.as_secs()
         ),
+        Diagnosis::Once(hs) => {
+            let f = &st.suspects[0];
+            let Trouble::Behind { op, launched, most } = &f.trouble else {
+                return look_at(f, st.suspects.len());
+            };
+            let threads: Vec<String> = hs.iter().map(|h| format!("#{}", h.thread)).collect();
+            format!(
+                "behind, once: {} is {} {op} behind (launched {launched}, the others up to \
+                 {most}) at the one look taken; a second look, which would tell whether it \
+                 moves, is a known hazard for NCCL {nccl}'s RAS service (NVIDIA/nccl{}; above). \
+                 See where {} is (`py-spy dump --pid {}` for Python)",
+                who(&f.who),
+                most - launched,
+                threads.join(", "),
+                f.who
+                    .pid
+                    .map_or("its process".to_string(), |p| format!("process {p}")),
+                f.who.pid.map_or("PID".to_string(), |p| p.to_string())
+            )
+        }
         _ => look_at(&st.suspects[0], st.suspects.len()),
     }
 }
@@ -355,9 +580,14 @@ fn suspect_json(f: &Suspect) -> Value {
             v["kind"] = json!("missing");
             v["considered_dead"] = json!(dead);
         }
-        Trouble::Error { what, remote } => {
+        Trouble::Error {
+            what,
+            remote,
+            result,
+        } => {
             v["kind"] = json!("error");
             v["error"] = json!(what);
+            v["result"] = json!(result);
             v["remote"] = json!(remote);
         }
         Trouble::Behind { op, launched, most } => {
@@ -394,20 +624,68 @@ fn comm_json(c: &status::Comm) -> Value {
     json!({"hash": c.hash, "size": c.size, "ranks": ranks})
 }
 
-fn to_json(addr: &str, st: Option<&JobStatus>, v: &Diagnosis, line: &str, code: u8) -> Value {
+fn hazard_json(q: Option<Question>, h: &Hazard) -> Value {
+    let (a, b, c) = h.from;
+    json!({
+        "question": q.map(Question::words),
+        "thread": format!("NVIDIA/nccl#{}", h.thread),
+        "seen_on": h.seen,
+        "from": format!("{a}.{b}.{c}"),
+        "what": h.what,
+    })
+}
+
+fn to_json(
+    addr: &str,
+    st: Option<&JobStatus>,
+    v: &Diagnosis,
+    asked: &Asked,
+    line: &str,
+    code: u8,
+) -> Value {
     let verdict = match v {
         Diagnosis::Healthy => "healthy",
         Diagnosis::Moving(_) => "moving",
         Diagnosis::Look => "look",
+        Diagnosis::Once(_) => "behind once",
         Diagnosis::Silent(_) => "no answer",
+        Diagnosis::Withheld(_) => "not asked",
     };
     let look_at = match v {
-        Diagnosis::Look => st.and_then(|s| s.suspects.first()).map(suspect_json),
+        Diagnosis::Look | Diagnosis::Once(_) => {
+            st.and_then(|s| s.suspects.first()).map(suspect_json)
+        }
         _ => None,
+    };
+    let hazards: Vec<Value> = match v {
+        Diagnosis::Withheld(each) => each
+            .iter()
+            .flat_map(|(q, hs)| hs.iter().map(|h| hazard_json(Some(*q), h)))
+            .collect(),
+        Diagnosis::Once(hs) => hs
+            .iter()
+            .map(|h| hazard_json(Some(Question::Again), h))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let server = match &asked.servers {
+        Ok(all) => json!({
+            "pids": all.iter().map(|s| s.pid).collect::<Vec<_>>(),
+            "name": all[0].name,
+            "library": all[0].lib.to_string_lossy(),
+            "nccl_version": all[0].version.as_ref().map(|v| v.to_string()),
+        }),
+        Err(why) => json!({ "unknown": why }),
     };
     let mut out = json!({
         "addr": addr, "verdict": verdict, "exit": code, "message": line, "look_at": look_at,
+        "server": server, "releases": release_words(&asked.releases),
+        "sent": asked.sent.iter().map(|q| q.words()).collect::<Vec<_>>(),
+        "hazards": hazards,
     });
+    if let Diagnosis::Healthy = v {
+        out["blind_spot"] = json!(BLIND_SPOT.trim_end());
+    }
     let Some(st) = st else { return out };
     out["nccl_version"] = json!(st.nccl);
     out["format"] = json!(match st.format {
@@ -415,7 +693,6 @@ fn to_json(addr: &str, st: Option<&JobStatus>, v: &Diagnosis, line: &str, code: 
         Format::Text => "text",
     });
     out["mended"] = json!(st.mended);
-    out["json_unread"] = json!(st.fell_back);
     out["communicators_count"] = json!(st.comms);
     out["ranks_count"] = json!(st.ranks);
     out["findings"] = st.suspects.iter().map(suspect_json).collect();
@@ -437,6 +714,7 @@ mod tests {
             timeout: 10,
             json: false,
             text: false,
+            ask_anyway: false,
         }
     }
 

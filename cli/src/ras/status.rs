@@ -29,8 +29,13 @@ pub(crate) enum Trouble {
     /// NCCL has no data from it: its process is gone, or does not answer.
     /// `dead`: the RAS network considers the process dead.
     Missing { dead: bool },
-    /// It reported an error (`remote`: a peer's failure, seen here).
-    Error { what: String, remote: bool },
+    /// It reported an error (`remote`: a peer's failure, seen here;
+    /// `result`: the `ncclResult_t` name, where the report gives one).
+    Error {
+        what: String,
+        remote: bool,
+        result: Option<&'static str>,
+    },
     /// It has launched fewer of one collective than the others.
     Behind {
         op: String,
@@ -100,9 +105,6 @@ pub(crate) struct JobStatus {
     /// Whether the JSON needed mending (NCCL 2.28.9 leaves out a comma
     /// after a missing rank's `nvml_dev`).
     pub(crate) mended: bool,
-    /// Why the JSON report was not read, where the text report was read
-    /// in its stead.
-    pub(crate) fell_back: Option<String>,
 }
 
 /// The most communicators, ranks and lines read from one report.
@@ -140,7 +142,6 @@ fn read_json(text: &str) -> Result<JobStatus, String> {
         detail: Vec::new(),
         suspects: Vec::new(),
         mended,
-        fell_back: None,
     };
     for c in comms.iter().take(MAX_ITEMS) {
         let comm = json_comm(c);
@@ -217,18 +218,35 @@ fn json_comm(c: &Value) -> Comm {
     }
 }
 
-/// NCCL's result codes, as its `ncclGetErrorString` words them.
+/// A result code by its name in `nccl.h` and NCCL's words for it:
+/// `ncclTimeout (timeout)`; a code `nccl.h` does not have, as a number.
 fn nccl_error(code: i64) -> String {
-    match code {
-        1 => "unhandled CUDA error".into(),
-        2 => "system error".into(),
-        3 => "internal error".into(),
-        4 => "invalid argument".into(),
-        5 => "invalid usage".into(),
-        6 => "Remote process error".into(),
-        7 => "in progress".into(),
-        c => format!("error {c}"),
+    match result_of(code) {
+        Some(r) => format!("{} ({})", r.name, r.words),
+        None => format!("result {code}, which no nccl.h this command knows has"),
     }
+}
+
+fn result_of(code: i64) -> Option<&'static crate::rules::messages::Result> {
+    i32::try_from(code)
+        .ok()
+        .and_then(crate::rules::messages::result)
+}
+
+/// The result code the text report's words name (its own
+/// `ncclErrorToString`: `System error`, `Remote process error`).
+fn result_by_ras_words(words: &str) -> Option<&'static crate::rules::messages::Result> {
+    const RAS: [(&str, i32); 7] = [
+        ("Unhandled CUDA error", 1),
+        ("System error", 2),
+        ("Internal error", 3),
+        ("Invalid argument", 4),
+        ("Invalid usage", 5),
+        ("Remote process error", 6),
+        ("NCCL operation in progress", 7),
+    ];
+    let (_, code) = RAS.iter().find(|(w, _)| words.trim() == *w)?;
+    crate::rules::messages::result(*code)
 }
 
 /// A rank whose communicator runs: init done, neither aborted nor finalized.
@@ -248,6 +266,7 @@ fn rank_trouble(r: &Rank, others_run: bool) -> Option<Trouble> {
         return Some(Trouble::Error {
             what,
             remote: r.init_state == 6,
+            result: result_of(r.init_state).map(|r| r.name),
         });
     }
     if failed(r.async_error) {
@@ -255,6 +274,7 @@ fn rank_trouble(r: &Rank, others_run: bool) -> Option<Trouble> {
         return Some(Trouble::Error {
             what,
             remote: r.async_error == 6,
+            result: result_of(r.async_error).map(|r| r.name),
         });
     }
     let what = if r.aborted {
@@ -347,7 +367,6 @@ fn read_text(text: &str) -> Result<JobStatus, String> {
         detail: Vec::new(),
         suspects: Vec::new(),
         mended: false,
-        fell_back: None,
     };
     text_table(text, &mut st);
     let mut block = Block::default();
@@ -455,6 +474,11 @@ impl Block {
             }
             (_, Said::Reported(x)) => {
                 let remote = x.contains("Remote process error");
+                let result = result_by_ras_words(&x);
+                let x = match result {
+                    Some(r) => format!("{} ({})", r.name, r.words),
+                    None => x,
+                };
                 let what = match self.about.starts_with("Initialization") {
                     true => format!("communicator init failed: {x}"),
                     false => x,
@@ -462,6 +486,7 @@ impl Block {
                 Trouble::Error {
                     what: shown(&what),
                     remote,
+                    result: result.map(|r| r.name),
                 }
             }
             (_, Said::Status(s)) if s == "RUNNING" => return,
@@ -557,6 +582,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn results_are_named_as_nccl_h_names_them() {
+        assert_eq!(nccl_error(8), "ncclTimeout (timeout)");
+        assert_eq!(
+            nccl_error(6),
+            "ncclRemoteError (remote process exited or there was a network error)"
+        );
+        assert_eq!(
+            nccl_error(99),
+            "result 99, which no nccl.h this command knows has"
+        );
+        assert_eq!(
+            nccl_error(-1),
+            "result -1, which no nccl.h this command knows has"
+        );
+        let by = |w: &str| result_by_ras_words(w).map(|r| r.name);
+        assert_eq!(by("System error"), Some("ncclSystemError"));
+        assert_eq!(by("Remote process error"), Some("ncclRemoteError"));
+        assert_eq!(by("Unexpected error"), None);
+    }
+
+    #[test]
     fn a_comma_nccl_left_out_is_put_back_and_nothing_else_changes() {
         let broken = "{\n  \"a\": 0\n  \"b\": {\n    \"c\": [\n\n    ]\n  }\n}\n";
         assert!(serde_json::from_str::<Value>(broken).is_err());
@@ -586,8 +632,10 @@ mod tests {
             f(
                 0,
                 Trouble::Error {
-                    what: "Remote process error".into(),
+                    what: "ncclRemoteError (remote process exited or there was a network error)"
+                        .into(),
                     remote: true,
+                    result: Some("ncclRemoteError"),
                 },
             ),
             f(
@@ -601,8 +649,9 @@ mod tests {
             f(
                 2,
                 Trouble::Error {
-                    what: "unhandled CUDA error".into(),
+                    what: "ncclUnhandledCudaError (unhandled cuda error)".into(),
                     remote: false,
+                    result: Some("ncclUnhandledCudaError"),
                 },
             ),
             f(3, Trouble::Missing { dead: false }),
@@ -629,7 +678,7 @@ Errors
 
 #0-0 (00000000000000aa) ERROR
   Initialization error on 1 rank
-  Rank 2 reported unhandled system error -- GPU 0 managed by process 31 on node 10.0.0.2
+  Rank 2 reported System error -- GPU 0 managed by process 31 on node 10.0.0.2
   Asynchronous errors on 2 ranks
   2 ranks reported Remote process error
   Rank 0 -- GPU 0 managed by process 11 on node 10.0.0.1
@@ -675,8 +724,9 @@ Warnings
             trouble,
         };
         let remote = || Trouble::Error {
-            what: "Remote process error".into(),
+            what: "ncclRemoteError (remote process exited or there was a network error)".into(),
             remote: true,
+            result: Some("ncclRemoteError"),
         };
         assert_eq!(
             st.suspects,
@@ -684,8 +734,10 @@ Warnings
                 f(
                     who(2, Some(31), "10.0.0.2", Some(0)),
                     Trouble::Error {
-                        what: "communicator init failed: unhandled system error".into(),
-                        remote: false
+                        what: "communicator init failed: ncclSystemError (unhandled system error)"
+                            .into(),
+                        remote: false,
+                        result: Some("ncclSystemError"),
                     }
                 ),
                 f(
@@ -747,8 +799,9 @@ Warnings
                 (
                     Some(1),
                     Trouble::Error {
-                        what: "communicator init failed: invalid usage".into(),
-                        remote: false
+                        what: "communicator init failed: ncclInvalidUsage (invalid usage)".into(),
+                        remote: false,
+                        result: Some("ncclInvalidUsage"),
                     }
                 ),
                 (
