@@ -743,3 +743,78 @@ fn srun_with_pmi2_uses_the_pmi1_row() {
         );
     });
 }
+
+/// `nccl-find ras` names a rank by its Slurm node, job, step and task, and
+/// gives the line that drains that node: a job step on node02 whose process
+/// serves a stand-in RAS service (NCCL 2.28.9's, `tests/ras/serve.py`, its
+/// `libnccl.so.2` mapped) reporting its own process as the rank gone.
+#[test]
+fn ras_names_a_ranks_slurm_node_and_the_line_that_drains_it() {
+    use std::io::BufRead;
+    let Some(t) = tools() else { return };
+    let c = cluster(&t);
+    let dir = common::scratch("slurm-ras");
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let report = std::fs::read(here.join("tests/ras/2.28.9/killed-json.txt")).unwrap();
+    // The recorded conversation's report (its last block), rank 1 made
+    // this step's own process on this host.
+    let text = String::from_utf8(report).unwrap();
+    let body = &text[text.rfind("--- server").unwrap()..];
+    let body = &body[body.find('\n').unwrap() + 1..];
+    let body = body
+        .replace("192.0.2.2", "127.0.0.1")
+        .replace("\"pid\": 857", "\"pid\": {PID}");
+    let file = dir.join("report");
+    std::fs::write(&file, body).unwrap();
+    let lib = common::fake_nccl("2.28.9");
+    let mut cmd = clean(&t.srun, &c.conf);
+    cmd.args([
+        "-N",
+        "1",
+        "-n",
+        "1",
+        "-w",
+        "node02",
+        "--job-name",
+        "ras",
+        "python3",
+    ])
+    .arg(here.join("tests/ras/serve.py"))
+    .arg(&lib)
+    .arg("1")
+    .arg(dir.join("received"))
+    .arg(&file)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut step = cmd.spawn().unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(step.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let mut words = first.split_whitespace();
+    let (port, job) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    assert!(!port.is_empty() && !job.is_empty(), "srun said {first:?}");
+    let mut ras = Command::new(env!("CARGO_BIN_EXE_nccl-find"));
+    without_launchers(&mut ras).args(["ras", "--host", "127.0.0.1", "--port", port]);
+    let (code, out, err) = run_for(ras, Duration::from_secs(60));
+    let mut cancel = clean(&t.scancel, &c.conf);
+    cancel.arg(job);
+    let _ = run_for(cancel, Duration::from_secs(20));
+    let _ = step.kill();
+    let _ = step.wait();
+    assert_eq!(code, Some(1), "{out}{err}");
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.ends_with(&format!(
+            ". It runs on Slurm node node02 (job {job}, step 0, task 0, local rank 0); take the \
+             node out: `scontrol update nodename=node02 state=drain reason='nccl-find ras: rank 1 \
+             missing'`, and keep the next run off it: `--exclude=node02`"
+        )),
+        "{out}{err}"
+    );
+    assert!(
+        out.contains("\n  its node: Slurm node node02 (job "),
+        "{out}"
+    );
+}

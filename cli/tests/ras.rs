@@ -138,28 +138,17 @@ struct Job {
     record: std::path::PathBuf,
 }
 
-/// A `libnccl.so.2` whose `NCCL version` text says `version` (`2.26.2`):
-/// a fixture library's, its text rewritten.
-fn lib_of(version: &str) -> std::path::PathBuf {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let fixture = here.join("../fixtures/trees/dpkg/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3");
-    let mut b = std::fs::read(fixture).unwrap();
-    let mark = b"NCCL version 2.28.3";
-    let at = b.windows(mark.len()).position(|w| w == mark).unwrap() + 13;
-    assert_eq!(version.len(), 6, "{version}");
-    b[at..at + 6].copy_from_slice(version.as_bytes());
-    let dir = common::scratch(&format!("ras-lib-{version}-{}", common::unique("l")));
-    let lib = dir.join("libnccl.so.2");
-    std::fs::write(&lib, b).unwrap();
-    lib
-}
-
 impl Job {
     /// NCCL `version`'s service, with these reports (one per `STATUS`, the
     /// last again after them).
     fn start(version: &str, reports: Vec<Vec<u8>>) -> Job {
+        Job::start_with(version, reports, &[])
+    }
+
+    /// The same, its process given `env` (a launcher's variables).
+    fn start_with(version: &str, reports: Vec<Vec<u8>>, env: &[(&str, &str)]) -> Job {
         let json = version >= "2.28.7";
-        let lib = lib_of(version);
+        let lib = common::fake_nccl(version);
         let dir = lib.parent().unwrap().to_path_buf();
         let record = dir.join("received");
         let mut c = Command::new("python3");
@@ -167,6 +156,7 @@ impl Job {
             .arg(&lib)
             .arg(if json { "1" } else { "0" })
             .arg(&record)
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::piped());
         for (i, r) in reports.iter().enumerate() {
             let f = dir.join(format!("report-{i}"));
@@ -180,7 +170,7 @@ impl Job {
             .unwrap();
         Job {
             child,
-            addr: format!("127.0.0.1:{}", port.trim()),
+            addr: format!("127.0.0.1:{}", port.split_whitespace().next().unwrap()),
             record,
         }
     }
@@ -819,4 +809,53 @@ fn each_release_is_asked_only_what_it_survives() {
         assert!(line.starts_with(c.starts), "{what}: {line}");
         assert_eq!(job.received(), c.sent, "{what}");
     }
+}
+
+/// A rank on this host is named as its launcher named it, read from its
+/// own process: a pod and its node, with the line that cordons the node;
+/// torchrun's local rank. (Slurm's: `launch_slurm.rs`, under real Slurm.)
+#[test]
+fn a_rank_here_is_named_in_its_launchers_words() {
+    let gone = String::from_utf8(report("killed-json.txt"))
+        .unwrap()
+        .replace("192.0.2.2", "127.0.0.1")
+        .replace("\"pid\": 857", "\"pid\": {PID}")
+        .into_bytes();
+    let cases: [(&[(&str, &str)], &str); 2] = [
+        (
+            &[
+                ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+                ("HOSTNAME", "train-worker-1"),
+                ("NODE_NAME", "gpu-node-3"),
+            ],
+            ". It runs on Kubernetes pod train-worker-1 on node gpu-node-3; take the node out: \
+             `kubectl cordon gpu-node-3`",
+        ),
+        (
+            &[("TORCHELASTIC_RUN_ID", "none"), ("LOCAL_RANK", "1")],
+            ". It runs on torchrun local rank 1 on 127.0.0.1",
+        ),
+    ];
+    for (env, end) in cases {
+        let job = Job::start_with("2.28.9", vec![gone.clone()], env);
+        let o = ras(&job.flags());
+        let (code, line) = answer(&o);
+        assert_eq!(code, 1, "{line}");
+        assert!(line.ends_with(end), "{env:?}: {line}");
+    }
+    // A rank on another host of a pod's job: the line that finds its node.
+    let job = Job::start_with(
+        "2.28.9",
+        vec![report("killed-json.txt")],
+        &[("KUBERNETES_SERVICE_HOST", "10.96.0.1")],
+    );
+    let (_, line) = answer(&ras(&job.flags()));
+    assert!(
+        line.ends_with(
+            ". It runs on Kubernetes, in the pod at 192.0.2.2; take the node out: `kubectl cordon \
+             \"$(kubectl get pods -A --field-selector status.podIP=192.0.2.2 -o \
+             jsonpath='{.items[0].spec.nodeName}')\"`"
+        ),
+        "{line}"
+    );
 }

@@ -9,6 +9,7 @@
 
 pub(crate) mod client;
 pub(crate) mod listeners;
+pub(crate) mod place;
 pub(crate) mod status;
 
 use std::process::ExitCode;
@@ -86,14 +87,37 @@ pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
     let addr = address(args, settings().value("NCCL_RAS_ADDR"));
     let deadline = Instant::now() + Duration::from_secs(args.timeout.clamp(1, 3600));
     let (status, diagnosis, asked) = look(&addr, deadline, args);
-    let line = last_line(&addr, status.as_ref(), &diagnosis, &asked);
+    let place = match (&diagnosis, &status) {
+        (Diagnosis::Look | Diagnosis::Once(_), Some(st)) => st.suspects.first().and_then(|f| {
+            let job = asked
+                .servers
+                .as_ref()
+                .ok()
+                .and_then(|all| place::env_of(u64::from(all[0].pid)))
+                .unwrap_or_else(place::own_env);
+            place::place(&f.who, &job, short(&f.trouble))
+        }),
+        _ => None,
+    };
+    let mut line = last_line(&addr, status.as_ref(), &diagnosis, &asked);
+    if let Some(p) = &place {
+        line.push_str(&take_out(p));
+    }
     let code = match diagnosis {
         Diagnosis::Healthy | Diagnosis::Moving(_) => 0,
         Diagnosis::Look | Diagnosis::Once(_) => 1,
         Diagnosis::Silent(_) | Diagnosis::Withheld(_) => 2,
     };
     if args.json {
-        let v = to_json(&addr, status.as_ref(), &diagnosis, &asked, &line, code);
+        let mut v = to_json(&addr, status.as_ref(), &diagnosis, &asked, &line, code);
+        if let (Some(p), Some(at)) = (&place, v.get_mut("look_at")) {
+            if at.is_object() {
+                at["place"] = json!({
+                    "scheduler": p.scheduler, "node": p.node, "said": p.said(),
+                    "take_out": p.take_out, "exclude": p.next,
+                });
+            }
+        }
         println!(
             "{}",
             serde_json::to_string_pretty(&v).expect("JSON from plain values")
@@ -104,6 +128,15 @@ pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
     if let Some(st) = &status {
         if code == 1 {
             above = details(&addr, st, &asked);
+        }
+    }
+    if let Some(p) = &place {
+        above.push_str(&format!("  its node: {}\n", p.said()));
+        if let Some(t) = &p.take_out {
+            above.push_str(&format!("  take it out: {t}\n"));
+        }
+        if let Some(n) = &p.next {
+            above.push_str(&format!("  keep the next run off it: srun/sbatch {n}\n"));
         }
     }
     above.push_str(&hazard_lines(&diagnosis, &asked));
@@ -388,6 +421,29 @@ fn details(addr: &str, st: &JobStatus, asked: &Asked) -> String {
     s.push_str(&format!("  served by {}\n", served_by(asked)));
     for f in &st.suspects {
         s.push_str(&format!("  {}: {}\n", who(&f.who), trouble(&f.trouble)));
+    }
+    s
+}
+
+/// A rank's trouble in a word or two, for a drain reason.
+fn short(t: &Trouble) -> &'static str {
+    match t {
+        Trouble::Missing { .. } => "missing",
+        Trouble::Error { .. } => "error",
+        Trouble::Behind { .. } => "behind",
+        Trouble::State { .. } => "stuck",
+    }
+}
+
+/// What the last line adds of the rank's node: its name in the
+/// scheduler's words, and the line that takes it out.
+fn take_out(p: &place::Place) -> String {
+    let mut s = format!(". It runs on {}", p.said());
+    if let Some(t) = &p.take_out {
+        s.push_str(&format!("; take the node out: `{t}`"));
+    }
+    if let Some(n) = &p.next {
+        s.push_str(&format!(", and keep the next run off it: `{n}`"));
     }
     s
 }

@@ -116,6 +116,23 @@ pub fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// A `libnccl.so.2` whose `NCCL version` text says `version` (`2.26.2`,
+/// six characters): a fixture library's, its text rewritten, in a scratch
+/// directory of its own.
+pub fn fake_nccl(version: &str) -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fixture = here.join("../fixtures/trees/dpkg/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3");
+    let mut b = std::fs::read(fixture).unwrap();
+    let mark = b"NCCL version 2.28.3";
+    let at = b.windows(mark.len()).position(|w| w == mark).unwrap() + 13;
+    assert_eq!(version.len(), 6, "{version}");
+    b[at..at + 6].copy_from_slice(version.as_bytes());
+    let dir = scratch(&unique(&format!("nccl-{version}")));
+    let lib = dir.join("libnccl.so.2");
+    std::fs::write(&lib, b).unwrap();
+    lib
+}
+
 /// A name no other scratch thing has: `what`, this process's id and the
 /// clock.
 pub fn unique(what: &str) -> String {

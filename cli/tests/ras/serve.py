@@ -4,13 +4,15 @@ release), listens on 127.0.0.1, prints its port, and answers as NCCL does:
 `CLIENT PROTOCOL` with `SERVER PROTOCOL 2`, `TIMEOUT` with `OK`, `SET FORMAT
 json` with `OK` when JSON is "1" (2.28.7 and newer) and with NCCL's `ERROR`
 otherwise, `STATUS` and `VERBOSE STATUS` with the next report (the last one
-again after them), then closes. Every line received goes to RECORD, one per
-line, as it came.
+again after them, `{PID}` in it replaced by this process's id), then closes.
+Every line received goes to RECORD, one per line, as it came. It prints its
+port, and the Slurm job it runs in where it does.
 
   python3 serve.py LIB JSON RECORD REPORT...
 """
 
 import mmap
+import os
 import socket
 import sys
 import threading
@@ -21,7 +23,7 @@ with open(lib, "rb") as f:
 bodies = []
 for r in reports:
     with open(r, "rb") as f:
-        bodies.append(f.read())
+        bodies.append(f.read().replace(b"{PID}", str(os.getpid()).encode()))
 served = [0]
 lock = threading.Lock()
 
@@ -50,7 +52,7 @@ def conversation(conn):
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 s.listen(16)
-print(s.getsockname()[1], flush=True)
+print(s.getsockname()[1], os.environ.get("SLURM_JOB_ID", ""), flush=True)
 while True:
     c, _ = s.accept()
     threading.Thread(target=conversation, args=(c,), daemon=True).start()
