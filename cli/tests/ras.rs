@@ -147,13 +147,30 @@ impl Job {
 
     /// The same, its process given `env` (a launcher's variables).
     fn start_with(version: &str, reports: Vec<Vec<u8>>, env: &[(&str, &str)]) -> Job {
+        Job::start_mapping(version, &[version], reports, env)
+    }
+
+    /// NCCL `version`'s service in a process that maps a `libnccl.so.2` of
+    /// each of `mapped`.
+    fn start_mapping(
+        version: &str,
+        mapped: &[&str],
+        reports: Vec<Vec<u8>>,
+        env: &[(&str, &str)],
+    ) -> Job {
         let json = version >= "2.28.7";
-        let lib = common::fake_nccl(version);
+        let libs: Vec<_> = mapped.iter().map(|v| common::fake_nccl(v)).collect();
+        let lib = libs[0].clone();
+        let joined = libs
+            .iter()
+            .map(|l| l.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":");
         let dir = lib.parent().unwrap().to_path_buf();
         let record = dir.join("received");
         let mut c = Command::new("python3");
         c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ras/serve.py"))
-            .arg(&lib)
+            .arg(&joined)
             .arg(if json { "1" } else { "0" })
             .arg(&record)
             .envs(env.iter().copied())
@@ -708,8 +725,8 @@ fn every_recorded_conversation_gets_the_verdict_the_real_job_got() {
     assert_eq!(code, 2);
     assert!(
         line.starts_with(
-            "not asked, to keep the job alive: an NCCL before 2.28.7 (its release unread)'s RAS \
-             service has crashed jobs at every question it takes (NVIDIA/nccl#1669, \
+            "not asked, to keep the job alive: an NCCL from 2.24.3, before 2.28.7's RAS service \
+             has crashed jobs at every question it takes (NVIDIA/nccl#1669, \
              NVIDIA/nccl#1718, NVIDIA/nccl#1762, NVIDIA/nccl#2346; above)"
         ),
         "{line}"
@@ -857,5 +874,35 @@ fn a_rank_here_is_named_in_its_launchers_words() {
              jsonpath='{.items[0].spec.nodeName}')\"`"
         ),
         "{line}"
+    );
+}
+
+/// A job that preloads the image's NCCL (2.28.3) maps torch's too (2.28.9),
+/// as on the GPU machine: either may serve, so `SET FORMAT json` decides,
+/// and its `ERROR` leaves 2.28.3, whose text reports are not asked for.
+#[test]
+fn a_process_that_maps_two_releases_is_asked_as_the_riskier() {
+    let job = Job::start_mapping(
+        "2.28.3",
+        &["2.28.3", "2.28.9"],
+        vec![server_blocks("2.28.3/healthy.txt").pop().unwrap()],
+        &[],
+    );
+    let o = ras(&[&job.flags()[..], &["--json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdict"], "not asked", "{v}");
+    assert_eq!(v["releases"], "an NCCL from 2.28.3, before 2.28.7");
+    assert_eq!(v["sent"], serde_json::json!(["SET FORMAT json"]));
+    let mut versions: Vec<&str> = v["server"]["libraries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["nccl_version"].as_str().unwrap())
+        .collect();
+    versions.sort();
+    assert_eq!(versions, ["2.28.3", "2.28.9"]);
+    assert_eq!(
+        job.received(),
+        ["CLIENT PROTOCOL 2", "TIMEOUT", "SET FORMAT json"]
     );
 }

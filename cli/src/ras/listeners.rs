@@ -91,10 +91,10 @@ pub(crate) struct Server {
     /// Its process id and name (safe to show).
     pub(crate) pid: u32,
     pub(crate) name: String,
-    /// The `libnccl.so` it maps.
-    pub(crate) lib: PathBuf,
-    /// That file's release, where its `NCCL version` text (or name) says.
-    pub(crate) version: Option<Version>,
+    /// Every `libnccl.so` it maps (a job that preloads one NCCL may map
+    /// its framework's too), each with the release its `NCCL version`
+    /// text says, where it says one.
+    pub(crate) libs: Vec<(PathBuf, Option<Version>)>,
 }
 
 /// Who serves `peer` (the address a connection reached), as `/proc` shows
@@ -209,34 +209,40 @@ fn holds(pid: u32, inodes: &[u64]) -> Option<bool> {
 /// through `/proc/PID/root`, as that process sees its files.
 fn server(pid: u32) -> Result<Server, String> {
     let maps = read(pid, "maps", 16 << 20).unwrap_or_default();
-    let lib = maps.split(|&b| b == b'\n').find_map(|l| {
-        let at = l.iter().position(|&b| b == b'/')?;
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for l in maps.split(|&b| b == b'\n') {
+        let Some(at) = l.iter().position(|&b| b == b'/') else {
+            continue;
+        };
         let path = &l[at..];
-        let name = path.rsplit(|&b| b == b'/').next()?;
-        name.starts_with(b"libnccl.so")
-            .then(|| PathBuf::from(String::from_utf8_lossy(path).into_owned()))
-    });
+        let name = path.rsplit(|&b| b == b'/').next().unwrap_or(b"");
+        let path = PathBuf::from(String::from_utf8_lossy(path).into_owned());
+        if name.starts_with(b"libnccl.so") && !paths.contains(&path) && paths.len() < 8 {
+            paths.push(path);
+        }
+    }
     let name = read(pid, "comm", 256).unwrap_or_default();
     let name = nccl_rendezvous::untrusted::shown(String::from_utf8_lossy(&name).trim_end(), 64);
-    let Some(lib) = lib else {
+    if paths.is_empty() {
         return Err(format!(
             "process {pid} ({name}) listens there, but maps no libnccl.so: it is not an NCCL job"
         ));
-    };
-    let seen = Path::new("/proc")
-        .join(pid.to_string())
-        .join("root")
-        .join(lib.strip_prefix("/").unwrap_or(&lib));
-    let version = nccl_find::internal::read_elf(&seen)
-        .ok()
-        .and_then(|e| e.version())
-        .map(|(v, _)| v);
-    Ok(Server {
-        pid,
-        name,
-        lib,
-        version,
-    })
+    }
+    let libs = paths
+        .into_iter()
+        .map(|lib| {
+            let seen = Path::new("/proc")
+                .join(pid.to_string())
+                .join("root")
+                .join(lib.strip_prefix("/").unwrap_or(&lib));
+            let version = nccl_find::internal::read_elf(&seen)
+                .ok()
+                .and_then(|e| e.version())
+                .map(|(v, _)| v);
+            (lib, version)
+        })
+        .collect();
+    Ok(Server { pid, name, libs })
 }
 
 /// The flags that ask at `addr` (`HOST:PORT`, as `NCCL_RAS_ADDR` gives it).

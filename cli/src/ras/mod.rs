@@ -78,8 +78,10 @@ struct Asked {
     servers: Result<Vec<Server>, String>,
     /// The releases it may be.
     releases: Releases,
-    /// The questions sent, in order.
-    sent: Vec<Question>,
+    /// The questions asked, in order.
+    questions: Vec<Question>,
+    /// What was sent after the handshake, line by line.
+    sent: Vec<&'static str>,
 }
 
 /// Runs `nccl-find ras`.
@@ -186,6 +188,7 @@ fn look(addr: &str, deadline: Instant, args: &Args) -> (Option<JobStatus>, Diagn
     let mut asked = Asked {
         servers: Err(String::new()),
         releases: Releases::any(),
+        questions: Vec::new(),
         sent: Vec::new(),
     };
     let c = match Conversation::open(addr, deadline) {
@@ -216,7 +219,7 @@ fn look(addr: &str, deadline: Instant, args: &Args) -> (Option<JobStatus>, Diagn
     // No second look where the release does not survive one, nor where the
     // first question was itself a hazard, asked anyway.
     let mut hazards = ras::hazards_of(&asked.releases, Question::Again);
-    for q in &asked.sent {
+    for q in &asked.questions {
         for h in ras::hazards_of(&asked.releases, *q) {
             if !hazards.iter().any(|k| k.thread == h.thread) {
                 hazards.push(h);
@@ -245,19 +248,21 @@ fn look(addr: &str, deadline: Instant, args: &Args) -> (Option<JobStatus>, Diagn
 }
 
 /// The releases of the processes that serve the address: one, or the
-/// span from the oldest to the newest (a file whose release cannot be
-/// read leaves any release possible).
+/// span from the oldest to the newest library they map (a process may map
+/// more than one; a file whose release cannot be read leaves any release
+/// possible).
 fn releases_of(servers: &[Server]) -> Releases {
     let Some(all) = servers
         .iter()
-        .map(|s| s.version.clone())
+        .flat_map(|s| s.libs.iter().map(|(_, v)| v.clone()))
         .collect::<Option<Vec<_>>>()
     else {
         return Releases::any();
     };
     let t = |v: &nccl_find::Version| (v.major, v.minor, v.patch);
-    let lo = all.iter().map(t).min().expect("one server at least");
-    let hi = all.iter().map(t).max().expect("one server at least");
+    let (Some(lo), Some(hi)) = (all.iter().map(t).min(), all.iter().map(t).max()) else {
+        return Releases::any();
+    };
     match lo == hi {
         true => Releases::Exactly(all[0].clone()),
         false => Releases::Between(lo, Some((hi.0, hi.1, hi.2 + 1))),
@@ -280,11 +285,10 @@ fn ask(mut c: Conversation, args: &Args, asked: &mut Asked) -> Result<JobStatus,
     c.greet().map_err(Stop::Failed)?;
     let json = match (args.text, asked.releases.json()) {
         (true, _) | (false, Some(false)) => false,
-        (false, known) => {
+        (false, _) => {
+            asked.sent.push("SET FORMAT json");
             let took = c.json().map_err(Stop::Failed)?;
-            if known.is_none() {
-                asked.releases = Releases::by_format(took);
-            }
+            asked.releases = asked.releases.narrowed(took);
             took
         }
     };
@@ -292,7 +296,11 @@ fn ask(mut c: Conversation, args: &Args, asked: &mut Asked) -> Result<JobStatus,
         true => Question::Json,
         false => text_question(&asked.releases, args.ask_anyway)?,
     };
-    asked.sent.push(q);
+    asked.questions.push(q);
+    asked.sent.push(match q {
+        Question::Verbose => "VERBOSE STATUS",
+        _ => "STATUS",
+    });
     let answer = c.report(q).map_err(Stop::Failed)?;
     match status::read(answer.format, &answer.body) {
         Ok(st) => Ok(st),
@@ -450,10 +458,9 @@ fn take_out(p: &place::Place) -> String {
 
 /// Who serves the address, and how its release is known.
 fn served_by(asked: &Asked) -> String {
-    let sent: Vec<&str> = asked.sent.iter().map(|q| q.words()).collect();
-    let sent = match sent.is_empty() {
+    let sent = match asked.sent.is_empty() {
         true => "nothing asked".to_string(),
-        false => format!("asked: {}", sent.join(", then ")),
+        false => format!("asked: {}", asked.sent.join(", then ")),
     };
     match &asked.servers {
         Ok(all) => {
@@ -462,15 +469,24 @@ fn served_by(asked: &Asked) -> String {
                 1 => String::new(),
                 n => format!(" and {} other process(es)", n - 1),
             };
-            let v = s
-                .version
-                .as_ref()
-                .map_or("a release its file does not say".into(), |v| v.to_string());
+            let libs: Vec<String> = s
+                .libs
+                .iter()
+                .map(|(lib, v)| {
+                    let v = v
+                        .as_ref()
+                        .map_or("a release its file does not say".into(), |v| v.to_string());
+                    format!(
+                        "NCCL {v} from {}",
+                        nccl_rendezvous::untrusted::shown(&lib.to_string_lossy(), 200)
+                    )
+                })
+                .collect();
             format!(
-                "process {} ({}){more} on this host, NCCL {v} from {}; {sent}",
+                "process {} ({}){more} on this host, {}; {sent}",
                 s.pid,
                 s.name,
-                nccl_rendezvous::untrusted::shown(&s.lib.to_string_lossy(), 200)
+                libs.join(" and ")
             )
         }
         Err(why) => format!("a process whose NCCL release cannot be read ({why}); {sent}"),
@@ -482,8 +498,8 @@ fn release_words(r: &Releases) -> String {
     let t = |(a, b, c): (u32, u32, u32)| format!("{a}.{b}.{c}");
     match r {
         Releases::Exactly(v) => format!("NCCL {v}"),
-        Releases::Between(_, Some(b)) => format!("an NCCL before {} (its release unread)", t(*b)),
-        Releases::Between(a, None) => format!("an NCCL from {} (its release unread)", t(*a)),
+        Releases::Between(a, Some(b)) => format!("an NCCL from {}, before {}", t(*a), t(*b)),
+        Releases::Between(a, None) => format!("an NCCL from {}", t(*a)),
     }
 }
 
@@ -728,15 +744,17 @@ fn to_json(
         Ok(all) => json!({
             "pids": all.iter().map(|s| s.pid).collect::<Vec<_>>(),
             "name": all[0].name,
-            "library": all[0].lib.to_string_lossy(),
-            "nccl_version": all[0].version.as_ref().map(|v| v.to_string()),
+            "libraries": all[0].libs.iter().map(|(lib, v)| json!({
+                "path": lib.to_string_lossy(),
+                "nccl_version": v.as_ref().map(|v| v.to_string()),
+            })).collect::<Vec<_>>(),
         }),
         Err(why) => json!({ "unknown": why }),
     };
     let mut out = json!({
         "addr": addr, "verdict": verdict, "exit": code, "message": line, "look_at": look_at,
         "server": server, "releases": release_words(&asked.releases),
-        "sent": asked.sent.iter().map(|q| q.words()).collect::<Vec<_>>(),
+        "sent": asked.sent,
         "hazards": hazards,
     });
     if let Diagnosis::Healthy = v {

@@ -182,6 +182,38 @@ impl Releases {
         }
     }
 
+    /// These releases, narrowed by what `SET FORMAT json` was answered
+    /// (`json`: `OK`); where none of them answers so, what the answer says.
+    pub fn narrowed(&self, json: bool) -> Releases {
+        let by = Releases::by_format(json);
+        let (Releases::Between(a, b), Releases::Between(c, d)) = (self.span(), by.clone()) else {
+            return by;
+        };
+        let lo = a.max(c);
+        let hi = match (b, d) {
+            (Some(b), Some(d)) => Some(b.min(d)),
+            (b, d) => b.or(d),
+        };
+        if hi.is_some_and(|h| h <= lo) {
+            return by;
+        }
+        match self {
+            Releases::Exactly(_) => self.clone(),
+            _ => Releases::Between(lo, hi),
+        }
+    }
+
+    /// As a span `[from, to)`.
+    fn span(&self) -> Releases {
+        match self {
+            Releases::Exactly(v) => Releases::Between(
+                (v.major, v.minor, v.patch),
+                Some((v.major, v.minor, v.patch + 1)),
+            ),
+            r => r.clone(),
+        }
+    }
+
     fn low(&self) -> (u32, u32, u32) {
         match self {
             Releases::Exactly(v) => (v.major, v.minor, v.patch),
@@ -283,6 +315,19 @@ mod tests {
         assert_eq!(threads(&old, Text), [1669, 1718, 2346]);
         assert_eq!(threads(&Releases::by_format(true), Json), [0u32; 0]);
         assert_eq!(Releases::any().json(), None);
+        // A process that maps 2.28.3 and 2.28.9, and answers `ERROR`: 2.28.3.
+        let both = Releases::Between((2, 28, 3), Some((2, 28, 10)));
+        assert_eq!(both.json(), None);
+        let old = both.narrowed(false);
+        assert_eq!(old, Releases::Between((2, 28, 3), Some((2, 28, 7))));
+        assert_eq!(threads(&old, Text), [2346]);
+        assert_eq!(
+            both.narrowed(true),
+            Releases::Between((2, 28, 7), Some((2, 28, 10)))
+        );
+        // An exact release that answers against its kind: the answer wins.
+        assert_eq!(v("2.28.9").narrowed(false), Releases::by_format(false));
+        assert_eq!(v("2.28.9").narrowed(true), v("2.28.9"));
     }
 
     /// A hazard the table calls open that a release's notes fix, or one

@@ -1,6 +1,7 @@
 """A stand-in for NCCL's RAS service, as the release LIB says it is: the
 process maps LIB (a libnccl.so.2 whose `NCCL version` text names the
-release), listens on 127.0.0.1, prints its port, and answers as NCCL does:
+release; or several, `:`-separated, as a job that preloads one NCCL maps
+its framework's too), listens on 127.0.0.1, prints its port, and answers as NCCL does:
 `CLIENT PROTOCOL` with `SERVER PROTOCOL 2`, `TIMEOUT` with `OK`, `SET FORMAT
 json` with `OK` when JSON is "1" (2.28.7 and newer) and with NCCL's `ERROR`
 otherwise, `STATUS` and `VERBOSE STATUS` with the next report (the last one
@@ -18,8 +19,10 @@ import sys
 import threading
 
 lib, json_ok, record, reports = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4:]
-with open(lib, "rb") as f:
-    mapped = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+mapped = []
+for one in lib.split(":"):
+    with open(one, "rb") as f:
+        mapped.append(mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ))
 bodies = []
 for r in reports:
     with open(r, "rb") as f:
