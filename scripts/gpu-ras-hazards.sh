@@ -14,34 +14,7 @@ export NCCL_NVLS_ENABLE=0
 py=${PY:-/opt/torch/.venv/bin/python}
 nf=$(readlink -f "${NF:-target/release/nccl-find}")
 work=$(mktemp -d)
-cat > "$work/job.py" <<'PY'
-import os, sys, time, torch, torch.distributed as d
-work = sys.argv[1]
-gpus, local = torch.cuda.device_count(), int(os.environ["LOCAL_RANK"])
-if gpus < 2:
-    os.environ["NCCL_HOSTID"] = f"ras-host-{local}"
-torch.cuda.set_device(local % gpus)
-d.init_process_group("nccl")
-r = d.get_rank()
-open(f"{work}/pid.{r}", "w").write(str(os.getpid()))
-x = torch.ones(1 << 20, device="cuda")
-for _ in range(3):
-    d.all_reduce(x)
-torch.cuda.synchronize()
-open(f"{work}/ready.{r}", "w").write("3")
-def wait_for(name):
-    while not os.path.exists(f"{work}/{name}"):
-        time.sleep(0.2)
-wait_for("behind")
-if r == 0:
-    d.all_reduce(x)
-    open(f"{work}/launched.0", "w").write("4")
-wait_for("end")
-if r == 1:
-    d.all_reduce(x)
-torch.cuda.synchronize()
-open(f"{work}/done.{r}", "w").write("ok")
-PY
+here=$(dirname "$(readlink -f "$0")")
 row() { # nccl moment flags...
   local nccl=$1 moment=$2; shift 2
   local name="$nccl-$moment${1:+-${1#--}}"
@@ -67,7 +40,7 @@ for nccl in torch image; do
   [ "$nccl" = image ] && pre=/usr/lib/x86_64-linux-gnu/libnccl.so.2
   for r in 0 1; do
     LD_PRELOAD=$pre MASTER_ADDR=127.0.0.1 MASTER_PORT=29651 RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 \
-      "$py" "$work/job.py" "$work" > "$out/job-$nccl.$r.txt" 2>&1 &
+      "$py" "$here/gpu-ras-job.py" "$work" > "$out/job-$nccl.$r.txt" 2>&1 &
   done
   for i in $(seq 1 600); do [ -f "$work/ready.0" ] && [ -f "$work/ready.1" ] && break; sleep 0.2; done
   sleep 2
@@ -83,7 +56,7 @@ for nccl in torch image; do
   ended="ran on to its end"
   { [ -f "$work/done.0" ] && [ -f "$work/done.1" ]; } || ended="did NOT finish"
   echo "| $nccl | end | | | | | the job $ended |" >> "$out/table.md"
-  sleep 1; pkill -9 -f "$work/job.py" 2>/dev/null; sleep 1
+  sleep 1; pkill -9 -f "gpu-ras-job.py $work" 2>/dev/null; sleep 1
 done
 echo "| NCCL | moment | flags | exit | release read · sent | ranks alive after | last line |"
 echo "|---|---|---|---|---|---|---|"

@@ -18,32 +18,7 @@ rm -rf "$out" && mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 py=${PY:-/opt/torch/.venv/bin/python}
 work=$(mktemp -d)
-cat > "$work/job.py" <<'PY'
-import os, sys, time, torch, torch.distributed as d
-work = sys.argv[1]
-gpus, local = torch.cuda.device_count(), int(os.environ["LOCAL_RANK"])
-if gpus < 2:
-    # One GPU: each rank its own host to NCCL, which then allows the
-    # GPU twice (across hosts) and joins them over its sockets.
-    os.environ["NCCL_HOSTID"] = f"ras-host-{local}"
-torch.cuda.set_device(local % gpus)
-d.init_process_group("nccl")
-r = d.get_rank()
-open(f"{work}/pid.{r}", "w").write(str(os.getpid()))
-x = torch.ones(1 << 20, device="cuda")
-for _ in range(3):
-    d.all_reduce(x)
-torch.cuda.synchronize()
-open(f"{work}/ready.{r}", "w").write("3")
-def wait_for(name):
-    while not os.path.exists(f"{work}/{name}"):
-        time.sleep(0.2)
-wait_for("behind")
-if r == 0:
-    d.all_reduce(x)          # waits for rank 1, which sleeps
-    open(f"{work}/launched.0", "w").write("4")
-wait_for("end")
-PY
+here=$(dirname "$(readlink -f "$0")")
 cat > "$work/ask.py" <<'PY'
 import socket, sys, time
 fmt, verbose, dest = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
@@ -111,7 +86,7 @@ ask_all() { # moment
 # (the image's dpkg 2.28.3, whose RAS service has no JSON).
 for r in 0 1; do
   LD_PRELOAD=${NCCL_PRELOAD:-} MASTER_ADDR=127.0.0.1 MASTER_PORT=29650 RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 \
-    "$py" "$work/job.py" "$work" > "$out/job.$r.txt" 2>&1 &
+    "$py" "$here/gpu-ras-job.py" "$work" > "$out/job.$r.txt" 2>&1 &
 done
 for i in $(seq 1 600); do [ -f "$work/ready.0" ] && [ -f "$work/ready.1" ] && break; sleep 0.2; done
 sleep 2
@@ -147,7 +122,7 @@ kill -9 "$victim"
 sleep 8
 ask_all killed
 touch "$work/end"
-sleep 2; pkill -9 -f "$work/job.py" 2>/dev/null
+sleep 2; pkill -9 -f "gpu-ras-job.py $work" 2>/dev/null
 wait 2>/dev/null
 ras_at gone
 if [ -n "$nf" ]; then
@@ -155,12 +130,12 @@ if [ -n "$nf" ]; then
   rm -f "$work"/ready.* "$work/behind" "$work/end"
   for r in 0 1; do
     NCCL_RAS_ENABLE=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29651 RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 \
-      "$py" "$work/job.py" "$work" > "$out/job-off.$r.txt" 2>&1 &
+      "$py" "$here/gpu-ras-job.py" "$work" > "$out/job-off.$r.txt" 2>&1 &
   done
   for i in $(seq 1 600); do [ -f "$work/ready.0" ] && [ -f "$work/ready.1" ] && break; sleep 0.2; done
   ras_at ras-off
   touch "$work/behind" "$work/end"
-  sleep 2; pkill -9 -f "$work/job.py" 2>/dev/null
+  sleep 2; pkill -9 -f "gpu-ras-job.py $work" 2>/dev/null
   wait 2>/dev/null
 fi
 cat "$out/asked.txt"
