@@ -869,7 +869,7 @@ fn a_rank_here_is_named_in_its_launchers_words() {
     let (_, line) = answer(&ras(&job.flags()));
     assert!(
         line.ends_with(
-            ". It runs on Kubernetes, in the pod at 192.0.2.2; take the node out: `kubectl cordon \
+            ". It runs on Kubernetes pod at 192.0.2.2; take the node out: `kubectl cordon \
              \"$(kubectl get pods -A --field-selector status.podIP=192.0.2.2 -o \
              jsonpath='{.items[0].spec.nodeName}')\"`"
         ),

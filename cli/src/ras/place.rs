@@ -61,7 +61,6 @@ impl Place {
             (None, _) => {
                 let who = match self.scheduler {
                     "slurm" => "Slurm",
-                    "kubernetes" => "Kubernetes, in",
                     _ => what,
                 };
                 format!("{who} {}", self.words)
@@ -134,19 +133,35 @@ fn on_this_host(host: &str) -> bool {
 /// of the rank's trouble for Slurm's drain reason.
 pub(crate) fn place(who: &Who, job: &Env, why: &str) -> Option<Place> {
     let own = match (who.pid, on_this_host(&who.host)) {
-        (Some(pid), true) => env_of(pid),
+        (Some(pid), true) => {
+            env_of(pid).map(|e| (e, Path::new("/proc").join(pid.to_string()).join("root")))
+        }
         _ => None,
     };
-    if let Some(env) = &own {
-        if let Some(p) = from_own(env, who, why) {
+    if let Some((env, root)) = &own {
+        if let Some(p) = from_own(env, root, who, why) {
             return Some(p);
         }
     }
     from_job(job, who, why, &scontrol_nodes)
 }
 
-/// What the rank's own launcher told it.
-fn from_own(env: &Env, who: &Who, why: &str) -> Option<Place> {
+/// A short file the process at `root` sees (its pod's service account,
+/// its host name): one line of a name's characters, or nothing.
+fn name_in(root: &Path, file: &str) -> Option<String> {
+    let raw = nccl_find::internal::read_bounded(&root.join(file), 256).ok()?;
+    let v = String::from_utf8(raw).ok()?;
+    let v = v.trim();
+    (!v.is_empty()
+        && v.len() <= 253
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-')))
+    .then(|| v.to_string())
+}
+
+/// What the rank's own launcher told it (`env`), and the files its
+/// process sees (`root`, its `/proc/PID/root`).
+fn from_own(env: &Env, root: &Path, who: &Who, why: &str) -> Option<Place> {
     if let Some(jobid) = get(env, "SLURM_JOB_ID") {
         let node = get(env, "SLURMD_NODENAME").map(str::to_string);
         let mut words = vec![format!("job {jobid}")];
@@ -162,7 +177,17 @@ fn from_own(env: &Env, who: &Who, why: &str) -> Option<Place> {
         return Some(slurm(node, words.join(", "), who, why));
     }
     if get(env, "KUBERNETES_SERVICE_HOST").is_some() {
-        let pod = get(env, "HOSTNAME").map(quoted);
+        let pod = get(env, "HOSTNAME")
+            .map(quoted)
+            .or_else(|| name_in(root, "etc/hostname"));
+        let ns = name_in(
+            root,
+            "var/run/secrets/kubernetes.io/serviceaccount/namespace",
+        );
+        let pod = match (ns, pod) {
+            (Some(ns), Some(p)) => Some(format!("{ns}/{p}")),
+            (_, p) => p,
+        };
         let node = ["NODE_NAME", "KUBE_NODE_NAME", "MY_NODE_NAME"]
             .iter()
             .find_map(|k| get(env, k))
@@ -225,7 +250,7 @@ fn from_job(job: &Env, who: &Who, why: &str, nodes: &dyn Fn(&str) -> Nodes) -> O
     if get(job, "KUBERNETES_SERVICE_HOST").is_some() {
         return Some(kubernetes(
             None,
-            format!("the pod at {}", who.host),
+            format!("pod at {}", who.host),
             &who.host,
         ));
     }
@@ -376,7 +401,7 @@ mod tests {
             ("SLURM_LOCALID", "1"),
             ("SLURMD_NODENAME", "gpu07"),
         ]);
-        let p = from_own(&e, &who("10.0.0.7"), "missing").unwrap();
+        let p = from_own(&e, Path::new("/nonexistent"), &who("10.0.0.7"), "missing").unwrap();
         assert_eq!(
             p.said(),
             "Slurm node gpu07 (job 812, step 0, task 3, local rank 1)"
@@ -428,7 +453,7 @@ mod tests {
             ("HOSTNAME", "train-worker-1"),
             ("NODE_NAME", "ip-10-0-0-7"),
         ]);
-        let p = from_own(&e, &who("10.244.1.5"), "missing").unwrap();
+        let p = from_own(&e, Path::new("/nonexistent"), &who("10.244.1.5"), "missing").unwrap();
         assert_eq!(
             p.said(),
             "Kubernetes pod train-worker-1 on node ip-10-0-0-7"
@@ -447,23 +472,48 @@ mod tests {
         assert_eq!(quoted("a'b"), "'a'\\''b'");
         assert_eq!(quoted("\u{1b}[2J"), "'\\u{1b}[2J'");
         let e = env(&[("SLURM_JOB_ID", "1"), ("SLURMD_NODENAME", "n1;reboot")]);
-        let p = from_own(&e, &who("10.0.0.1"), "missing").unwrap();
+        let p = from_own(&e, Path::new("/nonexistent"), &who("10.0.0.1"), "missing").unwrap();
         assert_eq!(p.next.as_deref(), Some("--exclude='n1;reboot'"));
+    }
+
+    #[test]
+    fn a_pods_namespace_and_name_come_from_the_files_it_sees() {
+        let root = std::env::temp_dir().join(format!("nf-place-{}", std::process::id()));
+        let sa = root.join("var/run/secrets/kubernetes.io/serviceaccount");
+        std::fs::create_dir_all(&sa).unwrap();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(sa.join("namespace"), "training\n").unwrap();
+        std::fs::write(root.join("etc/hostname"), "job-worker-0\n").unwrap();
+        let e = env(&[("KUBERNETES_SERVICE_HOST", "10.96.0.1")]);
+        let p = from_own(&e, &root, &who("10.244.1.5"), "missing").unwrap();
+        assert_eq!(p.said(), "Kubernetes pod training/job-worker-0");
+        // A file that is not a name is not taken.
+        std::fs::write(sa.join("namespace"), "a b;$(x)").unwrap();
+        let p = from_own(&e, &root, &who("10.244.1.5"), "missing").unwrap();
+        assert_eq!(p.said(), "Kubernetes pod job-worker-0");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
     fn torchrun_and_mpirun_name_the_host_and_local_rank() {
         let e = env(&[("TORCHELASTIC_RUN_ID", "x"), ("LOCAL_RANK", "2")]);
         assert_eq!(
-            from_own(&e, &who("10.0.0.3"), "").unwrap().said(),
+            from_own(&e, Path::new("/nonexistent"), &who("10.0.0.3"), "")
+                .unwrap()
+                .said(),
             "torchrun local rank 2 on 10.0.0.3"
         );
         let e = env(&[("OMPI_COMM_WORLD_LOCAL_RANK", "5")]);
         assert_eq!(
-            from_own(&e, &who("10.0.0.3"), "").unwrap().said(),
+            from_own(&e, Path::new("/nonexistent"), &who("10.0.0.3"), "")
+                .unwrap()
+                .said(),
             "mpirun local rank 5 on 10.0.0.3"
         );
-        assert_eq!(from_own(&env(&[]), &who("10.0.0.3"), ""), None);
+        assert_eq!(
+            from_own(&env(&[]), Path::new("/nonexistent"), &who("10.0.0.3"), ""),
+            None
+        );
         assert!(on_this_host("127.0.0.1") && !on_this_host("192.0.2.99"));
         assert!(!on_this_host("node7"));
         assert_eq!(
