@@ -906,3 +906,28 @@ fn a_process_that_maps_two_releases_is_asked_as_the_riskier() {
         ["CLIENT PROTOCOL 2", "TIMEOUT", "SET FORMAT json"]
     );
 }
+
+/// A service whose release cannot be read (this test's own process, which
+/// maps no NCCL) is asked the least risky way, and the output says so.
+#[test]
+fn an_unread_release_is_said_with_what_was_asked() {
+    let addr = serve(Serve::Nccl {
+        reports: vec![report("healthy-json.txt")],
+        json: true,
+    });
+    let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
+    let (code, out, _) = common::text(&o);
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "note: the release of NCCL's RAS service at {addr} could not be read (process "
+        )) && lines[0].ends_with(
+            "maps no libnccl.so (an NCCL linked in statically, or none)); asked what every \
+             release that answers so survives: SET FORMAT json, then STATUS"
+        ),
+        "{out}"
+    );
+    assert!(lines[2].starts_with("OK: "), "{out}");
+}

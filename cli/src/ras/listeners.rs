@@ -225,7 +225,8 @@ fn server(pid: u32) -> Result<Server, String> {
     let name = nccl_rendezvous::untrusted::shown(String::from_utf8_lossy(&name).trim_end(), 64);
     if paths.is_empty() {
         return Err(format!(
-            "process {pid} ({name}) listens there, but maps no libnccl.so: it is not an NCCL job"
+            "process {pid} ({name}) listens there, but maps no libnccl.so (an NCCL linked in \
+             statically, or none)"
         ));
     }
     let libs = paths

@@ -143,6 +143,16 @@ pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
             above.push_str(&format!("  keep the next run off it: srun/sbatch {n}\n"));
         }
     }
+    // The release could not be read: said, with what that left to ask.
+    if let (Err(why), false) = (&asked.servers, asked.sent.is_empty()) {
+        if code != 1 && !matches!(diagnosis, Diagnosis::Withheld(_)) {
+            above.push_str(&format!(
+                "note: the release of NCCL's RAS service at {addr} could not be read ({why}); \
+                 asked what every release that answers so survives: {}\n",
+                asked.sent.join(", then ")
+            ));
+        }
+    }
     above.push_str(&hazard_lines(&diagnosis, &asked));
     print!("{}", style::human(&above, color));
     match code {

@@ -248,11 +248,7 @@ fn from_job(job: &Env, who: &Who, why: &str, nodes: &dyn Fn(&str) -> Nodes) -> O
         });
     }
     if get(job, "KUBERNETES_SERVICE_HOST").is_some() {
-        return Some(kubernetes(
-            None,
-            format!("pod at {}", who.host),
-            &who.host,
-        ));
+        return Some(kubernetes(None, format!("pod at {}", who.host), &who.host));
     }
     if get(job, "TORCHELASTIC_RUN_ID").is_some() {
         return Some(plain("torchrun", format!("host {}", who.host)));
