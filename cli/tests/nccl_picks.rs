@@ -182,6 +182,29 @@ fn make(case: &Case) -> Result<Ns, String> {
             n(&["link", "set", &peer, "up"])?;
         }
     }
+    // The kernel marks a link running (carrier on, operstate up) a moment
+    // after both ends are up: NCCL from 2.28.3 skips one not yet running,
+    // so every case waits until its running links are.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for If(name, _, _, state) in case.ifaces {
+        if !matches!(state, State::Running) {
+            continue;
+        }
+        loop {
+            let o = Command::new("ip")
+                .args(["-n", &ns.0, "-o", "link", "show", name])
+                .output()
+                .map_err(|e| e.to_string())?;
+            let line = String::from_utf8_lossy(&o.stdout).into_owned();
+            if line.contains("LOWER_UP") && line.contains("state UP") {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("{name} did not come up in 30 s: {line}"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
     Ok(ns)
 }
 

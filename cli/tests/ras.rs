@@ -931,3 +931,107 @@ fn an_unread_release_is_said_with_what_was_asked() {
     );
     assert!(lines[2].starts_with("OK: "), "{out}");
 }
+
+/// Reports built to make the command work hard: a broken JSON report of
+/// 8 MiB of blank lines is mended in linear time; a report whose ranks
+/// each launched other collectives (ranks × names) gives output and memory
+/// bounded by the ranks, the rest counted; sizes past a C int are not
+/// believed, and no sum wraps.
+#[test]
+fn hostile_reports_cost_time_and_memory_in_proportion_to_their_size() {
+    // Not JSON even mended, and every line blank: the quadratic mend took
+    // 30 s for 200,000 lines.
+    let mut blank = b"{\"communicators\": [".to_vec();
+    blank.extend(std::iter::repeat_n(b'\n', 8 << 20));
+    let addr = serve(Serve::Nccl {
+        reports: vec![blank],
+        json: true,
+    });
+    let ((code, line), took) = timed(&["--host", host_of(&addr), "--port", port_of(&addr)]);
+    assert_eq!(code, 2, "{line}");
+    assert!(line.contains("its JSON report does not parse"), "{line}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    // 3,000 ranks, each 64 collective names of its own, each behind.
+    let mut ranks = Vec::new();
+    for r in 0..3000 {
+        let counts: Vec<String> = (0..64)
+            .map(|k| format!("\"op{}\": {}", (r * 7 + k) % 500, r % 3))
+            .collect();
+        ranks.push(format!(
+            "{{\"rank\": {r}, \"host\": \"10.0.0.1\", \"pid\": {r}, \"cuda_dev\": 0, \"status\": {{\"init_state\": 0, \"async_error\": 0}}, \"collective_counts\": {{{}}}}}",
+            counts.join(", ")
+        ));
+    }
+    let big = format!(
+        "{{\"nccl_version\": \"2.28.9\", \"communicators\": [{{\"hash\": \"0x1\", \"size\": 18446744073709551615, \"ranks\": [{}], \"missing_ranks\": []}}, {{\"hash\": \"0x2\", \"size\": 18446744073709551615, \"ranks\": [], \"missing_ranks\": []}}]}}",
+        ranks.join(", ")
+    );
+    let addr = serve(Serve::Nccl {
+        reports: vec![big.into_bytes()],
+        json: true,
+    });
+    let t = Instant::now();
+    let o = ras(&["--host", host_of(&addr), "--port", port_of(&addr)]);
+    let took = t.elapsed();
+    let (code, out, err) = common::text(&o);
+    assert_eq!(code, 1, "{err}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    // 50 findings printed, the rest counted; one a rank at most.
+    assert!(out.len() < 64 << 10, "{} bytes", out.len());
+    assert!(out.contains("\n  … and "), "{out}");
+    // Sizes no C int holds: the ranks listed are counted instead.
+    assert!(out.contains("2 communicator(s), 3000 rank(s)"), "{out}");
+    let v: serde_json::Value = serde_json::from_slice(
+        &ras(&["--host", host_of(&addr), "--port", port_of(&addr), "--json"]).stdout,
+    )
+    .unwrap();
+    let findings = v["findings"].as_array().unwrap().len() as u64;
+    assert!(findings <= 3000, "{findings}");
+    assert_eq!(v["ranks_count"], 3000);
+}
+
+/// The second look is said as it was: the pause it really took, and a
+/// second look that got no answer, not "did not move in 2 s".
+#[test]
+fn the_second_look_is_said_as_it_was() {
+    // A short --timeout: the pause is half of what was left, under 2 s.
+    let job = nccl(&["behind-json.txt"]);
+    let (code, line) = answer(&ras(&[&job.flags()[..], &["--timeout", "1"]].concat()));
+    assert_eq!(code, 1, "{line}");
+    let at = line.find("and the counts did not move in 0.").expect(&line);
+    assert!(
+        line[at..].starts_with("and the counts did not move in 0.")
+            && line[at + 33..].starts_with(|c: char| c.is_ascii_digit())
+            && line[at + 34..].starts_with(" s: "),
+        "{line}"
+    );
+    // The second report is no report at all.
+    let addr = serve(Serve::Nccl {
+        reports: vec![report("behind-json.txt"), Vec::new()],
+        json: true,
+    });
+    let (code, line) = answer(&ras(&["--host", host_of(&addr), "--port", port_of(&addr)]));
+    assert_eq!(code, 1, "{line}");
+    assert!(
+        line.contains(
+            "AllReduce behind (launched 3, the others up to 4), and a second look got no answer ("
+        ),
+        "{line}"
+    );
+    assert!(!line.contains("did not move"), "{line}");
+}
+
+/// What a service says is escaped once, not twice, where it is quoted.
+#[test]
+fn a_services_words_are_escaped_once() {
+    let addr = serve(Serve::Raw(b"\x1b[2J\n".to_vec()));
+    let (code, line) = answer(&ras(&["--host", host_of(&addr), "--port", port_of(&addr)]));
+    assert_eq!(code, 2, "{line}");
+    assert!(
+        line.contains(&format!(
+            "{addr} answered \"\\u{{1b}}[2J\" to `CLIENT PROTOCOL 2`"
+        )),
+        "{line}"
+    );
+    assert!(!line.contains("\\\\u"), "{line}");
+}

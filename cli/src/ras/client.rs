@@ -37,7 +37,7 @@ pub(crate) struct Answer {
 }
 
 /// Why the service could not be asked.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum AskError {
     /// Nothing answered at the address: refused, unreachable, unresolved.
     Unreachable(String),
@@ -81,7 +81,7 @@ impl<'a> Conversation<'a> {
         let said = exchange(&mut self.s, "CLIENT PROTOCOL 2", deadline)?;
         if !said.starts_with("SERVER PROTOCOL ") {
             return Err(AskError::NotRas(format!(
-                "{addr} answered {:?} to `CLIENT PROTOCOL 2`, not `SERVER PROTOCOL …`: it is not \
+                "{addr} answered \"{}\" to `CLIENT PROTOCOL 2`, not `SERVER PROTOCOL …`: it is not \
                  NCCL's RAS service",
                 shown(&said)
             )));
@@ -195,7 +195,7 @@ fn exchange(s: &mut TcpStream, line: &str, deadline: Instant) -> Result<String, 
         let n = read_some(s, &mut b, deadline, line)?;
         if n == 0 {
             return Err(AskError::NotRas(format!(
-                "the connection closed before a reply to `{line}` ({:?} so far): not NCCL's RAS \
+                "the connection closed before a reply to `{line}` (\"{}\" so far): not NCCL's RAS \
                  service, or it turned us away",
                 shown(&String::from_utf8_lossy(&got))
             )));
@@ -244,7 +244,7 @@ fn expect_ok(s: &mut TcpStream, line: &str, deadline: Instant, addr: &str) -> Re
 
 fn not_ok(addr: &str, line: &str, said: &str) -> AskError {
     AskError::NotRas(format!(
-        "{addr} answered {:?} to `{line}`, not `OK`: not the RAS service of an NCCL this command \
+        "{addr} answered \"{}\" to `{line}`, not `OK`: not the RAS service of an NCCL this command \
          knows",
         shown(said)
     ))

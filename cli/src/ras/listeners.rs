@@ -26,6 +26,8 @@ pub(crate) struct NcclProcess {
     /// Its `NCCL_RAS_ENABLE`, and its `NCCL_RAS_ADDR`, as set.
     pub(crate) ras_enable: Option<String>,
     pub(crate) ras_addr: Option<String>,
+    /// Its owner, where another user's (`None`: this user's, or unknown).
+    pub(crate) other_uid: Option<u32>,
 }
 
 /// Every process of this host, as far as `/proc` shows it, with a
@@ -77,8 +79,16 @@ fn look_at(pid: u32) -> Option<NcclProcess> {
             .find_map(|kv| kv.strip_prefix(key.as_bytes())?.strip_prefix(b"="))
             .map(|v| nccl_rendezvous::untrusted::shown(&String::from_utf8_lossy(v), 200))
     };
+    let other_uid = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(format!("/proc/{pid}"))
+            .ok()
+            .map(|m| m.uid())
+            .filter(|&u| Some(u) != own_uid())
+    };
     Some(NcclProcess {
         pid,
+        other_uid,
         name: nccl_rendezvous::untrusted::shown(&name, 64),
         ras_enable: var("NCCL_RAS_ENABLE"),
         ras_addr: var("NCCL_RAS_ADDR"),
@@ -246,11 +256,18 @@ fn server(pid: u32) -> Result<Server, String> {
     Ok(Server { pid, name, libs })
 }
 
-/// The flags that ask at `addr` (`HOST:PORT`, as `NCCL_RAS_ADDR` gives it).
+/// This process's user.
+fn own_uid() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+}
+
+/// The flags that ask at `addr` (`HOST:PORT`, as `NCCL_RAS_ADDR` gives
+/// it), the host fit to paste into a shell.
 fn flags_for(addr: &str) -> String {
     match ras::split_addr(addr) {
-        (h, Some(p)) => format!("--host {h} --port {p}"),
-        (h, None) => format!("--host {h}"),
+        (h, Some(p)) => format!("--host {} --port {p}", super::place::quoted(h)),
+        (h, None) => format!("--host {}", super::place::quoted(h)),
     }
 }
 
@@ -262,7 +279,10 @@ pub(crate) fn why_silent(
     own_enable: Option<&str>,
     why: &str,
 ) -> String {
-    let named = |p: &NcclProcess| format!("process {} ({})", p.pid, p.name);
+    let named = |p: &NcclProcess| match p.other_uid {
+        Some(u) => format!("process {} ({}, another user's: uid {u})", p.pid, p.name),
+        None => format!("process {} ({})", p.pid, p.name),
+    };
     if let Some(p) = procs.iter().find(|p| turned_off(p.ras_enable.as_deref())) {
         return format!(
             "{} runs NCCL with NCCL_RAS_ENABLE=0, so no RAS service answers: start the job without \
@@ -336,6 +356,7 @@ mod tests {
     fn why_nothing_answered_names_the_likeliest_cause() {
         let p = |enable: Option<&str>, addr: Option<&str>| NcclProcess {
             pid: 42,
+            other_uid: None,
             name: "python".into(),
             ras_enable: enable.map(String::from),
             ras_addr: addr.map(String::from),
@@ -360,6 +381,17 @@ mod tests {
             "no NCCL job runs on this host (no process has libnccl loaded): run `nccl-find ras` on a \
              node of the job, or ask another with --host and --port (nothing listens at \
              localhost:28028)"
+        );
+        // Another user's address is quoted, and said to be theirs.
+        let evil = NcclProcess {
+            other_uid: Some(1001),
+            ..p(None, Some("$(touch /tmp/x)x:28028"))
+        };
+        assert_eq!(
+            why_silent(at, &[evil], None, why),
+            "process 42 (python, another user's: uid 1001) moved NCCL's RAS service to \
+             NCCL_RAS_ADDR=$(touch /tmp/x)x:28028: ask there, `nccl-find ras --host '$(touch \
+             /tmp/x)x' --port 28028` (nothing listens at localhost:28028)"
         );
         // Turned off wins over moved.
         let both = [p(None, Some("10.0.0.1:9")), p(Some("0"), None)];

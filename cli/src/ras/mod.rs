@@ -84,6 +84,8 @@ struct Asked {
     questions: Vec<Question>,
     /// What was sent after the handshake, line by line.
     sent: Vec<&'static str>,
+    /// The second look: after how long it answered, or why it did not.
+    second: Option<Result<Duration, String>>,
 }
 
 /// Runs `nccl-find ras`.
@@ -202,6 +204,7 @@ fn look(addr: &str, deadline: Instant, args: &Args) -> (Option<JobStatus>, Diagn
         releases: Releases::any(),
         questions: Vec::new(),
         sent: Vec::new(),
+        second: None,
     };
     let c = match Conversation::open(addr, deadline) {
         Ok(c) => c,
@@ -247,6 +250,11 @@ fn look(addr: &str, deadline: Instant, args: &Args) -> (Option<JobStatus>, Diagn
     let second = Conversation::open(addr, deadline)
         .map_err(Stop::Failed)
         .and_then(|c| ask(c, args, &mut asked));
+    asked.second = Some(match &second {
+        Ok(_) => Ok(pause),
+        Err(Stop::Failed(e)) => Err(not_asked(addr, e.clone())),
+        Err(Stop::Withheld(_)) => Err("withheld".into()),
+    });
     match second {
         // Moving: nothing but ranks behind at the second look either, and
         // other counts (a rank gone between the looks is no progress).

@@ -71,11 +71,21 @@ pub(super) fn details(addr: &str, st: &JobStatus, asked: &Asked) -> String {
         st.ranks
     ));
     s.push_str(&format!("  served by {}\n", served_by(asked)));
-    for f in &st.suspects {
+    for f in st.suspects.iter().take(SHOWN) {
         s.push_str(&format!("  {}: {}\n", who(&f.who), trouble(&f.trouble)));
+    }
+    let more = (st.suspects.len().saturating_sub(SHOWN) as u64).saturating_add(st.left_out);
+    if more > 0 {
+        s.push_str(&format!(
+            "  … and {more} more finding(s), the less urgent (`--json` has the first {})\n",
+            super::status::MAX_FINDINGS
+        ));
     }
     s
 }
+
+/// The most findings printed as text.
+const SHOWN: usize = 50;
 
 /// A rank's trouble in a word or two, for a drain reason.
 pub(super) fn short(t: &Trouble) -> &'static str {
@@ -223,15 +233,15 @@ pub(super) fn last_line(
             st.comms, st.ranks
         ),
         Diagnosis::Moving(was) => format!(
-            "OK: the job is moving: {} was behind at the first look, and the counts moved {} s \
+            "OK: the job is moving: {} was behind at the first look, and the counts moved {} \
              later (NCCL {nccl} at {addr})",
             who(&was[0].who),
-            SECOND_LOOK.as_secs()
+            seconds(asked.second.as_ref().and_then(|s| s.as_ref().ok()).copied())
         ),
         Diagnosis::Once(hs) => {
             let f = &st.suspects[0];
             let Trouble::Behind { op, launched, most } = &f.trouble else {
-                return look_at(f, st.suspects.len());
+                return look_at(f, st.suspects.len(), None);
             };
             let threads: Vec<String> = hs.iter().map(|h| format!("#{}", h.thread)).collect();
             format!(
@@ -248,11 +258,24 @@ pub(super) fn last_line(
                 f.who.pid.map_or("PID".to_string(), |p| p.to_string())
             )
         }
-        _ => look_at(&st.suspects[0], st.suspects.len()),
+        _ => look_at(&st.suspects[0], st.suspects.len(), asked.second.as_ref()),
     }
 }
 
-fn look_at(f: &Suspect, all: usize) -> String {
+/// A pause in words: `2 s`, `0.5 s`.
+fn seconds(d: Option<std::time::Duration>) -> String {
+    let d = d.unwrap_or(SECOND_LOOK);
+    match d.subsec_millis() {
+        0 => format!("{} s", d.as_secs()),
+        _ => format!("{:.1} s", d.as_secs_f64()),
+    }
+}
+
+fn look_at(
+    f: &Suspect,
+    all: usize,
+    second: Option<&Result<std::time::Duration, String>>,
+) -> String {
     let w = who(&f.who);
     let pid = f
         .who
@@ -277,10 +300,14 @@ fn look_at(f: &Suspect, all: usize) -> String {
         ),
         Trouble::Behind { op, launched, most } => format!(
             "look at {w} first: it is {} {op} behind (launched {launched}, the others up to {most}), \
-             and the counts did not move in {} s: the others wait for it. See where {pid} is \
-             (`py-spy dump --pid {}` for Python){others}",
+             {}: the others wait for it. See where {pid} is (`py-spy dump --pid {}` for \
+             Python){others}",
             most - launched,
-            SECOND_LOOK.as_secs(),
+            match second {
+                Some(Ok(d)) => format!("and the counts did not move in {}", seconds(Some(*d))),
+                Some(Err(why)) => format!("and a second look got no answer ({why})"),
+                None => "at the one look taken".to_string(),
+            },
             f.who.pid.map_or("PID".to_string(), |p| p.to_string())
         ),
         Trouble::State { what } => format!(
@@ -419,6 +446,7 @@ pub(super) fn to_json(
     out["communicators_count"] = json!(st.comms);
     out["ranks_count"] = json!(st.ranks);
     out["findings"] = st.suspects.iter().map(suspect_json).collect();
+    out["findings_left_out"] = json!(st.left_out);
     out["communicators"] = st.detail.iter().map(comm_json).collect();
     if let Diagnosis::Moving(was) = v {
         out["behind_at_first_look"] = was.iter().map(suspect_json).collect();

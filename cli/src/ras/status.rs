@@ -105,6 +105,8 @@ pub(crate) struct JobStatus {
     /// Whether the JSON needed mending (NCCL 2.28.9 leaves out a comma
     /// after a missing rank's `nvml_dev`).
     pub(crate) mended: bool,
+    /// Findings past [`MAX_FINDINGS`], counted, not kept.
+    pub(crate) left_out: u64,
 }
 
 /// The most communicators, ranks and lines read from one report.
@@ -120,6 +122,10 @@ pub(crate) fn read(format: Format, body: &[u8]) -> Result<JobStatus, String> {
     };
     st.suspects
         .sort_by_key(|x| (urgency(&x.trouble), x.who.rank));
+    if st.suspects.len() > MAX_FINDINGS {
+        st.left_out = (st.suspects.len() - MAX_FINDINGS) as u64;
+        st.suspects.truncate(MAX_FINDINGS);
+    }
     Ok(st)
 }
 
@@ -142,10 +148,11 @@ fn read_json(text: &str) -> Result<JobStatus, String> {
         detail: Vec::new(),
         suspects: Vec::new(),
         mended,
+        left_out: 0,
     };
     for c in comms.iter().take(MAX_ITEMS) {
         let comm = json_comm(c);
-        st.ranks += comm.size;
+        st.ranks = st.ranks.saturating_add(comm.size);
         judge_comm(&comm, &mut st.suspects);
         st.detail.push(comm);
     }
@@ -156,21 +163,27 @@ fn read_json(text: &str) -> Result<JobStatus, String> {
 /// before its `"status"`: a comma goes wherever a line ends a value and the
 /// next line starts a key.
 fn mend(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
+    // One pass, the line breaks after a non-blank line held back until the
+    // next non-blank line says whether a comma goes before them: linear in
+    // time, and in memory no more than the text.
     let mut out = String::with_capacity(text.len() + 64);
-    for (i, l) in lines.iter().enumerate() {
-        out.push_str(l);
-        let t = l.trim_end();
-        let next = lines[i + 1..]
-            .iter()
-            .map(|n| n.trim())
-            .find(|n| !n.is_empty());
-        let ends_value = !t.is_empty() && !t.ends_with([',', '{', '[', ':']);
-        if ends_value && next.is_some_and(|n| n.starts_with('"')) {
+    let mut held = 0usize;
+    let mut ends_value = false;
+    for l in text.lines() {
+        let t = l.trim();
+        if t.is_empty() {
+            held += 1;
+            continue;
+        }
+        if ends_value && t.starts_with('"') {
             out.push(',');
         }
-        out.push('\n');
+        out.extend(std::iter::repeat_n('\n', held));
+        out.push_str(l);
+        held = 1;
+        ends_value = !t.ends_with([',', '{', '[', ':']);
     }
+    out.extend(std::iter::repeat_n('\n', held));
     out
 }
 
@@ -213,7 +226,11 @@ fn json_comm(c: &Value) -> Comm {
     }
     Comm {
         hash: shown(c["hash"].as_str().unwrap_or("?")),
-        size: c["size"].as_u64().unwrap_or(ranks.len() as u64),
+        // NCCL's sizes are C ints: a larger one is not believed.
+        size: c["size"]
+            .as_u64()
+            .filter(|&n| n <= MAX_RANKS)
+            .unwrap_or(ranks.len() as u64),
         ranks,
     }
 }
@@ -300,41 +317,55 @@ fn judge_comm(c: &Comm, out: &mut Vec<Suspect>) {
             });
         }
     }
-    // Each collective: the present ranks that launched fewer than the most.
+    // Each collective (at most MAX_OPS names): the most any present rank
+    // launched. A rank behind in several is named once, where it is
+    // furthest behind: findings grow with the ranks, not ranks × names.
     let present: Vec<&Rank> = c.ranks.iter().filter(|r| !r.missing).collect();
-    let mut ops: Vec<&str> = Vec::new();
+    let mut most: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
     for r in &present {
-        for (op, _) in &r.counts {
-            if !ops.contains(&op.as_str()) {
-                ops.push(op);
+        for (op, n) in &r.counts {
+            if most.len() < MAX_OPS || most.contains_key(op.as_str()) {
+                let m = most.entry(op.as_str()).or_insert(0);
+                *m = (*m).max(*n);
             }
         }
     }
-    for op in ops {
-        let count = |r: &Rank| {
-            r.counts
-                .iter()
-                .find(|(o, _)| o == op)
-                .map_or(0, |(_, n)| *n)
-        };
-        let most = present.iter().map(|r| count(r)).max().unwrap_or(0);
-        for r in &present {
-            let launched = count(r);
-            if launched < most {
-                let trouble = Trouble::Behind {
+    for r in &present {
+        let worst = most
+            .iter()
+            .map(|(op, m)| {
+                let launched = r
+                    .counts
+                    .iter()
+                    .find(|(o, _)| o == op)
+                    .map_or(0, |(_, n)| *n);
+                (m - launched.min(*m), *op, launched, *m)
+            })
+            .filter(|(gap, ..)| *gap > 0)
+            .max_by_key(|(gap, ..)| *gap);
+        if let Some((_, op, launched, most)) = worst {
+            out.push(Suspect {
+                comm: c.hash.clone(),
+                who: r.who.clone(),
+                trouble: Trouble::Behind {
                     op: op.to_string(),
                     launched,
                     most,
-                };
-                out.push(Suspect {
-                    comm: c.hash.clone(),
-                    who: r.who.clone(),
-                    trouble,
-                });
-            }
+                },
+            });
         }
     }
 }
+
+/// The largest count NCCL can write (a C `int`).
+const MAX_RANKS: u64 = i32::MAX as u64;
+
+/// The most collective names judged in one communicator (NCCL has about
+/// ten).
+const MAX_OPS: usize = 64;
+
+/// The most findings kept, the most urgent; the rest are counted.
+pub(crate) const MAX_FINDINGS: usize = 10_000;
 
 /// How urgent a finding is: the cause before the symptoms it makes.
 fn urgency(t: &Trouble) -> (u8, u64) {
@@ -351,7 +382,7 @@ fn urgency(t: &Trouble) -> (u8, u64) {
 fn read_text(text: &str) -> Result<JobStatus, String> {
     if !text.contains("Communicators") || !text.contains("Errors") {
         return Err(format!(
-            "its report has none of NCCL's headings (it begins {:?})",
+            "its report has none of NCCL's headings (it begins \"{}\")",
             shown(text.lines().next().unwrap_or(""))
         ));
     }
@@ -367,6 +398,7 @@ fn read_text(text: &str) -> Result<JobStatus, String> {
         detail: Vec::new(),
         suspects: Vec::new(),
         mended: false,
+        left_out: 0,
     };
     text_table(text, &mut st);
     let mut block = Block::default();
@@ -391,10 +423,11 @@ fn text_table(text: &str, st: &mut JobStatus) {
             .split_whitespace()
             .take(6)
             .filter_map(|x| x.parse().ok())
+            .filter(|&n| n <= MAX_RANKS)
             .collect();
         if n.len() == 6 {
-            st.comms += n[1];
-            st.ranks += n[1] * n[4];
+            st.comms = st.comms.saturating_add(n[1]);
+            st.ranks = st.ranks.saturating_add(n[1].saturating_mul(n[4]));
         }
     }
 }
