@@ -508,22 +508,33 @@ fn print_value(
         } else {
             asked.say(&style::not_found(headline));
         }
+        // `eval "$(nccl-find --env)" && make`: an empty output would let
+        // the eval succeed and the build start; `false` stops it, in every
+        // POSIX shell.
+        if cli.env {
+            println!("false");
+        }
         return exit_status(error);
     };
     let out = if cli.modversion {
         Ok(n.version.to_string().into_bytes())
     } else if cli.env {
         let prefix = env_prefix(asked, n);
-        let cuda = match shim::cuda_home(n, prefix.as_deref()) {
-            Ok(home) => home,
+        let (cuda, compiles) = match shim::cuda_home(n, prefix.as_deref()) {
+            Ok(home) => (home, true),
             Err(why) => {
                 asked.say(&format!(
                     "{why}. No CUDA_HOME or NCCL_CFLAGS is exported: builds that compile nccl.h will fail"
                 ));
-                None
+                (None, false)
             }
         };
-        Ok(pkgflags::env(n, prefix.as_deref(), cuda.as_deref()))
+        Ok(pkgflags::env(
+            n,
+            prefix.as_deref(),
+            cuda.as_deref(),
+            compiles,
+        ))
     } else if cli.print_variables {
         Ok(pkgflags::VARIABLES.join("\n").into_bytes())
     } else if let Some(name) = &cli.variable {

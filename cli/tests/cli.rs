@@ -532,3 +532,82 @@ fn every_flag_the_docs_use_is_in_help() {
         }
     }
 }
+
+/// `eval "$(nccl-find --env)" && build`, the README's line: where nccl-find
+/// fails, the build does not start, in every POSIX shell here (bash and
+/// dash; zsh too where it is installed).
+#[test]
+fn a_failed_env_stops_the_eval_and_the_build_after_it() {
+    for sh in ["bash", "dash", "zsh"] {
+        let Some(shell) = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join(sh))
+            .find(|p| p.is_file())
+        else {
+            assert_ne!(sh, "bash", "bash is not on PATH");
+            eprintln!("skipped: {sh} is not installed");
+            continue;
+        };
+        let out = Command::new(shell)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("NCCL_HOME", "/nonexistent")
+            .args([
+                "-c",
+                "eval \"$(\"$0\" --env)\" && echo BUILD STARTED; echo rc=$?",
+                env!("CARGO_BIN_EXE_nccl-find"),
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(text(&out.stdout), "rc=1\n", "{sh}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(
+            err.lines()
+                .last()
+                .unwrap_or("")
+                .contains("NCCL_HOME points at /nonexistent"),
+            "{sh}: {err}"
+        );
+    }
+}
+
+/// `--env` with a wheel and no CUDA headers beside it exports no
+/// `NCCL_CFLAGS` (it could not compile `nccl.h`), as its warning says.
+#[test]
+fn env_exports_no_cflags_that_cannot_compile_nccl_h() {
+    let Some(w) = common::wheels() else { return };
+    let venv = common::scratch("env-no-cuda");
+    let site = venv.join("lib/python3.11/site-packages/nvidia");
+    std::fs::create_dir_all(&site).unwrap();
+    std::os::unix::fs::symlink(
+        common::newest_wheel(&w, "nvidia_nccl_cu12").join("nvidia/nccl"),
+        site.join("nccl"),
+    )
+    .unwrap();
+    std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+    let cache = venv.join("cache");
+    let o = run(
+        &["--env"],
+        &[
+            ("PATH", "/usr/bin:/bin"),
+            ("VIRTUAL_ENV", venv.to_str().unwrap()),
+            ("XDG_CACHE_HOME", cache.to_str().unwrap()),
+        ],
+    );
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    if !err.contains("nccl.h includes cuda_runtime.h, and none was found") {
+        eprintln!("skipped: this machine has CUDA headers of its own: {err}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.trim_end().ends_with(
+            "No CUDA_HOME or NCCL_CFLAGS is exported: builds that compile nccl.h will fail"
+        ),
+        "{err}"
+    );
+    assert!(
+        !out.contains("NCCL_CFLAGS") && !out.contains("CUDA_HOME"),
+        "{out}"
+    );
+    assert!(out.contains("\nexport NCCL_LIBS="), "{out}");
+}

@@ -299,9 +299,14 @@ pub fn excluded<'a>(cs: &'a [Constraint], version: &nccl_find::Version) -> Optio
 /// `nccl.h` includes (what NVIDIA's `nccl-sys` and CMake's CUDA find
 /// modules read). `NCCL_CFLAGS` and `NCCL_LIBS` (the names autoconf's
 /// `PKG_CHECK_MODULES([NCCL], [nccl])` reads before it asks pkg-config) are
-/// `--cflags` and `--libs`: the first only where the CUDA include dirs were
-/// found, since without them it could not compile `nccl.h`.
-pub fn env(n: &Nccl, prefix_dir: Option<&Path>, cuda_home: Option<&Path>) -> Vec<u8> {
+/// `--cflags` and `--libs`: the first only where `nccl.h` compiles with it
+/// (`compiles`: the CUDA headers it includes were found).
+pub fn env(
+    n: &Nccl,
+    prefix_dir: Option<&Path>,
+    cuda_home: Option<&Path>,
+    compiles: bool,
+) -> Vec<u8> {
     let include = n.include_paths.first().cloned().unwrap_or_default();
     let (lib, home) = match prefix_dir {
         Some(d) => (d.to_path_buf(), d.to_path_buf()),
@@ -333,7 +338,7 @@ pub fn env(n: &Nccl, prefix_dir: Option<&Path>, cuda_home: Option<&Path>) -> Vec
         .map(|(k, v)| (k, v.as_os_str().as_bytes().to_vec()))
         .collect();
     // A path with a line break has no flag (it is refused as one).
-    if let Ok(f) = flags(n, cflags, None) {
+    if let (true, Ok(f)) = (compiles, flags(n, cflags, None)) {
         values.push(("NCCL_CFLAGS", f));
     }
     if let Ok(f) = flags(n, libs, prefix_dir) {
