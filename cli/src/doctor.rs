@@ -111,6 +111,9 @@ struct Inputs {
     /// about another machine, which never reaches a process that loads
     /// code (the child that asks NCCL does not run).
     env_from_file: bool,
+    /// Whether doctor judges another system's root (`--root`): its
+    /// libraries are data, never loaded.
+    other_root: bool,
 }
 
 impl Inputs {
@@ -128,6 +131,7 @@ impl Inputs {
             conf,
             settings,
             env_from_file: false,
+            other_root: root != Path::new("/"),
         }
     }
 
@@ -159,6 +163,7 @@ impl Inputs {
             settings: InForce::of(&conf, None),
             conf,
             env_from_file,
+            other_root: root != Path::new("/"),
         })
     }
 }

@@ -413,3 +413,120 @@ fn a_configuration_file_that_is_no_regular_file_is_skipped_at_once() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An NCCL whose library another user owns (or could change) is judged
+/// from its file, never loaded: its constructor would run as the user of
+/// doctor (root here). The same for `--root`, another system's files.
+#[test]
+fn doctor_never_loads_a_library_another_user_could_change() {
+    let root_user = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if !root_user {
+        eprintln!("skipped: giving a file to another user needs root");
+        return;
+    }
+    let dir = scratch("not-mine");
+    let home = dir.join("nccl");
+    std::fs::create_dir_all(home.join("include")).unwrap();
+    std::fs::create_dir_all(home.join("lib")).unwrap();
+    std::fs::write(
+        home.join("include/nccl.h"),
+        "#define NCCL_MAJOR 2\n#define NCCL_MINOR 32\n#define NCCL_PATCH 3\n#define NCCL_SUFFIX \"\"\n\
+         #define NCCL_VERSION_CODE 23203\ntypedef enum { ncclSuccess = 0 } ncclResult_t;\n\
+         ncclResult_t ncclGetVersion(int *version);\n",
+    )
+    .unwrap();
+    let marker = dir.join("constructor-ran");
+    let src = dir.join("nccl.c");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <stdio.h>\n__attribute__((constructor)) static void mark(void) {{\n\
+             FILE *f = fopen(\"{}\", \"w\"); if (f) {{ fputs(\"ran\", f); fclose(f); }}\n}}\n\
+             const char *nccl_version_text = \"NCCL version 2.32.3+cuda12.9\";\n\
+             const char *nccl_names[] = {{\"NCCL_DEBUG\", \"NCCL_DEBUG_SUBSYS\", \"NCCL_SOCKET_IFNAME\", \
+             \"NCCL_IB_HCA\", \"NCCL_IB_DISABLE\", \"NCCL_P2P_DISABLE\", \"NCCL_SHM_DISABLE\", \
+             \"NCCL_NET_PLUGIN\", \"NCCL_ALGO\", \"NCCL_PROTO\", \"NCCL_RAS_ENABLE\", \"NCCL_NVLS_ENABLE\"}};\n\
+             int ncclGetVersion(int *v) {{ *v = 23203; return 0; }}\n\
+             int ncclParamDumpAll(void) {{ return 0; }}\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let lib = home.join("lib/libnccl.so.2.32.3");
+    let ok = Command::new("cc")
+        .args(["-shared", "-fPIC", "-Wl,-soname,libnccl.so.2", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .expect("cc is needed");
+    assert!(ok.success());
+    std::os::unix::fs::symlink("libnccl.so.2.32.3", home.join("lib/libnccl.so.2")).unwrap();
+    std::os::unix::fs::symlink("libnccl.so.2", home.join("lib/libnccl.so")).unwrap();
+    // Another user's file, in a directory of root's.
+    let chown = Command::new("chown")
+        .args(["65534:65534"])
+        .arg(&lib)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .args(["doctor", "--json"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("NCCL_HOME", &home)
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(!marker.exists(), "another user's library was loaded");
+    let why = json["nccl_parameters"]["why"].as_str().unwrap_or("");
+    assert!(
+        why.contains("libnccl.so.2.32.3 belongs to user 65534, not to you (user 0) or root")
+            && why.ends_with(
+                "a library another user could change is never loaded: its code would run as you"
+            ),
+        "{json}"
+    );
+    assert_eq!(json["nccl_parameters"]["asked"], false);
+    // Root's again: it is loaded (the check is the owner, not the path).
+    let chown = Command::new("chown")
+        .args(["0:0"])
+        .arg(&lib)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let _ = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .args(["doctor", "--json"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("NCCL_HOME", &home)
+        .output()
+        .unwrap();
+    assert!(marker.exists(), "root's own library was not asked");
+    // Another system's root (--root): root's own file there is not run.
+    std::fs::remove_file(&marker).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+        .arg("--root")
+        .arg(&dir)
+        .args(["doctor", "--json"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("NCCL_HOME", "/nccl")
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(
+        !marker.exists(),
+        "a library in another system's root was loaded"
+    );
+    assert_eq!(
+        json["nccl_parameters"],
+        json!({"asked": false, "why": "its library lies in another system's root (--root), which is judged, never run"}),
+        "{json}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

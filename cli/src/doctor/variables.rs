@@ -121,6 +121,11 @@ impl Names {
                 inputs.env_from_file,
                 inputs.settings.unread.iter().find(|u| u.hangs),
             ) {
+                _ if inputs.other_root => params::Asked::Withheld(
+                    "its library lies in another system's root (--root), which is judged, never \
+                     run"
+                        .into(),
+                ),
                 (true, _) => params::Asked::Withheld(
                     "the variables come from a facts file, and nothing from a facts file reaches a \
                      process that loads code"

@@ -77,6 +77,14 @@ pub fn ask(library: &Path, env: &[(String, String)]) -> Asked {
         Ok(syms) if syms.iter().any(|s| s == DUMP) => {}
         _ => return Asked::NoApi,
     }
+    // Loading a library runs its code: only one that this user or root
+    // installed, in directories no one else can write, is loaded.
+    if let Err(why) = owned(library) {
+        return Asked::Withheld(format!(
+            "{why}, and a library another user could change is never loaded: its code would run \
+             as you"
+        ));
+    }
     match run_child(library, env) {
         Ok(text) => match parse(&text) {
             p if p.is_empty() => Asked::Failed("the library listed no parameters".into()),
@@ -84,6 +92,34 @@ pub fn ask(library: &Path, env: &[(String, String)]) -> Asked {
         },
         Err(e) => Asked::Failed(e),
     }
+}
+
+/// Whether `library` (its real file) and every directory above it belong
+/// to this user or root, and no one else can write them.
+fn owned(library: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let real = std::fs::canonicalize(library)
+        .map_err(|e| format!("{} cannot be resolved ({e})", library.display()))?;
+    let me = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .map_err(|e| format!("who this process runs as cannot be told ({e})"))?;
+    let m = std::fs::metadata(&real).map_err(|e| format!("{}: {e}", real.display()))?;
+    if m.uid() != me && m.uid() != 0 {
+        return Err(format!(
+            "{} belongs to user {}, not to you (user {me}) or root",
+            real.display(),
+            m.uid()
+        ));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{} has mode {:o}: others can write it",
+            real.display(),
+            m.mode() & 0o7777
+        ));
+    }
+    let dir = real.parent().unwrap_or(Path::new("/"));
+    nccl_find::loader_dir::check_owned_path(dir).map_err(|e| e.to_string())
 }
 
 fn run_child(library: &Path, env: &[(String, String)]) -> Result<String, String> {
