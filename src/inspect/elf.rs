@@ -270,7 +270,7 @@ pub fn read_elf_bytes(data: &[u8]) -> Result<ElfInfo, String> {
 }
 
 /// [`dynamic_symbols`] over bytes in memory (for fuzzing and tests).
-#[cfg(fuzzing)]
+#[cfg(any(fuzzing, test))]
 pub fn dynamic_symbols_bytes(data: &[u8]) -> Result<Vec<String>, String> {
     symbols(Elf::from_bytes(data)?)
 }
@@ -394,7 +394,8 @@ fn glibc_version(name: &str) -> Option<(u32, u32)> {
 /// (`.gnu.version_r`: entries of 16 bytes, each with `vn_cnt` auxiliary
 /// entries of 16) or definitions (`.gnu.version_d`: entries of 20 bytes,
 /// each with auxiliaries of 8, the first naming the version). Every offset
-/// is bounded by the section; a chain longer than it could hold ends.
+/// is bounded by the section; a chain longer than it could hold ends, and
+/// the whole walk takes at most one step for each 8 bytes of it.
 fn newest_glibc(elf: &mut Elf, kind: u32) -> Result<Option<(u32, u32)>, String> {
     let Some((data, strs)) = elf.with_strings(kind, "symbol version")? else {
         return Ok(None);
@@ -409,6 +410,8 @@ fn newest_glibc(elf: &mut Elf, kind: u32) -> Result<Option<(u32, u32)>, String> 
         Some(r.uint(b, 0, size) as usize)
     };
     let mut newest = None;
+    // One budget for the entries and their auxiliaries together: no walk
+    // takes more steps than the section has 8-byte words.
     let (mut entry, mut left) = (0usize, data.len() / 8);
     while left > 0 {
         left -= 1;
@@ -420,7 +423,11 @@ fn newest_glibc(elf: &mut Elf, kind: u32) -> Result<Option<(u32, u32)>, String> 
             break;
         };
         let mut a = entry.saturating_add(aux);
-        for _ in 0..count.min(data.len() / 8) {
+        for _ in 0..count {
+            if left == 0 {
+                break;
+            }
+            left -= 1;
             let name = field(a, if need { 8 } else { 0 }, 4);
             if let Some(v) = name
                 .and_then(|n| cstr(&strs, n))
@@ -605,15 +612,16 @@ fn scan(r: &mut Reader, start: u64, size: u64) -> Result<Option<String>, String>
     Ok(loose)
 }
 
+/// The longest name read from a string table: a symbol, section or
+/// library name longer than this is no name (real ones are under 1 KiB),
+/// so that looking names up costs at most this much each, however the
+/// table is made.
+const MAX_NAME: usize = 4096;
+
 fn cstr(table: &[u8], off: usize) -> Option<String> {
     let rest = table.get(off..)?;
-    let mut end = 0;
-    while end < rest.len() && rest[end] != 0 {
-        end += 1;
-    }
-    if end == rest.len() {
-        return None;
-    }
+    let rest = &rest[..rest.len().min(MAX_NAME + 1)];
+    let end = rest.iter().position(|&b| b == 0)?;
     Some(String::from_utf8_lossy(&rest[..end]).into_owned())
 }
 
@@ -760,6 +768,83 @@ mod tests {
         // The words and no version at all.
         let lib = elf_with_rodata(&[b"NCCL version information", b"NCCL version %s"]);
         assert_eq!(read_elf_bytes(&lib).unwrap().version_text, None);
+    }
+
+    /// A minimal ELF64 with these sections (name, kind, link, data), after
+    /// a null section, and `.shstrtab` last.
+    fn elf_with(sections: &[(&str, u32, u32, Vec<u8>)]) -> Vec<u8> {
+        let mut shstr = b"\0".to_vec();
+        let mut f = vec![0u8; 64];
+        f[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
+        f[18] = 62;
+        let mut heads = vec![vec![0u8; 64]];
+        let head = |name: usize, kind: u32, link: u32, off: usize, size: usize| {
+            let mut e = vec![0u8; 64];
+            e[0..4].copy_from_slice(&(name as u32).to_le_bytes());
+            e[4..8].copy_from_slice(&kind.to_le_bytes());
+            e[24..32].copy_from_slice(&(off as u64).to_le_bytes());
+            e[32..40].copy_from_slice(&(size as u64).to_le_bytes());
+            e[40..44].copy_from_slice(&link.to_le_bytes());
+            e
+        };
+        for (name, kind, link, data) in sections {
+            let n = shstr.len();
+            shstr.extend_from_slice(name.as_bytes());
+            shstr.push(0);
+            heads.push(head(n, *kind, *link, f.len(), data.len()));
+            f.extend_from_slice(data);
+        }
+        let n = shstr.len();
+        shstr.extend_from_slice(b".shstrtab\0");
+        heads.push(head(n, SHT_STRTAB, 0, f.len(), shstr.len()));
+        f.extend_from_slice(&shstr);
+        let table = f.len() as u64;
+        let count = heads.len() as u16;
+        for h in heads {
+            f.extend(h);
+        }
+        f[0x28..0x30].copy_from_slice(&table.to_le_bytes());
+        f[0x3a] = 64;
+        f[0x3c..0x3e].copy_from_slice(&count.to_le_bytes());
+        f[0x3e..0x40].copy_from_slice(&(count - 1).to_le_bytes());
+        f
+    }
+
+    /// Files of 128 KiB made to cost each walk the square of their size: a
+    /// version-needs chain that steps one entry at a time, each with a
+    /// run of auxiliaries, and string tables with no NUL, which every name
+    /// is looked up in. Each is read in time linear in its size.
+    #[test]
+    fn crafted_tables_are_read_in_linear_time() {
+        let no_nul = vec![b'A'; 64 << 10];
+        // .gnu.version_r: every 16 bytes an entry (vn_cnt 0xffff, vn_aux 0,
+        // vn_next 16) that is also an auxiliary (vna_name 0, vna_next 16).
+        let mut need = Vec::new();
+        for _ in 0..(64 << 10) / 16 {
+            let mut e = [0u8; 16];
+            e[2..4].copy_from_slice(&0xffffu16.to_le_bytes());
+            e[12..16].copy_from_slice(&16u32.to_le_bytes());
+            need.extend_from_slice(&e);
+        }
+        // .dynsym: 2,700 global defined symbols, every name at offset 0.
+        let mut syms = vec![0u8; 24];
+        for _ in 0..2700 {
+            let mut e = [0u8; 24];
+            e[4] = 0x12;
+            e[6] = 1;
+            syms.extend_from_slice(&e);
+        }
+        let lib = elf_with(&[
+            (".dynstr", SHT_STRTAB, 0, no_nul.clone()),
+            (".gnu.version_r", SHT_GNU_VERNEED, 1, need),
+            (".dynsym", SHT_DYNSYM, 1, syms),
+        ]);
+        let t = std::time::Instant::now();
+        let info = read_elf_bytes(&lib).unwrap();
+        assert_eq!(info.glibc_needed, None);
+        assert_eq!(dynamic_symbols_bytes(&lib).unwrap(), Vec::<String>::new());
+        let took = t.elapsed();
+        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
     }
 
     #[test]
