@@ -257,6 +257,12 @@ fn nccls_pick(out: &str) -> String {
     "none".into()
 }
 
+/// The last `n` lines of `text`.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 /// The interface doctor says NCCL would use, or `none`.
 fn doctors_pick(json: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
@@ -302,10 +308,13 @@ fn releases(w: &Path) -> Vec<(String, PathBuf)> {
     out
 }
 
-const UNIQUE_ID: &str = "import ctypes, sys\n\
+/// Calls `ncclGetUniqueId` and writes its result to stderr in one write:
+/// NCCL's own threads print to stdout meanwhile, and a `print` there was
+/// cut in two by one of their lines (`rc` … ` 0`) in a loaded CI run.
+const UNIQUE_ID: &str = "import ctypes, os, sys\n\
     l = ctypes.CDLL(sys.argv[1])\n\
     b = ctypes.create_string_buffer(128)\n\
-    print('rc', l.ncclGetUniqueId(b), flush=True)\n";
+    os.write(2, b'rc %d\\n' % l.ncclGetUniqueId(b))\n";
 
 #[test]
 fn the_interface_doctor_names_is_the_one_nccl_takes() {
@@ -317,6 +326,7 @@ fn the_interface_doctor_names_is_the_one_nccl_takes() {
     let _ = std::fs::remove_dir_all(&base);
     let nccl_find = env!("CARGO_BIN_EXE_nccl-find");
     let mut rows = Vec::new();
+    let mut said = Vec::new();
     for case in CASES {
         let ns = match make(case) {
             Ok(ns) => ns,
@@ -340,6 +350,13 @@ fn the_interface_doctor_names_is_the_one_nccl_takes() {
                 &["python3", "-c", UNIQUE_ID, &lib.to_string_lossy()],
             );
             let nccl = nccls_pick(&format!("{out}{err}"));
+            if nccl == "none" {
+                said.push(format!(
+                    "{} {version}: NCCL said:\n{}",
+                    case.name,
+                    last_lines(&format!("{out}{err}"), 8)
+                ));
+            }
             let mut env = case.env.to_vec();
             let home = home.to_string_lossy().into_owned();
             env.push(("NCCL_HOME", &home));
@@ -386,7 +403,8 @@ fn the_interface_doctor_names_is_the_one_nccl_takes() {
         // name, release, then "nccl", "doctor", "card", "want", each with its pick
         assert!(
             cells.len() == 10 && [5, 7, 9].iter().all(|i| cells[*i] == cells[3]),
-            "NCCL and nccl-find disagree, or differ from what the case wants:\n{table}"
+            "NCCL and nccl-find disagree, or differ from what the case wants:\n{table}\n{}",
+            said.join("\n")
         );
     }
 }
