@@ -611,3 +611,27 @@ fn env_exports_no_cflags_that_cannot_compile_nccl_h() {
     );
     assert!(out.contains("\nexport NCCL_LIBS="), "{out}");
 }
+
+/// `--atleast-version`, as the README says: nothing on stdout, the exit
+/// status answers, and where it is not met one line on stderr says why.
+#[test]
+fn atleast_version_answers_by_its_exit_status_and_one_line() {
+    let home = tree("dpkg").join("usr");
+    let home = home.to_str().unwrap();
+    let ok = run(&["--atleast-version", "2.0"], &[("NCCL_HOME", home)]);
+    assert_eq!(
+        (ok.status.code(), text(&ok.stdout), text(&ok.stderr)),
+        (Some(0), String::new(), String::new())
+    );
+    let no = run(&["--atleast-version", "3.0"], &[("NCCL_HOME", home)]);
+    let err = text(&no.stderr);
+    assert_eq!(
+        (no.status.code(), text(&no.stdout)),
+        (Some(1), String::new())
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("NCCL 2.28.3 does not satisfy the requirement >=3.0.0"),
+        "{err}"
+    );
+}

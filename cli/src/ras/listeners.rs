@@ -28,6 +28,9 @@ pub(crate) struct NcclProcess {
     pub(crate) ras_addr: Option<String>,
     /// Its owner, where another user's (`None`: this user's, or unknown).
     pub(crate) other_uid: Option<u32>,
+    /// The release of the `libnccl.so` it maps, where its file says (the
+    /// oldest, where it maps several).
+    pub(crate) version: Option<Version>,
 }
 
 /// Every process of this host, as far as `/proc` shows it, with a
@@ -86,9 +89,14 @@ fn look_at(pid: u32) -> Option<NcclProcess> {
             .map(|m| m.uid())
             .filter(|&u| Some(u) != own_uid())
     };
+    let version = libs_of(pid, &maps)
+        .into_iter()
+        .filter_map(|(_, v)| v)
+        .min_by_key(|v| (v.major, v.minor, v.patch));
     Some(NcclProcess {
         pid,
         other_uid,
+        version,
         name: nccl_rendezvous::untrusted::shown(&name, 64),
         ras_enable: var("NCCL_RAS_ENABLE"),
         ras_addr: var("NCCL_RAS_ADDR"),
@@ -219,6 +227,22 @@ fn holds(pid: u32, inodes: &[u64]) -> Option<bool> {
 /// through `/proc/PID/root`, as that process sees its files.
 fn server(pid: u32) -> Result<Server, String> {
     let maps = read(pid, "maps", 16 << 20).unwrap_or_default();
+    let name = read(pid, "comm", 256).unwrap_or_default();
+    let name = nccl_rendezvous::untrusted::shown(String::from_utf8_lossy(&name).trim_end(), 64);
+    let libs = libs_of(pid, &maps);
+    if libs.is_empty() {
+        return Err(format!(
+            "process {pid} ({name}) listens there, but maps no libnccl.so (an NCCL linked in \
+             statically, or none)"
+        ));
+    }
+    Ok(Server { pid, name, libs })
+}
+
+/// Every `libnccl.so` (at most 8) that `pid` maps, by its `maps`, each
+/// with the release its file says, read through `/proc/PID/root` (as that
+/// process sees its files), never run.
+fn libs_of(pid: u32, maps: &[u8]) -> Vec<(PathBuf, Option<Version>)> {
     let mut paths: Vec<PathBuf> = Vec::new();
     for l in maps.split(|&b| b == b'\n') {
         let Some(at) = l.iter().position(|&b| b == b'/') else {
@@ -231,15 +255,7 @@ fn server(pid: u32) -> Result<Server, String> {
             paths.push(path);
         }
     }
-    let name = read(pid, "comm", 256).unwrap_or_default();
-    let name = nccl_rendezvous::untrusted::shown(String::from_utf8_lossy(&name).trim_end(), 64);
-    if paths.is_empty() {
-        return Err(format!(
-            "process {pid} ({name}) listens there, but maps no libnccl.so (an NCCL linked in \
-             statically, or none)"
-        ));
-    }
-    let libs = paths
+    paths
         .into_iter()
         .map(|lib| {
             let seen = Path::new("/proc")
@@ -252,8 +268,7 @@ fn server(pid: u32) -> Result<Server, String> {
                 .map(|(v, _)| v);
             (lib, version)
         })
-        .collect();
-    Ok(Server { pid, name, libs })
+        .collect()
 }
 
 /// This process's user.
@@ -302,12 +317,26 @@ pub(crate) fn why_silent(
         );
     }
     if let Some(p) = procs.first() {
-        return format!(
-            "nothing answers at {addr}, though {} has NCCL loaded: its NCCL may be older than {} \
-             (no RAS service), or it has made no communicator yet ({why})",
-            named(p),
-            ras::first_release()
-        );
+        let first = ras::first_release();
+        let t = |v: &Version| (v.major, v.minor, v.patch);
+        return match &p.version {
+            Some(v) if t(v) < t(&first) => format!(
+                "{} runs NCCL {v}, older than {first}, which has no RAS service to ask: read the \
+                 job's logs with `nccl-find explain` instead ({why})",
+                named(p)
+            ),
+            Some(v) => format!(
+                "nothing answers at {addr}, though {} runs NCCL {v}, which serves RAS once it has \
+                 made a communicator: it has made none yet, or its service is at another \
+                 NCCL_RAS_ADDR than this process can see ({why})",
+                named(p)
+            ),
+            None => format!(
+                "nothing answers at {addr}, though {} has NCCL loaded: its NCCL may be older than \
+                 {first} (no RAS service), or it has made no communicator yet ({why})",
+                named(p)
+            ),
+        };
     }
     if turned_off(own_enable) {
         return format!(
@@ -357,6 +386,7 @@ mod tests {
         let p = |enable: Option<&str>, addr: Option<&str>| NcclProcess {
             pid: 42,
             other_uid: None,
+            version: None,
             name: "python".into(),
             ras_enable: enable.map(String::from),
             ras_addr: addr.map(String::from),
@@ -393,6 +423,25 @@ mod tests {
              NCCL_RAS_ADDR=$(touch /tmp/x)x:28028: ask there, `nccl-find ras --host '$(touch \
              /tmp/x)x' --port 28028` (nothing listens at localhost:28028)"
         );
+        // A release read from the file is said, not guessed at.
+        let old = NcclProcess {
+            version: Some(Version::new(2, 21, 5, "")),
+            ..p(None, None)
+        };
+        assert_eq!(
+            why_silent(at, &[old], None, why),
+            "process 42 (python) runs NCCL 2.21.5, older than 2.24.3, which has no RAS service to \
+             ask: read the job's logs with `nccl-find explain` instead (nothing listens at \
+             localhost:28028)"
+        );
+        let new = NcclProcess {
+            version: Some(Version::new(2, 28, 9, "")),
+            ..p(None, None)
+        };
+        assert!(why_silent(at, &[new], None, why).contains(
+            "though process 42 (python) runs NCCL 2.28.9, which serves RAS once it has made a \
+             communicator: it has made none yet"
+        ));
         // Turned off wins over moved.
         let both = [p(None, Some("10.0.0.1:9")), p(Some("0"), None)];
         assert!(why_silent(at, &both, None, why).contains("NCCL_RAS_ENABLE=0"));
