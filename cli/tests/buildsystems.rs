@@ -529,9 +529,19 @@ fn cmake_config_gives_find_package_an_nccl_target() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/trees/source-build"),
     )
     .unwrap();
+    // The same tree under a directory whose name is a generator expression:
+    // CMake would have split its include directory in two.
+    let genex = dir.join("a$<SEMICOLON>b");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(&source)
+        .arg(&genex)
+        .status()
+        .unwrap();
+    assert!(copied.success());
     /// (name, nccl-find's arguments, its variables, what the program prints)
     type Case<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a Path)>, &'a str);
-    let cases: [Case; 2] = [
+    let cases: [Case; 3] = [
         (
             "wheel",
             vec![],
@@ -541,6 +551,12 @@ fn cmake_config_gives_find_package_an_nccl_target() {
         (
             "source",
             vec!["--root", source.to_str().unwrap()],
+            vec![("NCCL_HOME", Path::new("/src/nccl/build"))],
+            "22304 22304\n",
+        ),
+        (
+            "genex",
+            vec!["--root", genex.to_str().unwrap()],
             vec![("NCCL_HOME", Path::new("/src/nccl/build"))],
             "22304 22304\n",
         ),

@@ -9,8 +9,11 @@ use std::path::{Path, PathBuf};
 use nccl_find::Nccl;
 
 /// A path as a CMake quoted argument; refused where CMake cannot carry it
-/// (not UTF-8, a line break, or a `;`, which splits a list).
-fn quoted(p: &Path) -> Result<String, String> {
+/// (not UTF-8, a line break, or a `;`, which splits a list). Where CMake
+/// evaluates generator expressions in it (`genex`: include directories,
+/// which targets evaluate), a `$<` is written `$<1:$><`, which evaluates
+/// to itself: `/opt/a$<SEMICOLON>b` stays one directory.
+fn quoted(p: &Path, genex: bool) -> Result<String, String> {
     let s = p
         .to_str()
         .ok_or_else(|| format!("{} is not UTF-8: CMake cannot name it", p.display()))?;
@@ -20,6 +23,10 @@ fn quoted(p: &Path) -> Result<String, String> {
             nccl_find::internal::escape_os(s.as_ref())
         ));
     }
+    let s = match genex {
+        true => s.replace("$<", "$<1:$><"),
+        false => s.to_string(),
+    };
     let mut out = String::from("\"");
     for c in s.chars() {
         if matches!(c, '\\' | '"' | '$') {
@@ -37,7 +44,7 @@ fn texts(n: &Nccl) -> Result<(String, String), String> {
     // them, no package: one would fail in the compiler.
     let mut inc = Vec::new();
     for d in crate::buildsys::pkgflags::include_dirs(n)? {
-        inc.push(quoted(d)?);
+        inc.push(quoted(d, true)?);
     }
     let v = &n.library_version;
     let mut config = format!(
@@ -60,7 +67,7 @@ fn texts(n: &Nccl) -> Result<(String, String), String> {
             ""
         },
         inc.join(" "),
-        quoted(&n.library)?,
+        quoted(&n.library, false)?,
     );
     if let Some(a) = &n.static_library {
         config.push_str(&format!(
@@ -70,7 +77,7 @@ fn texts(n: &Nccl) -> Result<(String, String), String> {
                  IMPORTED_LOCATION {}\n    \
                  INTERFACE_INCLUDE_DIRECTORIES \"${{NCCL_INCLUDE_DIRS}}\")\n\
              endif()\n",
-            quoted(a)?
+            quoted(a, false)?
         ));
     }
     config.push_str("set(NCCL_LIBRARIES NCCL::nccl)\nset(NCCL_FOUND TRUE)\n");
@@ -179,12 +186,30 @@ mod tests {
     #[test]
     fn paths_as_cmake_reads_them() {
         assert_eq!(
-            quoted(Path::new("/opt/a b/$x\"y\\z")).unwrap(),
+            quoted(Path::new("/opt/a b/$x\"y\\z"), false).unwrap(),
             "\"/opt/a b/\\$x\\\"y\\\\z\""
         );
-        assert!(quoted(Path::new("/opt/a;b")).unwrap_err().contains("`;`"));
-        assert!(quoted(Path::new("/opt/a\nb"))
+        assert!(quoted(Path::new("/opt/a;b"), true)
+            .unwrap_err()
+            .contains("`;`"));
+        assert!(quoted(Path::new("/opt/a\nb"), true)
             .unwrap_err()
             .starts_with("/opt/a\\nb holds a line break"));
+    }
+
+    /// A generator expression in an include directory evaluates to itself
+    /// (checked with the real CMake: `-isystem "/tmp/gx/a$<SEMICOLON>b"`,
+    /// one directory); an imported location, which CMake does not
+    /// evaluate, is written as it is.
+    #[test]
+    fn generator_expressions_in_paths_stay_text() {
+        assert_eq!(
+            quoted(Path::new("/opt/a$<SEMICOLON>b/include"), true).unwrap(),
+            "\"/opt/a\\$<1:\\$><SEMICOLON>b/include\""
+        );
+        assert_eq!(
+            quoted(Path::new("/opt/a$<SEMICOLON>b/lib/libnccl.so.2"), false).unwrap(),
+            "\"/opt/a\\$<SEMICOLON>b/lib/libnccl.so.2\""
+        );
     }
 }
