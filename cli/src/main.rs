@@ -529,12 +529,16 @@ fn print_value(
                 (None, false)
             }
         };
-        Ok(pkgflags::env(
-            n,
-            prefix.as_deref(),
-            cuda.as_deref(),
-            compiles,
-        ))
+        let lines = pkgflags::env(n, prefix.as_deref(), cuda.as_deref(), compiles);
+        // A shell takes the quoted values as they are; make does not.
+        if lines.iter().any(|b| matches!(b, b'$' | b'`')) {
+            asked.say(
+                "warning: a path exported holds `$` or a backtick: make expands a variable it \
+                 imports (a `$(shell …)` in it would run), so in a Makefile read it as \
+                 $(value NCCL_HOME), or move the install to a path without them",
+            );
+        }
+        Ok(lines)
     } else if cli.print_variables {
         Ok(pkgflags::VARIABLES.join("\n").into_bytes())
     } else if let Some(name) = &cli.variable {

@@ -174,8 +174,25 @@ test "$3" = -lnccl || exit 17"#
         .args(["-c", &script])
         .output()
         .unwrap();
+    // A Makefile would expand `$(id)`: `--env` says so, and how to read it.
+    let env = Command::new(me)
+        .args(["--env", "--target", "x86_64-unknown-linux-gnu"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("NCCL_HOME", &home)
+        .output()
+        .unwrap();
     std::fs::remove_dir_all(&base).unwrap();
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let err = String::from_utf8_lossy(&env.stderr);
+    assert!(
+        err.contains(
+            "warning: a path exported holds `$` or a backtick: make expands a variable it \
+             imports (a `$(shell …)` in it would run), so in a Makefile read it as \
+             $(value NCCL_HOME)"
+        ),
+        "{err}"
+    );
 }
 
 /// A line break in the path cannot be escaped for a compiler command line:
