@@ -157,7 +157,16 @@ fn resolve(a: &Flags, env: &LaunchEnv) -> Result<Option<Meeting>, String> {
         (None, None, Some(t)) => (t, Some("the launcher's job identity"), false),
         (None, None, None) => ("nccl-find".to_string(), None, false),
     };
-    check_token(&token).map_err(|e| format!("--token: {e}"))?;
+    // A bad token is named by where it came from.
+    let named = match (token_from, token.split('/').next()) {
+        (Some(from @ ("--token" | "NCCL_FIND_TOKEN")), _) => from.to_string(),
+        (Some(_), Some("torchrun")) => "TORCHELASTIC_RUN_ID (torchrun's job identity)".into(),
+        (Some(_), Some("slurm")) => "SLURM_JOB_ID or SLURM_STEP_ID (Slurm's job identity)".into(),
+        (Some(_), Some("pmix")) => "PMIX_NAMESPACE (PMIx's job identity)".into(),
+        (Some(from), _) => from.to_string(),
+        (None, _) => "the default token".into(),
+    };
+    check_token(&token).map_err(|e| format!("{named}: {e}"))?;
     let local_rank = match &plan {
         Some(p) => p.local_rank,
         None => optional(env, &LOCAL_VARS, &mut from)?,
@@ -216,5 +225,45 @@ impl Meeting {
             self.launcher,
             self.job.exchange.describe()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A token that cannot be used is named by where it came from, not as
+    /// `--token` whatever set it.
+    #[test]
+    fn a_bad_token_is_named_by_its_source() {
+        let base = [
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "0"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ];
+        let err = |more: &[(&str, &str)]| {
+            let pairs: Vec<(&str, &str)> = base.iter().chain(more).copied().collect();
+            Meeting::resolve(&Flags::default(), &LaunchEnv::from_pairs(&pairs)).unwrap_err()
+        };
+        assert!(
+            err(&[("NCCL_FIND_TOKEN", "a\nb")])
+                .starts_with("NCCL_FIND_TOKEN: the token holds a line break"),
+            "{}",
+            err(&[("NCCL_FIND_TOKEN", "a\nb")])
+        );
+        let e = err(&[
+            ("TORCHELASTIC_RUN_ID", "a\nb"),
+            ("TORCHELASTIC_RESTART_COUNT", "0"),
+            ("LOCAL_WORLD_SIZE", "2"),
+            ("GROUP_RANK", "0"),
+        ]);
+        assert!(
+            e.starts_with(
+                "TORCHELASTIC_RUN_ID (torchrun's job identity): the token holds a line break"
+            ),
+            "{e}"
+        );
     }
 }
