@@ -74,6 +74,18 @@ pub enum Problem {
         /// The sign that gave it away.
         sign: String,
     },
+    /// An NCCL 1 header beside an NCCL 2 library: a stale copy of the
+    /// header, left where the library was upgraded.
+    StaleHeader {
+        /// The NCCL 1 header.
+        header: PathBuf,
+        /// The sign that gave it away.
+        sign: String,
+        /// The library beside it.
+        library: PathBuf,
+        /// The library's release.
+        library_version: Version,
+    },
     /// An `nccl.h` whose version cannot be read or does not add up.
     BadHeader {
         /// The header.
@@ -259,6 +271,20 @@ impl fmt::Display for Problem {
                  torch/lib/tmp_install or build/, or an old conda package. NCCL 1 lacks ncclGroupStart \
                  and everything since. Delete the stale copy or take it off your paths, and install NCCL 2.",
                 file.display()
+            ),
+            Problem::StaleHeader {
+                header,
+                sign,
+                library,
+                library_version,
+            } => write!(
+                f,
+                "the header {} is NCCL 1 ({sign}), but the library {} beside it is NCCL \
+                 {library_version}: the header is a stale copy. Replace it with NCCL \
+                 {library_version}'s nccl.h (reinstall the package or archive the library came \
+                 from), or point NCCL_INCLUDE_DIR at that release's include directory.",
+                header.display(),
+                library.display()
             ),
             Problem::BadHeader { file, why } => write!(
                 f,
@@ -468,7 +494,10 @@ pub enum ErrorKind {
     /// No install was found at all, or none was usable.
     NotFound,
     /// Only NCCL 1 was found.
-    OnlyNccl1,
+    OnlyNccl1 {
+        /// The NCCL 1 files found (headers or libraries).
+        files: Vec<PathBuf>,
+    },
     /// Usable installs were found, but none meets the version requirement.
     NoneSatisfies {
         /// The requirement, e.g. `>=2.18.0`.
@@ -532,8 +561,16 @@ impl ErrorKind {
             ErrorKind::Explicit { variable, problem } => {
                 format!("{variable} was set, but that install cannot be used (there is no fallback for an explicitly named install): {problem}")
             }
-            ErrorKind::NotFound => "NCCL was not found.".into(),
-            ErrorKind::OnlyNccl1 => "only NCCL 1 was found, and NCCL 1 is refused.".into(),
+            ErrorKind::NotFound => "NCCL was not found: install it (pip install nvidia-nccl-cu12 in \
+                                    the environment you build in, or apt install libnccl2 \
+                                    libnccl-dev), or point NCCL_HOME at an install."
+                .into(),
+            ErrorKind::OnlyNccl1 { files } => format!(
+                "only NCCL 1 was found ({}), and NCCL 1 is refused: delete those stale copies or take \
+                 them off your paths, then install NCCL 2 (pip install nvidia-nccl-cu12, or apt \
+                 install libnccl2 libnccl-dev).",
+                list(files)
+            ),
             ErrorKind::NoneSatisfies { requirement } => {
                 format!("NCCL was found, but no install satisfies the requirement {requirement}.")
             }

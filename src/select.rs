@@ -338,7 +338,14 @@ fn first_usable(
         });
     }
     if !cands.is_empty() && all_nccl1 {
-        return Err(ErrorKind::OnlyNccl1);
+        let files = cands
+            .iter()
+            .filter_map(|c| match c.problem() {
+                Some(Problem::Nccl1 { file, .. }) => Some(file.clone()),
+                _ => None,
+            })
+            .collect();
+        return Err(ErrorKind::OnlyNccl1 { files });
     }
     Err(ErrorKind::NotFound)
 }

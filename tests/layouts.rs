@@ -410,7 +410,7 @@ fn nothing_installed_lists_where_it_looked_and_how_to_install() {
     .unwrap_err();
     let msg = e.to_string();
     for needle in [
-        "nccl-find: NCCL was not found.",
+        "nccl-find: NCCL was not found: install it (pip install nvidia-nccl-cu12 in the environment you build in, or apt install libnccl2 libnccl-dev), or point NCCL_HOME at an install.",
         "[CUDA toolkit] /usr/local/cuda-12.4: no such directory",
         "[pkg-config] /usr/lib/x86_64-linux-gnu/pkgconfig/nccl.pc: not there",
         "CUDA_HOME = /usr/local/cuda-12.4",

@@ -334,7 +334,17 @@ fn a_failed_build_shows_the_message_and_nothing_else() {
         "{} lines:\n{section}",
         message.len()
     );
-    assert_eq!(message[0], "  nccl-find: NCCL was not found.");
+    let last = "NCCL was not found: install it (pip install nvidia-nccl-cu12 in the environment \
+                you build in, or apt install libnccl2 libnccl-dev), or point NCCL_HOME at an \
+                install.";
+    assert_eq!(message[0], format!("  nccl-find: {last}"));
+    // The last line is the answer too.
+    let lines: Vec<&str> = message
+        .iter()
+        .copied()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(lines.last().map(|l| l.trim()), Some(last), "{section}");
     assert!(
         message
             .iter()

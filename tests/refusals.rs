@@ -85,11 +85,27 @@ fn nccl1_alone_says_so() {
         ],
     )
     .unwrap_err();
-    assert_eq!(e.kind(), &ErrorKind::OnlyNccl1);
+    assert!(matches!(e.kind(), ErrorKind::OnlyNccl1 { files } if !files.is_empty()));
     assert_eq!(e.report().candidates.len(), 2);
-    assert!(e
-        .to_string()
-        .starts_with("nccl-find: only NCCL 1 was found, and NCCL 1 is refused.\n"));
+    // The files and the fix, first and last.
+    let text = e.to_string();
+    assert!(
+        text.starts_with("nccl-find: only NCCL 1 was found (")
+            && text.contains(
+                "), and NCCL 1 is refused: delete those stale copies or take them off your paths, \
+             then install NCCL 2 (pip install nvidia-nccl-cu12, or apt install libnccl2 \
+             libnccl-dev).\n"
+            ),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .starts_with("only NCCL 1 was found ("),
+        "{text}"
+    );
+    assert!(text.contains("  - NCCL 1 at /opt/anaconda3"), "{text}");
 
     // Named explicitly, NCCL 1 is an error of its own.
     let e = probe(
@@ -374,4 +390,43 @@ fn nccl_home_at_a_site_packages_or_a_venv_asks_for_the_wheels_dir() {
         "{:?}",
         e.kind()
     );
+}
+
+/// An NCCL 1 header left beside an NCCL 2 library (the library upgraded,
+/// the header not): named as a stale header, both files and both
+/// versions, with the fix; not "only NCCL 1 was found".
+#[test]
+fn a_stale_nccl1_header_beside_an_nccl2_library_is_named_so() {
+    let dir = std::env::temp_dir().join(format!("nf-stale-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("include")).unwrap();
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    std::fs::copy(
+        tree("nccl1-only").join("opt/anaconda3/include/nccl.h"),
+        dir.join("include/nccl.h"),
+    )
+    .unwrap();
+    std::fs::copy(
+        tree("dpkg").join("usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3"),
+        dir.join("lib/libnccl.so.2.28.3"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("libnccl.so.2.28.3", dir.join("lib/libnccl.so.2")).unwrap();
+    std::os::unix::fs::symlink("libnccl.so.2", dir.join("lib/libnccl.so")).unwrap();
+    let e = common::config(Path::new("/"), &[("NCCL_HOME", dir.to_str().unwrap())])
+        .probe()
+        .unwrap_err();
+    let text = e.to_string();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        text.contains(&format!(
+            "the header {}/include/nccl.h is NCCL 1 (no version macros, and NCCL 1's result code \
+             ncclInvalidDevicePointer), but the library {}/lib/libnccl.so beside it is NCCL \
+             2.28.3: the header is a stale copy. Replace it with NCCL 2.28.3's nccl.h",
+            dir.display(),
+            dir.display()
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("only NCCL 1 was found"), "{text}");
 }

@@ -73,14 +73,14 @@ fn nothing_found_exits_1_and_says_how_to_install() {
     assert_eq!(out.status.code(), Some(1));
     let stdout = text(&out.stdout);
     assert!(
-        stdout.contains("Selected: nothing.\nNCCL was not found.\n"),
+        stdout.contains("Selected: nothing.\nNCCL was not found: install it (pip install nvidia-nccl-cu12 in the environment you build in, or apt install libnccl2 libnccl-dev), or point NCCL_HOME at an install.\n"),
         "{stdout}"
     );
     assert!(
         stdout.contains("  - pip install nvidia-nccl-cu12"),
         "{stdout}"
     );
-    assert_eq!(text(&out.stderr), "nccl-find: NCCL was not found.\n");
+    assert_eq!(text(&out.stderr), "nccl-find: NCCL was not found: install it (pip install nvidia-nccl-cu12 in the environment you build in, or apt install libnccl2 libnccl-dev), or point NCCL_HOME at an install.\n");
 }
 
 #[test]
@@ -632,6 +632,33 @@ fn atleast_version_answers_by_its_exit_status_and_one_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.contains("NCCL 2.28.3 does not satisfy the requirement >=3.0.0"),
+        "{err}"
+    );
+}
+
+/// `smoke` with no NCCL: the last line is the cause and its fix, the
+/// pointers to `--print` and `--lib` before it.
+#[test]
+fn smoke_with_no_nccl_ends_on_the_cause_and_the_fix() {
+    let root = tree("empty");
+    let out = run(
+        &["--root", root.to_str().unwrap(), "smoke"],
+        &[("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines.last().copied(),
+        Some(
+            "nccl-find smoke: no NCCL to load: NCCL was not found: install it (pip install \
+             nvidia-nccl-cu12 in the environment you build in, or apt install libnccl2 \
+             libnccl-dev), or point NCCL_HOME at an install."
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("`nccl-find --print` shows where NCCL was looked for; --lib PATH names one"),
         "{err}"
     );
 }

@@ -73,7 +73,7 @@ fn print_golden() {
     check("print-gpu-image.txt", &out);
     let (code, out, err) = run("empty", &[], &[]);
     assert_eq!(code, 1);
-    assert_eq!(err, "nccl-find: NCCL was not found.\n");
+    assert_eq!(err, "nccl-find: NCCL was not found: install it (pip install nvidia-nccl-cu12 in the environment you build in, or apt install libnccl2 libnccl-dev), or point NCCL_HOME at an install.\n");
     check("print-empty.txt", &out);
     let (code, out, _) = run(
         "nccl1-and-nccl2",

@@ -229,7 +229,7 @@ fn nothing_found_says_so() {
     // The last line is the cause.
     assert_eq!(
         text(&out.stderr).lines().last(),
-        Some("NCCL was not found."),
+        Some("NCCL was not found: install it (pip install nvidia-nccl-cu12 in the environment you build in, or apt install libnccl2 libnccl-dev), or point NCCL_HOME at an install."),
         "{}",
         text(&out.stderr)
     );

@@ -24,6 +24,15 @@ fn describe(r: &Report, c: &Candidate) -> String {
     let mut version = match (runs, &c.cuda_version) {
         (Some(v), Some(cu)) => format!("NCCL {v} (CUDA {cu})"),
         (Some(v), None) => format!("NCCL {v}"),
+        // NCCL 1 has no version macros: its file name may say more.
+        (None, _) if c.problem().is_some_and(Problem::is_nccl1) => match c
+            .library
+            .as_ref()
+            .and_then(|l| l.file_name()?.to_str()?.strip_prefix("libnccl.so.1."))
+        {
+            Some(rest) => format!("NCCL 1.{rest}"),
+            None => "NCCL 1".to_string(),
+        },
         (None, _) => "NCCL ?".to_string(),
     };
     if let (Some(hv), Some(lv)) = (&c.header_version, &c.library_version) {
@@ -191,8 +200,8 @@ fn some_of(s: &mut String, title: &str, items: &[String]) {
 }
 
 /// The body of a failed probe's message, after its headline: the other
-/// installs, nearest first, the warnings, what to do, and where to find
-/// the rest. It fits in 25 lines.
+/// installs, nearest first, the warnings, what to do, where to find the
+/// rest, and the headline again, last. It fits in 26 lines.
 pub fn brief(kind: &ErrorKind, r: &Report) -> String {
     let named = closest(kind, r);
     let explicit = match kind {
@@ -220,6 +229,10 @@ pub fn brief(kind: &ErrorKind, r: &Report) -> String {
         r.looked.len(),
         r.env.len()
     );
+    // The last line is the answer: the cause and its fix, again (where an
+    // install came near, what it lacks and the fix).
+    let head = headline(kind, r);
+    let _ = write!(s, "{}", head.lines().last().unwrap_or_default().trim());
     s
 }
 
@@ -505,7 +518,7 @@ pub fn advice(kind: &ErrorKind, r: &Report) -> String {
         }
         // The headline says what to do.
         ErrorKind::NoneSatisfies { .. } => {}
-        ErrorKind::OnlyNccl1 => {
+        ErrorKind::OnlyNccl1 { .. } => {
             let _ = writeln!(s, "  - delete the stale NCCL 1 copies listed above (old build caches, old conda packages), then install NCCL 2:");
         }
         // The headline of these says what to do.
@@ -533,7 +546,9 @@ pub fn advice(kind: &ErrorKind, r: &Report) -> String {
     }
     // Ways to install NCCL, where nothing came near: never the advice to
     // install what is there already.
-    if matches!(kind, ErrorKind::NotFound | ErrorKind::OnlyNccl1) && closest(kind, r).is_none() {
+    if matches!(kind, ErrorKind::NotFound | ErrorKind::OnlyNccl1 { .. })
+        && closest(kind, r).is_none()
+    {
         let _ = writeln!(s, "  - pip install nvidia-nccl-cu12        (or -cu13, -cu11 to match your CUDA), inside a virtualenv;");
         let _ = writeln!(s, "    nccl-find then finds it through VIRTUAL_ENV, or set NCCL_HOME=<site-packages>/nvidia/nccl");
         let _ = writeln!(

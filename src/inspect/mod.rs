@@ -350,6 +350,22 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         }
     }
     c.find_parts();
+    // An NCCL 1 header beside an NCCL 2 library is a stale header, not
+    // NCCL 1: both are named, with the fix.
+    if let (Some(lib), Some(v)) = (&c.library, &c.library_version) {
+        if v.major >= 2 {
+            for p in problems.iter_mut() {
+                if let Problem::Nccl1 { file, sign } = p {
+                    *p = Problem::StaleHeader {
+                        header: file.clone(),
+                        sign: sign.clone(),
+                        library: lib.clone(),
+                        library_version: v.clone(),
+                    };
+                }
+            }
+        }
+    }
     pair_problems(&site, &c, header.is_some(), &mut problems);
     if let Some(p) = first_to_say(&problems) {
         c.status = Status::Rejected(p.clone());

@@ -293,7 +293,8 @@ fn library(
             Ok(p.clone())
         }
         None => probed().map_err(|e| {
-            say(&mut std::io::stderr(), &format!("nccl-find smoke: no NCCL to load: {e}\nRun `nccl-find --print`, or pass --lib PATH."));
+            // The cause and its fix last: `--print` and `--lib` before it.
+            say(&mut std::io::stderr(), &format!("nccl-find smoke: `nccl-find --print` shows where NCCL was looked for; --lib PATH names one\nnccl-find smoke: no NCCL to load: {e}"));
             ExitCode::from(1)
         }),
     }
