@@ -40,6 +40,28 @@ pub enum Problem {
         /// The directories looked in.
         dirs: Vec<PathBuf>,
     },
+    /// A relative path named explicitly that does not exist from the
+    /// current directory (a build script's is its package's).
+    MissingRelative {
+        /// The variable.
+        var: String,
+        /// Its value, as given.
+        given: String,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// A directory named explicitly that is an install's `lib/` or
+    /// `include/`: the variable names the prefix above it.
+    InnerDir {
+        /// The variable.
+        var: String,
+        /// The directory it names.
+        path: PathBuf,
+        /// What the directory is, in words.
+        what: &'static str,
+        /// The prefix it belongs to.
+        prefix: PathBuf,
+    },
     /// A directory named explicitly that holds no install itself, but a
     /// pip wheel's NCCL below it (`site-packages`, or a virtualenv).
     WheelBelow {
@@ -216,6 +238,13 @@ impl fmt::Display for Problem {
                  (with include/nccl.h and lib/libnccl.so*), or unset it.",
                 path.display()
             ),
+            Problem::MissingRelative { var, given, path } => write!(
+                f,
+                "{var}={given} is a relative path, taken from the current directory as {}, which \
+                 does not exist: a build script runs in its package's directory, not where cargo \
+                 was started. Give an absolute path ({var}=\"$PWD/{given}\" where it exists).",
+                path.display()
+            ),
             Problem::NotADirectory { var, path } => write!(
                 f,
                 "{var} points at {}, which is a file, not a directory. Point it at a directory.",
@@ -237,6 +266,17 @@ impl fmt::Display for Problem {
                 f,
                 "no nccl.h and no libnccl in {}. Point the variable at an NCCL install.",
                 list(dirs)
+            ),
+            Problem::InnerDir {
+                var,
+                path,
+                what,
+                prefix,
+            } => write!(
+                f,
+                "{var}={} is {what}, and {var} names the prefix above it: did you mean {var}={}?",
+                path.display(),
+                prefix.display()
             ),
             Problem::WheelBelow { var, path, wheel } => write!(
                 f,

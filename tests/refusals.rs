@@ -430,3 +430,49 @@ fn a_stale_nccl1_header_beside_an_nccl2_library_is_named_so() {
     );
     assert!(!text.contains("only NCCL 1 was found"), "{text}");
 }
+
+/// The commonest slips with `NCCL_HOME`, each with the fix its case
+/// needs: the wheel's `lib/` named instead of its prefix, the `build/` of
+/// a checkout never built, a relative path that does not exist from the
+/// directory a build script runs in.
+#[test]
+fn nccl_home_slips_get_the_fix_they_need() {
+    let wheel = tree("wheel-venv");
+    let sp = "/venv/lib/python3.11/site-packages/nvidia/nccl";
+    let e = common::config(&wheel, &[("NCCL_HOME", &format!("{sp}/lib"))])
+        .probe()
+        .unwrap_err();
+    assert!(
+        e.to_string().lines().last().unwrap().ends_with(&format!(
+            "is a library directory (it holds libnccl.so*), and NCCL_HOME names the prefix above \
+             it: did you mean NCCL_HOME={}{sp}?",
+            wheel.display()
+        )),
+        "{e}"
+    );
+    let source = tree("source-unbuilt");
+    let e = common::config(&source, &[("NCCL_HOME", "/src/nccl/build")])
+        .probe()
+        .unwrap_err();
+    assert!(
+        e.to_string().lines().last().unwrap().ends_with(
+            "is the template of an NCCL source checkout that was never built. Build it first \
+             (`make -j src.build` in the checkout), then set NCCL_HOME to its build/ directory."
+        ),
+        "{e}"
+    );
+    let e = common::config(Path::new("/"), &[("NCCL_HOME", "no/such/nccl")])
+        .probe()
+        .unwrap_err();
+    let cwd = std::env::current_dir().unwrap();
+    assert!(
+        e.to_string().lines().last().unwrap().ends_with(&format!(
+            "NCCL_HOME=no/such/nccl is a relative path, taken from the current directory as \
+             {}/no/such/nccl, which does not exist: a build script runs in its package's \
+             directory, not where cargo was started. Give an absolute path \
+             (NCCL_HOME=\"$PWD/no/such/nccl\" where it exists).",
+            cwd.display()
+        )),
+        "{e}"
+    );
+}

@@ -62,7 +62,13 @@ fn closeness(c: &Candidate) -> u8 {
             | Problem::UnbuiltSource { .. },
         ) => 1,
         Some(Problem::Nccl1 { .. }) => 3,
-        Some(Problem::Missing { .. } | Problem::NotADirectory { .. } | Problem::NoNccl { .. }) => 4,
+        Some(
+            Problem::Missing { .. }
+            | Problem::MissingRelative { .. }
+            | Problem::InnerDir { .. }
+            | Problem::NotADirectory { .. }
+            | Problem::NoNccl { .. },
+        ) => 4,
         Some(_) => 2,
     }
 }

@@ -315,7 +315,11 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
     // files are not read (they could only be reached outside the root).
     let unreachable = matches!(
         site.fault,
-        Some(Problem::BrokenSymlink { .. } | Problem::Missing { .. })
+        Some(
+            Problem::BrokenSymlink { .. }
+                | Problem::Missing { .. }
+                | Problem::MissingRelative { .. }
+        )
     ) || matches!(&site.fault, Some(Problem::Unreadable { error, .. }) if error == "symbolic links loop");
     let (header, lib) = if unreachable {
         (None, None)
@@ -350,22 +354,7 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
         }
     }
     c.find_parts();
-    // An NCCL 1 header beside an NCCL 2 library is a stale header, not
-    // NCCL 1: both are named, with the fix.
-    if let (Some(lib), Some(v)) = (&c.library, &c.library_version) {
-        if v.major >= 2 {
-            for p in problems.iter_mut() {
-                if let Problem::Nccl1 { file, sign } = p {
-                    *p = Problem::StaleHeader {
-                        header: file.clone(),
-                        sign: sign.clone(),
-                        library: lib.clone(),
-                        library_version: v.clone(),
-                    };
-                }
-            }
-        }
-    }
+    stale_header(&c, &mut problems);
     pair_problems(&site, &c, header.is_some(), &mut problems);
     if let Some(p) = first_to_say(&problems) {
         c.status = Status::Rejected(p.clone());
@@ -373,12 +362,35 @@ pub(crate) fn inspect_site(ctx: &Ctx, site: Site) -> Option<Candidate> {
     Some(c)
 }
 
+/// An NCCL 1 header beside an NCCL 2 library is a stale header, not NCCL
+/// 1: both are named, with the fix.
+fn stale_header(c: &Candidate, problems: &mut [Problem]) {
+    let (Some(lib), Some(v)) = (&c.library, &c.library_version) else {
+        return;
+    };
+    if v.major < 2 {
+        return;
+    }
+    for p in problems.iter_mut() {
+        if let Problem::Nccl1 { file, sign } = p {
+            *p = Problem::StaleHeader {
+                header: file.clone(),
+                sign: sign.clone(),
+                library: lib.clone(),
+                library_version: v.clone(),
+            };
+        }
+    }
+}
+
 /// What looking at a site came to, in the words of the list of places
 /// looked: NCCL's files, or why there are none.
 fn outcome(found: bool, first: Option<&Problem>) -> &'static str {
     match (found, first) {
         (true, _) => "NCCL files found",
-        (false, Some(Problem::Missing { .. })) => "does not exist",
+        (false, Some(Problem::Missing { .. } | Problem::MissingRelative { .. })) => {
+            "does not exist"
+        }
         (false, Some(Problem::NotADirectory { .. })) => "a file, not a directory",
         (false, Some(Problem::BrokenSymlink { .. })) => "a broken symbolic link",
         (false, Some(Problem::Unreadable { .. })) => "cannot be read",

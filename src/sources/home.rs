@@ -30,8 +30,27 @@ pub(crate) fn sites(ctx: &Ctx) -> Vec<Site> {
         let mut site = layout(ctx, origin, &root);
         site.explicit = true;
         site.fault = match check_dir(ctx.root, &var.name, &root) {
+            // `…/build` of a checkout not built yet: build it first.
+            Some(Problem::Missing { .. })
+                if root.file_name().is_some_and(|n| n == "build")
+                    && root.parent().and_then(unbuilt_checkout).is_some() =>
+            {
+                root.parent().and_then(unbuilt_checkout)
+            }
+            Some(Problem::Missing { var: name, path })
+                if !std::path::Path::new(&var.value).is_absolute()
+                    && !var.value.to_string_lossy().starts_with('~') =>
+            {
+                Some(Problem::MissingRelative {
+                    var: name,
+                    given: crate::lines::escape_os(&var.value),
+                    path,
+                })
+            }
             Some(problem) => Some(problem),
-            None => unbuilt_checkout(&root).or_else(|| wheel_below(&var.name, &root, &site)),
+            None => unbuilt_checkout(&root)
+                .or_else(|| inner_dir(&var.name, &root))
+                .or_else(|| wheel_below(&var.name, &root, &site)),
         };
         ctx.looked(SourceKind::Home, &root, format!("named by {}", var.name));
         out.push(site);
@@ -122,6 +141,33 @@ fn wheel_below(var: &str, root: &Path, site: &Site) -> Option<Problem> {
 
 /// `<root>/src/nccl.h.in` with no built header anywhere: a checkout of
 /// NCCL's sources that was never built.
+/// A root that is an install's `lib/` or `include/` (it holds
+/// `libnccl.so*` or `nccl.h` itself, with no NCCL below it): the variable
+/// names the prefix above it, which is said.
+fn inner_dir(var: &str, root: &Path) -> Option<Problem> {
+    if root.join("include/nccl.h").exists() || root.join("lib").is_dir() {
+        return None;
+    }
+    let holds = |name: &str| {
+        std::fs::read_dir(root).ok().is_some_and(|d| {
+            d.flatten()
+                .take(4096)
+                .any(|e| e.file_name().to_string_lossy().starts_with(name))
+        })
+    };
+    let what = match (holds("libnccl.so"), root.join("nccl.h").exists()) {
+        (true, _) => "a library directory (it holds libnccl.so*)",
+        (false, true) => "an include directory (it holds nccl.h)",
+        _ => return None,
+    };
+    Some(Problem::InnerDir {
+        var: var.to_string(),
+        path: root.to_path_buf(),
+        what,
+        prefix: root.parent()?.to_path_buf(),
+    })
+}
+
 fn unbuilt_checkout(root: &Path) -> Option<Problem> {
     let built = root.join("include/nccl.h").exists() || root.join("build/include/nccl.h").exists();
     let mut template = root.join("src/nccl.h.in");
