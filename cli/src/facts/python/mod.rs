@@ -166,9 +166,19 @@ impl Sim<'_> {
     }
 }
 
+/// The environment this program was installed into by pip (its
+/// `bin/`'s parent, with a `pyvenv.cfg` or `conda-meta/`), if any.
+fn own_env() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let prefix = exe.parent()?.parent()?;
+    (prefix.join("pyvenv.cfg").is_file() || prefix.join("conda-meta").is_dir())
+        .then(|| prefix.to_path_buf())
+}
+
 /// The Python environment to look at: `--python PATH` (an interpreter, or
 /// an environment's directory), else `VIRTUAL_ENV`, else `CONDA_PREFIX`,
-/// else the `python3` (or `python`) on `PATH`.
+/// else the venv this command was installed into, else the `python3` (or
+/// `python`) on `PATH`.
 pub fn find_env(explicit: Option<&Path>) -> Option<PyEnv> {
     let var = |k: &str| {
         std::env::var_os(k)
@@ -186,6 +196,10 @@ pub fn find_env(explicit: Option<&Path>) -> Option<PyEnv> {
         (v, "VIRTUAL_ENV".to_string())
     } else if let Some(c) = var("CONDA_PREFIX") {
         (c, "CONDA_PREFIX".to_string())
+    } else if let Some(v) = own_env() {
+        // pip installed this command into a venv that is not active: that
+        // venv is the one its NCCL check judges, and the one to look at.
+        (v, "the venv nccl-find is installed in".to_string())
     } else {
         let path = var("PATH")?;
         let mut found = None;
