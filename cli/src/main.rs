@@ -416,6 +416,15 @@ fn answer(cli: &Cli, asked: &Asked, mut config: Config, constraints: &[Constrain
         if let Some(h) = &headline {
             asked.say(h);
         }
+        // pkg-config's check (CMake's pkg_check_modules makes it first):
+        // an NCCL whose nccl.h cannot compile here, for want of the CUDA
+        // headers it includes, is not one a build can use.
+        if let (true, Some(Err(why))) = (asked.pkg_mode, nccl.map(|n| &n.cuda_include_dirs)) {
+            asked.say(&format!(
+                "NCCL is here, but its nccl.h cannot compile: {why}"
+            ));
+            return ExitCode::from(1);
+        }
     } else if asked.parts.any() || prints_value(cli) {
         return print_value(cli, asked, nccl, error, headline.as_deref());
     } else {

@@ -907,3 +907,53 @@ fn c_pkg_config_and_cmake_lines_build_and_run_on_pip_installs() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A wheel without the CUDA header wheels `nccl.h` includes, found by
+/// CMake's `pkg_check_modules` through the drop-in: configure fails at its
+/// first check, with the pip line that adds them (before: configure
+/// succeeded, the pip line printed four times, and the build failed on
+/// `nccl.h: No such file or directory`).
+#[test]
+fn cmake_pkg_check_modules_fails_at_configure_without_cuda_headers() {
+    if !tools(&["cmake", "cc"]) {
+        return;
+    }
+    let Some(w) = common::wheels() else { return };
+    if ["/usr/local/cuda/include", "/usr/include", "/opt/cuda/include"]
+        .iter()
+        .any(|d| Path::new(d).join("cuda_runtime.h").exists())
+    {
+        eprintln!("skipped: this machine has CUDA headers of its own");
+        return;
+    }
+    let dir = scratch("no-cuda-headers");
+    let venv = dir.join("venv");
+    let nv = venv.join("lib/python3.11/site-packages/nvidia");
+    std::fs::create_dir_all(&nv).unwrap();
+    std::os::unix::fs::symlink(
+        w.join("nvidia_nccl_cu12-2.21.5/nvidia/nccl"),
+        nv.join("nccl"),
+    )
+    .unwrap();
+    let pc = wrapper(&dir, &Install::Venv(venv));
+    let cm = dir.join("cmake");
+    std::fs::create_dir_all(&cm).unwrap();
+    let (conf, _) = cmake(&cm, &pc, "nccl>=2.18");
+    let said = both(&conf);
+    if said.contains("-- got version=") && !said.contains("nccl.h cannot compile") {
+        panic!("configure went on: {said}");
+    }
+    assert!(!conf.status.success(), "{said}");
+    assert!(
+        said.contains(
+            "NCCL is here, but its nccl.h cannot compile: pip install nvidia-cuda-runtime-cu12 \
+             nvidia-cuda-nvcc-cu12 nvidia-cuda-cccl-cu12 beside the NCCL wheel"
+        ),
+        "{said}"
+    );
+    assert_eq!(
+        said.matches("pip install nvidia-cuda-runtime-cu12").count(),
+        1,
+        "{said}"
+    );
+}

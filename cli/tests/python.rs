@@ -374,7 +374,9 @@ fn the_pip_installed_command_judges_its_own_venv_when_not_active() {
     let Some(venv) = venv("NCCL_FIND_CUPY_PYTHON") else {
         return;
     };
-    let copy = venv.join("bin").join(format!("nccl-find-test-{}", std::process::id()));
+    let copy = venv
+        .join("bin")
+        .join(format!("nccl-find-test-{}", std::process::id()));
     std::fs::copy(env!("CARGO_BIN_EXE_nccl-find"), &copy).unwrap();
     let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/facts-healthy.json");
     let out = Command::new(&copy)
@@ -387,7 +389,10 @@ fn the_pip_installed_command_judges_its_own_venv_when_not_active() {
     let _ = std::fs::remove_file(&copy);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    assert_eq!(json["python"]["found_by"], "the venv nccl-find is installed in", "{json}");
+    assert_eq!(
+        json["python"]["found_by"], "the venv nccl-find is installed in",
+        "{json}"
+    );
     assert_eq!(
         json["python"]["prefix"].as_str().map(Path::new),
         Some(venv.as_path()),
