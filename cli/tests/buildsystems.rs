@@ -919,9 +919,13 @@ fn cmake_pkg_check_modules_fails_at_configure_without_cuda_headers() {
         return;
     }
     let Some(w) = common::wheels() else { return };
-    if ["/usr/local/cuda/include", "/usr/include", "/opt/cuda/include"]
-        .iter()
-        .any(|d| Path::new(d).join("cuda_runtime.h").exists())
+    if [
+        "/usr/local/cuda/include",
+        "/usr/include",
+        "/opt/cuda/include",
+    ]
+    .iter()
+    .any(|d| Path::new(d).join("cuda_runtime.h").exists())
     {
         eprintln!("skipped: this machine has CUDA headers of its own");
         return;

@@ -578,12 +578,29 @@ impl Kv for FileStore {
         }
         match self.make(&what, &hex(value)) {
             Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(format!(
-                "rank {r} could not say {key} in {}: {} exists. Two processes were given rank {r}",
-                self.path.display(),
-                self.side(&what, self.rank).display(),
-                r = self.rank
-            )),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                use std::os::unix::fs::MetadataExt;
+                let side = self.side(&what, self.rank);
+                let owner = std::fs::symlink_metadata(&side).ok().map(|m| m.uid());
+                Err(match owner {
+                    // Another user's file: not another rank of this job.
+                    Some(u) if owner != fsafe::my_uid() => format!(
+                        "rank {r} could not say {key} in {}: {} exists, and user {u} made it, not \
+                         this job: meet in a directory only you can write, or remove that \
+                         user's file",
+                        self.path.display(),
+                        side.display(),
+                        r = self.rank
+                    ),
+                    _ => format!(
+                        "rank {r} could not say {key} in {}: {} exists. Two processes were given \
+                         rank {r}",
+                        self.path.display(),
+                        side.display(),
+                        r = self.rank
+                    ),
+                })
+            }
             Err(e) => Err(cannot_write(&self.side(&what, self.rank), &e)),
         }
     }
@@ -764,6 +781,49 @@ mod tests {
             ))
         );
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Another user plants a rank's hello file beside the job's own
+    /// rendezvous file: the rank stops, naming the file and its owner, not
+    /// "two processes were given rank 1". (As root, as above.)
+    #[test]
+    fn another_users_hello_file_is_named_as_theirs() {
+        if fsafe::my_uid() != Some(0) {
+            eprintln!("skipped: making a file another user owns needs root");
+            return;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let d = scratch("hello-owner");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let rdv = d.join("rdv");
+        let run = "feedfacefeedfacefeedfacefeedface";
+        let token = "nccl-find";
+        std::fs::write(
+            &rdv,
+            format!("{FILE_MAGIC}\n{token}\n{run}\n{}\nopen\n", owner::line()),
+        )
+        .unwrap();
+        let hello = side(&rdv, run, "k-hello-1", 1);
+        std::fs::write(&hello, "planted").unwrap();
+        std::os::unix::fs::chown(&hello, Some(65534), Some(65534)).unwrap();
+        let got = join(
+            &job(1, 2, token, Init::File { path: rdv.clone() }, 5),
+            &id,
+            &mut |_| {},
+        )
+        .map(|j| j.id[0])
+        .map_err(|f| f.message);
+        let _ = std::fs::remove_dir_all(&d);
+        let got = got.unwrap_err();
+        assert!(
+            got.contains(&format!(
+                "{} exists, and user 65534 made it, not this job: meet in a directory only you \
+                 can write, or remove that user's file",
+                hello.display()
+            )),
+            "{got}"
+        );
+        assert!(!got.contains("Two processes were given"), "{got}");
     }
 
     /// Rank 0 of a file rendezvous in a directory other users can write,
