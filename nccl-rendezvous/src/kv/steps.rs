@@ -268,13 +268,26 @@ pub(super) fn outcomes(
     if fenced.is_ok() && rank == 0 {
         let _ = kv.put(&key("job", 0), &encode_job(mine, &got));
     }
-    let fenced = fenced.is_ok();
     // Nobody leaves the store before rank 0 has read every outcome: a
     // launcher may drop what a process put once that process is gone.
-    if fenced && kv.fence(deadline).is_ok() && rank != 0 {
-        if let Ok(b) = kv.get(0, &key("job", 0)) {
-            return read_job(&b, rank);
-        }
+    let second = fenced.and_then(|()| kv.fence(deadline).map_err(|f| f.message));
+    if rank == 0 {
+        return got;
     }
-    got
+    // A rank that has not heard rank 0's word on the job does not know it
+    // went well: rank 0 died or hung at the end, or the word could not be
+    // passed; that is the job's failure, named as rank 0's.
+    let word = second.and_then(|()| {
+        kv.get(0, &key("job", 0))
+            .map_err(|e| format!("its word on how the job went could not be read ({e})"))
+    });
+    match word {
+        Ok(b) => read_job(&b, rank),
+        Err(why) => vec![PeerOutcome {
+            rank: 0,
+            done: None,
+            times_us: Vec::new(),
+            why: Some(format!("at the end of the job: {why}")),
+        }],
+    }
 }

@@ -396,3 +396,70 @@ fn malformed_plans_are_refused() {
     assert_eq!(read_done(&[1, 0, 0, 0, 0, 0, 0, 0, 0, 9]), None);
     assert_eq!(read_done(&[1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]), None);
 }
+
+/// A store for one peer whose fences and rank 0's word go as scripted.
+struct Scripted {
+    fences: Vec<Result<(), Failed>>,
+    job: Option<Vec<u8>>,
+}
+
+impl Kv for Scripted {
+    fn put(&mut self, _: &str, _: &[u8]) -> Result<(), String> {
+        Ok(())
+    }
+    fn fence(&mut self, _: Instant) -> Result<(), Failed> {
+        if self.fences.is_empty() {
+            return Ok(());
+        }
+        self.fences.remove(0)
+    }
+    fn get(&mut self, _: usize, key: &str) -> Result<Vec<u8>, String> {
+        self.job.clone().ok_or_else(|| format!("no {key}"))
+    }
+}
+
+/// A peer whose own run was right does not end OK where rank 0's word on
+/// the job never came: rank 0 died or hung at the end-of-job fences, or
+/// its word could not be read. The peer names rank 0, never itself.
+#[test]
+fn a_peer_without_rank_0s_word_does_not_end_ok() {
+    let gone = || Failed {
+        message: "rank(s) 0 did not arrive in 20 s".into(),
+        missing: vec![0],
+    };
+    let mine = records::Done {
+        ok: true,
+        wrong: 0,
+        message: "fine",
+        times_us: &[],
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for (fences, job, why) in [
+        (vec![Err(gone())], None, "at the end of the job: rank(s) 0 did not arrive in 20 s"),
+        (vec![Ok(()), Err(gone())], None, "at the end of the job: rank(s) 0 did not arrive in 20 s"),
+        (
+            vec![Ok(()), Ok(())],
+            None,
+            "at the end of the job: its word on how the job went could not be read (no nccl-find/job/0)",
+        ),
+    ] {
+        let mut kv = Scripted { fences, job };
+        let got = outcomes(&mut kv, 1, 2, &mine, deadline);
+        assert_eq!(
+            got,
+            vec![PeerOutcome {
+                rank: 0,
+                done: None,
+                times_us: Vec::new(),
+                why: Some(why.into()),
+            }]
+        );
+    }
+    // The word came, and the job went well: nothing to say.
+    let word = encode_job(&mine, &[]);
+    let mut kv = Scripted {
+        fences: vec![],
+        job: Some(word),
+    };
+    assert_eq!(outcomes(&mut kv, 1, 2, &mine, deadline), Vec::new());
+}
