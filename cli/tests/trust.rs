@@ -465,22 +465,21 @@ fn doctor_never_loads_a_library_another_user_could_change() {
     assert!(ok.success());
     std::os::unix::fs::symlink("libnccl.so.2.32.3", home.join("lib/libnccl.so.2")).unwrap();
     std::os::unix::fs::symlink("libnccl.so.2", home.join("lib/libnccl.so")).unwrap();
+    let owned_by = |user: &str| {
+        let chown = Command::new("chown").arg(user).arg(&lib).status().unwrap();
+        assert!(chown.success());
+        let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
+            .args(["doctor", "--json"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("NCCL_HOME", &home)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
     // Another user's file, in a directory of root's.
-    let chown = Command::new("chown")
-        .args(["65534:65534"])
-        .arg(&lib)
-        .status()
-        .unwrap();
-    assert!(chown.success());
-    let out = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
-        .args(["doctor", "--json"])
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("NCCL_HOME", &home)
-        .output()
-        .unwrap();
-    let json: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let json = owned_by("65534:65534");
     assert!(!marker.exists(), "another user's library was loaded");
     let why = json["nccl_parameters"]["why"].as_str().unwrap_or("");
     assert!(
@@ -492,19 +491,7 @@ fn doctor_never_loads_a_library_another_user_could_change() {
     );
     assert_eq!(json["nccl_parameters"]["asked"], false);
     // Root's again: it is loaded (the check is the owner, not the path).
-    let chown = Command::new("chown")
-        .args(["0:0"])
-        .arg(&lib)
-        .status()
-        .unwrap();
-    assert!(chown.success());
-    let _ = Command::new(env!("CARGO_BIN_EXE_nccl-find"))
-        .args(["doctor", "--json"])
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("NCCL_HOME", &home)
-        .output()
-        .unwrap();
+    owned_by("0:0");
     assert!(marker.exists(), "root's own library was not asked");
     // Another system's root (--root): root's own file there is not run.
     std::fs::remove_file(&marker).unwrap();
