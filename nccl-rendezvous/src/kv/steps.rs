@@ -266,7 +266,13 @@ pub(super) fn outcomes(
     // never reported (rank 0 among them), so that a rank whose own run was
     // right does not end "OK" in a job that failed.
     if fenced.is_ok() && rank == 0 {
-        let _ = kv.put(&key("job", 0), &encode_job(mine, &got));
+        // A job that went well is no record at all; PMI takes no empty
+        // value, so it is one byte that holds none.
+        let mut word = encode_job(mine, &got);
+        if word.is_empty() {
+            word.push(0);
+        }
+        let _ = kv.put(&key("job", 0), &word);
     }
     // Nobody leaves the store before rank 0 has read every outcome: a
     // launcher may drop what a process put once that process is gone.
