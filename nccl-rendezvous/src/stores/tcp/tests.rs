@@ -477,3 +477,32 @@ fn three_hundred_idle_connections_do_not_shut_out_a_real_rank() {
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     drop((first, idle));
 }
+
+/// Rank 0 hangs at the end (alive, its store serving, never reaching the
+/// end-of-job fence): the peer, whose own run was right, ends within its
+/// timeout naming rank 0, never itself.
+#[test]
+fn a_rank_0_that_hangs_at_the_end_is_named_by_the_peer() {
+    let port = free_port();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let r0 = std::thread::spawn(move || {
+        let j = join(&job(0, 2, "t", tcp(port), 20), &id, &mut |_| {}).unwrap();
+        // Hung: holds the job, never finishes, until the test is done.
+        let _ = rx.recv();
+        drop(j);
+    });
+    let j = join(&job(1, 2, "t", tcp(port), 20), &id, &mut |_| {}).unwrap();
+    let t = Instant::now();
+    let got = j.finish(true, 0, "fine", Duration::from_secs(2));
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    let _ = tx.send(());
+    r0.join().unwrap();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0].rank, &got[0].done), (0, &None), "{got:?}");
+    let why = got[0].why.clone().unwrap_or_default();
+    assert!(why.starts_with("at the end of the job: "), "{why}");
+    assert!(
+        !why.contains("rank 1 never") && !why.contains("rank(s) 1 "),
+        "{why}"
+    );
+}
