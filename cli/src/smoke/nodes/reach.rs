@@ -105,6 +105,17 @@ pub(crate) fn blocker(g: &Gathered) -> Option<String> {
         1 => String::new(),
         n => format!(" (and {} more connection(s) to NCCL's addresses)", n - 1),
     };
+    // Loopback, or a bridge of this host alone: no route or firewall is at
+    // fault, the interface is.
+    let otherwise = match crate::rules::ifaces::reaches_no_other_node(&p.addr.iface) {
+        Some(kind) => format!(
+            "{} is {kind}, which reaches no other node: set NCCL_SOCKET_IFNAME to an interface every \
+             node has, or unset it",
+            p.addr.iface
+        ),
+        None => "no one interface reached every node: check the routes and firewalls between them"
+            .to_string(),
+    };
     Some(format!(
         "{} (rank {}) cannot reach {} {} of {} (rank {}), which NCCL will use ({}){more}, so NCCL would \
          hang: {}",
@@ -115,7 +126,7 @@ pub(crate) fn blocker(g: &Gathered) -> Option<String> {
         host(p.to),
         p.to,
         p.error.as_deref().unwrap_or(""),
-        fix("no one interface reached every node: check the routes and firewalls between them")
+        fix(&otherwise)
     ))
 }
 
@@ -279,6 +290,29 @@ mod tests {
                 "a: NCCL_SOCKET_IFNAME=x0 matches none of its interfaces (eth0), so NCCL cannot start there: use \
                  NCCL_SOCKET_IFNAME=eth0, which reached every node"
             )
+        );
+    }
+
+    /// `NCCL_SOCKET_IFNAME=lo` on nodes whose other interfaces differ in
+    /// name: the fix names loopback, not the routes and firewalls.
+    #[test]
+    fn loopback_that_nccl_will_use_is_named_as_the_cause() {
+        let cards: Vec<Card> = [("a", "v0"), ("b", "v1")]
+            .iter()
+            .map(|(h, i)| made(h, "nccl=2.32.3\n", &["lo", i]))
+            .collect();
+        let mut g = Gathered::new(cards, Vec::new());
+        for (f, t) in [(0, 1), (1, 0)] {
+            g.probes.push(probe(f, t, &g, 0, Some("refused")));
+        }
+        assert_eq!(proposal(&g), None);
+        let line = blocker(&g).unwrap();
+        assert!(
+            line.ends_with(
+                "so NCCL would hang: lo is loopback, which reaches no other node: set \
+                 NCCL_SOCKET_IFNAME to an interface every node has, or unset it"
+            ),
+            "{line}"
         );
     }
 
