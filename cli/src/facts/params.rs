@@ -100,9 +100,8 @@ fn owned(library: &Path) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     let real = std::fs::canonicalize(library)
         .map_err(|e| format!("{} cannot be resolved ({e})", library.display()))?;
-    let me = std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .map_err(|e| format!("who this process runs as cannot be told ({e})"))?;
+    let me = nccl_rendezvous::fsafe::my_uid()
+        .ok_or("who this process runs as cannot be told (/proc/self cannot be read)")?;
     let m = std::fs::metadata(&real).map_err(|e| format!("{}: {e}", real.display()))?;
     if m.uid() != me && m.uid() != 0 {
         return Err(format!(

@@ -65,31 +65,27 @@ fn read(pid: u32, what: &str, max: u64) -> Option<Vec<u8>> {
 
 fn look_at(pid: u32) -> Option<NcclProcess> {
     let maps = read(pid, "maps", 16 << 20)?;
-    let has_nccl = maps.split(|&b| b == b'\n').any(|l| {
-        let path = l.rsplit(|&b| b == b' ').next().unwrap_or(b"");
-        let name = path.rsplit(|&b| b == b'/').next().unwrap_or(b"");
-        name.starts_with(b"libnccl.so")
-    });
-    if !has_nccl {
+    let libs = libs_of(pid, &maps);
+    if libs.is_empty() {
         return None;
     }
     let name = read(pid, "comm", 256).unwrap_or_default();
     let name = String::from_utf8_lossy(&name).trim_end().to_string();
-    let env = read(pid, "environ", 4 << 20).unwrap_or_default();
+    let env = super::place::env_of(u64::from(pid)).unwrap_or_default();
     let var = |key: &str| {
-        env.split(|&b| b == 0)
+        env.iter()
             .rev()
-            .find_map(|kv| kv.strip_prefix(key.as_bytes())?.strip_prefix(b"="))
-            .map(|v| nccl_rendezvous::untrusted::shown(&String::from_utf8_lossy(v), 200))
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| nccl_rendezvous::untrusted::shown(v, 200))
     };
     let other_uid = {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(format!("/proc/{pid}"))
             .ok()
             .map(|m| m.uid())
-            .filter(|&u| Some(u) != own_uid())
+            .filter(|&u| Some(u) != nccl_rendezvous::fsafe::my_uid())
     };
-    let version = libs_of(pid, &maps)
+    let version = libs
         .into_iter()
         .filter_map(|(_, v)| v)
         .min_by_key(|v| (v.major, v.minor, v.patch));
@@ -269,12 +265,6 @@ fn libs_of(pid: u32, maps: &[u8]) -> Vec<(PathBuf, Option<Version>)> {
             (lib, version)
         })
         .collect()
-}
-
-/// This process's user.
-fn own_uid() -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
 }
 
 /// The flags that ask at `addr` (`HOST:PORT`, as `NCCL_RAS_ADDR` gives

@@ -16,15 +16,13 @@ pub(crate) mod status;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use crate::facts::conf::{self, ConfFacts};
 use crate::rules::ras::{self, Hazard, Question, Releases};
 use crate::rules::settings::InForce;
 use crate::style;
 use client::{AskError, Conversation};
 use listeners::Server;
-use output::{details, hazard_lines, last_line, short, take_out, to_json};
+use output::{above, last_line, short, take_out, to_json};
 use status::{JobStatus, Suspect, Trouble};
 
 /// `nccl-find ras`'s flags.
@@ -115,47 +113,29 @@ pub(crate) fn run(args: &Args, color: style::When) -> ExitCode {
         Diagnosis::Silent(_) | Diagnosis::Withheld(_) => 2,
     };
     if args.json {
-        let mut v = to_json(&addr, status.as_ref(), &diagnosis, &asked, &line, code);
-        if let (Some(p), Some(at)) = (&place, v.get_mut("look_at")) {
-            if at.is_object() {
-                at["place"] = json!({
-                    "scheduler": p.scheduler, "node": p.node, "said": p.said(),
-                    "take_out": p.take_out, "exclude": p.next,
-                });
-            }
-        }
+        let v = to_json(
+            &addr,
+            status.as_ref(),
+            &diagnosis,
+            &asked,
+            place.as_ref(),
+            &line,
+            code,
+        );
         println!(
             "{}",
             serde_json::to_string_pretty(&v).expect("JSON from plain values")
         );
         return ExitCode::from(code);
     }
-    let mut above = String::new();
-    if let Some(st) = &status {
-        if code == 1 {
-            above = details(&addr, st, &asked);
-        }
-    }
-    if let Some(p) = &place {
-        above.push_str(&format!("  its node: {}\n", p.said()));
-        if let Some(t) = &p.take_out {
-            above.push_str(&format!("  take it out: {t}\n"));
-        }
-        if let Some(n) = &p.next {
-            above.push_str(&format!("  keep the next run off it: srun/sbatch {n}\n"));
-        }
-    }
-    // The release could not be read: said, with what that left to ask.
-    if let (Err(why), false) = (&asked.servers, asked.sent.is_empty()) {
-        if code != 1 && !matches!(diagnosis, Diagnosis::Withheld(_)) {
-            above.push_str(&format!(
-                "note: the release of NCCL's RAS service at {addr} could not be read ({why}); \
-                 asked what every release that answers so survives: {}\n",
-                asked.sent.join(", then ")
-            ));
-        }
-    }
-    above.push_str(&hazard_lines(&diagnosis, &asked));
+    let above = above(
+        &addr,
+        status.as_ref(),
+        &diagnosis,
+        &asked,
+        place.as_ref(),
+        code,
+    );
     print!("{}", style::human(&above, color));
     match code {
         0 => println!("{line}"),

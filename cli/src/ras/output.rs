@@ -51,7 +51,7 @@ fn trouble(t: &Trouble) -> String {
 }
 
 /// What the service said, rank by rank: under the verdict, over the answer.
-pub(super) fn details(addr: &str, st: &JobStatus, asked: &Asked) -> String {
+fn details(addr: &str, st: &JobStatus, asked: &Asked) -> String {
     let format = match st.format {
         Format::Json => "JSON",
         Format::Text => "text",
@@ -158,7 +158,7 @@ fn release_words(r: &Releases) -> String {
 }
 
 /// The hazards behind a look not taken, one line each, above the answer.
-pub(super) fn hazard_lines(v: &Diagnosis, asked: &Asked) -> String {
+fn hazard_lines(v: &Diagnosis, asked: &Asked) -> String {
     let mut s = String::new();
     match v {
         Diagnosis::Withheld(each) => {
@@ -186,6 +186,45 @@ pub(super) fn hazard_lines(v: &Diagnosis, asked: &Asked) -> String {
         Diagnosis::Healthy => s.push_str(BLIND_SPOT),
         _ => {}
     }
+    s
+}
+
+/// Everything printed above the answer: the service's report where a rank
+/// needs looking at, the rank's node and the lines that take it out, a
+/// release that could not be read, and the hazards behind a question not
+/// put.
+pub(super) fn above(
+    addr: &str,
+    status: Option<&JobStatus>,
+    v: &Diagnosis,
+    asked: &Asked,
+    place: Option<&place::Place>,
+    code: u8,
+) -> String {
+    let mut s = String::new();
+    if let (Some(st), 1) = (status, code) {
+        s = details(addr, st, asked);
+    }
+    if let Some(p) = place {
+        s.push_str(&format!("  its node: {}\n", p.said()));
+        if let Some(t) = &p.take_out {
+            s.push_str(&format!("  take it out: {t}\n"));
+        }
+        if let Some(n) = &p.next {
+            s.push_str(&format!("  keep the next run off it: srun/sbatch {n}\n"));
+        }
+    }
+    // The release could not be read: said, with what that left to ask.
+    if let (Err(why), false) = (&asked.servers, asked.sent.is_empty()) {
+        if code != 1 && !matches!(v, Diagnosis::Withheld(_)) {
+            s.push_str(&format!(
+                "note: the release of NCCL's RAS service at {addr} could not be read ({why}); \
+                 asked what every release that answers so survives: {}\n",
+                asked.sent.join(", then ")
+            ));
+        }
+    }
+    s.push_str(&hazard_lines(v, asked));
     s
 }
 
@@ -388,6 +427,7 @@ pub(super) fn to_json(
     st: Option<&JobStatus>,
     v: &Diagnosis,
     asked: &Asked,
+    place: Option<&place::Place>,
     line: &str,
     code: u8,
 ) -> Value {
@@ -400,9 +440,16 @@ pub(super) fn to_json(
         Diagnosis::Withheld(_) => "not asked",
     };
     let look_at = match v {
-        Diagnosis::Look | Diagnosis::Once(_) => {
-            st.and_then(|s| s.suspects.first()).map(suspect_json)
-        }
+        Diagnosis::Look | Diagnosis::Once(_) => st.and_then(|s| s.suspects.first()).map(|f| {
+            let mut at = suspect_json(f);
+            if let Some(p) = place {
+                at["place"] = json!({
+                    "scheduler": p.scheduler, "node": p.node, "said": p.said(),
+                    "take_out": p.take_out, "exclude": p.next,
+                });
+            }
+            at
+        }),
         _ => None,
     };
     let hazards: Vec<Value> = match v {

@@ -156,6 +156,9 @@ pub const HAZARDS: &[Hazard] = &[
     },
 ];
 
+/// A release as numbers: `(2, 28, 9)`.
+type Triple = (u32, u32, u32);
+
 /// The releases one service may be: exactly one, or a span.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Releases {
@@ -178,7 +181,7 @@ impl Releases {
         let j = (v.major, v.minor, v.patch);
         match json {
             true => Releases::Between(j, None),
-            false => Releases::Between(Releases::any().low(), Some(j)),
+            false => Releases::Between(Releases::any().span().0, Some(j)),
         }
     }
 
@@ -186,9 +189,7 @@ impl Releases {
     /// (`json`: `OK`); where none of them answers so, what the answer says.
     pub fn narrowed(&self, json: bool) -> Releases {
         let by = Releases::by_format(json);
-        let (Releases::Between(a, b), Releases::Between(c, d)) = (self.span(), by.clone()) else {
-            return by;
-        };
+        let ((a, b), (c, d)) = (self.span(), by.span());
         let lo = a.max(c);
         let hi = match (b, d) {
             (Some(b), Some(d)) => Some(b.min(d)),
@@ -203,21 +204,14 @@ impl Releases {
         }
     }
 
-    /// As a span `[from, to)`.
-    fn span(&self) -> Releases {
+    /// As a span `[from, to)` (`to`: none known above).
+    fn span(&self) -> (Triple, Option<Triple>) {
         match self {
-            Releases::Exactly(v) => Releases::Between(
-                (v.major, v.minor, v.patch),
-                Some((v.major, v.minor, v.patch + 1)),
-            ),
-            r => r.clone(),
-        }
-    }
-
-    fn low(&self) -> (u32, u32, u32) {
-        match self {
-            Releases::Exactly(v) => (v.major, v.minor, v.patch),
-            Releases::Between(a, _) => *a,
+            Releases::Exactly(v) => {
+                let t = (v.major, v.minor, v.patch);
+                (t, Some((t.0, t.1, t.2 + 1)))
+            }
+            Releases::Between(a, b) => (*a, *b),
         }
     }
 
@@ -239,13 +233,7 @@ impl Releases {
             Until::Open => None,
             Until::Fixed(v) | Until::Rewritten(v) => Some(v),
         };
-        let (lo, hi) = match self {
-            Releases::Exactly(v) => {
-                let t = (v.major, v.minor, v.patch);
-                (t, Some((t.0, t.1, t.2 + 1)))
-            }
-            Releases::Between(a, b) => (*a, *b),
-        };
+        let (lo, hi) = self.span();
         hi.is_none_or(|hi| h.from < hi) && end.is_none_or(|e| lo < e)
     }
 }
