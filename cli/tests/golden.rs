@@ -494,6 +494,30 @@ fn doctor_follows_the_interface_rule_of_the_nccl_it_finds() {
   note     virbr0 is there: NCCL 2.28.9's default rule skips it, unless NCCL_SOCKET_IFNAME lets it in
   note     eth0 is not running (down, or no link): NCCL 2.28.9's default rule skips it"
     );
+    // Loopback chosen by hand is named once, as unreachable from other
+    // nodes; it needs no route, so no `No route to host` line follows.
+    let unrouted = |ip: &str| serde_json::json!({"ip": ip, "prefix": 8, "routed": false});
+    let facts = serde_json::json!({
+        "driver": {"version": 13000, "gpus": 1},
+        "shm_bytes": 1u64 << 30,
+        "interfaces": [
+            {"name": "lo", "running": true, "addrs": [unrouted("127.0.0.1")]},
+            {"name": "eth0", "running": true, "addrs": [addr("10.0.0.5")]},
+        ],
+    });
+    std::fs::write(&file, facts.to_string()).unwrap();
+    let (_, out, _) = run(
+        "gpu-image",
+        &["doctor", "--host-facts", &f],
+        &[VENV, ("NCCL_SOCKET_IFNAME", "lo")],
+    );
+    assert_eq!(
+        network(&out),
+        "  ok       interfaces: lo 127.0.0.1/8; eth0 10.0.0.5/24
+  ok       NCCL would use lo (NCCL_SOCKET_IFNAME=lo)
+  note     NCCL would use lo: fine on one node, unreachable from others
+           fix: for several nodes, NCCL_SOCKET_IFNAME==eth0 (the real NIC), or NCCL_SOCKET_IFNAME=^docker,virbr,lo"
+    );
     let _ = std::fs::remove_file(&file);
 }
 

@@ -560,6 +560,10 @@ fn usage_errors() {
             ],
             "rank 2 is outside a world of 2",
         ),
+        (
+            vec!["--rendezvous-only"],
+            "nccl-find smoke: --rendezvous-only meets other processes: run it under a launcher (torchrun, srun, mpirun), or pass --world-size N and --init tcp://HOST:PORT\n",
+        ),
         (vec!["--sizes", "12Q"], "is not a size like"),
         (vec!["--dtypes", "f128"], "is not a datatype"),
         (vec!["--timeout=-1"], "is not a number of seconds"),

@@ -143,6 +143,9 @@ pub(super) fn options(
     flags.token = a.token.clone();
     flags.timeout = Duration::from_secs_f64(a.timeout);
     let meeting = Meeting::resolve(&flags, env)?;
+    if a.rendezvous_only && meeting.is_none() {
+        return Err("--rendezvous-only meets other processes: run it under a launcher (torchrun, srun, mpirun), or pass --world-size N and --init tcp://HOST:PORT".into());
+    }
     let job = meeting.as_ref().map(|m| m.job.clone());
     let mut opts = Options::new(lib);
     opts.gpus = a.gpus.clone();
