@@ -87,6 +87,19 @@ pub fn human(text: &str, color: When) -> String {
     paint(&fitted, color.enabled())
 }
 
+/// A value fit to paste into a shell: letters, digits and `._-` as they
+/// are, anything else shown (escaped) and single-quoted.
+pub fn shell_word(v: &str) -> String {
+    let v = nccl_rendezvous::untrusted::shown(v, 200);
+    match !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    {
+        true => v,
+        false => format!("'{}'", v.replace('\'', "'\\''")),
+    }
+}
+
 /// Local text (paths, variables, host facts) made safe for a terminal the
 /// way the smoke test makes peer text safe: each character that could
 /// drive the terminal or forge a line (escape sequences, carriage returns,

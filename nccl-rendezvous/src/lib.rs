@@ -21,6 +21,7 @@ mod launchers;
 mod meeting;
 #[doc(hidden)]
 pub mod owner;
+pub mod pairs;
 mod proof;
 mod reach;
 mod stores;

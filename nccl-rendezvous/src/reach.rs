@@ -121,12 +121,19 @@ pub struct Gathered {
     pub cards: Vec<Card>,
     /// The connections tested, in rank order.
     pub probes: Vec<Attempt>,
+    /// The timed transfers between hosts, both rounds
+    /// ([`crate::pairs`]).
+    pub pairs: Vec<crate::pairs::Pair>,
 }
 
 impl Gathered {
     /// What rank 0 would gather from these cards and connections.
     pub fn new(cards: Vec<Card>, probes: Vec<Attempt>) -> Gathered {
-        Gathered { cards, probes }
+        Gathered {
+            cards,
+            probes,
+            pairs: Vec::new(),
+        }
     }
 }
 
@@ -235,8 +242,10 @@ pub(crate) fn listen(card: &Card) -> Listening {
     }
 }
 
-/// Writes the tag to every connection, until `stop`'s other end closes.
+/// Writes the tag to every connection, until `stop`'s other end closes;
+/// then counts what a pair sends ([`crate::pairs::sink`]).
 fn answer(ls: &[TcpListener], stop: &UnixStream, tag: [u8; 16]) {
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut fds: Vec<libc::pollfd> = ls
         .iter()
         .map(|l| l.as_raw_fd())
@@ -261,13 +270,15 @@ fn answer(ls: &[TcpListener], stop: &UnixStream, tag: [u8; 16]) {
             while let Ok((mut s, _)) = l.accept() {
                 let _ = s.set_nonblocking(false);
                 let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-                let _ = s.write_all(&tag);
+                if s.write_all(&tag).is_ok() {
+                    crate::pairs::sink(s, &busy);
+                }
             }
         }
     }
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str, max: usize) {
+pub(crate) fn put_str(out: &mut Vec<u8>, s: &str, max: usize) {
     let s = crate::untrusted::cut(s, max);
     out.extend_from_slice(&(s.len() as u16).to_le_bytes());
     out.extend_from_slice(s.as_bytes());
@@ -301,10 +312,10 @@ pub(crate) fn hello(ngpus: u32, card: &Card, l: &Listening) -> Vec<u8> {
 }
 
 /// Reads a field at a time; anything short or oversized is an error.
-struct Cursor<'a>(&'a [u8]);
+pub(crate) struct Cursor<'a>(pub(crate) &'a [u8]);
 
 impl Cursor<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&[u8]> {
         if self.0.len() < n {
             return None;
         }
@@ -312,17 +323,20 @@ impl Cursor<'_> {
         self.0 = b;
         Some(a)
     }
-    fn u16(&mut self) -> Option<u16> {
+    pub(crate) fn u16(&mut self) -> Option<u16> {
         Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
     }
-    fn u32(&mut self) -> Option<u32> {
+    pub(crate) fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
-    fn byte(&mut self) -> Option<u8> {
+    pub(crate) fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    pub(crate) fn byte(&mut self) -> Option<u8> {
         Some(self.take(1)?[0])
     }
     /// Text from a peer: escaped, line by line.
-    fn text(&mut self, max: usize) -> Option<String> {
+    pub(crate) fn text(&mut self, max: usize) -> Option<String> {
         let n = usize::from(self.u16()?);
         if n > max {
             return None;
@@ -390,6 +404,14 @@ pub(crate) fn read_hello(b: &[u8]) -> Option<Hello> {
         ports,
         tag,
     })
+}
+
+/// Where a pair sends to `to` ([`crate::pairs::send`]): the address NCCL
+/// will use, where `to` listens there.
+pub(crate) fn nccl_target(to: &Hello) -> Option<(usize, SocketAddr)> {
+    let i = to.card.addrs.iter().position(|a| a.nccl)?;
+    let port = *to.ports.get(i).filter(|p| **p != 0)?;
+    Some((i, SocketAddr::new(to.card.addrs[i].ip, port)))
 }
 
 /// Whether rank `r` is the last of its host's, in a ring over ranks: the

@@ -271,8 +271,8 @@ fn libs_of(pid: u32, maps: &[u8]) -> Vec<(PathBuf, Option<Version>)> {
 /// it), the host fit to paste into a shell.
 fn flags_for(addr: &str) -> String {
     match ras::split_addr(addr) {
-        (h, Some(p)) => format!("--host {} --port {p}", super::place::quoted(h)),
-        (h, None) => format!("--host {}", super::place::quoted(h)),
+        (h, Some(p)) => format!("--host {} --port {p}", crate::style::shell_word(h)),
+        (h, None) => format!("--host {}", crate::style::shell_word(h)),
     }
 }
 

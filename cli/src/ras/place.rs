@@ -18,6 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::status::Who;
+use crate::style::shell_word;
 
 /// A process's environment, as `KEY=VALUE` pairs.
 pub(crate) type Env = Vec<(String, String)>;
@@ -105,19 +106,6 @@ fn get<'a>(env: &'a Env, key: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-/// A value fit to paste into a shell: letters, digits and `._-` as they
-/// are, anything else shown and single-quoted.
-pub(crate) fn quoted(v: &str) -> String {
-    let v = nccl_rendezvous::untrusted::shown(v, 200);
-    match !v.is_empty()
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
-    {
-        true => v,
-        false => format!("'{}'", v.replace('\'', "'\\''")),
-    }
-}
-
 /// Whether `host` (an address, as RAS names a node) is this host's: an
 /// address a socket can be bound to here.
 fn on_this_host(host: &str) -> bool {
@@ -178,7 +166,7 @@ fn from_own(env: &Env, root: &Path, who: &Who, why: &str) -> Option<Place> {
     }
     if get(env, "KUBERNETES_SERVICE_HOST").is_some() {
         let pod = get(env, "HOSTNAME")
-            .map(quoted)
+            .map(shell_word)
             .or_else(|| name_in(root, "etc/hostname"));
         let ns = name_in(
             root,
@@ -273,10 +261,10 @@ fn slurm(node: Option<String>, words: String, who: &Who, why: &str) -> Place {
         Some(n) => (
             Some(format!(
                 "scontrol update nodename={} state=drain reason={}",
-                quoted(n),
-                quoted(&format!("nccl-find ras: {rank}{why}"))
+                shell_word(n),
+                shell_word(&format!("nccl-find ras: {rank}{why}"))
             )),
-            Some(format!("--exclude={}", quoted(n))),
+            Some(format!("--exclude={}", shell_word(n))),
         ),
         None => (None, None),
     };
@@ -291,7 +279,7 @@ fn slurm(node: Option<String>, words: String, who: &Who, why: &str) -> Place {
 
 fn kubernetes(node: Option<String>, words: String, host: &str) -> Place {
     let take_out = match (&node, host.parse::<IpAddr>()) {
-        (Some(n), _) => Some(format!("kubectl cordon {}", quoted(n))),
+        (Some(n), _) => Some(format!("kubectl cordon {}", shell_word(n))),
         (None, Ok(ip)) => Some(format!(
             "kubectl cordon \"$(kubectl get pods -A --field-selector status.podIP={ip} -o \
              jsonpath='{{.items[0].spec.nodeName}}')\""
@@ -464,9 +452,9 @@ mod tests {
                  -o jsonpath='{.items[0].spec.nodeName}')\""
             )
         );
-        assert_eq!(quoted("$(touch x)"), "'$(touch x)'");
-        assert_eq!(quoted("a'b"), "'a'\\''b'");
-        assert_eq!(quoted("\u{1b}[2J"), "'\\u{1b}[2J'");
+        assert_eq!(shell_word("$(touch x)"), "'$(touch x)'");
+        assert_eq!(shell_word("a'b"), "'a'\\''b'");
+        assert_eq!(shell_word("\u{1b}[2J"), "'\\u{1b}[2J'");
         let e = env(&[("SLURM_JOB_ID", "1"), ("SLURMD_NODENAME", "n1;reboot")]);
         let p = from_own(&e, Path::new("/nonexistent"), &who("10.0.0.1"), "missing").unwrap();
         assert_eq!(p.next.as_deref(), Some("--exclude='n1;reboot'"));

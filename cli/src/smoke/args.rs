@@ -76,6 +76,11 @@ pub(crate) struct Args {
     /// the launch and the network path before a job, with no GPU needed
     #[arg(long)]
     pub(super) rendezvous_only: bool,
+    /// After the meeting, name the best N nodes by the pairs' figures
+    /// (each node's slower direction), leaving out any node found bad
+    /// (rank 0; `leave_out.best` in --json)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(super) best: Option<u32>,
     /// Start NCCL even where the meeting showed that it cannot work (an
     /// address NCCL will use that another node cannot reach, a
     /// NCCL_SOCKET_IFNAME that leaves a rank no interface, NCCL releases

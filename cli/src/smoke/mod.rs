@@ -99,6 +99,13 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
     let end = verdict::ending(a, &result, wall, &known);
     let judged = verdict::judge(&result, end.top, &capture.0, &before.settings);
     let slow = result.as_ref().ok().map(|s| nodes::slow_ranks(s, gathered));
+    let under = nodes::Under::of(
+        meeting.as_ref().map_or("", |m| m.backend),
+        std::env::var_os("SLURM_JOB_ID").is_some(),
+        std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
+    );
+    let best = a.best.map(|n| n as usize);
+    let leave = gathered.map_or(Vec::new(), |g| nodes::leave_out(g, under, best));
     let warnings = match end.code {
         1 => said,
         _ => Vec::new(),
@@ -113,6 +120,7 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
             settings: &before.settings,
             slow: slow.as_ref().map(|s| &s.1),
             meeting: meeting.as_ref(),
+            leave: gathered.map(|g| nodes::leave_json(g, under, best)),
         };
         print_json(a, &doc);
         return ExitCode::from(end.code);
@@ -122,6 +130,7 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
     output::print_ending(&Last {
         who: &who,
         slow: &slow_lines,
+        leave: &leave,
         warnings: &warnings,
         judged: judged.as_ref(),
         sockets: sockets.as_deref(),
@@ -309,6 +318,7 @@ struct Json<'a> {
     settings: &'a InForce,
     slow: Option<&'a serde_json::Value>,
     meeting: Option<&'a Meeting>,
+    leave: Option<serde_json::Value>,
 }
 
 /// The `--json` report, printed.
@@ -328,6 +338,9 @@ fn print_json(a: &Args, j: &Json) {
     }
     if let Some(m) = j.meeting {
         doc["exchange"] = output::meeting_json(m);
+    }
+    if let Some(l) = &j.leave {
+        doc["leave_out"] = l.clone();
     }
     if let Some(min) = a.min_busbw {
         doc["min_busbw"] = json!({

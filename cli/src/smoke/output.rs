@@ -60,6 +60,8 @@ pub(super) struct Last<'a> {
     pub(super) who: &'a str,
     /// The ranks whose times were clear outliers, a line each.
     pub(super) slow: &'a [String],
+    /// Rank 0's lines that leave bad nodes out, in the launcher's syntax.
+    pub(super) leave: &'a [String],
     /// NCCL's last warnings, said on stderr.
     pub(super) warnings: &'a [String],
     /// What the hardware allowed, and why NCCL chose sockets where an
@@ -78,6 +80,7 @@ pub(super) fn print_ending(last: &Last) {
     let Last {
         who,
         slow,
+        leave,
         warnings,
         judged,
         sockets,
@@ -87,6 +90,9 @@ pub(super) fn print_ending(last: &Last) {
     } = *last;
     for line in slow {
         say(&mut std::io::stdout(), &format!("{who}note: {line}"));
+    }
+    for line in leave {
+        say(&mut std::io::stdout(), &format!("{who}{line}"));
     }
     let mut err = std::io::stderr();
     if !warnings.is_empty() {

@@ -4,6 +4,8 @@
 //! anything malformed a failure, never a panic.
 
 use super::{Reply, MAX_GPUS, MAX_MESSAGE};
+use crate::pairs::{Pair, MAX_SUSPECTS};
+use crate::reach::{put_str, Cursor};
 use crate::untrusted::{cut, peer_text};
 use crate::words::{fail, PeerOutcome};
 
@@ -44,6 +46,74 @@ pub(super) fn read_plan(
         return Err(bad());
     }
     Ok((id, nranks as usize, first as usize))
+}
+
+/// The most transfers one rank reports: its ring's, and round two's.
+const MAX_PAIRS: usize = 2 * MAX_SUSPECTS + 1;
+
+/// A rank's timed transfers (it sent each): to whom, the round, the bytes
+/// counted, the µs, the error (empty: none).
+pub(super) fn encode_pairs(pairs: &[Pair]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for p in pairs.iter().take(MAX_PAIRS) {
+        v.extend_from_slice(&(p.to as u32).to_le_bytes());
+        v.push(p.round);
+        v.extend_from_slice(&p.bytes.to_le_bytes());
+        v.extend_from_slice(&p.micros.to_le_bytes());
+        put_str(&mut v, p.error.as_deref().unwrap_or(""), 200);
+    }
+    v
+}
+
+/// Rank `from`'s transfers back: `None` when malformed (a rank past the
+/// world, a round other than 1 or 2, too many).
+pub(super) fn read_pairs(from: usize, b: &[u8], world: usize) -> Option<Vec<Pair>> {
+    let mut c = Cursor(b);
+    let mut out = Vec::new();
+    while !c.0.is_empty() {
+        let to = c.u32()? as usize;
+        let round = c.byte()?;
+        let (bytes, micros) = (c.u64()?, c.u64()?);
+        let e = c.text(200)?;
+        if to >= world || !(1..=2).contains(&round) || out.len() >= MAX_PAIRS {
+            return None;
+        }
+        let mut p = Pair::new(from, to, round, bytes, micros);
+        p.error = (!e.is_empty()).then(|| e.replace('\n', "\\u{a}"));
+        out.push(p);
+    }
+    Some(out)
+}
+
+/// Round two's plan: (sender, receiver) pairs.
+pub(super) fn encode_round_two(plan: &[(usize, usize)]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for (a, b) in plan {
+        v.extend_from_slice(&(*a as u32).to_le_bytes());
+        v.extend_from_slice(&(*b as u32).to_le_bytes());
+    }
+    v
+}
+
+/// Round two's plan back: a failure when malformed.
+pub(super) fn read_round_two(b: &[u8], world: usize) -> Reply<Vec<(usize, usize)>> {
+    let bad = || fail("rank 0's second round of pairs is malformed (another program wrote it?)");
+    if b.len() % 8 != 0 || b.len() / 8 > 2 * MAX_SUSPECTS {
+        return Err(bad());
+    }
+    b.chunks(8)
+        .map(|c| {
+            let (a, t) = (
+                le_u32(&c[..4]).ok_or_else(bad)?,
+                le_u32(&c[4..]).ok_or_else(bad)?,
+            );
+            let (a, t) = (a as usize, t as usize);
+            if a >= world || t >= world || a == t {
+                return Err(bad());
+            }
+            Ok((a, t))
+        })
+        .collect()
 }
 
 /// The most times one rank reports.

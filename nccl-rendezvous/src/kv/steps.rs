@@ -4,8 +4,12 @@
 
 use std::time::Instant;
 
-use super::records::{encode_done, encode_job, read_done, read_job, read_plan, Done};
+use super::records::{
+    encode_done, encode_job, encode_pairs, encode_round_two, read_done, read_job, read_pairs,
+    read_plan, read_round_two, Done,
+};
 use super::{Brought, Kv, Reply, MAX_GPUS};
+use crate::pairs::{self, Pair};
 use crate::reach::{self, Gathered, Ruling};
 use crate::words::{fail, offsets, PeerOutcome};
 
@@ -37,6 +41,9 @@ pub(super) struct Learned {
 
 pub(super) const RULING: &str = "nccl-find/ruling";
 
+/// Rank 0's second round of pairs, where the first found a suspect.
+pub(super) const ROUND_TWO: &str = "nccl-find/round2";
+
 /// Steps 1 to 3: the connections between hosts tested ([`crate::reach`]),
 /// rank 0's ruling on them, the unique id, the NCCL ranks in all, this
 /// rank's first.
@@ -60,17 +67,36 @@ pub(super) fn meet(
     kv.put(&key("hello", rank), &reach::hello(n, card, &listening))
         .map_err(fail)?;
     kv.fence(deadline)?;
-    let tested = test_boundaries(kv, rank, world, &card.host, deadline);
+    let (tested, paired) = test_boundaries(kv, rank, world, &card.host, deadline);
     if !tested.is_empty() {
         kv.put(&key("reach", rank), &reach::results(&tested))
             .map_err(fail)?;
     }
-    kv.fence(deadline)?;
-    drop(listening);
-    if rank == 0 {
-        return rule(kv, world, brought, make_id, deadline);
+    if let Some(p) = paired {
+        kv.put(&key("pair", rank), &encode_pairs(&[p]))
+            .map_err(fail)?;
     }
     kv.fence(deadline)?;
+    if rank == 0 {
+        let ruled = rule(kv, world, brought, make_id, deadline);
+        drop(listening);
+        return ruled;
+    }
+    kv.fence(deadline)?;
+    // Round two of the pairs, where rank 0 asked for one: this rank's
+    // transfers, then a fence for rank 0 to read them, and one for its
+    // ruling.
+    if let Ok(b) = kv.get(0, ROUND_TWO) {
+        let plan = read_round_two(&b, world)?;
+        let mine = round_two(kv, rank, &plan, deadline);
+        if !mine.is_empty() {
+            kv.put(&key("pair2", rank), &encode_pairs(&mine))
+                .map_err(fail)?;
+        }
+        kv.fence(deadline)?;
+        kv.fence(deadline)?;
+    }
+    drop(listening);
     let ruling = match kv.get(0, RULING) {
         Ok(b) => Some(
             reach::read_ruling(&b)
@@ -121,7 +147,8 @@ pub(super) fn rule(
         hellos.push(h);
     }
     let counts: Vec<usize> = hellos.iter().map(|h| h.ngpus as usize).collect();
-    let gathered = gather(kv, hellos);
+    let mut gathered = gather(kv, hellos);
+    second_round(kv, &mut gathered, world, deadline)?;
     let mut ruling = brought
         .judge
         .and_then(|j| j(&gathered))
@@ -173,16 +200,53 @@ pub(super) fn rule(
     })
 }
 
+/// Rank 0, where round one of the pairs found a suspect link: round two
+/// asked for, run, and its transfers added to `gathered`.
+fn second_round(
+    kv: &mut dyn Kv,
+    gathered: &mut Gathered,
+    world: usize,
+    deadline: Instant,
+) -> Reply<()> {
+    let plan = pairs::round_two(&gathered.pairs, &|r| gathered.cards[r].host.clone());
+    if !plan.is_empty() {
+        kv.put(ROUND_TWO, &encode_round_two(&plan)).map_err(fail)?;
+        kv.fence(deadline)?;
+        let mine = round_two(kv, 0, &plan, deadline);
+        if !mine.is_empty() {
+            kv.put(&key("pair2", 0), &encode_pairs(&mine))
+                .map_err(fail)?;
+        }
+        kv.fence(deadline)?;
+        let mut senders: Vec<usize> = plan.iter().map(|(a, _)| *a).collect();
+        senders.sort_unstable();
+        senders.dedup();
+        for r in senders {
+            if let Some(mut got) = kv
+                .get(r, &key("pair2", r))
+                .ok()
+                .and_then(|b| read_pairs(r, &b, world))
+            {
+                got.retain(|p| p.round == 2);
+                gathered.pairs.append(&mut got);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The tests this rank makes: where it is the last of its host's, every
 /// address of the next rank's, and of rank 0's unless rank 0 is on this
-/// host or next. Each result by the rank tried.
+/// host or next. Each result by the rank tried; and round one of the
+/// pairs: a timed transfer to the next rank's address that NCCL will use,
+/// where it was reached.
 pub(super) fn test_boundaries(
     kv: &mut dyn Kv,
     rank: usize,
     world: usize,
     host: &str,
     deadline: Instant,
-) -> Vec<(usize, reach::Tries)> {
+) -> (Vec<(usize, reach::Tries)>, Option<Pair>) {
     let mut hello_of = |r: usize| {
         kv.get(r, &key("hello", r))
             .ok()
@@ -191,15 +255,73 @@ pub(super) fn test_boundaries(
     let next = (rank + 1) % world;
     let Some(h) = hello_of(next).filter(|h| world > 1 && reach::at_boundary(host, &h.card.host))
     else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
-    let mut out = vec![(next, reach::probe(&h, deadline))];
+    let tries = reach::probe(&h, deadline);
+    let paired = reach::nccl_target(&h)
+        .filter(|(i, _)| {
+            tries
+                .iter()
+                .any(|(j, e)| usize::from(*j) == *i && e.is_none())
+        })
+        .map(|(_, at)| timed(rank, next, 1, at, h.tag, deadline));
+    let mut out = vec![(next, tries)];
     if rank != 0 && next != 0 {
         if let Some(h0) = hello_of(0).filter(|h0| reach::at_boundary(host, &h0.card.host)) {
             out.push((0, reach::probe(&h0, deadline)));
         }
     }
-    out
+    (out, paired)
+}
+
+/// One timed transfer as a record.
+fn timed(
+    from: usize,
+    to: usize,
+    round: u8,
+    at: std::net::SocketAddr,
+    tag: [u8; 16],
+    until: Instant,
+) -> Pair {
+    match pairs::send(at, tag, until) {
+        Ok((bytes, micros)) => Pair::new(from, to, round, bytes, micros),
+        Err(e) => {
+            let mut p = Pair::new(from, to, round, 0, 0);
+            p.error = Some(e);
+            p
+        }
+    }
+}
+
+/// This rank's transfers of round two, all at once.
+fn round_two(kv: &mut dyn Kv, rank: usize, plan: &[(usize, usize)], until: Instant) -> Vec<Pair> {
+    let mut runs = Vec::new();
+    for (_, to) in plan.iter().filter(|(a, _)| *a == rank) {
+        let h = kv
+            .get(*to, &key("hello", *to))
+            .ok()
+            .and_then(|b| reach::read_hello(&b));
+        let Some((tag, Some((_, at)))) = h.map(|h| (h.tag, reach::nccl_target(&h))) else {
+            let mut p = Pair::new(rank, *to, 2, 0, 0);
+            p.error = Some("its hello names no address NCCL will use".into());
+            runs.push(Err(p));
+            continue;
+        };
+        let to = *to;
+        runs.push(Ok(std::thread::spawn(move || {
+            timed(rank, to, 2, at, tag, until)
+        })));
+    }
+    runs.into_iter()
+        .map(|r| match r {
+            Ok(t) => t.join().unwrap_or_else(|_| {
+                let mut p = Pair::new(rank, 0, 2, 0, 0);
+                p.error = Some("the test failed".into());
+                p
+            }),
+            Err(p) => p,
+        })
+        .collect()
 }
 
 /// Rank 0, once the ranks have met: every card, and the results of every
@@ -207,7 +329,7 @@ pub(super) fn test_boundaries(
 /// out).
 pub(super) fn gather(kv: &mut dyn Kv, hellos: Vec<reach::Hello>) -> Gathered {
     let world = hellos.len();
-    let mut probes = Vec::new();
+    let (mut probes, mut pairs) = (Vec::new(), Vec::new());
     for r in 0..world {
         let next = &hellos[(r + 1) % world].card.host;
         if world < 2 || !reach::at_boundary(&hellos[r].card.host, next) {
@@ -220,11 +342,17 @@ pub(super) fn gather(kv: &mut dyn Kv, hellos: Vec<reach::Hello>) -> Gathered {
         {
             probes.append(&mut p);
         }
+        if let Some(p) = kv
+            .get(r, &key("pair", r))
+            .ok()
+            .and_then(|b| read_pairs(r, &b, world))
+        {
+            pairs.extend(p.into_iter().filter(|p| p.round == 1).take(1));
+        }
     }
-    Gathered {
-        cards: hellos.into_iter().map(|h| h.card).collect(),
-        probes,
-    }
+    let mut g = Gathered::new(hellos.into_iter().map(|h| h.card).collect(), probes);
+    g.pairs = pairs;
+    g
 }
 
 /// Step 3: this rank's outcome for rank 0; rank 0 gets every peer's.

@@ -2,10 +2,14 @@
 //! (`card`), and rank 0's reading of every card: the facts grouped by
 //! value with the nodes in the minority named (`compare`), the connections
 //! tested between hosts with the one `NCCL_SOCKET_IFNAME` that reaches them
-//! all and the verdict (`reach`), and the ranks that were slow (`timing`).
+//! all and the verdict (`reach`), the pairs of nodes timed in two rounds
+//! and the node or link they name (`pairs`), what a launcher is told to
+//! leave out (`leave`), and the ranks that were slow (`timing`).
 
 mod card;
 mod compare;
+mod leave;
+mod pairs;
 mod reach;
 mod timing;
 
@@ -14,6 +18,8 @@ use serde_json::{json, Value};
 
 pub(crate) use card::{card, Here};
 use compare::{compare, facts_of};
+pub(crate) use leave::Under;
+pub(crate) use pairs::bad_hosts;
 pub(crate) use reach::blocker;
 use reach::{proposal, reach_lines};
 pub(crate) use timing::slow_ranks;
@@ -46,8 +52,34 @@ pub(crate) fn report(g: &Gathered) -> Vec<(bool, String)> {
     }
     if hosts.len() > 1 {
         out.extend(reach_lines(g));
+        out.extend(pairs::pair_lines(g));
     }
     out
+}
+
+/// Rank 0's lines after a verdict that names nodes (the healthy set in
+/// the launcher's syntax), and the best `best` nodes where asked.
+pub(crate) fn leave_out(g: &Gathered, under: Under, best: Option<usize>) -> Vec<String> {
+    let bad = bad_hosts(g);
+    let mut out = leave::lines(g, &bad, "slow in the pair test between nodes", under);
+    if let Some(n) = best {
+        let chosen = leave::best(g, &bad, n);
+        let list: Vec<String> = chosen.iter().map(|h| crate::style::shell_word(h)).collect();
+        let short = match chosen.len() < n {
+            true => format!(" (only {} good)", chosen.len()),
+            false => String::new(),
+        };
+        out.push(format!("best {n} node(s){short}: {}", list.join(",")));
+        if under == Under::Slurm && !list.is_empty() {
+            out.push(format!("  srun --nodelist={} ...", list.join(",")));
+        }
+    }
+    out
+}
+
+/// `leave_out` in `--json`.
+pub(crate) fn leave_json(g: &Gathered, under: Under, best: Option<usize>) -> Value {
+    leave::json(g, &bad_hosts(g), under, best)
 }
 
 /// The hosts of `ranks`, each once, in the order of its first rank there
@@ -96,6 +128,16 @@ pub(crate) fn json(g: &Gathered) -> Value {
             })).collect::<Vec<_>>(),
             "proposed_socket_ifname": proposal(g),
         },
+        "pairs": g.pairs.iter().map(|p| json!({
+            "round": p.round,
+            "from": p.from, "to": p.to,
+            "from_host": g.cards.get(p.from).map(|c| c.host.clone()),
+            "to_host": g.cards.get(p.to).map(|c| c.host.clone()),
+            "bytes": p.bytes, "micros": p.micros,
+            "bytes_per_s": p.rate(),
+            "error": p.error,
+        })).collect::<Vec<_>>(),
+        "bad_hosts": bad_hosts(g),
     })
 }
 

@@ -63,7 +63,8 @@ pub(crate) fn proposal(g: &Gathered) -> Option<String> {
 /// finds no interface (its bootstrap cannot start), NCCL releases of
 /// another minor version (their bootstraps do not speak to each other),
 /// an address NCCL will use that another node cannot reach (NCCL hangs
-/// until its timeout). `None`: nothing known stops NCCL.
+/// until its timeout), a node or a link the pairs found slow or failing.
+/// `None`: nothing known stops NCCL.
 pub(crate) fn blocker(g: &Gathered) -> Option<String> {
     let facts: Vec<BTreeMap<String, String>> = g.cards.iter().map(facts_of).collect();
     let fix = |otherwise: &str| match proposal(g) {
@@ -99,7 +100,10 @@ pub(crate) fn blocker(g: &Gathered) -> Option<String> {
         .iter()
         .filter(|p| p.addr.nccl && p.error.is_some())
         .collect();
-    let p = failed.first()?;
+    // Nothing unreachable: a node or a link the pairs found slow.
+    let Some(p) = failed.first() else {
+        return super::pairs::cause(g);
+    };
     let host = |r: usize| g.cards.get(r).map_or("?", |c| c.host.as_str());
     let more = match failed.len() {
         1 => String::new(),

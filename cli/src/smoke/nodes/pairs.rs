@@ -1,0 +1,210 @@
+//! The pairs of nodes, timed in two rounds ([`nccl_rendezvous::pairs`]):
+//! the line that sums them up, the node or link they name, in words, with
+//! its figure and the median's, and the hosts a job should leave out.
+
+use nccl_rendezvous::pairs::{self, Finding, Pair};
+use nccl_rendezvous::Gathered;
+
+fn host(g: &Gathered, r: usize) -> &str {
+    g.cards.get(r).map_or("?", |c| c.host.as_str())
+}
+
+/// A rank's host with the interface and address NCCL will use there.
+fn end(g: &Gathered, r: usize) -> String {
+    match g.cards.get(r).and_then(|c| c.addrs.iter().find(|a| a.nccl)) {
+        Some(a) => format!("{} ({} {})", host(g, r), a.iface, a.ip),
+        None => host(g, r).to_string(),
+    }
+}
+
+/// A transfer's figure: its rate, or why it failed.
+fn figure(p: &Pair) -> String {
+    match (p.rate(), &p.error) {
+        (Some(r), _) => pairs::shown_rate(r),
+        (None, Some(e)) => format!("failed ({e})"),
+        (None, None) => "nothing".into(),
+    }
+}
+
+/// The round-one transfer from (`sending`) or to `rank`.
+fn first_round(g: &Gathered, rank: usize, sending: bool) -> Option<&Pair> {
+    g.pairs.iter().find(|p| {
+        p.round == 1
+            && if sending {
+                p.from == rank
+            } else {
+                p.to == rank
+            }
+    })
+}
+
+/// One finding in words, with its figures and the median's.
+fn words(g: &Gathered, f: &Finding, median: &str) -> String {
+    match f {
+        Finding::Node {
+            rank,
+            sending: true,
+            pair,
+        } => {
+            let before = first_round(g, *rank, true)
+                .map(|p| format!("{} to {} and ", figure(p), host(g, p.to)))
+                .unwrap_or_default();
+            format!(
+                "{} sends slowly: {before}{} to {}, against the median link's {median}",
+                end(g, *rank),
+                figure(pair),
+                host(g, pair.to)
+            )
+        }
+        Finding::Node { rank, pair, .. } => {
+            let before = first_round(g, *rank, false)
+                .map(|p| format!("{} from {} and ", figure(p), host(g, p.from)))
+                .unwrap_or_default();
+            format!(
+                "{} receives slowly: {before}{} from {}, against the median link's {median}",
+                end(g, *rank),
+                figure(pair),
+                host(g, pair.from)
+            )
+        }
+        Finding::Link { pair, alone: false } => format!(
+            "the link {} -> {} is slow: {}, while each end did well with other nodes, against the \
+             median link's {median}: check that link (its cables, switch ports and routes)",
+            end(g, pair.from),
+            end(g, pair.to),
+            figure(pair)
+        ),
+        Finding::Link { pair, alone: true } => format!(
+            "{} -> {} is slow: {}, against the median link's {median} (no third node to tell a node from the \
+             link)",
+            end(g, pair.from),
+            end(g, pair.to),
+            figure(pair)
+        ),
+    }
+}
+
+/// The median, shown.
+fn median(g: &Gathered) -> String {
+    pairs::median(&g.pairs).map_or("(none carried bytes)".into(), pairs::shown_rate)
+}
+
+/// The lines of the report: a headline, then each finding (a problem).
+pub(super) fn pair_lines(g: &Gathered) -> Vec<(bool, String)> {
+    let first: Vec<&Pair> = g.pairs.iter().filter(|p| p.round == 1).collect();
+    if first.is_empty() {
+        return Vec::new();
+    }
+    let slowest = first
+        .iter()
+        .min_by(|a, b| a.rate().unwrap_or(0.0).total_cmp(&b.rate().unwrap_or(0.0)))
+        .map(|p| {
+            format!(
+                "; slowest {} -> {} {}",
+                host(g, p.from),
+                host(g, p.to),
+                figure(p)
+            )
+        })
+        .unwrap_or_default();
+    let second = g.pairs.len() - first.len();
+    let rounds = match second {
+        0 => "one round".to_string(),
+        n => format!("two rounds ({n} transfer(s) in the second)"),
+    };
+    let mut out = vec![(
+        false,
+        format!(
+            "pairs: {} link(s) timed in {rounds}, each node sending to the next for {} ms on the address NCCL \
+             will use: median {}{slowest}",
+            first.len(),
+            pairs::SEND_FOR.as_millis(),
+            median(g)
+        ),
+    )];
+    let m = median(g);
+    out.extend(
+        pairs::findings(&g.pairs)
+            .iter()
+            .map(|f| (true, words(g, f, &m))),
+    );
+    out
+}
+
+/// The first finding, as rank 0's cause (with the fix), where there is one.
+pub(super) fn cause(g: &Gathered) -> Option<String> {
+    let all = pairs::findings(&g.pairs);
+    let f = all.first()?;
+    let more = match all.len() {
+        1 => String::new(),
+        n => format!(" ({} more finding(s) above)", n - 1),
+    };
+    let fix = match f {
+        Finding::Node { rank, .. } => format!("leave {} out of the job", host(g, *rank)),
+        Finding::Link { .. } => "fix that link, or leave one of its ends out".into(),
+    };
+    Some(format!("{}{more}: {fix}", words(g, f, &median(g))))
+}
+
+/// The hosts the findings name as bad, each once (a link names none).
+pub(crate) fn bad_hosts(g: &Gathered) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for f in pairs::findings(&g.pairs) {
+        if let Finding::Node { rank, .. } = f {
+            let h = host(g, rank).to_string();
+            if !out.contains(&h) {
+                out.push(h);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::smoke::nodes::tests::{made, HOST};
+
+    fn ring(slow_from: usize) -> Gathered {
+        let cards = (0..4)
+            .map(|i| made(&format!("node{i}"), HOST, &["eth0"]))
+            .collect();
+        let mut g = Gathered::new(cards, Vec::new());
+        g.pairs = (0..4)
+            .map(|r| {
+                let mb = if r == slow_from { 2 } else { 400 };
+                Pair::new(r, (r + 1) % 4, 1, mb * 1_000_000, 1_000_000)
+            })
+            .collect();
+        g
+    }
+
+    #[test]
+    fn a_slow_sender_is_named_with_both_figures_and_the_fix() {
+        let mut g = ring(2);
+        g.pairs.push(Pair::new(2, 1, 2, 2_000_000, 1_000_000));
+        g.pairs.push(Pair::new(0, 3, 2, 390_000_000, 1_000_000));
+        assert_eq!(
+            cause(&g).unwrap(),
+            "node2 (eth0 10.0.0.1) sends slowly: 16.0 Mbit/s to node3 and 16.0 Mbit/s to node1, against the \
+             median link's 3.2 Gbit/s: leave node2 out of the job"
+        );
+        assert_eq!(bad_hosts(&g), ["node2"]);
+        let lines = pair_lines(&g);
+        assert_eq!(
+            lines[0].1,
+            "pairs: 4 link(s) timed in two rounds (2 transfer(s) in the second), each node sending to the next \
+             for 300 ms on the address NCCL will use: median 3.2 Gbit/s; slowest node2 -> node3 16.0 Mbit/s"
+        );
+        assert_eq!(lines.len(), 2);
+        assert!(lines[1].0);
+    }
+
+    #[test]
+    fn a_healthy_ring_says_one_line() {
+        let g = ring(9);
+        assert_eq!(pair_lines(&g).len(), 1);
+        assert_eq!(cause(&g), None);
+        assert!(bad_hosts(&g).is_empty());
+    }
+}

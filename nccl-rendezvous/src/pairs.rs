@@ -1,0 +1,423 @@
+//! Pairs of nodes, timed over the address NCCL will use, in two rounds:
+//! which node (or which link) is slow or failing, told apart.
+//!
+//! Round one is the ring the meeting already tests ([`crate::reach`]): the
+//! last rank of each host sends to the first rank of the next for
+//! [`SEND_FOR`], as NCCL's socket transport would (one TCP stream, the
+//! bootstrap's address), while it receives from the host before it; every
+//! node sends once and receives once, all at the same time. A link is a
+//! suspect when it failed, or when it carried less than a [`SLOW`]th of the
+//! median link's rate.
+//!
+//! Round two (only where round one found a suspect) pairs each end of a
+//! suspect link with a node that did well: the sender of the link sends to
+//! a good receiver, a good sender sends to the link's receiver. The sender
+//! slow again is a bad node (its sending); the receiver slow again, a bad
+//! node (its receiving); both fine, the link between the two. Two rounds,
+//! whatever the number of nodes.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long one pair sends.
+pub const SEND_FOR: Duration = Duration::from_millis(300);
+/// A link is slow below the median link's rate divided by this.
+pub const SLOW: u64 = 4;
+/// The most bytes one pair sends, whatever its rate.
+const MAX_BYTES: u64 = 1 << 30;
+/// What one write hands the kernel.
+const CHUNK: usize = 64 << 10;
+/// The most a sender keeps in flight: a shaped link drains it quickly.
+const SEND_BUFFER: libc::c_int = 1 << 20;
+/// How long a receiver reads one pair's bytes, at most.
+const SINK_FOR: Duration = Duration::from_secs(10);
+/// The most pairs one rank receives at once; past it a connection is only
+/// answered with the tag.
+const MAX_SINKS: usize = 64;
+/// The most suspect links round two looks at again.
+pub(crate) const MAX_SUSPECTS: usize = 64;
+
+/// One timed transfer: rank `from` sent to rank `to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Pair {
+    /// The rank that sent.
+    pub from: usize,
+    /// The rank that received.
+    pub to: usize,
+    /// 1 or 2.
+    pub round: u8,
+    /// The bytes the receiver counted.
+    pub bytes: u64,
+    /// From the first byte sent to the receiver's count back, in µs.
+    pub micros: u64,
+    /// Why it failed, in words; `None` where it carried bytes.
+    pub error: Option<String>,
+}
+
+impl Pair {
+    /// A transfer of `bytes` in `micros` from rank `from` to `to`.
+    pub fn new(from: usize, to: usize, round: u8, bytes: u64, micros: u64) -> Pair {
+        Pair {
+            from,
+            to,
+            round,
+            bytes,
+            micros,
+            error: None,
+        }
+    }
+
+    /// Bytes per second; `None` where it failed.
+    pub fn rate(&self) -> Option<f64> {
+        (self.error.is_none() && self.micros > 0)
+            .then(|| self.bytes as f64 * 1e6 / self.micros as f64)
+    }
+}
+
+/// What two rounds of pairs found: a node or a link, with the transfer
+/// that shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finding {
+    /// A node slow or failing with every partner it was given: sending
+    /// (`sending`), or receiving.
+    Node {
+        /// A rank of the node.
+        rank: usize,
+        /// Whether its sending is at fault (else its receiving).
+        sending: bool,
+        /// The round-two transfer that confirmed it.
+        pair: Pair,
+    },
+    /// A link slow or failing while both its ends did well with others;
+    /// `alone`: there was no node to pair them with, so which it is could
+    /// not be told.
+    Link {
+        /// The round-one transfer.
+        pair: Pair,
+        /// No third node to tell the link from its ends.
+        alone: bool,
+    },
+}
+
+/// The median rate of round one's transfers that carried bytes, in bytes
+/// per second.
+pub fn median(pairs: &[Pair]) -> Option<f64> {
+    let mut r: Vec<f64> = pairs
+        .iter()
+        .filter(|p| p.round == 1)
+        .filter_map(Pair::rate)
+        .collect();
+    if r.is_empty() {
+        return None;
+    }
+    r.sort_by(f64::total_cmp);
+    Some(r[r.len() / 2])
+}
+
+/// Whether a transfer failed or was slow against `median`.
+fn bad(p: &Pair, median: Option<f64>) -> bool {
+    match (p.rate(), median) {
+        (None, _) => true,
+        (Some(r), Some(m)) => r * (SLOW as f64) < m,
+        (Some(_), None) => false,
+    }
+}
+
+/// Round one's suspect links, at most [`MAX_SUSPECTS`].
+fn suspects(pairs: &[Pair]) -> Vec<&Pair> {
+    let m = median(pairs);
+    pairs
+        .iter()
+        .filter(|p| p.round == 1 && bad(p, m))
+        .take(MAX_SUSPECTS)
+        .collect()
+}
+
+/// Round two's transfers (sender, receiver) for round one's `pairs`, with
+/// `host` naming each rank's host: each suspect's sender to a good
+/// receiver, a good sender to each suspect's receiver. Empty where there
+/// is no suspect, or no node that did well.
+pub fn round_two(pairs: &[Pair], host: &dyn Fn(usize) -> String) -> Vec<(usize, usize)> {
+    let sus = suspects(pairs);
+    if sus.is_empty() {
+        return Vec::new();
+    }
+    let tainted: Vec<String> = sus
+        .iter()
+        .flat_map(|p| [host(p.from), host(p.to)])
+        .collect();
+    let clean = |r: usize| !tainted.contains(&host(r));
+    let good: Vec<&Pair> = pairs
+        .iter()
+        .filter(|p| p.round == 1 && p.error.is_none() && clean(p.from) && clean(p.to))
+        .collect();
+    if good.is_empty() {
+        return Vec::new();
+    }
+    let mut plan = Vec::new();
+    for (i, s) in sus.iter().enumerate() {
+        plan.push((s.from, good[i % good.len()].to));
+        plan.push((good[(i + 1) % good.len()].from, s.to));
+    }
+    plan
+}
+
+/// What the two rounds found, nodes first: each suspect link of round
+/// one, told by round two.
+pub fn findings(pairs: &[Pair]) -> Vec<Finding> {
+    let m = median(pairs);
+    let second: Vec<&Pair> = pairs.iter().filter(|p| p.round == 2).collect();
+    let mut nodes: Vec<Finding> = Vec::new();
+    let mut links = Vec::new();
+    for s in suspects(pairs) {
+        let sent = second.iter().find(|p| p.from == s.from && p.to != s.to);
+        let got = second.iter().find(|p| p.to == s.to && p.from != s.from);
+        let (Some(sent), Some(got)) = (sent, got) else {
+            links.push(Finding::Link {
+                pair: s.clone(),
+                alone: true,
+            });
+            continue;
+        };
+        let (a, b) = (bad(sent, m), bad(got, m));
+        if a && !nodes
+            .iter()
+            .any(|f| matches!(f, Finding::Node { rank, .. } if *rank == s.from))
+        {
+            nodes.push(Finding::Node {
+                rank: s.from,
+                sending: true,
+                pair: (*sent).clone(),
+            });
+        }
+        if b && !nodes
+            .iter()
+            .any(|f| matches!(f, Finding::Node { rank, .. } if *rank == s.to))
+        {
+            nodes.push(Finding::Node {
+                rank: s.to,
+                sending: false,
+                pair: (*got).clone(),
+            });
+        }
+        if !a && !b {
+            links.push(Finding::Link {
+                pair: s.clone(),
+                alone: false,
+            });
+        }
+    }
+    nodes.extend(links);
+    nodes
+}
+
+/// Sends to `at` (a listener of [`crate::reach`], which answers with
+/// `tag`) for [`SEND_FOR`] and waits for its count, by `until`: the bytes
+/// it counted and the µs it took.
+pub(crate) fn send(at: SocketAddr, tag: [u8; 16], until: Instant) -> Result<(u64, u64), String> {
+    let left = || until.saturating_duration_since(Instant::now());
+    if left().is_zero() {
+        return Err("not tried: the deadline passed".into());
+    }
+    let mut s = TcpStream::connect_timeout(&at, left().min(Duration::from_secs(2)))
+        .map_err(|e| format!("could not connect: {e}"))?;
+    let _ = s.set_nodelay(true);
+    // SAFETY: sets one int option on a socket this function owns.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&SEND_BUFFER as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    s.set_read_timeout(Some(left().max(Duration::from_millis(1))))
+        .map_err(|e| e.to_string())?;
+    let mut got = [0u8; 16];
+    s.read_exact(&mut got)
+        .map_err(|e| format!("connected, but no answer: {e}"))?;
+    if got != tag {
+        return Err("another process answered".into());
+    }
+    let chunk = vec![0x5au8; CHUNK];
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while start.elapsed() < SEND_FOR && sent < MAX_BYTES {
+        let _ = s.set_write_timeout(Some(left().max(Duration::from_millis(1))));
+        match s.write(&chunk) {
+            Ok(n) => sent += n as u64,
+            Err(e) => return Err(format!("stopped after {sent} bytes: {e}")),
+        }
+    }
+    s.shutdown(Shutdown::Write).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(left().max(Duration::from_millis(1))))
+        .map_err(|e| e.to_string())?;
+    let mut n = [0u8; 8];
+    s.read_exact(&mut n)
+        .map_err(|e| format!("sent {sent} bytes; the count never came back: {e}"))?;
+    let micros = start.elapsed().as_micros().max(1) as u64;
+    Ok((u64::from_le_bytes(n), micros))
+}
+
+/// A listener's side of a pair: reads what comes until the sender is done
+/// (or [`SINK_FOR`]), then writes the count. A plain probe of
+/// [`crate::reach`] closes at once, and costs nothing more.
+pub(crate) fn sink(mut s: TcpStream, busy: &Arc<AtomicUsize>) {
+    if busy.fetch_add(1, Ordering::SeqCst) >= MAX_SINKS {
+        busy.fetch_sub(1, Ordering::SeqCst);
+        return;
+    }
+    let mine = busy.clone();
+    let spawned = std::thread::Builder::new()
+        .name("nccl-find-sink".into())
+        .spawn(move || {
+            let start = Instant::now();
+            let mut buf = vec![0u8; CHUNK];
+            let mut n = 0u64;
+            loop {
+                let left = SINK_FOR.saturating_sub(start.elapsed());
+                if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
+                    break;
+                }
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => n += k as u64,
+                }
+            }
+            let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = s.write_all(&n.to_le_bytes());
+            mine.fetch_sub(1, Ordering::SeqCst);
+        });
+    // A thread that never ran gives its place back (the connection drops:
+    // the sender hears an error).
+    if spawned.is_err() {
+        busy.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A rate, as network people say it.
+pub fn shown_rate(bytes_per_s: f64) -> String {
+    let bits = bytes_per_s * 8.0;
+    if bits >= 1e9 {
+        format!("{:.1} Gbit/s", bits / 1e9)
+    } else if bits >= 1e6 {
+        format!("{:.1} Mbit/s", bits / 1e6)
+    } else {
+        format!("{:.0} kbit/s", bits / 1e3)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(from: usize, to: usize, round: u8, mb_per_s: u64) -> Pair {
+        Pair::new(from, to, round, mb_per_s * 1_000_000, 1_000_000)
+    }
+
+    /// Six hosts of one rank each, in a ring.
+    fn host(r: usize) -> String {
+        format!("node{r}")
+    }
+
+    #[test]
+    fn a_healthy_ring_has_no_second_round() {
+        let ring: Vec<Pair> = (0..6)
+            .map(|r| p(r, (r + 1) % 6, 1, 400 + r as u64))
+            .collect();
+        assert_eq!(median(&ring), Some(403e6));
+        assert!(round_two(&ring, &host).is_empty());
+        assert!(findings(&ring).is_empty());
+    }
+
+    /// Node 3 sends slowly: the link 3→4 is the suspect; round two sends
+    /// from 3 to a good receiver (slow again) and from a good sender to 4
+    /// (fine): node 3, sending.
+    #[test]
+    fn a_slow_sender_is_named_and_not_its_link() {
+        let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
+        ring[3] = p(3, 4, 1, 2);
+        let plan = round_two(&ring, &host);
+        assert_eq!(plan, [(3, 1), (1, 4)]);
+        ring.extend([p(3, 1, 2, 2), p(1, 4, 2, 390)]);
+        assert_eq!(
+            findings(&ring),
+            [Finding::Node {
+                rank: 3,
+                sending: true,
+                pair: p(3, 1, 2, 2)
+            }]
+        );
+    }
+
+    #[test]
+    fn a_slow_receiver_and_a_slow_link_are_told_apart() {
+        let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
+        ring[1] = p(1, 2, 1, 3);
+        ring.extend([p(1, 4, 2, 380), p(4, 2, 2, 3)]);
+        assert!(matches!(
+            findings(&ring)[..],
+            [Finding::Node {
+                rank: 2,
+                sending: false,
+                ..
+            }]
+        ));
+        let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
+        ring[1] = p(1, 2, 1, 3);
+        ring.extend([p(1, 4, 2, 380), p(4, 2, 2, 410)]);
+        assert_eq!(
+            findings(&ring),
+            [Finding::Link {
+                pair: p(1, 2, 1, 3),
+                alone: false
+            }]
+        );
+    }
+
+    /// Two nodes: no third to tell a node from the link.
+    #[test]
+    fn two_nodes_name_the_link_alone() {
+        let ring = vec![p(0, 1, 1, 400), p(1, 0, 1, 2)];
+        assert!(round_two(&ring, &host).is_empty());
+        assert!(matches!(
+            findings(&ring)[..],
+            [Finding::Link { alone: true, .. }]
+        ));
+    }
+
+    #[test]
+    fn a_pair_over_real_sockets_counts_what_it_sent() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = l.local_addr().unwrap();
+        let tag = [7u8; 16];
+        let busy = Arc::new(AtomicUsize::new(0));
+        let b = busy.clone();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            s.write_all(&tag).unwrap();
+            sink(s, &b);
+        });
+        let (bytes, micros) = send(at, tag, Instant::now() + Duration::from_secs(30)).unwrap();
+        t.join().unwrap();
+        assert!(bytes >= CHUNK as u64, "{bytes}");
+        assert!(micros >= SEND_FOR.as_micros() as u64, "{micros}");
+        assert_eq!(
+            send(at, tag, Instant::now() + Duration::from_secs(30)).map(|_| ()),
+            Err("could not connect: Connection refused (os error 111)".into())
+        );
+    }
+
+    #[test]
+    fn rates_read_as_network_people_say_them() {
+        assert_eq!(shown_rate(2.5e6), "20.0 Mbit/s");
+        assert_eq!(shown_rate(1.25e9), "10.0 Gbit/s");
+        assert_eq!(shown_rate(100.0), "1 kbit/s");
+    }
+}
