@@ -664,3 +664,267 @@ fn three_hosts_under_torchrun_c10d_say_the_same() {
     assert!(ours.is_empty(), "left behind: {ours:#?}");
     drop(hosts);
 }
+
+/// `n` hosts `nr<i>` in namespaces of their own, one `eth0` each
+/// (10.233.0.<i+1>/24) on a bridge in a switch namespace. Removed when
+/// dropped.
+fn make_ring(n: usize) -> Result<Hosts, String> {
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let pid = format!("{k}{}", std::process::id());
+    let mut hosts = Hosts { ns: Vec::new() };
+    let sw = format!("nr-sw-{pid}");
+    ip(&["netns", "add", &sw])?;
+    hosts.ns.push(sw.clone());
+    ip_in(&sw, &["link", "add", "br0", "type", "bridge"])?;
+    ip_in(&sw, &["link", "set", "br0", "up"])?;
+    for h in 0..n {
+        let ns = format!("nr-h{h}-{pid}");
+        ip(&["netns", "add", &ns])?;
+        hosts.ns.push(ns.clone());
+        ip_in(&ns, &["link", "set", "lo", "up"])?;
+        let (v, p) = (format!("nrv{h}{pid}"), format!("nrp{h}{pid}"));
+        ip(&["link", "add", &v, "type", "veth", "peer", "name", &p])?;
+        ip(&["link", "set", &v, "netns", &ns])?;
+        ip(&["link", "set", &p, "netns", &sw])?;
+        ip_in(&sw, &["link", "set", &p, "master", "br0"])?;
+        ip_in(&sw, &["link", "set", &p, "up"])?;
+        ip_in(&ns, &["link", "set", &v, "name", "eth0"])?;
+        ip_in(&ns, &["link", "set", "eth0", "up"])?;
+        let addr = format!("10.233.0.{}/24", h + 1);
+        ip_in(&ns, &["addr", "add", &addr, "dev", "eth0"])?;
+    }
+    Ok(hosts)
+}
+
+/// `tc ARGS…` in `ns`.
+fn tc_in(ns: &str, args: &[&str]) -> Result<(), String> {
+    let o = Command::new("ip")
+        .args(["netns", "exec", ns, "tc"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("tc: {e}"))?;
+    match o.status.success() {
+        true => Ok(()),
+        false => Err(format!(
+            "tc {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+    }
+}
+
+/// Every host of `hosts` (but the switch) runs one rank of
+/// `smoke --rendezvous-only`, meeting at host 0; each rank's outcome.
+fn ring_job(hosts: &Hosts, lib: &std::path::Path, extra: &[&str]) -> Vec<(i32, String, String)> {
+    let tmp = TmpDir::new("netns-ring");
+    let n = hosts.ns.len() - 1;
+    let kids: Vec<_> = (0..n)
+        .map(|h| {
+            Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &hosts.ns[h + 1],
+                    "unshare",
+                    "--uts",
+                    "sh",
+                    "-c",
+                ])
+                .arg("hostname \"$0\" && exec \"$@\"")
+                .arg(format!("nr{h}"))
+                .arg(env!("CARGO_BIN_EXE_nccl-find"))
+                .args(["smoke", "--lib", lib.to_str().unwrap(), "--rendezvous-only"])
+                .args(["--rank", &h.to_string(), "--world-size", &n.to_string()])
+                .args(["--init", "tcp://10.233.0.1:29511", "--timeout", "60"])
+                .args(["--token", "netns-ring"])
+                .args(extra)
+                .env_remove("NCCL_HOME")
+                .env("NCCL_SOCKET_IFNAME", "eth0")
+                .env("TMPDIR", tmp.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs = outcomes(kids);
+    tmp.assert_empty(&format!("{outs:#?}"));
+    outs
+}
+
+/// Each rank's last line, without its prefix and the time at its end.
+fn last_lines(outs: &[(i32, String, String)]) -> Vec<String> {
+    outs.iter()
+        .map(|o| {
+            let l = o.1.lines().last().unwrap_or("");
+            let l = l.split_once("] ").map_or(l, |x| x.1);
+            l.rsplit_once(" (").map_or(l, |x| x.0).to_string()
+        })
+        .collect()
+}
+
+/// The figures of a line (`19.1 Mbit/s`) as `R`: they vary from run to run.
+fn no_figures(line: &str) -> String {
+    let words: Vec<&str> = line.split(' ').collect();
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        let unit = words.get(i + 1).is_some_and(|u| u.contains("bit/s"));
+        out.push(if unit && w.parse::<f64>().is_ok() {
+            "R"
+        } else {
+            w
+        });
+    }
+    out.join(" ")
+}
+
+/// Five hosts on one switch, as a real job's nodes would be: one node's
+/// sending shaped to 20 Mbit/s (`tc`), then one link alone (from one node
+/// to the next, the others untouched). Two rounds of pairs tell the bad
+/// node from the bad link; every rank ends with the same verdict; rank 0
+/// says which nodes to leave out. Healthy, the check ends OK.
+#[test]
+fn pairs_of_nodes_name_a_slow_node_and_tell_it_from_a_slow_link() {
+    let Some(lib) = wheel_lib() else { return };
+    if !namespaces_can_be_made() {
+        return;
+    }
+    let hosts = match make_ring(5) {
+        Ok(h) => h,
+        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
+    };
+    // Node 2 sends slowly, to every node.
+    let shaped = [
+        "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "20mbit",
+    ];
+    if let Err(e) = tc_in(
+        &hosts.ns[3],
+        &[&shaped[..], &["burst", "32kbit", "latency", "400ms"]].concat(),
+    ) {
+        eprintln!("skipped: tc cannot shape a link here ({e})");
+        return;
+    }
+    let outs = ring_job(&hosts, &lib, &["--json"]);
+    let reports: Vec<serde_json::Value> = outs
+        .iter()
+        .map(|o| serde_json::from_str(&o.1).unwrap_or_else(|e| panic!("{e}: {outs:#?}")))
+        .collect();
+    for (r, j) in reports.iter().enumerate() {
+        assert_eq!(outs[r].0, 1, "{outs:#?}");
+        // The time at its end, and the node of round two (any that did
+        // well), vary.
+        let v = no_figures(j["verdict"].as_str().unwrap());
+        let v = v.rsplit_once(" (").map_or(v.as_str(), |x| x.0);
+        let (head, tail) = v.split_once(" to nr3 and R Mbit/s to nr").expect(v);
+        assert_eq!(
+            head, "FAILED: nr2 (eth0 10.233.0.3) sends slowly: R Mbit/s",
+            "rank {r}"
+        );
+        assert!(
+            ["0", "1", "4"].iter().any(|k| tail
+                == format!("{k}, against the median link's R Gbit/s: leave nr2 out of the job")),
+            "rank {r}: {v}"
+        );
+    }
+    let leave = &reports[0]["leave_out"];
+    assert_eq!(leave["bad"], serde_json::json!(["nr2"]), "{leave}");
+    assert_eq!(
+        leave["good"],
+        serde_json::json!(["nr0", "nr1", "nr3", "nr4"])
+    );
+    let pairs = reports[0]["nodes"]["pairs"].as_array().unwrap();
+    // Node 2's slow sending also slows what it receives (its
+    // acknowledgements wait behind its data): one suspect link or two,
+    // each timed again with three transfers.
+    let rounds: Vec<u64> = pairs.iter().map(|p| p["round"].as_u64().unwrap()).collect();
+    assert_eq!(rounds[..5], [1, 1, 1, 1, 1], "{pairs:#?}");
+    assert!([3, 6].contains(&rounds[5..].len()), "{pairs:#?}");
+    assert!(rounds[5..].iter().all(|r| *r == 2), "{pairs:#?}");
+
+    // The text report: rank 0 names the node and the line that leaves it
+    // out; every rank's last line is the verdict.
+    let outs = ring_job(&hosts, &lib, &["--best", "3"]);
+    let lines = last_lines(&outs);
+    assert!(
+        lines.iter().all(|l| no_figures(l) == no_figures(&lines[0])),
+        "{outs:#?}"
+    );
+    let rank0: Vec<&str> = outs[0].1.lines().collect();
+    let n = rank0.len();
+    assert_eq!(
+        rank0[n - 4],
+        "[rank 0] leave out nr2 (4 good node(s) left: nr0,nr1,nr3,nr4)",
+        "{}",
+        outs[0].1
+    );
+    assert!(
+        rank0[n - 3].starts_with("[rank 0] best 3 node(s): "),
+        "{}",
+        outs[0].1
+    );
+    assert!(!rank0[n - 3].contains("nr2"), "{}", outs[0].1);
+
+    // Only the link from node 1 to node 2 is slow: nodes 1 and 2 do well
+    // with others, and the link is slow again.
+    tc_in(&hosts.ns[3], &["qdisc", "del", "dev", "eth0", "root"]).unwrap();
+    let ns1 = &hosts.ns[2];
+    tc_in(
+        ns1,
+        &[
+            "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10",
+        ],
+    )
+    .unwrap();
+    for (class, rate) in [("1:10", "10gbit"), ("1:30", "20mbit")] {
+        let c = [
+            "class", "add", "dev", "eth0", "parent", "1:", "classid", class, "htb", "rate", rate,
+        ];
+        tc_in(ns1, &c).unwrap();
+    }
+    let filter = [
+        "filter",
+        "add",
+        "dev",
+        "eth0",
+        "parent",
+        "1:",
+        "protocol",
+        "ip",
+        "u32",
+        "match",
+        "ip",
+        "dst",
+        "10.233.0.3/32",
+        "flowid",
+        "1:30",
+    ];
+    tc_in(ns1, &filter).unwrap();
+    let outs = ring_job(&hosts, &lib, &[]);
+    for (r, l) in last_lines(&outs).iter().enumerate() {
+        assert_eq!(outs[r].0, 1, "{outs:#?}");
+        assert_eq!(
+            no_figures(l),
+            "FAILED: the link nr1 (eth0 10.233.0.2) -> nr2 (eth0 10.233.0.3) is slow: R Mbit/s, while each \
+             end did well with other nodes, against the median link's R Gbit/s: check that link (its cables, \
+             switch ports and routes): fix that link, or leave one of its ends out",
+            "rank {r}: {outs:#?}"
+        );
+    }
+    assert!(!outs[0].1.contains("leave out"), "{}", outs[0].1);
+
+    // Healthy: OK, the pairs in one round.
+    tc_in(ns1, &["qdisc", "del", "dev", "eth0", "root"]).unwrap();
+    let outs = ring_job(&hosts, &lib, &[]);
+    assert!(outs.iter().all(|o| o.0 == 0), "{outs:#?}");
+    assert!(
+        outs[0]
+            .1
+            .contains("[rank 0]   pairs: 5 link(s) timed in one round, "),
+        "{}",
+        outs[0].1
+    );
+    drop(hosts);
+}

@@ -9,12 +9,13 @@
 //! suspect when it failed, or when it carried less than a [`SLOW`]th of the
 //! median link's rate.
 //!
-//! Round two (only where round one found a suspect) pairs each end of a
-//! suspect link with a node that did well: the sender of the link sends to
-//! a good receiver, a good sender sends to the link's receiver. The sender
-//! slow again is a bad node (its sending); the receiver slow again, a bad
-//! node (its receiving); both fine, the link between the two. Two rounds,
-//! whatever the number of nodes.
+//! Round two (only where round one found a suspect) times each suspect
+//! link again, and pairs each of its ends with a node that did well: the
+//! sender of the link sends to a good receiver, a good sender sends to the
+//! link's receiver. The sender slow again is a bad node (its sending); the
+//! receiver slow again, a bad node (its receiving); both fine, the link
+//! between the two where it is slow again, and a moment's slowness (no
+//! finding) where it is not. Two rounds, whatever the number of nodes.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -139,8 +140,8 @@ fn suspects(pairs: &[Pair]) -> Vec<&Pair> {
 }
 
 /// Round two's transfers (sender, receiver) for round one's `pairs`, with
-/// `host` naming each rank's host: each suspect's sender to a good
-/// receiver, a good sender to each suspect's receiver. Empty where there
+/// `host` naming each rank's host: each suspect link again, its sender to
+/// a good receiver, a good sender to its receiver. Empty where there
 /// is no suspect, or no node that did well.
 pub fn round_two(pairs: &[Pair], host: &dyn Fn(usize) -> String) -> Vec<(usize, usize)> {
     let sus = suspects(pairs);
@@ -161,15 +162,18 @@ pub fn round_two(pairs: &[Pair], host: &dyn Fn(usize) -> String) -> Vec<(usize, 
     }
     let mut plan = Vec::new();
     for (i, s) in sus.iter().enumerate() {
+        plan.push((s.from, s.to));
         plan.push((s.from, good[i % good.len()].to));
         plan.push((good[(i + 1) % good.len()].from, s.to));
     }
     plan
 }
 
-/// What the two rounds found, nodes first: each suspect link of round
-/// one, told by round two.
-pub fn findings(pairs: &[Pair]) -> Vec<Finding> {
+/// What the two rounds found, nodes first (each host once, `host` naming
+/// each rank's): each suspect link of round one, told by round two. A
+/// link with a bad node at one end is that node's symptom, not a finding
+/// of its own.
+pub fn findings(pairs: &[Pair], host: &dyn Fn(usize) -> String) -> Vec<Finding> {
     let m = median(pairs);
     let second: Vec<&Pair> = pairs.iter().filter(|p| p.round == 2).collect();
     let mut nodes: Vec<Finding> = Vec::new();
@@ -185,35 +189,62 @@ pub fn findings(pairs: &[Pair]) -> Vec<Finding> {
             continue;
         };
         let (a, b) = (bad(sent, m), bad(got, m));
-        if a && !nodes
-            .iter()
-            .any(|f| matches!(f, Finding::Node { rank, .. } if *rank == s.from))
-        {
-            nodes.push(Finding::Node {
-                rank: s.from,
-                sending: true,
-                pair: (*sent).clone(),
-            });
+        if a {
+            keep_worst(&mut nodes, host, s.from, true, sent);
         }
-        if b && !nodes
-            .iter()
-            .any(|f| matches!(f, Finding::Node { rank, .. } if *rank == s.to))
-        {
-            nodes.push(Finding::Node {
-                rank: s.to,
-                sending: false,
-                pair: (*got).clone(),
-            });
+        if b {
+            keep_worst(&mut nodes, host, s.to, false, got);
         }
-        if !a && !b {
+        // Both ends did well with others: the link, if it is slow again;
+        // else a moment's slowness, which is no finding.
+        let again = second.iter().find(|p| p.from == s.from && p.to == s.to);
+        if !a && !b && again.map_or(true, |p| bad(p, m)) {
             links.push(Finding::Link {
                 pair: s.clone(),
                 alone: false,
             });
         }
     }
-    nodes.extend(links);
+    let bad: Vec<String> = nodes
+        .iter()
+        .filter_map(|f| match f {
+            Finding::Node { rank, .. } => Some(host(*rank)),
+            Finding::Link { .. } => None,
+        })
+        .collect();
+    nodes.extend(links.into_iter().filter(|f| match f {
+        Finding::Link { pair, .. } => {
+            !bad.contains(&host(pair.from)) && !bad.contains(&host(pair.to))
+        }
+        Finding::Node { .. } => true,
+    }));
     nodes
+}
+
+/// A node found bad by `pair`, once: where it is found bad both ways (a
+/// node whose sending is slow also delays the acknowledgements of what it
+/// receives), the slower transfer says which.
+fn keep_worst(
+    nodes: &mut Vec<Finding>,
+    host: &dyn Fn(usize) -> String,
+    rank: usize,
+    sending: bool,
+    pair: &Pair,
+) {
+    let new = Finding::Node {
+        rank,
+        sending,
+        pair: pair.clone(),
+    };
+    let rate = |p: &Pair| p.rate().unwrap_or(0.0);
+    match nodes
+        .iter_mut()
+        .find(|f| matches!(f, Finding::Node { rank: r, .. } if host(*r) == host(rank)))
+    {
+        Some(Finding::Node { pair: old, .. }) if rate(pair) >= rate(old) => {}
+        Some(f) => *f = new,
+        None => nodes.push(new),
+    }
 }
 
 /// Sends to `at` (a listener of [`crate::reach`], which answers with
@@ -333,7 +364,7 @@ mod tests {
             .collect();
         assert_eq!(median(&ring), Some(403e6));
         assert!(round_two(&ring, &host).is_empty());
-        assert!(findings(&ring).is_empty());
+        assert!(findings(&ring, &host).is_empty());
     }
 
     /// Node 3 sends slowly: the link 3→4 is the suspect; round two sends
@@ -344,10 +375,10 @@ mod tests {
         let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
         ring[3] = p(3, 4, 1, 2);
         let plan = round_two(&ring, &host);
-        assert_eq!(plan, [(3, 1), (1, 4)]);
-        ring.extend([p(3, 1, 2, 2), p(1, 4, 2, 390)]);
+        assert_eq!(plan, [(3, 4), (3, 1), (1, 4)]);
+        ring.extend([p(3, 4, 2, 2), p(3, 1, 2, 2), p(1, 4, 2, 390)]);
         assert_eq!(
-            findings(&ring),
+            findings(&ring, &host),
             [Finding::Node {
                 rank: 3,
                 sending: true,
@@ -356,13 +387,45 @@ mod tests {
         );
     }
 
+    /// A node whose sending is shaped also receives slowly while it sends
+    /// (its acknowledgements wait behind its data): the slower way names it.
+    #[test]
+    fn a_node_bad_both_ways_is_named_once_by_its_slower_way() {
+        let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
+        ring[2] = p(2, 3, 1, 5);
+        ring[3] = p(3, 4, 1, 2);
+        assert_eq!(
+            round_two(&ring, &host),
+            [(2, 3), (2, 1), (5, 3), (3, 4), (3, 0), (0, 4)]
+        );
+        ring.extend([
+            p(2, 1, 2, 390),
+            p(5, 3, 2, 12),
+            p(3, 0, 2, 2),
+            p(0, 4, 2, 380),
+        ]);
+        assert_eq!(
+            findings(&ring, &host),
+            [Finding::Node {
+                rank: 3,
+                sending: true,
+                pair: p(3, 0, 2, 2)
+            }]
+        );
+        // The link into node 3 fine in round two from another sender: a
+        // link finding, but node 3 is bad, and the link is its symptom.
+        let n = ring.len();
+        ring[n - 3] = p(5, 3, 2, 390);
+        assert_eq!(findings(&ring, &host).len(), 1);
+    }
+
     #[test]
     fn a_slow_receiver_and_a_slow_link_are_told_apart() {
         let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
         ring[1] = p(1, 2, 1, 3);
         ring.extend([p(1, 4, 2, 380), p(4, 2, 2, 3)]);
         assert!(matches!(
-            findings(&ring)[..],
+            findings(&ring, &host)[..],
             [Finding::Node {
                 rank: 2,
                 sending: false,
@@ -371,14 +434,24 @@ mod tests {
         ));
         let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
         ring[1] = p(1, 2, 1, 3);
-        ring.extend([p(1, 4, 2, 380), p(4, 2, 2, 410)]);
+        ring.extend([p(1, 2, 2, 3), p(1, 4, 2, 380), p(4, 2, 2, 410)]);
         assert_eq!(
-            findings(&ring),
+            findings(&ring, &host),
             [Finding::Link {
                 pair: p(1, 2, 1, 3),
                 alone: false
             }]
         );
+    }
+
+    /// A link slow in round one only (a moment's contention), with both
+    /// ends fine with others: no finding.
+    #[test]
+    fn a_moments_slowness_is_no_finding() {
+        let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
+        ring[1] = p(1, 2, 1, 60);
+        ring.extend([p(1, 2, 2, 350), p(1, 4, 2, 380), p(4, 2, 2, 410)]);
+        assert_eq!(findings(&ring, &host), []);
     }
 
     /// Two nodes: no third to tell a node from the link.
@@ -387,7 +460,7 @@ mod tests {
         let ring = vec![p(0, 1, 1, 400), p(1, 0, 1, 2)];
         assert!(round_two(&ring, &host).is_empty());
         assert!(matches!(
-            findings(&ring)[..],
+            findings(&ring, &host)[..],
             [Finding::Link { alone: true, .. }]
         ));
     }

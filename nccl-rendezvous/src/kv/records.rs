@@ -49,7 +49,7 @@ pub(super) fn read_plan(
 }
 
 /// The most transfers one rank reports: its ring's, and round two's.
-const MAX_PAIRS: usize = 2 * MAX_SUSPECTS + 1;
+const MAX_PAIRS: usize = 3 * MAX_SUSPECTS + 1;
 
 /// A rank's timed transfers (it sent each): to whom, the round, the bytes
 /// counted, the µs, the error (empty: none).
@@ -98,7 +98,7 @@ pub(super) fn encode_round_two(plan: &[(usize, usize)]) -> Vec<u8> {
 /// Round two's plan back: a failure when malformed.
 pub(super) fn read_round_two(b: &[u8], world: usize) -> Reply<Vec<(usize, usize)>> {
     let bad = || fail("rank 0's second round of pairs is malformed (another program wrote it?)");
-    if b.len() % 8 != 0 || b.len() / 8 > 2 * MAX_SUSPECTS {
+    if b.len() % 8 != 0 || b.len() / 8 > 3 * MAX_SUSPECTS {
         return Err(bad());
     }
     b.chunks(8)

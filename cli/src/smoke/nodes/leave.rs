@@ -56,11 +56,18 @@ pub(crate) fn lines(g: &Gathered, bad: &[String], why: &str, under: Under) -> Ve
         .collect();
     let bad_list: Vec<String> = bad.iter().map(|h| shell_word(h)).collect();
     let good_names: Vec<String> = good.iter().map(|(h, _)| shell_word(h)).collect();
+    let shown = match good_names.len() {
+        n if n > 8 => format!(
+            "{}, and {} more (each in --json)",
+            good_names[..8].join(","),
+            n - 8
+        ),
+        _ => good_names.join(","),
+    };
     let head = format!(
-        "leave out {} ({} good node(s) left: {})",
+        "leave out {} ({} good node(s) left: {shown})",
         bad_list.join(", "),
         good.len(),
-        good_names.join(",")
     );
     let mut out = vec![head];
     match under {

@@ -124,7 +124,7 @@ pub(super) fn pair_lines(g: &Gathered) -> Vec<(bool, String)> {
     )];
     let m = median(g);
     out.extend(
-        pairs::findings(&g.pairs)
+        pairs::findings(&g.pairs, &|r| host(g, r).to_string())
             .iter()
             .map(|f| (true, words(g, f, &m))),
     );
@@ -133,7 +133,7 @@ pub(super) fn pair_lines(g: &Gathered) -> Vec<(bool, String)> {
 
 /// The first finding, as rank 0's cause (with the fix), where there is one.
 pub(super) fn cause(g: &Gathered) -> Option<String> {
-    let all = pairs::findings(&g.pairs);
+    let all = pairs::findings(&g.pairs, &|r| host(g, r).to_string());
     let f = all.first()?;
     let more = match all.len() {
         1 => String::new(),
@@ -149,7 +149,7 @@ pub(super) fn cause(g: &Gathered) -> Option<String> {
 /// The hosts the findings name as bad, each once (a link names none).
 pub(crate) fn bad_hosts(g: &Gathered) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for f in pairs::findings(&g.pairs) {
+    for f in pairs::findings(&g.pairs, &|r| host(g, r).to_string()) {
         if let Finding::Node { rank, .. } = f {
             let h = host(g, rank).to_string();
             if !out.contains(&h) {

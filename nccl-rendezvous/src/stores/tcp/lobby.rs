@@ -27,7 +27,7 @@ pub(crate) const HELLO_WAIT: Duration = Duration::from_secs(5);
 pub(crate) const MAX_HELLO: usize = 12 + NONCE_LEN + PROOF_LEN;
 
 /// Admitted peers named one by one in the log; the rest are counted.
-pub(crate) const JOINED_SHOWN: usize = 16;
+pub(crate) const JOINED_SHOWN: usize = 4;
 
 /// The proof a hello must carry: the peer's, over rank 0's challenge.
 pub(crate) fn hello_proof(
@@ -160,22 +160,8 @@ impl Notes<'_> {
         }
     }
     fn flush(&mut self) {
-        let mut later = std::mem::take(&mut self.joined_later);
-        later.sort_unstable();
-        let mut at = 0;
-        while at < later.len() {
-            let host = later[at].0;
-            let ranks: Vec<usize> = later[at..]
-                .iter()
-                .take_while(|(h, _)| *h == host)
-                .map(|(_, r)| *r)
-                .collect();
-            at += ranks.len();
-            (self.log)(format!(
-                "{} more rank(s) joined from {host}: {}",
-                ranks.len(),
-                list(&ranks)
-            ));
+        for line in joined_lines(std::mem::take(&mut self.joined_later)) {
+            (self.log)(line);
         }
         if self.hidden > 0 {
             (self.log)(format!(
@@ -184,6 +170,44 @@ impl Notes<'_> {
             ));
         }
     }
+}
+
+/// The peers admitted past the first few, by host, their ranks run
+/// together: a line per host where there are a few hosts, one line in all
+/// where there are more (a healthy job of many nodes says a few lines,
+/// not one per node).
+pub(crate) fn joined_lines(mut later: Vec<(std::net::IpAddr, usize)>) -> Vec<String> {
+    later.sort_unstable();
+    let mut by_host: Vec<(std::net::IpAddr, Vec<usize>)> = Vec::new();
+    for (h, r) in later {
+        match by_host.last_mut() {
+            Some((last, ranks)) if *last == h => ranks.push(r),
+            _ => by_host.push((h, vec![r])),
+        }
+    }
+    if by_host.len() > JOINED_SHOWN {
+        let mut all: Vec<usize> = by_host
+            .iter()
+            .flat_map(|(_, r)| r.iter().copied())
+            .collect();
+        all.sort_unstable();
+        return vec![format!(
+            "{} more rank(s) joined from {} other hosts: {}",
+            all.len(),
+            by_host.len(),
+            list(&all)
+        )];
+    }
+    by_host
+        .iter()
+        .map(|(host, ranks)| {
+            format!(
+                "{} more rank(s) joined from {host}: {}",
+                ranks.len(),
+                list(ranks)
+            )
+        })
+        .collect()
 }
 
 /// A failure to reach or hold our rendezvous' address, and where a

@@ -231,6 +231,27 @@ fn a_restarted_rank_takes_the_place_of_its_dead_connection() {
     drop((again, twin, peer2));
 }
 
+/// Past the first few, peers are named by host while the hosts are few,
+/// and in one line when they are many: 255 nodes of one rank each are one
+/// line, not 255.
+#[test]
+fn many_hosts_that_joined_are_one_line() {
+    let ip = |i: usize| std::net::IpAddr::from([10, 0, (i / 250) as u8, (i % 250) as u8]);
+    let few: Vec<_> = [(ip(1), 9), (ip(1), 7), (ip(2), 8)].to_vec();
+    assert_eq!(
+        super::lobby::joined_lines(few),
+        [
+            "2 more rank(s) joined from 10.0.0.1: 7, 9",
+            "1 more rank(s) joined from 10.0.0.2: 8"
+        ]
+    );
+    let many: Vec<_> = (5..256).map(|r| (ip(r), r)).collect();
+    assert_eq!(
+        super::lobby::joined_lines(many),
+        ["251 more rank(s) joined from 251 other hosts: 5-255"]
+    );
+}
+
 #[test]
 fn rank_0_names_each_peer_it_admitted() {
     let port = free_port();
@@ -245,7 +266,11 @@ fn rank_0_names_each_peer_it_admitted() {
         }
         conns.push(s);
     }
-    want.push("3 more rank(s) joined from 127.0.0.1: 17-19".into());
+    want.push(format!(
+        "3 more rank(s) joined from 127.0.0.1: {}-{}",
+        JOINED_SHOWN + 1,
+        JOINED_SHOWN + 3
+    ));
     let peers: Vec<_> = conns
         .into_iter()
         .enumerate()
