@@ -928,3 +928,188 @@ fn pairs_of_nodes_name_a_slow_node_and_tell_it_from_a_slow_link() {
     );
     drop(hosts);
 }
+
+/// One pod of a Kubernetes job: host `h` of `hosts` with the pod's name,
+/// its own `/etc/hosts` (the kubelet's line for the pod first; the others'
+/// lines stand in for the cluster's DNS) and the variables Kubernetes sets,
+/// running `smoke --rendezvous-only` with no flag that says how to meet.
+fn pod_on(
+    hosts: &Hosts,
+    h: usize,
+    name: &str,
+    etc_hosts: &std::path::Path,
+    vars: &[(&str, String)],
+    lib: &std::path::Path,
+    tmp: &TmpDir,
+) -> std::process::Child {
+    let mut c = Command::new("ip");
+    c.args([
+        "netns",
+        "exec",
+        &hosts.ns[h + 1],
+        "unshare",
+        "--uts",
+        "--mount",
+        "sh",
+        "-c",
+    ])
+    .arg("mount --bind \"$1\" /etc/hosts && hostname \"$0\" && shift && exec \"$@\"")
+    .args([
+        name,
+        etc_hosts.to_str().unwrap(),
+        env!("CARGO_BIN_EXE_nccl-find"),
+    ])
+    .args(["smoke", "--rendezvous-only", "--timeout", "60"])
+    .args(["--lib", lib.to_str().unwrap()]);
+    without_launchers(&mut c)
+        .env_remove("NCCL_HOME")
+        .env("NCCL_SOCKET_IFNAME", "eth0")
+        .env("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+        .env("HOSTNAME", name)
+        .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("TMPDIR", tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().unwrap()
+}
+
+/// A job on Kubernetes meets from its own environment, with no flags: an
+/// Indexed Job (rank 0 found by this pod's DNS name in /etc/hosts), a
+/// JobSet, a LeaderWorkerSet group, and Kubeflow's PyTorchJob (which sets
+/// torch's variables), three pods each in namespaces of their own.
+#[test]
+fn kubernetes_jobs_meet_with_no_flags() {
+    let Some(lib) = wheel_lib() else { return };
+    if !namespaces_can_be_made() {
+        return;
+    }
+    let hosts = match make_ring(3) {
+        Ok(h) => h,
+        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
+    };
+    let etc = TmpDir::new("netns-k8s-hosts");
+    let domain = "train.ml.svc.cluster.local";
+    type Pod = (String, Vec<(&'static str, String)>);
+    let kinds: Vec<(&str, &str, Vec<Pod>)> = vec![
+        (
+            "Indexed Job",
+            "kubernetes",
+            (0..3)
+                .map(|i| {
+                    (
+                        format!("train-{i}"),
+                        vec![
+                            ("JOB_COMPLETION_INDEX", i.to_string()),
+                            ("WORLD_SIZE", "3".into()),
+                        ],
+                    )
+                })
+                .collect(),
+        ),
+        (
+            "JobSet",
+            "kubernetes",
+            (0..3)
+                .map(|i| {
+                    (
+                        format!("pt-workers-0-{i}"),
+                        vec![
+                            ("JOB_COMPLETION_INDEX", i.to_string()),
+                            ("JOB_INDEX", "0".into()),
+                            ("JOB_GLOBAL_INDEX", "0".into()),
+                            ("GLOBAL_REPLICAS", "1".into()),
+                            ("REPLICATED_JOB_NAME", "workers".into()),
+                            ("REPLICATED_JOB_REPLICAS", "1".into()),
+                            ("JOBSET_NAME", "pt".into()),
+                            ("WORLD_SIZE", "3".into()),
+                        ],
+                    )
+                })
+                .collect(),
+        ),
+        (
+            "LeaderWorkerSet",
+            "kubernetes",
+            (0..3)
+                .map(|i| {
+                    let name = if i == 0 {
+                        "llm-0".to_string()
+                    } else {
+                        format!("llm-0-{i}")
+                    };
+                    (
+                        name,
+                        vec![
+                            ("LWS_WORKER_INDEX", i.to_string()),
+                            ("LWS_GROUP_SIZE", "3".into()),
+                            ("LWS_LEADER_ADDRESS", format!("llm-0.{domain}")),
+                            ("LWS_GROUP_INDEX", "0".into()),
+                        ],
+                    )
+                })
+                .collect(),
+        ),
+        (
+            "PyTorchJob",
+            "torchrun-tcp",
+            (0..3)
+                .map(|i| {
+                    let name = match i {
+                        0 => "pt-master-0".to_string(),
+                        _ => format!("pt-worker-{}", i - 1),
+                    };
+                    (
+                        name,
+                        vec![
+                            ("RANK", i.to_string()),
+                            ("WORLD_SIZE", "3".into()),
+                            ("MASTER_ADDR", "pt-master-0".into()),
+                            ("MASTER_PORT", "23456".into()),
+                            ("PET_NNODES", "3".into()),
+                            ("PET_NPROC_PER_NODE", "1".into()),
+                        ],
+                    )
+                })
+                .collect(),
+        ),
+    ];
+    for (kind, row, pods) in &kinds {
+        let tmp = TmpDir::new("netns-k8s");
+        let kids: Vec<_> = pods
+            .iter()
+            .enumerate()
+            .map(|(h, (name, vars))| {
+                // The pod's own line, as the kubelet writes it, then the
+                // others' (the cluster's DNS).
+                let ip = |k: usize| format!("10.233.0.{}", k + 1);
+                let mut text =
+                    format!("127.0.0.1\tlocalhost\n{}\t{name}.{domain}\t{name}\n", ip(h));
+                for (k, (other, _)) in pods.iter().enumerate().filter(|(k, _)| *k != h) {
+                    text.push_str(&format!("{}\t{other}.{domain}\t{other}\n", ip(k)));
+                }
+                let f = etc.path().join(format!("hosts-{h}"));
+                std::fs::write(&f, text).unwrap();
+                pod_on(&hosts, h, name, &f, vars, &lib, &tmp)
+            })
+            .collect();
+        let outs = outcomes(kids);
+        tmp.assert_empty(&format!("{outs:#?}"));
+        for (r, o) in outs.iter().enumerate() {
+            assert_eq!(o.0, 0, "{kind}, rank {r}: {outs:#?}");
+            assert!(
+                o.1.lines().next().is_some_and(
+                    |l| l.starts_with(&format!("[rank {r}] note: exchange: {row} via "))
+                ),
+                "{kind}, rank {r}: {}",
+                o.1
+            );
+        }
+        assert!(
+            outs[0].1.contains("[rank 0] nodes: 3 ("),
+            "{kind}: {}",
+            outs[0].1
+        );
+    }
+    drop(hosts);
+}

@@ -14,6 +14,9 @@ pub struct LaunchEnv {
     /// Slurm's `scontrol`, asked for a node's address where the node's name
     /// does not resolve; `None`: never asked.
     scontrol: Option<std::path::PathBuf>,
+    /// The hosts file a Kubernetes pod's DNS name is read from; `None`:
+    /// never read.
+    hosts: Option<std::path::PathBuf>,
 }
 
 impl LaunchEnv {
@@ -29,6 +32,7 @@ impl LaunchEnv {
         LaunchEnv {
             vars,
             scontrol: Some("scontrol".into()),
+            hosts: Some("/etc/hosts".into()),
         }
     }
 
@@ -53,7 +57,34 @@ impl LaunchEnv {
                 .map(|(k, v)| (k.to_string(), Some(v.to_string())))
                 .collect(),
             scontrol: None,
+            hosts: None,
         }
+    }
+
+    /// The same environment, with the hosts file at `path` (a pod's own
+    /// line names its DNS name).
+    pub fn with_hosts_file(mut self, path: std::path::PathBuf) -> LaunchEnv {
+        self.hosts = Some(path);
+        self
+    }
+
+    /// The DNS domain the hosts file gives `name`: `svc.ns.svc.cluster.local`
+    /// of a line that names both `name` and `name.svc.ns.svc.cluster.local`
+    /// (as the kubelet writes a pod's own line). `None` where there is none,
+    /// or no hosts file to read.
+    pub(crate) fn hosts_domain(&self, name: &str) -> Option<String> {
+        let (bytes, _) = crate::fsafe::read_small(self.hosts.as_deref()?, 1 << 20).ok()??;
+        let text = String::from_utf8_lossy(&bytes);
+        let dotted = format!("{name}.");
+        text.lines()
+            .map(|l| l.split('#').next().unwrap_or(""))
+            .filter(|l| l.split_whitespace().skip(1).any(|n| n == name))
+            .find_map(|l| {
+                l.split_whitespace()
+                    .skip(1)
+                    .find_map(|n| n.strip_prefix(&dotted).filter(|d| !d.is_empty()))
+                    .map(str::to_string)
+            })
     }
 
     /// A variable's value; an empty one counts as unset. A value that is
@@ -218,6 +249,7 @@ mod tests {
         let bad = LaunchEnv {
             vars: vec![("R".into(), None)],
             scontrol: None,
+            hosts: None,
         };
         assert_eq!(bad.get("R"), Err("R is not UTF-8 text".into()));
         assert!(bad.has("R"));

@@ -82,7 +82,17 @@ pub fn free_port() -> u16 {
 /// Open MPI's, PMI's and PMIx's, Slurm's, Hydra's local ranks, torch's
 /// dialect hints and our own token and Slurm port.
 pub fn without_launchers(c: &mut Command) -> &mut Command {
-    const PREFIXES: [&str; 5] = ["SLURM", "PMI", "OMPI_", "TORCHELASTIC", "NCCL_FIND_SLURM"];
+    const PREFIXES: [&str; 9] = [
+        "SLURM",
+        "PMI",
+        "OMPI_",
+        "TORCHELASTIC",
+        "NCCL_FIND_SLURM",
+        "JOB_",
+        "JOBSET_",
+        "LWS_",
+        "KUBERNETES_",
+    ];
     const NAMES: [&str; 12] = [
         "RANK",
         "WORLD_SIZE",

@@ -8,6 +8,7 @@
 //! launcher is one module (its `detect` and, for a store of its own, a
 //! [`Connect`](crate::kv::Connect)) and one row here.
 
+pub(crate) mod kubernetes;
 pub(crate) mod pmi1;
 pub(crate) mod pmix;
 pub(crate) mod slurm;
@@ -18,6 +19,7 @@ use crate::launch::{Backend, LaunchEnv, Plan};
 /// The exchanges, in the order they are tried.
 pub static BACKENDS: &[Backend] = &[
     crate::launchers::torchrun::AGENT_STORE,
+    crate::launchers::kubernetes::KUBERNETES,
     crate::launchers::torchrun::NO_AGENT_STORE,
     crate::launchers::pmix::PMIX,
     crate::launchers::pmi1::PMI1,
