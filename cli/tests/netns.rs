@@ -718,6 +718,16 @@ fn tc_in(ns: &str, args: &[&str]) -> Result<(), String> {
 /// Every host of `hosts` (but the switch) runs one rank of
 /// `smoke --rendezvous-only`, meeting at host 0; each rank's outcome.
 fn ring_job(hosts: &Hosts, lib: &std::path::Path, extra: &[&str]) -> Vec<(i32, String, String)> {
+    ring_job_with(hosts, lib, extra, &[])
+}
+
+/// [`ring_job`], with variables for some hosts: (host, name, value).
+fn ring_job_with(
+    hosts: &Hosts,
+    lib: &std::path::Path,
+    extra: &[&str],
+    vars: &[(usize, &str, &str)],
+) -> Vec<(i32, String, String)> {
     let tmp = TmpDir::new("netns-ring");
     let n = hosts.ns.len() - 1;
     let kids: Vec<_> = (0..n)
@@ -743,6 +753,7 @@ fn ring_job(hosts: &Hosts, lib: &std::path::Path, extra: &[&str]) -> Vec<(i32, S
                 .env_remove("NCCL_HOME")
                 .env("NCCL_SOCKET_IFNAME", "eth0")
                 .env("TMPDIR", tmp.path())
+                .envs(vars.iter().filter(|v| v.0 == h).map(|v| (v.1, v.2)))
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -1111,5 +1122,53 @@ fn kubernetes_jobs_meet_with_no_flags() {
             outs[0].1
         );
     }
+    drop(hosts);
+}
+
+/// A network plugin (`libnccl-net.so`, a real shared library) on one
+/// node's loader path only: a known silent hang (NVIDIA/nccl#1634). Every
+/// rank stops before NCCL, naming the node and its plugin.
+#[test]
+fn a_plugin_on_one_node_only_stops_every_rank_before_nccl() {
+    let Some(lib) = wheel_lib() else { return };
+    if !namespaces_can_be_made() {
+        return;
+    }
+    let hosts = match make_ring(3) {
+        Ok(h) => h,
+        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
+    };
+    let dir = TmpDir::new("netns-plugin");
+    // Any real shared library stands in: the check reads the loader's
+    // path, never the plugin's code.
+    let real = std::fs::canonicalize("/proc/self/exe").unwrap();
+    let so = nccl_find::internal::read_elf(&real)
+        .ok()
+        .and_then(|e| e.needed.into_iter().find(|n| n.starts_with("libc.so")))
+        .unwrap_or_else(|| "libc.so.6".into());
+    let libc = [
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib64",
+        "/usr/lib64",
+    ]
+    .iter()
+    .map(|d| std::path::Path::new(d).join(&so))
+    .find(|p| p.is_file())
+    .expect("libc on the machine");
+    std::fs::copy(&libc, dir.path().join("libnccl-net.so")).unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    let outs = ring_job_with(&hosts, &lib, &[], &[(1, "LD_LIBRARY_PATH", &path)]);
+    let want = format!(
+        "FAILED: NCCL plugins differ: nr1: NCCL plugins net libnccl-net.so (the 2 other nodes: none), and \
+         NCCL hangs or fails where some ranks load a plugin the others do not (NVIDIA/nccl#1634): put the \
+         same plugins on every node's loader path, or take the odd one off it"
+    );
+    for (r, l) in last_lines(&outs).iter().enumerate() {
+        assert_eq!(outs[r].0, 1, "{outs:#?}");
+        assert_eq!(*l, want, "rank {r}: {outs:#?}");
+    }
+    // Rank 0 never made NCCL's unique id: NCCL never started.
+    assert!(!outs[0].1.contains("note: rendezvous:"), "{}", outs[0].1);
     drop(hosts);
 }

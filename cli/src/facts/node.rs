@@ -1,7 +1,8 @@
 //! The node as the smoke test's card names it, read without loading the
 //! driver or making a GPU context: its name (Slurm's, else the kernel's),
 //! the driver's version and the GPUs it lists (`/proc/driver/nvidia`), the
-//! CUDA version the driver supports, and the RDMA ports and their states.
+//! CUDA version the driver supports, the RDMA ports and their states, the
+//! NCCL plugins on the loader's path and GPUDirect RDMA's module.
 
 use std::path::Path;
 
@@ -18,6 +19,11 @@ pub struct Node {
     pub gpus: String,
     /// Each RDMA port and its state: `mlx5_0/1 ACTIVE`.
     pub rdma_ports: Vec<String>,
+    /// The plugin files on the loader's path (`libnccl-net.so`, …), every
+    /// family, in its search order.
+    pub plugins: Vec<super::rdma::Plugin>,
+    /// GPUDirect RDMA's module (`nvidia_peermem`), where it is loaded.
+    pub peermem: Option<String>,
 }
 
 /// The most GPU directories read.
@@ -26,13 +32,15 @@ const MAX_GPUS: usize = 64;
 impl Node {
     /// Reads this node.
     pub fn gather() -> Node {
+        let hw = super::rdma::RdmaHw::gather(Path::new("/"), &[]);
         Node {
             name: name(),
             driver: driver(),
             cuda: nccl_smoke::driver::cuda_version()
                 .map(|v| format!("{}.{}", v / 1000, v % 1000 / 10)),
             gpus: gpus(),
-            rdma_ports: super::rdma::adapters(Path::new("/"))
+            rdma_ports: hw
+                .adapters
                 .iter()
                 .flat_map(|a| {
                     a.ports
@@ -40,6 +48,8 @@ impl Node {
                         .map(move |p| format!("{}/{} {}", a.name, p.num, p.state))
                 })
                 .collect(),
+            plugins: hw.plugins,
+            peermem: hw.peermem,
         }
     }
 }

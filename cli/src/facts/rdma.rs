@@ -33,7 +33,7 @@ pub struct Adapter {
 }
 
 /// A plugin file NCCL could load, of any family.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plugin {
     /// The file found (`/usr/lib/libnccl-net.so`).
     pub path: String,

@@ -49,6 +49,12 @@ pub(crate) fn card(here: &Here) -> Card {
         ),
         format!("nccl_file={}", here.lib.display()),
     ];
+    if let Some(b) = nccl_find::internal::read_elf(here.lib)
+        .ok()
+        .and_then(|e| e.version_text)
+    {
+        facts.push(format!("nccl_build={b}"));
+    }
     if let Some((cause, _)) = choice.none_found(here.settings) {
         facts.push(format!("{NO_IFACE}={cause}"));
     }
@@ -63,6 +69,8 @@ pub(crate) fn card(here: &Here) -> Card {
             format!("gpus={}", n.gpus),
             format!("ifaces={}", listed(&taken, ",")),
             format!("rdma={}", listed(&n.rdma_ports, ", ")),
+            format!("plugins={}", listed(&plugins(n, here.release), ", ")),
+            format!("gdr={}", n.peermem.as_deref().unwrap_or("none")),
         ]);
     }
     // NCCL_VERSION is NVIDIA's images' note for apt, which NCCL ignores.
@@ -90,6 +98,34 @@ pub(crate) fn card(here: &Here) -> Card {
         text.push('\n');
     }
     Card::new(here.host.clone(), text, addresses(here.interfaces, &choice))
+}
+
+/// The plugin files on the loader's path of each family NCCL `release`
+/// loads (`net libnccl-net-ofi.so 1.9.1`), in NCCL's order of families,
+/// each family's in the loader's order.
+fn plugins(n: &Node, release: Option<&Version>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (f, _) in crate::rules::plugins::FAMILIES {
+        if !crate::rules::plugins::loads(f, release) {
+            continue;
+        }
+        let prefix = format!("libnccl-{f}");
+        for p in &n.plugins {
+            let name = crate::rules::plugins::file_name(p);
+            let ours = name
+                .strip_prefix(&prefix)
+                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('-'));
+            if ours {
+                let v = p
+                    .version
+                    .as_deref()
+                    .map(|v| format!(" {v}"))
+                    .unwrap_or_default();
+                out.push(format!("{f} {name}{v}"));
+            }
+        }
+    }
+    out
 }
 
 /// The addresses to test: first the one NCCL's bootstrap would use (the
@@ -131,6 +167,7 @@ mod tests {
     use super::*;
     use crate::facts::conf::ConfFacts;
     use crate::facts::net::IfAddr;
+    use crate::facts::rdma::Plugin;
 
     fn iface(name: &str, ips: &[&str]) -> Iface {
         Iface {
@@ -180,6 +217,21 @@ mod tests {
             cuda: Some("12.4".into()),
             gpus: "8 x NVIDIA H100".into(),
             rdma_ports: vec![],
+            plugins: vec![
+                Plugin {
+                    path: "/opt/aws-ofi-nccl/lib/libnccl-net-ofi.so".into(),
+                    version: Some("1.9.1".into()),
+                },
+                Plugin {
+                    path: "/usr/lib/libnccl-tuner.so".into(),
+                    version: None,
+                },
+                Plugin {
+                    path: "/usr/lib/libnccl-net.so".into(),
+                    version: None,
+                },
+            ],
+            peermem: Some("nvidia_peermem".into()),
         };
         let release = Version::new(2, 28, 9, "");
         let lib = Path::new("/opt/nccl/lib/libnccl.so.2");
@@ -202,6 +254,8 @@ mod tests {
                 "gpus=8 x NVIDIA H100",
                 "ifaces=eth0",
                 "rdma=none",
+                "plugins=net libnccl-net-ofi.so 1.9.1, net libnccl-net.so, tuner libnccl-tuner.so",
+                "gdr=nvidia_peermem",
                 "set NCCL_IB_HCA=mlx5_0 (/etc/nccl.conf)",
                 "set NCCL_SOCKET_IFNAME=eth0",
             ]

@@ -12,7 +12,7 @@ use crate::rules::agree;
 
 /// The facts that belong to a host, not to a process: sent by the first
 /// process of each node only, where the launcher says which that is.
-const HOST_KEYS: [&str; 5] = ["driver", "cuda", "gpus", "ifaces", "rdma"];
+const HOST_KEYS: [&str; 7] = ["driver", "cuda", "gpus", "ifaces", "rdma", "plugins", "gdr"];
 
 /// One card's facts, by key (`set NAME=…` lines under `NAME`).
 pub(super) fn facts_of(card: &Card) -> BTreeMap<String, String> {
@@ -36,6 +36,9 @@ fn label(key: &str) -> &str {
         "gpus" => "GPUs",
         "ifaces" => "NCCL's interfaces",
         "rdma" => "RDMA ports",
+        "nccl_build" => "NCCL build",
+        "plugins" => "NCCL plugins",
+        "gdr" => "GPUDirect RDMA module",
         k => k,
     }
 }
@@ -59,8 +62,9 @@ pub(crate) fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
     // NCCL first, then the host's facts, then the settings.
     keys.sort_by_key(|k| match k.as_str() {
         "nccl" => 0,
-        "nccl_file" => 1,
-        k => HOST_KEYS.iter().position(|h| *h == k).map_or(9, |i| 2 + i),
+        "nccl_build" => 1,
+        "nccl_file" => 2,
+        k => HOST_KEYS.iter().position(|h| *h == k).map_or(19, |i| 3 + i),
     });
     let (mut same, mut diffs) = (Vec::new(), Vec::new());
     for key in keys {
@@ -199,18 +203,66 @@ pub(super) fn who(
 }
 
 /// Whether two values of `key` differ in a way that breaks NCCL: another
-/// minor release of NCCL, or another setting that decides the interface.
+/// minor release of NCCL, a plugin some nodes load and others do not (a
+/// known silent hang, NVIDIA/nccl#1634), or another setting that decides
+/// the interface.
 fn breaks(key: &str, a: &str, b: &str) -> bool {
     match key {
         "nccl" => !agree::releases_agree(a, b),
+        "plugins" => true,
+        "nccl_build" | "gdr" => false,
         k => agree::setting_must_agree(k),
     }
+}
+
+/// The first node with more ranks than GPUs (two ranks on one GPU, which
+/// NCCL refuses: `Duplicate GPU detected`), in one line with the fix;
+/// nodes with no GPU (a check without GPUs) are left alone.
+pub(crate) fn crowded(cards: &[Card]) -> Option<String> {
+    for h in hosts_of(cards, 0..cards.len()) {
+        let ranks = cards.iter().filter(|c| c.host == h).count();
+        let gpus = cards
+            .iter()
+            .filter(|c| c.host == h)
+            .find_map(|c| facts_of(c).get("gpus").cloned())
+            .and_then(|g| g.split([' ', ':']).next()?.parse::<usize>().ok())
+            .filter(|n| *n > 0)?;
+        if ranks > gpus {
+            return Some(format!(
+                "{h} runs {ranks} ranks on its {gpus} GPU(s), so two ranks would share a GPU, which NCCL \
+                 refuses (`Duplicate GPU detected`): start at most {gpus} rank(s) per node \
+                 (--nproc-per-node={gpus}, --ntasks-per-node={gpus})"
+            ));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::smoke::nodes::tests::{made, HOST};
+
+    #[test]
+    fn more_ranks_than_gpus_on_a_node_is_named() {
+        let card = |h: &str, gpus: &str| made(h, &format!("nccl=2.28.9\ngpus={gpus}\n"), &[]);
+        let mut cards = vec![
+            card("a", "2 x H100"),
+            card("a", "2 x H100"),
+            card("b", "2 x H100"),
+        ];
+        assert_eq!(crowded(&cards), None);
+        cards.push(card("b", "2 x H100"));
+        cards.push(card("b", "2 x H100"));
+        assert_eq!(
+            crowded(&cards).unwrap(),
+            "b runs 3 ranks on its 2 GPU(s), so two ranks would share a GPU, which NCCL refuses \
+             (`Duplicate GPU detected`): start at most 2 rank(s) per node (--nproc-per-node=2, \
+             --ntasks-per-node=2)"
+        );
+        let none = vec![card("a", "none"), card("a", "none")];
+        assert_eq!(crowded(&none), None);
+    }
 
     #[test]
     fn the_minority_is_named_and_what_breaks_nccl_is_a_problem() {

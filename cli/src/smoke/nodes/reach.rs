@@ -62,6 +62,7 @@ pub(crate) fn proposal(g: &Gathered) -> Option<String> {
 /// the causes found between nodes. The first of: a rank on which NCCL
 /// finds no interface (its bootstrap cannot start), NCCL releases of
 /// another minor version (their bootstraps do not speak to each other),
+/// a plugin on some nodes only, more ranks on a node than its GPUs,
 /// an address NCCL will use that another node cannot reach (NCCL hangs
 /// until its timeout), a node or a link the pairs found slow or failing.
 /// `None`: nothing known stops NCCL.
@@ -94,6 +95,17 @@ pub(crate) fn blocker(g: &Gathered) -> Option<String> {
              the same NCCL everywhere (the same wheel, or --lib to the same file)",
             d.line
         ));
+    }
+    if let Some(d) = diffs.iter().find(|d| d.problem && d.key == "plugins") {
+        return Some(format!(
+            "NCCL plugins differ: {}, and NCCL hangs or fails where some ranks load a plugin the others do \
+             not (NVIDIA/nccl#1634): put the same plugins on every node's loader path, or take the odd one \
+             off it",
+            d.line
+        ));
+    }
+    if let Some(c) = super::compare::crowded(&g.cards) {
+        return Some(c);
     }
     let failed: Vec<&Attempt> = g
         .probes
