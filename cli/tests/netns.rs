@@ -1159,11 +1159,9 @@ fn a_plugin_on_one_node_only_stops_every_rank_before_nccl() {
     std::fs::copy(&libc, dir.path().join("libnccl-net.so")).unwrap();
     let path = dir.path().to_str().unwrap().to_string();
     let outs = ring_job_with(&hosts, &lib, &[], &[(1, "LD_LIBRARY_PATH", &path)]);
-    let want = format!(
-        "FAILED: NCCL plugins differ: nr1: NCCL plugins net libnccl-net.so (the 2 other nodes: none), and \
+    let want = "FAILED: NCCL plugins differ: nr1: NCCL plugins net libnccl-net.so (the 2 other nodes: none), and \
          NCCL hangs or fails where some ranks load a plugin the others do not (NVIDIA/nccl#1634): put the \
-         same plugins on every node's loader path, or take the odd one off it"
-    );
+         same plugins on every node's loader path, or take the odd one off it";
     for (r, l) in last_lines(&outs).iter().enumerate() {
         assert_eq!(outs[r].0, 1, "{outs:#?}");
         assert_eq!(*l, want, "rank {r}: {outs:#?}");
