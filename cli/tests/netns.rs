@@ -478,9 +478,9 @@ fn three_hosts_say_which_interface_reaches_every_one_and_which_host_differs() {
     every(
         &outs,
         1,
-        "FAILED: NCCL releases differ: nf-b: NCCL 2.32.3 (the 2 other nodes: 2.21.5), and NCCL's bootstrap \
-         needs one minor release on every rank: load the same NCCL everywhere (the same wheel, or --lib to \
-         the same file)",
+        "FAILED: NCCL releases differ: nf-b: NCCL 2.32.3 (the 2 other nodes: 2.21.5), and NCCL refuses \
+         ranks of another release (`Mismatched NCCL version detected`): load the same NCCL everywhere (the \
+         same wheel, or --lib to the same file)",
     );
     drop(hosts);
 }
@@ -1168,5 +1168,43 @@ fn a_plugin_on_one_node_only_stops_every_rank_before_nccl() {
     }
     // Rank 0 never made NCCL's unique id: NCCL never started.
     assert!(!outs[0].1.contains("note: rendezvous:"), "{}", outs[0].1);
+    drop(hosts);
+}
+
+/// Two nodes, one's sending shaped to 20 Mbit/s: two links make no
+/// majority, so the floor judges them, and every rank stops before NCCL
+/// naming the slower link with the other way's figure.
+#[test]
+fn two_nodes_with_a_slow_link_stop_before_nccl() {
+    let Some(lib) = wheel_lib() else { return };
+    if !namespaces_can_be_made() {
+        return;
+    }
+    let hosts = match make_ring(2) {
+        Ok(h) => h,
+        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
+    };
+    let shaped = [
+        "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "20mbit", "burst", "32kbit",
+        "latency", "400ms",
+    ];
+    if let Err(e) = tc_in(&hosts.ns[2], &shaped) {
+        eprintln!("skipped: tc cannot shape a link here ({e})");
+        return;
+    }
+    let outs = ring_job(&hosts, &lib, &[]);
+    for (r, l) in last_lines(&outs).iter().enumerate() {
+        assert_eq!(outs[r].0, 1, "{outs:#?}");
+        let rest = l
+            .strip_prefix("FAILED: nr1 (eth0 10.233.0.2) -> nr0 (eth0 10.233.0.1) is slow: ")
+            .unwrap_or_else(|| panic!("rank {r}: {outs:#?}"));
+        assert!(
+            rest.ends_with(
+                ", below the 1.0 Gbit/s a job of two nodes needs at the least; with no third node to pair \
+                 them with, which end is at fault cannot be told: fix that link, or leave one of its ends out"
+            ),
+            "rank {r}: {l}"
+        );
+    }
     drop(hosts);
 }

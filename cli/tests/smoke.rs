@@ -398,7 +398,7 @@ fn nccl_find_interfaces() -> String {
     names.join(", ")
 }
 
-/// Another NCCL minor release on one rank: every rank stops before NCCL.
+/// Another NCCL release on one rank: every rank stops before NCCL.
 #[test]
 fn another_nccl_on_one_rank_stops_every_rank() {
     let (Some(lib), Some(wheels)) = (wheel_lib(), common::wheels()) else {
@@ -411,9 +411,9 @@ fn another_nccl_on_one_rank_stops_every_rank() {
         &got,
         1,
         &format!(
-            "FAILED: NCCL releases differ: {} rank 2: NCCL 2.32.3 (the other rank(s) there: 2.21.5), and NCCL's \
-             bootstrap needs one minor release on every rank: load the same NCCL everywhere (the same wheel, \
-             or --lib to the same file)",
+            "FAILED: NCCL releases differ: {} rank 2: NCCL 2.32.3 (the other rank(s) there: 2.21.5), and NCCL \
+             refuses ranks of another release (`Mismatched NCCL version detected`): load the same NCCL \
+             everywhere (the same wheel, or --lib to the same file)",
             host()
         ),
     );

@@ -120,23 +120,36 @@ pub fn median(pairs: &[Pair]) -> Option<f64> {
     Some(r[r.len() / 2])
 }
 
-/// Whether a transfer failed or was slow against `median`.
-fn bad(p: &Pair, median: Option<f64>) -> bool {
-    match (p.rate(), median) {
-        (None, _) => true,
-        (Some(r), Some(m)) => r * (SLOW as f64) < m,
-        (Some(_), None) => false,
+/// Below this (bytes per second: 1 Gbit/s), a link of a job of two nodes
+/// is slow whatever the other carries: two links make no majority (and a
+/// node whose sending is slow slows what it receives too).
+pub const FLOOR: f64 = 125e6;
+
+/// The median of round one and whether it is too few links to make one
+/// (two nodes: [`FLOOR`] judges them).
+type Norm = (Option<f64>, bool);
+
+fn norm(pairs: &[Pair]) -> Norm {
+    let few = pairs.iter().filter(|p| p.round == 1).count() < 3;
+    (median(pairs), few)
+}
+
+/// Whether a transfer failed or was slow against the median (or, of two
+/// nodes, the floor).
+fn bad(p: &Pair, (median, few): Norm) -> bool {
+    match p.rate() {
+        None => true,
+        Some(r) => (few && r < FLOOR) || median.is_some_and(|m| r * (SLOW as f64) < m),
     }
 }
 
-/// Round one's suspect links, at most [`MAX_SUSPECTS`].
+/// Round one's suspect links, slowest first, at most [`MAX_SUSPECTS`].
 fn suspects(pairs: &[Pair]) -> Vec<&Pair> {
-    let m = median(pairs);
-    pairs
-        .iter()
-        .filter(|p| p.round == 1 && bad(p, m))
-        .take(MAX_SUSPECTS)
-        .collect()
+    let m = norm(pairs);
+    let mut out: Vec<&Pair> = pairs.iter().filter(|p| p.round == 1 && bad(p, m)).collect();
+    out.sort_by(|a, b| a.rate().unwrap_or(0.0).total_cmp(&b.rate().unwrap_or(0.0)));
+    out.truncate(MAX_SUSPECTS);
+    out
 }
 
 /// Round two's transfers (sender, receiver) for round one's `pairs`, with
@@ -174,7 +187,7 @@ pub fn round_two(pairs: &[Pair], host: &dyn Fn(usize) -> String) -> Vec<(usize, 
 /// link with a bad node at one end is that node's symptom, not a finding
 /// of its own.
 pub fn findings(pairs: &[Pair], host: &dyn Fn(usize) -> String) -> Vec<Finding> {
-    let m = median(pairs);
+    let m = norm(pairs);
     let second: Vec<&Pair> = pairs.iter().filter(|p| p.round == 2).collect();
     let mut nodes: Vec<Finding> = Vec::new();
     let mut links = Vec::new();
@@ -212,12 +225,20 @@ pub fn findings(pairs: &[Pair], host: &dyn Fn(usize) -> String) -> Vec<Finding> 
             Finding::Link { .. } => None,
         })
         .collect();
-    nodes.extend(links.into_iter().filter(|f| match f {
-        Finding::Link { pair, .. } => {
-            !bad.contains(&host(pair.from)) && !bad.contains(&host(pair.to))
+    let mut kept: Vec<Finding> = Vec::new();
+    for f in links {
+        let Finding::Link { pair, .. } = &f else {
+            continue;
+        };
+        // A link whose reverse is named already is the same two nodes.
+        let reverse = kept.iter().any(
+            |k| matches!(k, Finding::Link { pair: q, .. } if q.from == pair.to && q.to == pair.from),
+        );
+        if !reverse && !bad.contains(&host(pair.from)) && !bad.contains(&host(pair.to)) {
+            kept.push(f);
         }
-        Finding::Node { .. } => true,
-    }));
+    }
+    nodes.extend(kept);
     nodes
 }
 
@@ -394,28 +415,32 @@ mod tests {
         let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
         ring[2] = p(2, 3, 1, 5);
         ring[3] = p(3, 4, 1, 2);
+        // The slowest suspect first.
         assert_eq!(
             round_two(&ring, &host),
-            [(2, 3), (2, 1), (5, 3), (3, 4), (3, 0), (0, 4)]
+            [(3, 4), (3, 1), (5, 4), (2, 3), (2, 0), (0, 3)]
         );
         ring.extend([
-            p(2, 1, 2, 390),
-            p(5, 3, 2, 12),
-            p(3, 0, 2, 2),
-            p(0, 4, 2, 380),
+            p(3, 4, 2, 2),
+            p(3, 1, 2, 2),
+            p(5, 4, 2, 380),
+            p(2, 3, 2, 5),
+            p(2, 0, 2, 390),
+            p(0, 3, 2, 12),
         ]);
         assert_eq!(
             findings(&ring, &host),
             [Finding::Node {
                 rank: 3,
                 sending: true,
-                pair: p(3, 0, 2, 2)
+                pair: p(3, 1, 2, 2)
             }]
         );
-        // The link into node 3 fine in round two from another sender: a
-        // link finding, but node 3 is bad, and the link is its symptom.
+        // The link into node 3 fine in round two from another sender, and
+        // slow again itself: a link finding, but node 3 is bad, and the
+        // link is its symptom.
         let n = ring.len();
-        ring[n - 3] = p(5, 3, 2, 390);
+        ring[n - 1] = p(0, 3, 2, 390);
         assert_eq!(findings(&ring, &host).len(), 1);
     }
 
@@ -452,6 +477,19 @@ mod tests {
         ring[1] = p(1, 2, 1, 60);
         ring.extend([p(1, 2, 2, 350), p(1, 4, 2, 380), p(4, 2, 2, 410)]);
         assert_eq!(findings(&ring, &host), []);
+    }
+
+    /// Two nodes: two links make no majority; below the floor, a link is
+    /// slow (both ways, as a node whose sending is slow slows the other
+    /// way too), the slowest named first.
+    #[test]
+    fn two_nodes_are_judged_by_the_floor() {
+        let ring = vec![p(0, 1, 1, 7), p(1, 0, 1, 2)];
+        let f = findings(&ring, &host);
+        assert_eq!(f.len(), 1);
+        assert!(matches!(&f[0], Finding::Link { pair, alone: true } if pair.from == 1));
+        let fast = vec![p(0, 1, 1, 3000), p(1, 0, 1, 2900)];
+        assert!(findings(&fast, &host).is_empty());
     }
 
     /// Two nodes: no third to tell a node from the link.

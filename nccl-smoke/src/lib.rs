@@ -166,6 +166,52 @@ fn known_ops(opts: &Options) -> Result<(), Failure> {
     }
 }
 
+/// Runs the ring of pairs over NCCL ([`pairs_work`]): checked, timed, said;
+/// its time per call kept for rank 0 ([`TIMES`]). Its wrong elements.
+fn ring_of_pairs(
+    run: &mut Run,
+    (op, rule, bytes): Work,
+    seed: u64,
+    first_rank: usize,
+    on: &mut dyn FnMut(Event),
+) -> Result<usize, Failure> {
+    let count = (bytes / rule.t.size()).max(1);
+    let d = Data { count, seed, rule };
+    let t = run.one(op, &d, first_rank, false, PAIR_CALLS)?;
+    run.ring_us = t.time_us.round() as u64;
+    on(Event::Note(format!(
+        "pairs over NCCL: ncclSend to the next rank and ncclRecv from the one before, in a ring, at {} \
+         per rank: {:.3} ms a call ({:.1} GB/s), {}",
+        verdict::human(bytes),
+        t.time_us / 1e3,
+        bytes as f64 / (t.time_us.max(1e-3) * 1e3),
+        match t.wrong {
+            0 => "every element right".to_string(),
+            w => format!("{w} wrong elements"),
+        }
+    )));
+    Ok(t.wrong)
+}
+
+/// Timed calls of the pairs over NCCL.
+const PAIR_CALLS: usize = 5;
+
+/// The pairs over NCCL, where other processes take part: one send/receive
+/// ring at the largest size (each rank sends to the next and receives from
+/// the one before, checked and timed), whose time per rank goes to rank 0
+/// with the others' ([`TIMES`]); `None` for one process, or an NCCL
+/// without ncclSend.
+fn pairs_work(run: &Run, opts: &Options, nranks: usize) -> Option<Work> {
+    if nranks <= run.gpus.len() {
+        return None;
+    }
+    let op = collective::by_name("send-recv")?;
+    op.missing(run.nc).is_none().then_some(())?;
+    let rule = exact_for(op, None, Dtype::F32, run.nc, nranks, run.min_cc).ok()?;
+    let bytes = opts.sizes.iter().copied().max()?;
+    Some((op, rule, bytes))
+}
+
 /// Each collective of `opts.ops` (in [`COLLECTIVES`]' order; [`known_ops`]
 /// checked them), in each of `opts.redops` where it reduces, in every
 /// datatype, at every size. What the loaded NCCL or this process's GPUs
@@ -376,7 +422,11 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         .ok()
         .and_then(|(rows, _)| Row::first_largest(rows))
         .map_or(0, |r| r.oop.time_us.round() as u64);
-    let times_us = vec![((driver_s + ctx_s) * 1e6).round() as u64, largest_us];
+    let times_us = vec![
+        ((driver_s + ctx_s) * 1e6).round() as u64,
+        largest_us,
+        run.ring_us,
+    ];
     let peers = joined
         .map(|mut j| {
             j.report_times(&times_us);
@@ -663,8 +713,9 @@ fn sweep(
 ) -> Result<(Vec<Row>, usize), Failure> {
     run.init_comms(id, nranks, first_rank, on)?;
     let order = plan(run, opts, nranks, first_rank, on)?;
+    let ring = pairs_work(run, opts, nranks);
     let mut rules: Vec<Exact> = Vec::new();
-    for (_, rule, _) in &order {
+    for (_, rule, _) in order.iter().chain(&ring) {
         if !rules.contains(rule) {
             rules.push(*rule);
         }
@@ -697,6 +748,9 @@ fn sweep(
         );
         on(Event::Row(row.clone()));
         rows.push(row);
+    }
+    if let Some(w) = ring {
+        wrong += ring_of_pairs(run, w, seed, first_rank, on)?;
     }
     let (secs, touched) = run.data_time.get();
     if touched > 0 {

@@ -103,7 +103,11 @@ pub struct Summary {
 /// microseconds: its setup (the driver loaded and its GPUs' contexts made,
 /// before it waits for anyone), and the out-of-place time per call at the
 /// largest size (0 where none ran).
-pub const TIMES: [&str; 2] = ["setup", "time per call at the largest size"];
+pub const TIMES: [&str; 3] = [
+    "setup",
+    "time per call at the largest size",
+    "time per call of the ring of pairs over NCCL (send to the next rank, receive from the one before)",
+];
 
 /// Why the smoke test could not finish.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -262,7 +262,7 @@ fn reasons(
     why
 }
 
-fn human(b: usize) -> String {
+pub(crate) fn human(b: usize) -> String {
     match b {
         b if b >= 1 << 30 => format!("{} GiB", b >> 30),
         b if b >= 1 << 20 => format!("{} MiB", b >> 20),

@@ -1,7 +1,8 @@
 //! What must be the same on every rank of a job for NCCL to work: its
-//! minor release (the bootstrap's messages change from one to the next;
-//! a patch release apart is fine), and the settings that decide which
-//! interface and transport each rank takes.
+//! release, to the patch (`initTransportsRank` compares every rank's
+//! `NCCL_VERSION_CODE` and fails with `Mismatched NCCL version detected`,
+//! `ncclInvalidUsage`: seen with 2.28.3 beside 2.28.9), and the settings
+//! that decide which interface and transport each rank takes.
 
 /// Settings whose difference across ranks changes which interface or
 /// transport NCCL takes: a problem, not a note.
@@ -18,11 +19,10 @@ pub fn setting_must_agree(name: &str) -> bool {
 }
 
 /// Whether ranks that load NCCL releases `a` and `b` (`2.28.9`, or
-/// `unknown`) can work together: one minor release (a release that could
-/// not be read is not known to differ).
+/// `unknown`) can work together: the same release, to the patch (a
+/// release that could not be read is not known to differ).
 pub fn releases_agree(a: &str, b: &str) -> bool {
-    let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
-    a == "unknown" || b == "unknown" || minor(a) == minor(b)
+    a == "unknown" || b == "unknown" || a == b
 }
 
 #[cfg(test)]
@@ -30,8 +30,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_minor_release_apart_breaks_a_patch_release_does_not() {
-        assert!(releases_agree("2.28.9", "2.28.3"));
+    fn any_other_release_breaks_even_a_patch_apart() {
+        assert!(!releases_agree("2.28.9", "2.28.3"));
+        assert!(releases_agree("2.28.9", "2.28.9"));
         assert!(!releases_agree("2.28.9", "2.21.5"));
         assert!(releases_agree("unknown", "2.21.5"));
         assert!(setting_must_agree("NCCL_SOCKET_IFNAME") && !setting_must_agree("NCCL_DEBUG"));

@@ -202,6 +202,8 @@ mod tests {
         InForce::of(&ConfFacts::read_with_homes(&env, None, None, root), None)
     }
 
+    // Long: one card's every fact in order, then a second process's card,
+    // read together.
     #[test]
     fn a_card_holds_the_settings_and_the_hosts_facts_once_per_node() {
         let root = std::env::temp_dir().join(format!("nccl-find-card-{}", std::process::id()));

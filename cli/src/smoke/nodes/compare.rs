@@ -203,7 +203,7 @@ pub(super) fn who(
 }
 
 /// Whether two values of `key` differ in a way that breaks NCCL: another
-/// minor release of NCCL, a plugin some nodes load and others do not (a
+/// release of NCCL (to the patch), a plugin some nodes load and others do not (a
 /// known silent hang, NVIDIA/nccl#1634), or another setting that decides
 /// the interface.
 fn breaks(key: &str, a: &str, b: &str) -> bool {
@@ -292,7 +292,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                (false, "node03: NCCL 2.28.7 (the 14 other nodes: 2.28.9)"),
+                (true, "node03: NCCL 2.28.7 (the 14 other nodes: 2.28.9)"),
                 (true, "node07: NCCL 2.21.5 (the 14 other nodes: 2.28.9)"),
                 (
                     true,
@@ -300,8 +300,8 @@ mod tests {
                 ),
             ]
         );
-        // A patch release apart is a note; a second rank of a node alone
-        // is named by its rank.
+        // A patch release apart is a problem too (NCCL compares releases to
+        // the patch); a second rank of a node alone is named by its rank.
         let mut two = vec![
             made("a", &format!("nccl=2.28.9\n{HOST}"), &[]),
             made("a", "nccl=2.28.7\n", &[]),
@@ -313,7 +313,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                (false, "a rank 1: NCCL 2.28.7 (the 3 other ranks: 2.28.9)"),
+                (true, "a rank 1: NCCL 2.28.7 (the 3 other ranks: 2.28.9)"),
                 (
                     false,
                     "b rank 3: NCCL_DEBUG INFO (the 3 other ranks: unset)"

@@ -74,13 +74,28 @@ fn words(g: &Gathered, f: &Finding, median: &str) -> String {
             end(g, pair.to),
             figure(pair)
         ),
-        Finding::Link { pair, alone: true } => format!(
-            "{} -> {} is slow: {}, against the median link's {median} (no third node to tell a node from the \
-             link)",
-            end(g, pair.from),
-            end(g, pair.to),
-            figure(pair)
-        ),
+        Finding::Link { pair, alone: true } => {
+            let back = g
+                .pairs
+                .iter()
+                .find(|p| p.round == 1 && p.from == pair.to && p.to == pair.from)
+                .map(|p| format!(" (the other way: {})", figure(p)))
+                .unwrap_or_default();
+            let against = match g.pairs.iter().filter(|p| p.round == 1).count() < 3 {
+                true => format!(
+                    "below the {} a job of two nodes needs at the least",
+                    pairs::shown_rate(pairs::FLOOR)
+                ),
+                false => format!("against the median link's {median}"),
+            };
+            format!(
+                "{} -> {} is slow: {}{back}, {against}; with no third node to pair them with, which end is at \
+                 fault cannot be told",
+                end(g, pair.from),
+                end(g, pair.to),
+                figure(pair)
+            )
+        }
     }
 }
 
@@ -198,6 +213,24 @@ mod tests {
         );
         assert_eq!(lines.len(), 2);
         assert!(lines[1].0);
+    }
+
+    #[test]
+    fn two_nodes_name_the_slow_link_against_the_floor() {
+        let cards = (0..2)
+            .map(|i| made(&format!("node{i}"), HOST, &["eth0"]))
+            .collect();
+        let mut g = Gathered::new(cards, Vec::new());
+        g.pairs = vec![
+            Pair::new(0, 1, 1, 7_600_000, 1_000_000),
+            Pair::new(1, 0, 1, 2_400_000, 1_000_000),
+        ];
+        assert_eq!(
+            cause(&g).unwrap(),
+            "node1 (eth0 10.0.0.1) -> node0 (eth0 10.0.0.1) is slow: 19.2 Mbit/s (the other way: 60.8 Mbit/s), \
+             below the 1.0 Gbit/s a job of two nodes needs at the least; with no third node to pair them with, \
+             which end is at fault cannot be told: fix that link, or leave one of its ends out"
+        );
     }
 
     #[test]

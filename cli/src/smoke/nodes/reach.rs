@@ -61,7 +61,7 @@ pub(crate) fn proposal(g: &Gathered) -> Option<String> {
 /// rank 0's judge ([`nccl_rendezvous::Judge`]), the one place that ranks
 /// the causes found between nodes. The first of: a rank on which NCCL
 /// finds no interface (its bootstrap cannot start), NCCL releases of
-/// another minor version (their bootstraps do not speak to each other),
+/// another version (NCCL compares them, to the patch, at init),
 /// a plugin on some nodes only, more ranks on a node than its GPUs,
 /// an address NCCL will use that another node cannot reach (NCCL hangs
 /// until its timeout), a node or a link the pairs found slow or failing.
@@ -91,8 +91,8 @@ pub(crate) fn blocker(g: &Gathered) -> Option<String> {
     let (_, diffs) = compare(&g.cards);
     if let Some(d) = diffs.iter().find(|d| d.problem && d.key == "nccl") {
         return Some(format!(
-            "NCCL releases differ: {}, and NCCL's bootstrap needs one minor release on every rank: load \
-             the same NCCL everywhere (the same wheel, or --lib to the same file)",
+            "NCCL releases differ: {}, and NCCL refuses ranks of another release (`Mismatched NCCL version \
+             detected`): load the same NCCL everywhere (the same wheel, or --lib to the same file)",
             d.line
         ));
     }
@@ -266,7 +266,7 @@ mod tests {
     use crate::smoke::nodes::tests::made;
 
     /// The judge's causes, first to last: a rank without an interface,
-    /// NCCL minor releases that differ, an address NCCL will use that is
+    /// NCCL releases that differ, an address NCCL will use that is
     /// not reached; each with its fix.
     #[test]
     fn the_blocker_is_the_first_cause_with_its_fix() {
@@ -292,8 +292,8 @@ mod tests {
         assert_eq!(
             blocker(&g).as_deref(),
             Some(
-                "NCCL releases differ: b: NCCL 2.21.5 (the other node: 2.28.9), and NCCL's bootstrap needs one \
-                 minor release on every rank: load the same NCCL everywhere (the same wheel, or --lib to the \
+                "NCCL releases differ: b: NCCL 2.21.5 (the other node: 2.28.9), and NCCL refuses ranks of another \
+                 release (`Mismatched NCCL version detected`): load the same NCCL everywhere (the same wheel, or --lib to the \
                  same file)"
             )
         );
