@@ -6,8 +6,13 @@
 //!
 //! 1. Every rank puts `hello/<rank>` (its GPU count); fence.
 //! 2. The last rank of each host tests the connections to the next host
-//!    ([`crate::reach`]) and puts `reach/<rank>`; fence.
-//! 3. Rank 0 reads every hello and every test, and judges them
+//!    ([`crate::reach`]), times a transfer to it (round one of the pairs,
+//!    [`crate::pairs`]), and puts `reach/<rank>` and `pair/<rank>`; fence.
+//! 3. Rank 0 reads every hello, test and transfer. Where round one found a
+//!    suspect link, it puts `round2` (the transfers of round two); fence;
+//!    the ranks named there time them and put `pair2/<rank>`; fence. (A
+//!    peer that finds no `round2` goes straight on.)
+//! 4. Rank 0 judges what it read
 //!    ([`crate::reach::Judge`]): a cause NCCL will fail on goes under
 //!    `ruling` for every rank, and stops the job here (unless the job runs
 //!    NCCL anyway). Otherwise it puts `plan` (the unique id, the NCCL ranks
@@ -15,11 +20,11 @@
 //!    only when the counts differ, `place/<rank>` (each one's first NCCL
 //!    rank); fence. Every peer reads `ruling`, then `plan` (and its
 //!    `place`).
-//! 4. At the end every rank puts `done/<rank>` (its outcome); fence; rank 0
+//! 5. At the end every rank puts `done/<rank>` (its outcome); fence; rank 0
 //!    reads every outcome; fence (so that no rank leaves the store, and a
 //!    launcher drops what it put, before rank 0 has read it).
 //!
-//! Three fences to meet, whatever the world size: each rank does O(1) work,
+//! Three fences to meet (five where a link was suspect), whatever the world size: each rank does O(1) work,
 //! and rank 0 O(world). Between the meeting and the end, the same thread
 //! looks for an abort every 250 ms ([`Kv::watch`]); a rank that fails
 //! raises one ([`Kv::abort`]). The store's calls may block (a PMI server

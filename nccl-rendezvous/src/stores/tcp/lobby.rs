@@ -12,8 +12,9 @@ use crate::kv::Kv;
 use crate::proof::{self, Label, NONCE_LEN, PROOF_LEN};
 use crate::untrusted::peer_text;
 use crate::wire::{decode, decode_header, encode, kind_name, read_msg, send, timed_out, Msg};
-use crate::words::{fail, list, never_came, then, Failed};
+use crate::words::{fail, never_came, then, Failed};
 
+use super::notes::Notes;
 use super::{Hub, PeerKv};
 
 /// Connections that have not said hello yet, at most this many at once: a
@@ -25,9 +26,6 @@ pub(crate) const HELLO_WAIT: Duration = Duration::from_secs(5);
 
 /// A hello payload's length: three numbers, a nonce and a proof.
 pub(crate) const MAX_HELLO: usize = 12 + NONCE_LEN + PROOF_LEN;
-
-/// Admitted peers named one by one in the log; the rest are counted.
-pub(crate) const JOINED_SHOWN: usize = 4;
 
 /// The proof a hello must carry: the peer's, over rank 0's challenge.
 pub(crate) fn hello_proof(
@@ -129,87 +127,6 @@ pub(crate) fn pump(p: &mut Pending) -> Pumped {
     }
 }
 
-/// Notes about refused connections: the first few one by one, then a count.
-/// And the peers admitted: the first few one by one, then every other one
-/// by its host, its ranks run together.
-pub(crate) struct Notes<'a> {
-    log: &'a mut dyn FnMut(String),
-    shown: usize,
-    hidden: usize,
-    joined_shown: usize,
-    /// Host and rank of each admitted peer past the first few.
-    joined_later: Vec<(std::net::IpAddr, usize)>,
-}
-
-impl Notes<'_> {
-    const SHOWN: usize = 20;
-    fn note(&mut self, m: String) {
-        if self.shown < Self::SHOWN {
-            self.shown += 1;
-            (self.log)(m);
-        } else {
-            self.hidden += 1;
-        }
-    }
-    fn joined(&mut self, rank: usize, addr: SocketAddr) {
-        if self.joined_shown < JOINED_SHOWN {
-            self.joined_shown += 1;
-            (self.log)(format!("rank {rank} joined from {addr}"));
-        } else {
-            self.joined_later.push((addr.ip(), rank));
-        }
-    }
-    fn flush(&mut self) {
-        for line in joined_lines(std::mem::take(&mut self.joined_later)) {
-            (self.log)(line);
-        }
-        if self.hidden > 0 {
-            (self.log)(format!(
-                "{} more connection(s) refused or dropped (not shown)",
-                std::mem::take(&mut self.hidden)
-            ));
-        }
-    }
-}
-
-/// The peers admitted past the first few, by host, their ranks run
-/// together: a line per host where there are a few hosts, one line in all
-/// where there are more (a healthy job of many nodes says a few lines,
-/// not one per node).
-pub(crate) fn joined_lines(mut later: Vec<(std::net::IpAddr, usize)>) -> Vec<String> {
-    later.sort_unstable();
-    let mut by_host: Vec<(std::net::IpAddr, Vec<usize>)> = Vec::new();
-    for (h, r) in later {
-        match by_host.last_mut() {
-            Some((last, ranks)) if *last == h => ranks.push(r),
-            _ => by_host.push((h, vec![r])),
-        }
-    }
-    if by_host.len() > JOINED_SHOWN {
-        let mut all: Vec<usize> = by_host
-            .iter()
-            .flat_map(|(_, r)| r.iter().copied())
-            .collect();
-        all.sort_unstable();
-        return vec![format!(
-            "{} more rank(s) joined from {} other hosts: {}",
-            all.len(),
-            by_host.len(),
-            list(&all)
-        )];
-    }
-    by_host
-        .iter()
-        .map(|(host, ranks)| {
-            format!(
-                "{} more rank(s) joined from {host}: {}",
-                ranks.len(),
-                list(ranks)
-            )
-        })
-        .collect()
-}
-
 /// A failure to reach or hold our rendezvous' address, and where a
 /// launcher's address came from (nothing more for one the flags gave).
 fn with_origin(job: &Job, message: String) -> String {
@@ -235,13 +152,7 @@ pub(crate) fn serve_root(
     let listeners = listen_all(host, port, &addrs).map_err(|e| fail(with_origin(job, e)))?;
     let mut lobby = Lobby {
         job,
-        notes: Notes {
-            log,
-            shown: 0,
-            hidden: 0,
-            joined_shown: 0,
-            joined_later: Vec::new(),
-        },
+        notes: Notes::new(log),
         peers: Vec::new(),
         pending: std::collections::VecDeque::new(),
         dropped: 0,
@@ -491,7 +402,7 @@ impl Lobby<'_> {
             return;
         }
         let old = self.peers.remove(at);
-        (self.notes.log)(format!(
+        self.notes.say(format!(
             "rank {rank} came again from {addr}; its earlier connection (from {}) had closed, so the new \
              one takes its place",
             old.addr

@@ -22,10 +22,13 @@ use crate::wire::{kind_name, read_msg, send, timed_out, Msg};
 use crate::words::{fail, list, Failed};
 
 mod lobby;
+mod notes;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use lobby::*;
+#[cfg(test)]
+pub(crate) use notes::{joined_lines, JOINED_SHOWN};
 
 /// How long rank 0, closing the store, waits for the peers to leave first.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);

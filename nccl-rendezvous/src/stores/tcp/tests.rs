@@ -239,7 +239,7 @@ fn many_hosts_that_joined_are_one_line() {
     let ip = |i: usize| std::net::IpAddr::from([10, 0, (i / 250) as u8, (i % 250) as u8]);
     let few: Vec<_> = [(ip(1), 9), (ip(1), 7), (ip(2), 8)].to_vec();
     assert_eq!(
-        super::lobby::joined_lines(few),
+        super::joined_lines(few),
         [
             "2 more rank(s) joined from 10.0.0.1: 7, 9",
             "1 more rank(s) joined from 10.0.0.2: 8"
@@ -247,7 +247,7 @@ fn many_hosts_that_joined_are_one_line() {
     );
     let many: Vec<_> = (5..256).map(|r| (ip(r), r)).collect();
     assert_eq!(
-        super::lobby::joined_lines(many),
+        super::joined_lines(many),
         ["251 more rank(s) joined from 251 other hosts: 5-255"]
     );
 }
