@@ -1,7 +1,7 @@
 //! Pairs of nodes, timed over the address NCCL will use, in two rounds:
 //! which node (or which link) is slow or failing, told apart.
 //!
-//! Round one is the ring the meeting already tests ([`crate::reach`]): the
+//! Round one is the ring the meeting already tests (the `reach` room): the
 //! last rank of each host sends to the first rank of the next for
 //! [`SEND_FOR`], as NCCL's socket transport would (one TCP stream, the
 //! bootstrap's address), while it receives from the host before it; every
