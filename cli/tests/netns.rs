@@ -697,6 +697,38 @@ fn make_ring(n: usize) -> Result<Hosts, String> {
     Ok(hosts)
 }
 
+/// The wheel's NCCL and `n` hosts on one switch ([`make_ring`]); `None`,
+/// said, where either cannot be had.
+fn ring_or_skip(n: usize) -> Option<(std::path::PathBuf, Hosts)> {
+    let lib = wheel_lib()?;
+    if !namespaces_can_be_made() {
+        return None;
+    }
+    match make_ring(n) {
+        Ok(h) => Some((lib, h)),
+        Err(e) => {
+            skip_netns(&format!("cannot make the test's namespaces ({e})"));
+            None
+        }
+    }
+}
+
+/// Shapes `ns`'s sending to 20 Mbit/s (`tc tbf` on its `eth0`); `false`,
+/// said, where this kernel has no `tbf`.
+fn shape_20mbit(ns: &str) -> bool {
+    let args = [
+        "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "20mbit", "burst", "32kbit",
+        "latency", "400ms",
+    ];
+    match tc_in(ns, &args) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("skipped: tc cannot shape a link here ({e})");
+            false
+        }
+    }
+}
+
 /// `tc ARGS…` in `ns`.
 fn tc_in(ns: &str, args: &[&str]) -> Result<(), String> {
     let o = Command::new("ip")
@@ -799,23 +831,11 @@ fn no_figures(line: &str) -> String {
 /// says which nodes to leave out. Healthy, the check ends OK.
 #[test]
 fn pairs_of_nodes_name_a_slow_node_and_tell_it_from_a_slow_link() {
-    let Some(lib) = wheel_lib() else { return };
-    if !namespaces_can_be_made() {
+    let Some((lib, hosts)) = ring_or_skip(5) else {
         return;
-    }
-    let hosts = match make_ring(5) {
-        Ok(h) => h,
-        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
     };
     // Node 2 sends slowly, to every node.
-    let shaped = [
-        "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "20mbit",
-    ];
-    if let Err(e) = tc_in(
-        &hosts.ns[3],
-        &[&shaped[..], &["burst", "32kbit", "latency", "400ms"]].concat(),
-    ) {
-        eprintln!("skipped: tc cannot shape a link here ({e})");
+    if !shape_20mbit(&hosts.ns[3]) {
         return;
     }
     let outs = ring_job(&hosts, &lib, &["--json"]);
@@ -991,13 +1011,8 @@ fn pod_on(
 /// torch's variables), three pods each in namespaces of their own.
 #[test]
 fn kubernetes_jobs_meet_with_no_flags() {
-    let Some(lib) = wheel_lib() else { return };
-    if !namespaces_can_be_made() {
+    let Some((lib, hosts)) = ring_or_skip(3) else {
         return;
-    }
-    let hosts = match make_ring(3) {
-        Ok(h) => h,
-        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
     };
     let etc = TmpDir::new("netns-k8s-hosts");
     let domain = "train.ml.svc.cluster.local";
@@ -1130,13 +1145,8 @@ fn kubernetes_jobs_meet_with_no_flags() {
 /// rank stops before NCCL, naming the node and its plugin.
 #[test]
 fn a_plugin_on_one_node_only_stops_every_rank_before_nccl() {
-    let Some(lib) = wheel_lib() else { return };
-    if !namespaces_can_be_made() {
+    let Some((lib, hosts)) = ring_or_skip(3) else {
         return;
-    }
-    let hosts = match make_ring(3) {
-        Ok(h) => h,
-        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
     };
     let dir = TmpDir::new("netns-plugin");
     // Any real shared library stands in: the check reads the loader's
@@ -1176,20 +1186,10 @@ fn a_plugin_on_one_node_only_stops_every_rank_before_nccl() {
 /// naming the slower link with the other way's figure.
 #[test]
 fn two_nodes_with_a_slow_link_stop_before_nccl() {
-    let Some(lib) = wheel_lib() else { return };
-    if !namespaces_can_be_made() {
+    let Some((lib, hosts)) = ring_or_skip(2) else {
         return;
-    }
-    let hosts = match make_ring(2) {
-        Ok(h) => h,
-        Err(e) => return skip_netns(&format!("cannot make the test's namespaces ({e})")),
     };
-    let shaped = [
-        "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "20mbit", "burst", "32kbit",
-        "latency", "400ms",
-    ];
-    if let Err(e) = tc_in(&hosts.ns[2], &shaped) {
-        eprintln!("skipped: tc cannot shape a link here ({e})");
+    if !shape_20mbit(&hosts.ns[2]) {
         return;
     }
     let outs = ring_job(&hosts, &lib, &[]);

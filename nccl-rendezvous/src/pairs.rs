@@ -378,6 +378,17 @@ mod tests {
         format!("node{r}")
     }
 
+    /// Round one on six hosts: every link at 400 MB/s but the `slow` ones
+    /// (the sender's rank, and its rate).
+    fn six(slow: &[(usize, u64)]) -> Vec<Pair> {
+        (0..6)
+            .map(|r| {
+                let rate = slow.iter().find(|s| s.0 == r).map_or(400, |s| s.1);
+                p(r, (r + 1) % 6, 1, rate)
+            })
+            .collect()
+    }
+
     #[test]
     fn a_healthy_ring_has_no_second_round() {
         let ring: Vec<Pair> = (0..6)
@@ -393,8 +404,7 @@ mod tests {
     /// (fine): node 3, sending.
     #[test]
     fn a_slow_sender_is_named_and_not_its_link() {
-        let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
-        ring[3] = p(3, 4, 1, 2);
+        let mut ring = six(&[(3, 2)]);
         let plan = round_two(&ring, &host);
         assert_eq!(plan, [(3, 4), (3, 1), (1, 4)]);
         ring.extend([p(3, 4, 2, 2), p(3, 1, 2, 2), p(1, 4, 2, 390)]);
@@ -412,9 +422,7 @@ mod tests {
     /// (its acknowledgements wait behind its data): the slower way names it.
     #[test]
     fn a_node_bad_both_ways_is_named_once_by_its_slower_way() {
-        let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
-        ring[2] = p(2, 3, 1, 5);
-        ring[3] = p(3, 4, 1, 2);
+        let mut ring = six(&[(2, 5), (3, 2)]);
         // The slowest suspect first.
         assert_eq!(
             round_two(&ring, &host),
@@ -446,8 +454,7 @@ mod tests {
 
     #[test]
     fn a_slow_receiver_and_a_slow_link_are_told_apart() {
-        let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
-        ring[1] = p(1, 2, 1, 3);
+        let mut ring = six(&[(1, 3)]);
         ring.extend([p(1, 4, 2, 380), p(4, 2, 2, 3)]);
         assert!(matches!(
             findings(&ring, &host)[..],
@@ -457,8 +464,7 @@ mod tests {
                 ..
             }]
         ));
-        let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
-        ring[1] = p(1, 2, 1, 3);
+        let mut ring = six(&[(1, 3)]);
         ring.extend([p(1, 2, 2, 3), p(1, 4, 2, 380), p(4, 2, 2, 410)]);
         assert_eq!(
             findings(&ring, &host),
@@ -473,8 +479,7 @@ mod tests {
     /// ends fine with others: no finding.
     #[test]
     fn a_moments_slowness_is_no_finding() {
-        let mut ring: Vec<Pair> = (0..6).map(|r| p(r, (r + 1) % 6, 1, 400)).collect();
-        ring[1] = p(1, 2, 1, 60);
+        let mut ring = six(&[(1, 60)]);
         ring.extend([p(1, 2, 2, 350), p(1, 4, 2, 380), p(4, 2, 2, 410)]);
         assert_eq!(findings(&ring, &host), []);
     }

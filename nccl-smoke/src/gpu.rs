@@ -534,7 +534,7 @@ pub(crate) struct Data {
 /// The links of this process's GPUs: NVLinks and PCIe from NVML, P2P
 /// between every pair from the driver.
 pub(crate) fn topology(cu: &Cuda, gpus: &[Gpu]) -> verdict::Topology {
-    let nvml = verdict::Nvml::open();
+    let nvml = crate::nvml::Nvml::open();
     let mut t = verdict::Topology::default();
     let mut devs = Vec::new();
     for g in gpus {

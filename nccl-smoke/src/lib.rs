@@ -42,6 +42,7 @@ mod data;
 pub mod driver;
 mod gpu;
 mod nccl;
+pub mod nvml;
 mod ptx;
 mod report;
 pub mod rundir;

@@ -4,8 +4,6 @@
 //! reason: the transport NCCL chose (from its `NCCL_DEBUG=INFO` lines), the
 //! variables that forced it, or P2P that the GPUs do not support.
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
-
 /// The links of one GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuLinks {
@@ -268,59 +266,6 @@ pub(crate) fn human(b: usize) -> String {
         b if b >= 1 << 20 => format!("{} MiB", b >> 20),
         b if b >= 1 << 10 => format!("{} KiB", b >> 10),
         b => format!("{b} B"),
-    }
-}
-
-/// NVML, opened at run time; absent NVML is not an error.
-pub(crate) struct Nvml {
-    _lib: std::mem::ManuallyDrop<libloading::Library>,
-    by_bus: unsafe extern "C" fn(*const c_char, *mut *mut c_void) -> c_int,
-    link_state: unsafe extern "C" fn(*mut c_void, c_uint, *mut c_uint) -> c_int,
-    pcie_gen: unsafe extern "C" fn(*mut c_void, *mut c_uint) -> c_int,
-    pcie_width: unsafe extern "C" fn(*mut c_void, *mut c_uint) -> c_int,
-}
-
-impl Nvml {
-    /// Opens `libnvidia-ml.so.1` and initialises it.
-    pub(crate) fn open() -> Option<Nvml> {
-        // SAFETY: NVML is the driver's own library; loading runs its initialisers.
-        let lib = unsafe { libloading::Library::new("libnvidia-ml.so.1") }.ok()?;
-        // SAFETY: each symbol is looked up with the signature nvml.h gives it.
-        unsafe {
-            let init: unsafe extern "C" fn() -> c_int = *lib.get(b"nvmlInit_v2\0").ok()?;
-            if init() != 0 {
-                return None;
-            }
-            Some(Nvml {
-                by_bus: *lib.get(b"nvmlDeviceGetHandleByPciBusId_v2\0").ok()?,
-                link_state: *lib.get(b"nvmlDeviceGetNvLinkState\0").ok()?,
-                pcie_gen: *lib.get(b"nvmlDeviceGetMaxPcieLinkGeneration\0").ok()?,
-                pcie_width: *lib.get(b"nvmlDeviceGetMaxPcieLinkWidth\0").ok()?,
-                _lib: std::mem::ManuallyDrop::new(lib),
-            })
-        }
-    }
-
-    /// Active NVLinks and the PCIe link of the GPU at this bus id.
-    pub(crate) fn links(&self, bus_id: &std::ffi::CStr) -> (Option<u32>, Option<(u32, u32)>) {
-        let mut h: *mut c_void = std::ptr::null_mut();
-        // SAFETY: bus_id is NUL-terminated; h receives a handle.
-        if unsafe { (self.by_bus)(bus_id.as_ptr(), &mut h) } != 0 {
-            return (None, None);
-        }
-        let mut n = 0;
-        for link in 0..18 {
-            let mut active = 0;
-            // SAFETY: h is a live handle; writes one uint.
-            if unsafe { (self.link_state)(h, link, &mut active) } == 0 && active == 1 {
-                n += 1;
-            }
-        }
-        let (mut gen, mut width) = (0, 0);
-        // SAFETY: as above.
-        let pcie =
-            unsafe { (self.pcie_gen)(h, &mut gen) == 0 && (self.pcie_width)(h, &mut width) == 0 };
-        (Some(n), pcie.then_some((gen, width)))
     }
 }
 

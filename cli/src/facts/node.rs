@@ -2,7 +2,8 @@
 //! driver or making a GPU context: its name (Slurm's, else the kernel's),
 //! the driver's version and the GPUs it lists (`/proc/driver/nvidia`), the
 //! CUDA version the driver supports, the RDMA ports and their states, the
-//! NCCL plugins on the loader's path and GPUDirect RDMA's module.
+//! NCCL plugins on the loader's path, GPUDirect RDMA's module, and the
+//! GPUs' health as NVML reports it (NVML makes no GPU context).
 
 use std::path::Path;
 
@@ -24,6 +25,9 @@ pub struct Node {
     pub plugins: Vec<super::rdma::Plugin>,
     /// GPUDirect RDMA's module (`nvidia_peermem`), where it is loaded.
     pub peermem: Option<String>,
+    /// The GPUs' health as NVML reports it (`ok`, or each GPU at fault);
+    /// `None` where NVML is absent.
+    pub gpu_health: Option<String>,
 }
 
 /// The most GPU directories read.
@@ -50,6 +54,7 @@ impl Node {
                 .collect(),
             plugins: hw.plugins,
             peermem: hw.peermem,
+            gpu_health: nccl_smoke::nvml::health(),
         }
     }
 }

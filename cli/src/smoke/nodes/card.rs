@@ -72,6 +72,9 @@ pub(crate) fn card(here: &Here) -> Card {
             format!("plugins={}", listed(&plugins(n, here.release), ", ")),
             format!("gdr={}", n.peermem.as_deref().unwrap_or("none")),
         ]);
+        if let Some(h) = &n.gpu_health {
+            facts.push(format!("gpu_health={h}"));
+        }
     }
     // NCCL_VERSION is NVIDIA's images' note for apt, which NCCL ignores.
     for s in here
@@ -234,6 +237,7 @@ mod tests {
                 },
             ],
             peermem: Some("nvidia_peermem".into()),
+            gpu_health: Some("GPU 3: 2 uncorrected ECC error(s)".into()),
         };
         let release = Version::new(2, 28, 9, "");
         let lib = Path::new("/opt/nccl/lib/libnccl.so.2");
@@ -258,6 +262,7 @@ mod tests {
                 "rdma=none",
                 "plugins=net libnccl-net-ofi.so 1.9.1, net libnccl-net.so, tuner libnccl-tuner.so",
                 "gdr=nvidia_peermem",
+                "gpu_health=GPU 3: 2 uncorrected ECC error(s)",
                 "set NCCL_IB_HCA=mlx5_0 (/etc/nccl.conf)",
                 "set NCCL_SOCKET_IFNAME=eth0",
             ]

@@ -12,7 +12,16 @@ use crate::rules::agree;
 
 /// The facts that belong to a host, not to a process: sent by the first
 /// process of each node only, where the launcher says which that is.
-const HOST_KEYS: [&str; 7] = ["driver", "cuda", "gpus", "ifaces", "rdma", "plugins", "gdr"];
+const HOST_KEYS: [&str; 8] = [
+    "driver",
+    "cuda",
+    "gpus",
+    "gpu_health",
+    "ifaces",
+    "rdma",
+    "plugins",
+    "gdr",
+];
 
 /// One card's facts, by key (`set NAME=…` lines under `NAME`).
 pub(super) fn facts_of(card: &Card) -> BTreeMap<String, String> {
@@ -39,6 +48,7 @@ fn label(key: &str) -> &str {
         "nccl_build" => "NCCL build",
         "plugins" => "NCCL plugins",
         "gdr" => "GPUDirect RDMA module",
+        "gpu_health" => "GPU health",
         k => k,
     }
 }
@@ -204,12 +214,15 @@ pub(super) fn who(
 
 /// Whether two values of `key` differ in a way that breaks NCCL: another
 /// release of NCCL (to the patch), a plugin some nodes load and others do not (a
-/// known silent hang, NVIDIA/nccl#1634), or another setting that decides
-/// the interface.
+/// known silent hang, NVIDIA/nccl#1634), GPUs at fault (NVML: ECC errors,
+/// remapped rows, throttling), or another setting that decides the
+/// interface.
 fn breaks(key: &str, a: &str, b: &str) -> bool {
     match key {
         "nccl" => !agree::releases_agree(a, b),
         "plugins" => true,
+        // A node whose GPUs are at fault, not one that is fine among them.
+        "gpu_health" => a != "ok",
         "nccl_build" | "gdr" => false,
         k => agree::setting_must_agree(k),
     }
@@ -242,6 +255,38 @@ pub(crate) fn crowded(cards: &[Card]) -> Option<String> {
 mod tests {
     use super::*;
     use crate::smoke::nodes::tests::{made, HOST};
+
+    /// A node whose GPUs NVML finds at fault is a problem; the healthy
+    /// ones beside it are not.
+    #[test]
+    fn a_node_with_gpus_at_fault_is_a_problem() {
+        let card = |h: &str, health: &str| {
+            made(
+                h,
+                &format!("nccl=2.28.9\ndriver=580\ngpu_health={health}\n"),
+                &[],
+            )
+        };
+        let mut cards: Vec<Card> = ["a", "b", "c"].iter().map(|h| card(h, "ok")).collect();
+        cards.push(card("d", "GPU 2: 1 uncorrected ECC error(s)"));
+        let (same, diffs) = compare(&cards);
+        assert!(
+            !same.iter().any(|s| s.starts_with("GPU health")),
+            "{same:?}"
+        );
+        assert_eq!(
+            diffs
+                .iter()
+                .map(|d| (d.problem, d.line.as_str()))
+                .collect::<Vec<_>>(),
+            [(
+                true,
+                "d: GPU health GPU 2: 1 uncorrected ECC error(s) (the 3 other nodes: ok)"
+            )]
+        );
+        let (same, diffs) = compare(&cards[..3]);
+        assert!(same.contains(&"GPU health ok".to_string()) && diffs.is_empty());
+    }
 
     #[test]
     fn more_ranks_than_gpus_on_a_node_is_named() {

@@ -43,28 +43,22 @@ fn words(g: &Gathered, f: &Finding, median: &str) -> String {
     match f {
         Finding::Node {
             rank,
-            sending: true,
+            sending,
             pair,
         } => {
-            let before = first_round(g, *rank, true)
-                .map(|p| format!("{} to {} and ", figure(p), host(g, p.to)))
+            // The partner of a transfer, and the words for its way.
+            let (verb, to, other): (&str, &str, fn(&Pair) -> usize) = match sending {
+                true => ("sends", "to", |p: &Pair| p.to),
+                false => ("receives", "from", |p: &Pair| p.from),
+            };
+            let before = first_round(g, *rank, *sending)
+                .map(|p| format!("{} {to} {} and ", figure(p), host(g, other(p))))
                 .unwrap_or_default();
             format!(
-                "{} sends slowly: {before}{} to {}, against the median link's {median}",
+                "{} {verb} slowly: {before}{} {to} {}, against the median link's {median}",
                 end(g, *rank),
                 figure(pair),
-                host(g, pair.to)
-            )
-        }
-        Finding::Node { rank, pair, .. } => {
-            let before = first_round(g, *rank, false)
-                .map(|p| format!("{} from {} and ", figure(p), host(g, p.from)))
-                .unwrap_or_default();
-            format!(
-                "{} receives slowly: {before}{} from {}, against the median link's {median}",
-                end(g, *rank),
-                figure(pair),
-                host(g, pair.from)
+                host(g, other(pair))
             )
         }
         Finding::Link { pair, alone: false } => format!(
