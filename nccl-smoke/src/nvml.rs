@@ -215,7 +215,7 @@ mod tests {
             slowdown: None,
             ..Default::default()
         };
-        assert_eq!(health_line(&[ok.clone()]), "ok");
+        assert_eq!(health_line(std::slice::from_ref(&ok)), "ok");
         let bad = Health {
             index: 3,
             uncorrected_ecc: Some(2),
