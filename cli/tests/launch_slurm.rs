@@ -605,9 +605,14 @@ fn srun_with_no_pmi_meets_at_the_first_node() {
         .skip_while(|l| !l.starts_with("[rank 0] nodes: "))
         .take_while(|l| !l.starts_with("[rank 0] note: rendezvous: "))
         .collect();
-    assert_eq!(nodes.len(), 2, "{out}");
+    assert_eq!(nodes.len(), 3, "{out}");
     assert!(
-        nodes[0].starts_with("[rank 0] nodes: 2 (node01, node02), 4 rank(s); the same on every one: NCCL 2.21.5, driver "),
+        nodes[0].starts_with("[rank 0] nodes: 2 (node01, node02), 4 rank(s); the same on every one: NCCL 2.21.5, NCCL build 2.21.5+cuda12.4, driver "),
+        "{out}"
+    );
+    // The one boundary timed both ways, in one round (a healthy job).
+    assert!(
+        nodes[2].starts_with("[rank 0]   pairs: 2 link(s) timed in one round, "),
         "{out}"
     );
     assert!(
