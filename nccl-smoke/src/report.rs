@@ -101,8 +101,9 @@ pub struct Summary {
 
 /// What each rank reports to rank 0 with its outcome, in this order, in
 /// microseconds: its setup (the driver loaded and its GPUs' contexts made,
-/// before it waits for anyone), and the out-of-place time per call at the
-/// largest size (0 where none ran).
+/// before it waits for anyone), the out-of-place time per call at the
+/// largest size (0 where none ran), and the time per call of the ring of
+/// pairs over NCCL (0 for one process).
 pub const TIMES: [&str; 3] = [
     "setup",
     "time per call at the largest size",
