@@ -73,6 +73,13 @@ impl Pair {
         }
     }
 
+    /// A transfer from rank `from` to `to` that failed, and why.
+    pub fn failed(from: usize, to: usize, round: u8, why: String) -> Pair {
+        let mut p = Pair::new(from, to, round, 0, 0);
+        p.error = Some(why);
+        p
+    }
+
     /// Bytes per second; `None` where it failed.
     pub fn rate(&self) -> Option<f64> {
         (self.error.is_none() && self.micros > 0)

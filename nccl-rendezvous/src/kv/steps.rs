@@ -285,41 +285,30 @@ fn timed(
 ) -> Pair {
     match pairs::send(at, tag, until) {
         Ok((bytes, micros)) => Pair::new(from, to, round, bytes, micros),
-        Err(e) => {
-            let mut p = Pair::new(from, to, round, 0, 0);
-            p.error = Some(e);
-            p
-        }
+        Err(e) => Pair::failed(from, to, round, e),
     }
 }
 
 /// This rank's transfers of round two, all at once.
 fn round_two(kv: &mut dyn Kv, rank: usize, plan: &[(usize, usize)], until: Instant) -> Vec<Pair> {
     let mut runs = Vec::new();
-    for (_, to) in plan.iter().filter(|(a, _)| *a == rank) {
+    for &(_, to) in plan.iter().filter(|(a, _)| *a == rank) {
         let h = kv
-            .get(*to, &key("hello", *to))
+            .get(to, &key("hello", to))
             .ok()
             .and_then(|b| reach::read_hello(&b));
-        let Some((tag, Some((_, at)))) = h.map(|h| (h.tag, reach::nccl_target(&h))) else {
-            let mut p = Pair::new(rank, *to, 2, 0, 0);
-            p.error = Some("its hello names no address NCCL will use".into());
-            runs.push(Err(p));
-            continue;
+        let run = match h.and_then(|h| Some((h.tag, reach::nccl_target(&h)?.1))) {
+            Some((tag, at)) => Ok(std::thread::spawn(move || {
+                timed(rank, to, 2, at, tag, until)
+            })),
+            None => Err("its hello names no address NCCL will use".to_string()),
         };
-        let to = *to;
-        runs.push(Ok(std::thread::spawn(move || {
-            timed(rank, to, 2, at, tag, until)
-        })));
+        runs.push((to, run));
     }
     runs.into_iter()
-        .map(|r| match r {
-            Ok(t) => t.join().unwrap_or_else(|_| {
-                let mut p = Pair::new(rank, 0, 2, 0, 0);
-                p.error = Some("the test failed".into());
-                p
-            }),
-            Err(p) => p,
+        .map(|(to, run)| {
+            run.and_then(|t| t.join().map_err(|_| "the test failed".to_string()))
+                .unwrap_or_else(|why| Pair::failed(rank, to, 2, why))
         })
         .collect()
 }
