@@ -37,6 +37,8 @@ use crate::rules::{fabric, failures, ifaces, messages, plugins};
 /// cause that will make NCCL fail here, where there is one.
 struct Before {
     release: Option<Version>,
+    /// The library's own version text (`2.28.9+cuda13.0`).
+    build: Option<String>,
     settings: InForce,
     interfaces: Vec<net::Iface>,
     cause: Option<String>,
@@ -45,7 +47,13 @@ struct Before {
 impl Before {
     /// Read before the capture of NCCL's log sets its own settings.
     fn read(lib: &Path) -> Before {
-        let release = release_of(lib);
+        // One read of the file: its release, and its build.
+        let elf = nccl_find::internal::read_elf(lib).ok();
+        let release = elf
+            .as_ref()
+            .and_then(|e| e.version())
+            .map(|(v, _)| Version::new(v.major, v.minor, v.patch, ""));
+        let build = elf.and_then(|e| e.version_text);
         let settings = InForce::of(
             &ConfFacts::read(&conf::process_env(), Path::new("/")),
             release.as_ref(),
@@ -54,6 +62,7 @@ impl Before {
         let cause = before_nccl(&interfaces, &settings, release.as_ref());
         Before {
             release,
+            build,
             settings,
             interfaces,
             cause,
@@ -168,12 +177,6 @@ fn run_or_stop(
     })
 }
 
-/// The release of the NCCL file to load, read from the file.
-fn release_of(lib: &Path) -> Option<Version> {
-    let (v, _) = nccl_find::internal::read_elf(lib).ok()?.version()?;
-    Some(Version::new(v.major, v.minor, v.patch, ""))
-}
-
 /// What will make NCCL fail here before it starts: it finds no network
 /// interface (`rules::ifaces`). The cause and the fix, in one line.
 fn before_nccl(
@@ -236,6 +239,7 @@ fn bring_card(opts: &mut Options, before: &Before, run_anyway: bool) {
         let here = nodes::Here {
             lib: &lib,
             release: before.release.as_ref(),
+            build: before.build.as_deref(),
             settings: &before.settings,
             interfaces: &before.interfaces,
             node: node.as_ref(),

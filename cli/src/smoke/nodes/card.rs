@@ -25,6 +25,8 @@ pub(crate) struct Here<'a> {
     /// The NCCL file this process loads, and its release.
     pub(crate) lib: &'a Path,
     pub(crate) release: Option<&'a Version>,
+    /// Its version text (`2.28.9+cuda13.0`), read with the release.
+    pub(crate) build: Option<&'a str>,
     /// The settings in force for it.
     pub(crate) settings: &'a InForce,
     /// This host's interfaces.
@@ -49,10 +51,7 @@ pub(crate) fn card(here: &Here) -> Card {
         ),
         format!("nccl_file={}", here.lib.display()),
     ];
-    if let Some(b) = nccl_find::internal::read_elf(here.lib)
-        .ok()
-        .and_then(|e| e.version_text)
-    {
+    if let Some(b) = here.build {
         facts.push(format!("nccl_build={b}"));
     }
     if let Some((cause, _)) = choice.none_found(here.settings) {
@@ -244,6 +243,7 @@ mod tests {
         let first = card(&Here {
             lib,
             release: Some(&release),
+            build: None,
             settings: &settings,
             interfaces: &interfaces,
             node: Some(&node),
@@ -284,6 +284,7 @@ mod tests {
         let second = card(&Here {
             lib,
             release: Some(&release),
+            build: None,
             settings: &settings,
             interfaces: &lo,
             node: None,
