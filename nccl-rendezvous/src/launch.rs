@@ -211,6 +211,15 @@ pub(crate) fn need(
     }
 }
 
+/// A number read from variable `name` as a TCP port (1 to 65535), or the
+/// launcher's words for one that is not.
+pub(crate) fn port_number(launcher: &str, name: &str, v: usize) -> Result<u16, String> {
+    u16::try_from(v)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("{launcher}: {name}={v} is not a port number"))
+}
+
 /// The first of `names` that holds a number, its name noted in `from` (the
 /// variables a plan came from).
 pub fn optional(

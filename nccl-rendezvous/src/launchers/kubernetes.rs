@@ -22,7 +22,7 @@
 //! (torch's default) where it is unset.
 
 use crate::job::{Exchange, Init};
-use crate::launch::{need, optional, Backend, LaunchEnv, Plan};
+use crate::launch::{need, optional, port_number, Backend, LaunchEnv, Plan};
 use crate::words::printable;
 
 /// A pod of an Indexed Job, a JobSet or a LeaderWorkerSet group.
@@ -61,10 +61,7 @@ const INSTEAD: &str = "or pass --rank, --world-size and --init tcp://HOST:PORT";
 fn port(env: &LaunchEnv, from: &mut Vec<&'static str>) -> Result<u16, String> {
     match optional(env, &["MASTER_PORT"], from)? {
         None => Ok(PORT),
-        Some(p) => u16::try_from(p)
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| format!("Kubernetes: MASTER_PORT={p} is not a port number")),
+        Some(p) => port_number("Kubernetes", "MASTER_PORT", p),
     }
 }
 

@@ -44,7 +44,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::job::{Exchange, Init};
-use crate::launch::{need, optional, Backend, LaunchEnv, Plan};
+use crate::launch::{need, optional, port_number, Backend, LaunchEnv, Plan};
 use crate::words::printable;
 
 /// `srun` without PMI: our TCP rendezvous at the step's first node.
@@ -269,12 +269,7 @@ fn place(
     step: usize,
     from: &mut Vec<&'static str>,
 ) -> Result<(String, u16, &'static str), String> {
-    let port_of = |name: &str, p: usize| {
-        u16::try_from(p)
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| format!("Slurm: {name}={p} is not a port number"))
-    };
+    let port_of = |name: &str, p: usize| port_number("Slurm", name, p);
     if let (Ok(Some(addr)), Ok(Some(port))) = (env.get("MASTER_ADDR"), env.number("MASTER_PORT")) {
         from.push("MASTER_ADDR");
         from.push("MASTER_PORT");

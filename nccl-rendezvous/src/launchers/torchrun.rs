@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use crate::job::{Exchange, Init};
 use crate::kv::{Connect, Kv};
-use crate::launch::{need, optional, Backend, LaunchEnv, Plan};
+use crate::launch::{need, optional, port_number, Backend, LaunchEnv, Plan};
 use crate::stores::prefix::PrefixStore;
 use crate::stores::tcpstore::{open_probed, Dialect, StoreKv};
 
@@ -78,10 +78,7 @@ fn plan_store(env: &LaunchEnv) -> Result<Plan, String> {
         )
     })?;
     let port = need(env, launcher, "MASTER_PORT", &mut from)?;
-    let port = u16::try_from(port)
-        .ok()
-        .filter(|p| *p > 0)
-        .ok_or_else(|| format!("{launcher}: MASTER_PORT={port} is not a port number"))?;
+    let port = port_number(launcher, "MASTER_PORT", port)?;
     let rank = need(env, launcher, "RANK", &mut from)?;
     let world = need(env, launcher, "WORLD_SIZE", &mut from)?;
     let local_rank = optional(env, &["LOCAL_RANK"], &mut from)?;
@@ -284,10 +281,7 @@ fn plan_tcp(env: &LaunchEnv, torchrun: bool) -> Result<Plan, String> {
         .unwrap_or_default()
         .to_string();
     let port = need(env, launcher, "MASTER_PORT", &mut from)?;
-    let port = u16::try_from(port)
-        .ok()
-        .filter(|p| *p > 0)
-        .ok_or_else(|| format!("{launcher}: MASTER_PORT={port} is not a port number"))?;
+    let port = port_number(launcher, "MASTER_PORT", port)?;
     let rank = need(env, launcher, "RANK", &mut from)?;
     let world = need(env, launcher, "WORLD_SIZE", &mut from)?;
     let local_rank = optional(env, &["LOCAL_RANK"], &mut from)?;
