@@ -53,8 +53,6 @@ pub(crate) struct Run<'a> {
     pub(crate) data_time: std::cell::Cell<(f64, u64)>,
     /// The lowest compute capability (major) of this process's GPUs.
     pub(crate) min_cc: i32,
-    /// The time per call of the ring of pairs over NCCL, in µs (0: not run).
-    pub(crate) ring_us: u64,
 }
 
 impl<'a> Run<'a> {
@@ -82,7 +80,6 @@ impl<'a> Run<'a> {
             timeout,
             dog,
             data_time: std::cell::Cell::new((0.0, 0)),
-            ring_us: 0,
             min_cc: 0,
         }
     }

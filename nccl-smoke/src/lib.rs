@@ -167,19 +167,18 @@ fn known_ops(opts: &Options) -> Result<(), Failure> {
     }
 }
 
-/// Runs the ring of pairs over NCCL ([`pairs_work`]): checked, timed, said;
-/// its time per call kept for rank 0 ([`TIMES`]). Its wrong elements.
+/// Runs the ring of pairs over NCCL ([`pairs_work`]): checked, timed, said.
+/// Its wrong elements, and its time per call in µs (for rank 0, [`TIMES`]).
 fn ring_of_pairs(
-    run: &mut Run,
+    run: &Run,
     (op, rule, bytes): Work,
     seed: u64,
     first_rank: usize,
     on: &mut dyn FnMut(Event),
-) -> Result<usize, Failure> {
+) -> Result<(usize, u64), Failure> {
     let count = (bytes / rule.t.size()).max(1);
     let d = Data { count, seed, rule };
     let t = run.one(op, &d, first_rank, false, PAIR_CALLS)?;
-    run.ring_us = t.time_us.round() as u64;
     on(Event::Note(format!(
         "pairs over NCCL: ncclSend to the next rank and ncclRecv from the one before, in a ring, at {} \
          per rank: {:.3} ms a call ({:.1} GB/s), {}",
@@ -191,7 +190,7 @@ fn ring_of_pairs(
             w => format!("{w} wrong elements"),
         }
     )));
-    Ok(t.wrong)
+    Ok((t.wrong, t.time_us.round() as u64))
 }
 
 /// Timed calls of the pairs over NCCL.
@@ -404,7 +403,7 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
     )));
     let result = sweep(&mut run, opts, id, nranks, first_rank, seed, on);
     let (ok, wrong, message) = match &result {
-        Ok((_, w)) => (*w == 0, *w as u64, format!("{w} wrong elements")),
+        Ok((_, w, _)) => (*w == 0, *w as u64, format!("{w} wrong elements")),
         Err(f) => (false, 0, f.to_string()),
     };
     if result.is_err() {
@@ -421,12 +420,12 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
     let largest_us = result
         .as_ref()
         .ok()
-        .and_then(|(rows, _)| Row::first_largest(rows))
+        .and_then(|(rows, _, _)| Row::first_largest(rows))
         .map_or(0, |r| r.oop.time_us.round() as u64);
     let times_us = vec![
         ((driver_s + ctx_s) * 1e6).round() as u64,
         largest_us,
-        run.ring_us,
+        result.as_ref().map_or(0, |(_, _, ring_us)| *ring_us),
     ];
     let peers = joined
         .map(|mut j| {
@@ -434,7 +433,7 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
             finish_with_peers(j, ok, wrong, &message, opts.timeout)
         })
         .unwrap_or_default();
-    let (rows, wrong) = result?;
+    let (rows, wrong, _) = result?;
     let all_ok = wrong == 0 && peers.iter().all(|p| matches!(p.done, Some((true, _, _))));
     Ok(Summary {
         rows,
@@ -711,7 +710,7 @@ fn sweep(
     first_rank: usize,
     seed: u64,
     on: &mut dyn FnMut(Event),
-) -> Result<(Vec<Row>, usize), Failure> {
+) -> Result<(Vec<Row>, usize, u64), Failure> {
     run.init_comms(id, nranks, first_rank, on)?;
     let order = plan(run, opts, nranks, first_rank, on)?;
     let ring = pairs_work(run, opts, nranks);
@@ -750,8 +749,11 @@ fn sweep(
         on(Event::Row(row.clone()));
         rows.push(row);
     }
+    let mut ring_us = 0;
     if let Some(w) = ring {
-        wrong += ring_of_pairs(run, w, seed, first_rank, on)?;
+        let (w, us) = ring_of_pairs(run, w, seed, first_rank, on)?;
+        wrong += w;
+        ring_us = us;
     }
     let (secs, touched) = run.data_time.get();
     if touched > 0 {
@@ -766,7 +768,7 @@ fn sweep(
             touched as f64 / 1e9 / secs.max(1e-9)
         )));
     }
-    Ok((rows, wrong))
+    Ok((rows, wrong, ring_us))
 }
 
 /// The test seam: meet, report what was handed out, finish.
