@@ -261,11 +261,16 @@ fn peermem(modules: &Path) -> Option<String> {
 /// Whether a file name is a plugin's: `libnccl-<family>` (a lowercase
 /// word), then `.` or `-`, and `.so`: of any family, known or new.
 fn is_plugin(n: &str) -> bool {
-    let Some(rest) = n.strip_prefix("libnccl-") else {
-        return false;
-    };
-    let family = rest.chars().take_while(|c| c.is_ascii_lowercase()).count();
-    n.contains(".so") && family > 0 && rest[family..].starts_with(['.', '-'])
+    n.contains(".so") && family_of(n).is_some()
+}
+
+/// The plugin family a file name says: `net` of `libnccl-net-ofi.so.1.9.1`
+/// (`libnccl-`, a lowercase word, then `.` or `-`); `None` for a name that
+/// is no plugin's.
+pub fn family_of(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("libnccl-")?;
+    let n = rest.chars().take_while(|c| c.is_ascii_lowercase()).count();
+    (n > 0 && rest[n..].starts_with(['.', '-'])).then(|| &rest[..n])
 }
 
 /// The file names the plugin settings give (bare names, which NCCL opens

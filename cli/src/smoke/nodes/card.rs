@@ -111,13 +111,9 @@ fn plugins(n: &Node, release: Option<&Version>) -> Vec<String> {
         if !crate::rules::plugins::loads(f, release) {
             continue;
         }
-        let prefix = format!("libnccl-{f}");
         for p in &n.plugins {
             let name = crate::rules::plugins::file_name(p);
-            let ours = name
-                .strip_prefix(&prefix)
-                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('-'));
-            if ours {
+            if crate::facts::rdma::family_of(name) == Some(f) {
                 let v = p
                     .version
                     .as_deref()
