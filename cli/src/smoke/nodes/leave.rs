@@ -35,11 +35,13 @@ impl Under {
     }
 }
 
-/// The ranks on each host, by host in rank order.
-fn slots(g: &Gathered) -> Vec<(&str, usize)> {
+/// The hosts not in `bad`, in rank order, each with its ranks.
+fn good<'a>(g: &'a Gathered, bad: &[String]) -> Vec<(&'a str, usize)> {
     let mut out: Vec<(&str, usize)> = Vec::new();
     for h in hosts_of(&g.cards, 0..g.cards.len()) {
-        out.push((h, g.cards.iter().filter(|c| c.host == h).count()));
+        if !bad.iter().any(|b| b == h) {
+            out.push((h, g.cards.iter().filter(|c| c.host == h).count()));
+        }
     }
     out
 }
@@ -50,10 +52,7 @@ pub(crate) fn lines(g: &Gathered, bad: &[String], why: &str, under: Under) -> Ve
     if bad.is_empty() {
         return Vec::new();
     }
-    let good: Vec<(&str, usize)> = slots(g)
-        .into_iter()
-        .filter(|(h, _)| !bad.iter().any(|b| b == h))
-        .collect();
+    let good = good(g, bad);
     let bad_list: Vec<String> = bad.iter().map(|h| shell_word(h)).collect();
     let good_names: Vec<String> = good.iter().map(|(h, _)| shell_word(h)).collect();
     let shown = match good_names.len() {
@@ -120,10 +119,9 @@ fn score(g: &Gathered, host: &str) -> Option<f64> {
 /// The best `n` hosts, by their figure, leaving out `bad`: fewer where
 /// fewer are good.
 pub(crate) fn best(g: &Gathered, bad: &[String], n: usize) -> Vec<String> {
-    let mut scored: Vec<(&str, f64)> = hosts_of(&g.cards, 0..g.cards.len())
+    let mut scored: Vec<(&str, f64)> = good(g, bad)
         .into_iter()
-        .filter(|h| !bad.iter().any(|b| b == h))
-        .map(|h| (h, score(g, h).unwrap_or(0.0)))
+        .map(|(h, _)| (h, score(g, h).unwrap_or(0.0)))
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));
     scored
@@ -135,11 +133,7 @@ pub(crate) fn best(g: &Gathered, bad: &[String], n: usize) -> Vec<String> {
 
 /// `leave_out` in `--json`.
 pub(crate) fn json(g: &Gathered, bad: &[String], under: Under, want: Option<usize>) -> Value {
-    let good: Vec<&str> = slots(g)
-        .into_iter()
-        .map(|(h, _)| h)
-        .filter(|h| !bad.iter().any(|b| b == h))
-        .collect();
+    let good: Vec<&str> = good(g, bad).into_iter().map(|(h, _)| h).collect();
     json!({
         "bad": bad,
         "good": good,
