@@ -12,6 +12,10 @@
 #    smoke test with the pairs timed between them; one node on the image's
 #    NCCL and the other on torch's (the comparison of the stacks); a
 #    network plugin on one node's loader path only.
+# 3. Four emulated nodes on a bridge (one rank each, the GPUs shared in
+#    turn): the pairs over NCCL, healthy, then with node c's sending
+#    shaped to 200 Mbit/s (the meeting's socket pairs name it first;
+#    --run-nccl-anyway lets NCCL run, so that its pairs name it too).
 #
 # Each run's output is kept under $OUT (or ./gpu-pairs-logs); a table of
 # every rank's exit status and last line is printed last.
@@ -77,6 +81,22 @@ nodes() { # name, then per-rank "host:lib:env" items (world 2)
   grep -h '^\[rank 0\]   pairs:\|^\[rank 0\] nodes:\|^\[rank 0\] problem:\|^\[rank 0\]   [a-zA-Z]' \
     "$dest/$name.0.txt" | cut -c1-400 > "$dest/$name.report.txt"
 }
+# Four emulated nodes, one rank each, the GPUs in turn: name, extra flags.
+four() {
+  local name=$1 r h; shift
+  for r in 0 1 2 3; do
+    h=$(echo abcd | cut -c$((r + 1)))
+    (CUDA_VISIBLE_DEVICES=$((r % n)) NCCL_SOCKET_IFNAME=eth0 timeout 200 \
+      nsenter --net=/run/netns/nf-$h unshare --uts sh -c 'hostname "$0" && exec "$@"' "node-$h" \
+      "$bin" smoke --lib "$torchlib" --rank "$r" --world-size 4 --init tcp://10.231.9.1:29591 \
+      --token four --sizes 1M,8M --timeout 60 "$@" > "$dest/$name.$r.txt" 2>&1
+     echo $? > "$dest/$name.$r.rc") &
+  done
+  wait
+  for r in 0 1 2 3; do add "$name rank $r" "$(cat "$dest/$name.$r.rc")" "$(last "$dest/$name.$r.txt")"; done
+  grep -h 'pairs over NCCL\|problem:\|^\[rank 0\]   pairs:\|leave out\|srun\|mpirun --host' \
+    "$dest/$name".?.txt | cut -c1-400 > "$dest/$name.report.txt"
+}
 if [ -n "$pyroute" ] && [ "$n" -ge 1 ]; then
   rm -rf /tmp/nf-pyroute2 && "$py" -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/nf-pyroute2')" "$pyroute"
   export PYTHONPATH=/tmp/nf-pyroute2
@@ -103,6 +123,24 @@ PY
     fi
   else
     add "two nodes" "-" "the namespaces could not be made: $(tail -1 "$dest/netns.txt")"
+  fi
+  "$py" scripts/netns-pair.py down >> "$dest/netns.txt" 2>&1
+  if "$py" scripts/netns-pair.py up 4 >> "$dest/netns.txt" 2>&1; then
+    four four-healthy
+    if "$py" - > "$dest/shape4.txt" 2>&1 <<'PY'
+from pyroute2 import NetNS
+with NetNS("nf-c") as ns:
+    i = ns.link_lookup(ifname="eth0")[0]
+    ns.tc("add", "tbf", i, 0x10000, rate="200mbit", burst=65536, latency="400ms")
+print("shaped")
+PY
+    then
+      four four-c-shaped --run-nccl-anyway
+    else
+      add "four nodes, c shaped" "-" "tbf could not be added: $(tail -1 "$dest/shape4.txt")"
+    fi
+  else
+    add "four nodes" "-" "the bridge could not be made: $(tail -1 "$dest/netns.txt")"
   fi
   "$py" scripts/netns-pair.py down >> "$dest/netns.txt" 2>&1
 else

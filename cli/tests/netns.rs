@@ -960,6 +960,33 @@ fn pairs_of_nodes_name_a_slow_node_and_tell_it_from_a_slow_link() {
     drop(hosts);
 }
 
+/// Four hosts, node 2's sending shaped: the link into it is slow too
+/// (its acknowledgements wait behind its data), so round one leaves no
+/// link clean at both ends, but node 0 is clean: round two pairs node 2
+/// with it and names node 2, not two links that "cannot be told".
+#[test]
+fn four_nodes_with_no_clean_link_left_still_name_the_node() {
+    let Some((lib, hosts)) = ring_or_skip(4) else {
+        return;
+    };
+    if !shape_20mbit(&hosts.ns[3]) {
+        return;
+    }
+    let outs = ring_job(&hosts, &lib, &[]);
+    for (r, l) in last_lines(&outs).iter().enumerate() {
+        assert_eq!(outs[r].0, 1, "{outs:#?}");
+        let v = no_figures(l);
+        assert!(
+            v.starts_with(
+                "FAILED: nr2 (eth0 10.233.0.3) sends slowly: R Mbit/s to nr3 and R Mbit/s to nr0, \
+                 against the median link's "
+            ) && v.ends_with(": leave nr2 out of the job"),
+            "rank {r}: {outs:#?}"
+        );
+    }
+    drop(hosts);
+}
+
 /// One pod of a Kubernetes job: host `h` of `hosts` with the pod's name,
 /// its own `/etc/hosts` (the kubelet's line for the pod first; the others'
 /// lines stand in for the cluster's DNS) and the variables Kubernetes sets,

@@ -161,8 +161,10 @@ fn suspects(pairs: &[Pair]) -> Vec<&Pair> {
 
 /// Round two's transfers (sender, receiver) for round one's `pairs`, with
 /// `host` naming each rank's host: each suspect link again, its sender to
-/// a good receiver, a good sender to its receiver. Empty where there
-/// is no suspect, or no node that did well.
+/// a good node, a good node to its receiver. A good node is on a host at
+/// neither end of any suspect (a node whose sending is slow slows the
+/// link into it too, so a ring may have no clean link left, but still
+/// clean nodes). Empty where there is no suspect, or no good node.
 pub fn round_two(pairs: &[Pair], host: &dyn Fn(usize) -> String) -> Vec<(usize, usize)> {
     let sus = suspects(pairs);
     if sus.is_empty() {
@@ -172,21 +174,76 @@ pub fn round_two(pairs: &[Pair], host: &dyn Fn(usize) -> String) -> Vec<(usize, 
         .iter()
         .flat_map(|p| [host(p.from), host(p.to)])
         .collect();
-    let clean = |r: usize| !tainted.contains(&host(r));
-    let good: Vec<&Pair> = pairs
-        .iter()
-        .filter(|p| p.round == 1 && p.error.is_none() && clean(p.from) && clean(p.to))
-        .collect();
+    let mut good: Vec<usize> = Vec::new();
+    for p in pairs.iter().filter(|p| p.round == 1 && p.error.is_none()) {
+        for r in [p.to, p.from] {
+            if !tainted.contains(&host(r)) && !good.contains(&r) {
+                good.push(r);
+            }
+        }
+    }
     if good.is_empty() {
         return Vec::new();
     }
     let mut plan = Vec::new();
     for (i, s) in sus.iter().enumerate() {
         plan.push((s.from, s.to));
-        plan.push((s.from, good[i % good.len()].to));
-        plan.push((good[(i + 1) % good.len()].from, s.to));
+        plan.push((s.from, good[i % good.len()]));
+        plan.push((good[(i + 1) % good.len()], s.to));
     }
     plan
+}
+
+/// Round one over ranks on hosts numbered `unit` (by rank): each rank
+/// whose next rank, in a ring, is on another host sends to it; on one
+/// host, every rank to the next. Empty for one rank.
+pub fn ring(unit: &[usize]) -> Vec<(usize, usize)> {
+    let n = unit.len();
+    let one_host = unit.iter().all(|u| *u == unit[0]);
+    (0..n)
+        .filter(|&r| n > 1 && (one_host || unit[r] != unit[(r + 1) % n]))
+        .map(|r| (r, (r + 1) % n))
+        .collect()
+}
+
+/// `plan`'s transfers in steps, in order, such that no host (`unit` of
+/// each rank) sends or receives twice in one step: each transfer is timed
+/// alone on both its hosts.
+pub fn steps(plan: &[(usize, usize)], unit: &[usize]) -> Vec<Vec<(usize, usize)>> {
+    let u = |r: usize| unit.get(r).copied().unwrap_or(r);
+    let mut out: Vec<Vec<(usize, usize)>> = Vec::new();
+    for &(a, b) in plan {
+        let free = |s: &Vec<(usize, usize)>| {
+            s.iter()
+                .all(|&(x, y)| ![u(x), u(y)].iter().any(|h| *h == u(a) || *h == u(b)))
+        };
+        match out.iter_mut().find(|s| free(s)) {
+            Some(s) => s.push((a, b)),
+            None => out.push(vec![(a, b)]),
+        }
+    }
+    out
+}
+
+/// Each rank's host as a number, in order of first appearance, for
+/// [`ring`] and [`steps`]; on one host, each rank its own (the pairs are
+/// then between GPUs).
+pub fn units(hosts: &[String]) -> Vec<usize> {
+    let mut seen: Vec<&str> = Vec::new();
+    let by_host: Vec<usize> = hosts
+        .iter()
+        .map(|h| match seen.iter().position(|s| *s == h) {
+            Some(i) => i,
+            None => {
+                seen.push(h);
+                seen.len() - 1
+            }
+        })
+        .collect();
+    match seen.len() {
+        1 => (0..hosts.len()).collect(),
+        _ => by_host,
+    }
 }
 
 /// What the two rounds found, nodes first (each host once, `host` naming
@@ -413,8 +470,8 @@ mod tests {
     fn a_slow_sender_is_named_and_not_its_link() {
         let mut ring = six(&[(3, 2)]);
         let plan = round_two(&ring, &host);
-        assert_eq!(plan, [(3, 4), (3, 1), (1, 4)]);
-        ring.extend([p(3, 4, 2, 2), p(3, 1, 2, 2), p(1, 4, 2, 390)]);
+        assert_eq!(plan, [(3, 4), (3, 1), (0, 4)]);
+        ring.extend([p(3, 4, 2, 2), p(3, 1, 2, 2), p(0, 4, 2, 390)]);
         assert_eq!(
             findings(&ring, &host),
             [Finding::Node {
@@ -433,15 +490,15 @@ mod tests {
         // The slowest suspect first.
         assert_eq!(
             round_two(&ring, &host),
-            [(3, 4), (3, 1), (5, 4), (2, 3), (2, 0), (0, 3)]
+            [(3, 4), (3, 1), (0, 4), (2, 3), (2, 0), (5, 3)]
         );
         ring.extend([
             p(3, 4, 2, 2),
             p(3, 1, 2, 2),
-            p(5, 4, 2, 380),
+            p(0, 4, 2, 380),
             p(2, 3, 2, 5),
             p(2, 0, 2, 390),
-            p(0, 3, 2, 12),
+            p(5, 3, 2, 12),
         ]);
         assert_eq!(
             findings(&ring, &host),
@@ -455,7 +512,7 @@ mod tests {
         // slow again itself: a link finding, but node 3 is bad, and the
         // link is its symptom.
         let n = ring.len();
-        ring[n - 1] = p(0, 3, 2, 390);
+        ring[n - 1] = p(5, 3, 2, 390);
         assert_eq!(findings(&ring, &host).len(), 1);
     }
 
@@ -547,5 +604,62 @@ mod tests {
         assert_eq!(shown_rate(2.5e6), "20.0 Mbit/s");
         assert_eq!(shown_rate(1.25e9), "10.0 Gbit/s");
         assert_eq!(shown_rate(100.0), "1 kbit/s");
+    }
+
+    #[test]
+    fn round_one_crosses_hosts_and_steps_keep_each_host_to_one_transfer() {
+        // Three hosts of two ranks each: the last of each sends to the
+        // first of the next.
+        let unit = [0, 0, 1, 1, 2, 2];
+        assert_eq!(ring(&unit), [(1, 2), (3, 4), (5, 0)]);
+        // Host 1 receives in the first transfer and sends in the second:
+        // three hosts in a ring need three steps.
+        assert_eq!(
+            steps(&ring(&unit), &unit),
+            [vec![(1, 2)], vec![(3, 4)], vec![(5, 0)]]
+        );
+        // Four hosts of one rank: two steps of two transfers.
+        let four = [0, 1, 2, 3];
+        assert_eq!(
+            steps(&ring(&four), &four),
+            [vec![(0, 1), (2, 3)], vec![(1, 2), (3, 0)]]
+        );
+        // One host: a ring over its ranks; one rank: nothing.
+        let hosts = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(units(&hosts(&["a", "a", "a"])), [0, 1, 2]);
+        assert_eq!(units(&hosts(&["b", "a", "b", "c"])), [0, 1, 0, 2]);
+        assert_eq!(ring(&[0, 1, 2]), [(0, 1), (1, 2), (2, 0)]);
+        assert!(ring(&[0]).is_empty());
+    }
+
+    /// Four nodes, node 2's sending shaped: its own link and the link into
+    /// it are both slow in round one (its acknowledgements wait behind its
+    /// data), so no link is clean; node 0 is, and round two pairs with it.
+    #[test]
+    fn with_no_clean_link_left_a_clean_node_still_pairs() {
+        let mut ring = vec![
+            p(0, 1, 1, 4000),
+            p(1, 2, 1, 68),
+            p(2, 3, 1, 24),
+            p(3, 0, 1, 4000),
+        ];
+        let plan = round_two(&ring, &host);
+        assert_eq!(plan, [(2, 3), (2, 0), (0, 3), (1, 2), (1, 0), (0, 2)]);
+        ring.extend([
+            p(2, 3, 2, 24),
+            p(2, 0, 2, 24),
+            p(0, 3, 2, 3900),
+            p(1, 2, 2, 70),
+            p(1, 0, 2, 3800),
+            p(0, 2, 2, 60),
+        ]);
+        assert_eq!(
+            findings(&ring, &host),
+            [Finding::Node {
+                rank: 2,
+                sending: true,
+                pair: p(2, 0, 2, 24)
+            }]
+        );
     }
 }

@@ -430,30 +430,59 @@ impl Run<'_> {
         nranks: usize,
         first_rank: usize,
     ) -> Result<i32, Failure> {
+        let all = self.agree(
+            &[value],
+            Redop::Min,
+            nranks,
+            first_rank,
+            "the GPUs' compute capability",
+        )?;
+        Ok(all.first().copied().unwrap_or(value))
+    }
+
+    /// `mine` reduced over the job by `op` (an `int32` all-reduce in place
+    /// on the communicators): with [`Redop::Min`] every GPU brings `mine`;
+    /// with [`Redop::Sum`] this process brings it once (its first GPU),
+    /// so that slots each process fills alone come back filled by all.
+    /// `what` names it in a timeout.
+    pub(crate) fn agree(
+        &self,
+        mine: &[i32],
+        op: Redop,
+        nranks: usize,
+        first_rank: usize,
+        what: &str,
+    ) -> Result<Vec<i32>, Failure> {
         let d = Data {
-            count: 1,
+            count: mine.len().max(1),
             seed: 0,
-            // An integer minimum has inputs at any rank count.
-            rule: Exact::of(Dtype::I32, Redop::Min, nranks)
-                .unwrap_or_else(|_| unreachable!("an integer min is exact")),
+            // Integers add and compare exactly, at any rank count.
+            rule: Exact::of(Dtype::I32, op, nranks)
+                .unwrap_or_else(|_| unreachable!("an integer reduction is exact")),
         };
-        for g in &self.gpus {
-            self.upload(g, g.recv, &value.to_le_bytes())?;
+        let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let zeros = vec![0u8; bytes.len()];
+        for (j, g) in self.gpus.iter().enumerate() {
+            let src = if j == 0 || op != Redop::Sum {
+                &bytes
+            } else {
+                &zeros
+            };
+            self.upload(g, g.recv, src)?;
         }
         let alone = self.gpus.len() >= nranks;
-        self.within(
-            "the all-reduce of the GPUs' compute capability",
-            alone,
-            &|| {
-                self.collective(&AllReduce, &d, first_rank, true)?;
-                self.wait("the all-reduce of the compute capability")
-            },
-        )?;
+        let label = format!("the all-reduce of {what}");
+        self.within(&label, alone, &|| {
+            self.collective(&AllReduce, &d, first_rank, true)?;
+            self.wait(&label)
+        })?;
         let Some(g) = self.gpus.first() else {
-            return Ok(value);
+            return Ok(mine.to_vec());
         };
-        let b = self.download(g, g.recv, 4)?;
-        Ok(i32::from_le_bytes(b.try_into().unwrap_or_default()))
+        let b = self.download(g, g.recv, bytes.len())?;
+        Ok(b.chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
     }
 }
 

@@ -43,6 +43,7 @@ pub mod driver;
 mod gpu;
 mod nccl;
 pub mod nvml;
+mod pairs;
 mod ptx;
 mod report;
 pub mod rundir;
@@ -167,40 +168,9 @@ fn known_ops(opts: &Options) -> Result<(), Failure> {
     }
 }
 
-/// Runs the ring of pairs over NCCL ([`pairs_work`]): checked, timed, said.
-/// Its wrong elements, and its time per call in µs (for rank 0, [`TIMES`]).
-fn ring_of_pairs(
-    run: &Run,
-    (op, rule, bytes): Work,
-    seed: u64,
-    first_rank: usize,
-    on: &mut dyn FnMut(Event),
-) -> Result<(usize, u64), Failure> {
-    let count = (bytes / rule.t.size()).max(1);
-    let d = Data { count, seed, rule };
-    let t = run.one(op, &d, first_rank, false, PAIR_CALLS)?;
-    on(Event::Note(format!(
-        "pairs over NCCL: ncclSend to the next rank and ncclRecv from the one before, in a ring, at {} \
-         per rank: {:.3} ms a call ({:.1} GB/s), {}",
-        verdict::human(bytes),
-        t.time_us / 1e3,
-        bytes as f64 / (t.time_us.max(1e-3) * 1e3),
-        match t.wrong {
-            0 => "every element right".to_string(),
-            w => format!("{w} wrong elements"),
-        }
-    )));
-    Ok((t.wrong, t.time_us.round() as u64))
-}
-
-/// Timed calls of the pairs over NCCL.
-const PAIR_CALLS: usize = 5;
-
-/// The pairs over NCCL, where other processes take part: one send/receive
-/// ring at the largest size (each rank sends to the next and receives from
-/// the one before, checked and timed), whose time per rank goes to rank 0
-/// with the others' ([`TIMES`]); `None` for one process, or an NCCL
-/// without ncclSend.
+/// The pairs over NCCL ([`pairs`]), where other processes take part: at
+/// the largest size, in the send-receive rule; `None` for one process, or
+/// an NCCL without ncclSend.
 fn pairs_work(run: &Run, opts: &Options, nranks: usize) -> Option<Work> {
     if nranks <= run.gpus.len() {
         return None;
@@ -422,18 +392,14 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         .ok()
         .and_then(|(rows, _, _)| Row::first_largest(rows))
         .map_or(0, |r| r.oop.time_us.round() as u64);
-    let times_us = vec![
-        ((driver_s + ctx_s) * 1e6).round() as u64,
-        largest_us,
-        result.as_ref().map_or(0, |(_, _, ring_us)| *ring_us),
-    ];
+    let times_us = vec![((driver_s + ctx_s) * 1e6).round() as u64, largest_us];
     let peers = joined
         .map(|mut j| {
             j.report_times(&times_us);
             finish_with_peers(j, ok, wrong, &message, opts.timeout)
         })
         .unwrap_or_default();
-    let (rows, wrong, _) = result?;
+    let (rows, wrong, (pairs, hosts)) = result?;
     let all_ok = wrong == 0 && peers.iter().all(|p| matches!(p.done, Some((true, _, _))));
     Ok(Summary {
         rows,
@@ -443,6 +409,8 @@ pub fn run(opts: &Options, on: &mut dyn FnMut(Event)) -> Result<Summary, Failure
         ok: all_ok,
         topology,
         times_us,
+        pairs,
+        hosts,
     })
 }
 
@@ -685,6 +653,10 @@ fn plan(
         // which holds at least what is received.
         recv = recv.max(op.one_buffer(count, nranks) * t.size());
     }
+    if nranks > run.gpus.len() {
+        // The pairs over NCCL share each rank's host name, in place.
+        recv = recv.max(nranks * pairs::NAME * 4);
+    }
     run.alloc(send, recv)?;
     // NCCL refuses 8-bit floats by the communicator's lowest GPU: every
     // rank must skip alike.
@@ -710,7 +682,7 @@ fn sweep(
     first_rank: usize,
     seed: u64,
     on: &mut dyn FnMut(Event),
-) -> Result<(Vec<Row>, usize, u64), Failure> {
+) -> Result<(Vec<Row>, usize, pairs::Found), Failure> {
     run.init_comms(id, nranks, first_rank, on)?;
     let order = plan(run, opts, nranks, first_rank, on)?;
     let ring = pairs_work(run, opts, nranks);
@@ -749,11 +721,14 @@ fn sweep(
         on(Event::Row(row.clone()));
         rows.push(row);
     }
-    let mut ring_us = 0;
-    if let Some(w) = ring {
-        let (w, us) = ring_of_pairs(run, w, seed, first_rank, on)?;
+    let mut found = pairs::Found::default();
+    if let Some((_, rule, bytes)) = ring {
+        let count = (bytes / rule.t.size()).max(1);
+        let host = opts.job.as_ref().map_or("", |j| j.card.host.as_str());
+        let d = Data { count, seed, rule };
+        let (w, f) = pairs::run(run, &d, host, first_rank, on)?;
         wrong += w;
-        ring_us = us;
+        found = f;
     }
     let (secs, touched) = run.data_time.get();
     if touched > 0 {
@@ -768,7 +743,7 @@ fn sweep(
             touched as f64 / 1e9 / secs.max(1e-9)
         )));
     }
-    Ok((rows, wrong, ring_us))
+    Ok((rows, wrong, found))
 }
 
 /// The test seam: meet, report what was handed out, finish.
@@ -816,6 +791,8 @@ fn rendezvous_only(
         ok,
         topology: verdict::Topology::default(),
         times_us: Vec::new(),
+        pairs: Vec::new(),
+        hosts: Vec::new(),
     })
 }
 

@@ -97,18 +97,19 @@ pub struct Summary {
     /// This process's own times, as every rank reports them to rank 0
     /// ([`TIMES`]), in microseconds.
     pub times_us: Vec<u64>,
+    /// The transfers between nodes over NCCL, both rounds, by NCCL rank
+    /// ([`nccl_rendezvous::pairs`]): on every rank of a job of several
+    /// processes (none for one).
+    pub pairs: Vec<nccl_rendezvous::pairs::Pair>,
+    /// Each NCCL rank's host, as its process said it, where the pairs ran.
+    pub hosts: Vec<String>,
 }
 
 /// What each rank reports to rank 0 with its outcome, in this order, in
 /// microseconds: its setup (the driver loaded and its GPUs' contexts made,
 /// before it waits for anyone), the out-of-place time per call at the
-/// largest size (0 where none ran), and the time per call of the ring of
-/// pairs over NCCL (0 for one process).
-pub const TIMES: [&str; 3] = [
-    "setup",
-    "time per call at the largest size",
-    "time per call of the ring of pairs over NCCL (send to the next rank, receive from the one before)",
-];
+/// largest size (0 where none ran).
+pub const TIMES: [&str; 2] = ["setup", "time per call at the largest size"];
 
 /// Why the smoke test could not finish.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -100,21 +100,17 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
         .filter(|_| opts.job.is_none() && a.run_nccl_anyway);
     let said = capture.0.last_warnings(10);
     let cause_of = |rc: i32| likely(rc, &before, &said);
+    let summary = result.as_ref().ok();
+    let (pair_lines, between) = between_nodes(gathered, summary);
     let known = Known {
-        between: gathered.and_then(between),
+        between,
         cause: ruling(&events).or(own),
         likely: &cause_of,
     };
     let end = verdict::ending(a, &result, wall, &known);
     let judged = verdict::judge(&result, end.top, &capture.0, &before.settings);
-    let slow = result.as_ref().ok().map(|s| nodes::slow_ranks(s, gathered));
-    let under = nodes::Under::of(
-        meeting.as_ref().map_or("", |m| m.backend),
-        std::env::var_os("SLURM_JOB_ID").is_some(),
-        std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
-    );
-    let best = a.best.map(|n| n as usize);
-    let leave = gathered.map_or(Vec::new(), |g| nodes::leave_out(g, under, best));
+    let slow = summary.map(|s| nodes::slow_ranks(s, gathered));
+    let (leave, leave_json) = leave_out(a, meeting.as_ref(), gathered, summary);
     let warnings = match end.code {
         1 => said,
         _ => Vec::new(),
@@ -129,7 +125,10 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
             settings: &before.settings,
             slow: slow.as_ref().map(|s| &s.1),
             meeting: meeting.as_ref(),
-            leave: gathered.map(|g| nodes::leave_json(g, under, best)),
+            leave: leave_json,
+            pairs: summary
+                .filter(|s| !s.pairs.is_empty())
+                .map(nodes::nccl_pairs_json),
         };
         print_json(a, &doc);
         return ExitCode::from(end.code);
@@ -138,6 +137,7 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
     let slow_lines = slow.map(|s| s.0).unwrap_or_default();
     output::print_ending(&Last {
         who: &who,
+        problems: &pair_lines,
         slow: &slow_lines,
         leave: &leave,
         warnings: &warnings,
@@ -267,6 +267,43 @@ fn ruling(events: &[Event]) -> Option<&str> {
     })
 }
 
+/// What is known between the nodes on this rank: the nodes the pairs over
+/// NCCL named (every rank has every time), a line each; and the cause,
+/// rank 0's problems from the meeting first.
+fn between_nodes(
+    gathered: Option<&Gathered>,
+    summary: Option<&smoke::Summary>,
+) -> (Vec<String>, Option<String>) {
+    let (lines, cause) = summary.map(nodes::nccl_pairs).unwrap_or_default();
+    let first = gathered
+        .and_then(between)
+        .or(cause.map(|c| format!("the pairs over NCCL: {c}")));
+    (lines, first)
+}
+
+/// Rank 0's lines that leave the bad nodes out, in the launcher's syntax,
+/// and the same for `--json`.
+fn leave_out(
+    a: &Args,
+    meeting: Option<&Meeting>,
+    gathered: Option<&Gathered>,
+    summary: Option<&smoke::Summary>,
+) -> (Vec<String>, Option<serde_json::Value>) {
+    let under = nodes::Under::of(
+        meeting.map_or("", |m| m.backend),
+        std::env::var_os("SLURM_JOB_ID").is_some(),
+        std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
+    );
+    let best = a.best.map(|n| n as usize);
+    let Some(g) = gathered else {
+        return (Vec::new(), None);
+    };
+    (
+        nodes::leave_out(g, summary, under, best),
+        Some(nodes::leave_json(g, summary, under, best)),
+    )
+}
+
 /// The problems rank 0 found between the nodes: the first, and how many.
 fn between(g: &Gathered) -> Option<String> {
     let problems: Vec<String> = nodes::report(g)
@@ -323,6 +360,8 @@ struct Json<'a> {
     slow: Option<&'a serde_json::Value>,
     meeting: Option<&'a Meeting>,
     leave: Option<serde_json::Value>,
+    /// The pairs over NCCL.
+    pairs: Option<serde_json::Value>,
 }
 
 /// The `--json` report, printed.
@@ -345,6 +384,9 @@ fn print_json(a: &Args, j: &Json) {
     }
     if let Some(l) = &j.leave {
         doc["leave_out"] = l.clone();
+    }
+    if let Some(p) = &j.pairs {
+        doc["pairs_over_nccl"] = p.clone();
     }
     if let Some(min) = a.min_busbw {
         doc["min_busbw"] = json!({

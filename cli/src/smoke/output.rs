@@ -58,6 +58,8 @@ pub(super) fn preamble(
 pub(super) struct Last<'a> {
     /// This rank's prefix: `[rank 3] `.
     pub(super) who: &'a str,
+    /// The nodes the pairs over NCCL named (problems), a line each.
+    pub(super) problems: &'a [String],
     /// The ranks whose times were clear outliers, a line each.
     pub(super) slow: &'a [String],
     /// Rank 0's lines that leave bad nodes out, in the launcher's syntax.
@@ -79,6 +81,7 @@ pub(super) struct Last<'a> {
 pub(super) fn print_ending(last: &Last) {
     let Last {
         who,
+        problems,
         slow,
         leave,
         warnings,
@@ -88,6 +91,9 @@ pub(super) fn print_ending(last: &Last) {
         verdict,
         code,
     } = *last;
+    for line in problems {
+        say(&mut std::io::stdout(), &format!("{who}problem: {line}"));
+    }
     for line in slow {
         say(&mut std::io::stdout(), &format!("{who}note: {line}"));
     }

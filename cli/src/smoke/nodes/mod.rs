@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 pub(crate) use card::{card, Here};
 use compare::{compare, facts_of};
 pub(crate) use leave::Under;
-pub(crate) use pairs::bad_hosts;
+use pairs::{bad_hosts, Timed};
 pub(crate) use reach::blocker;
 use reach::{proposal, reach_lines};
 pub(crate) use timing::slow_ranks;
@@ -57,10 +57,30 @@ pub(crate) fn report(g: &Gathered) -> Vec<(bool, String)> {
     out
 }
 
+/// The hosts the pairs named bad: at the meeting (`g`) and over NCCL
+/// (`s`), each once.
+fn all_bad(g: &Gathered, s: Option<&nccl_smoke::Summary>) -> Vec<String> {
+    let mut bad = bad_hosts(&Timed::sockets(g));
+    for h in s
+        .map(|s| bad_hosts(&Timed::nccl(&s.pairs, &s.hosts)))
+        .unwrap_or_default()
+    {
+        if !bad.contains(&h) {
+            bad.push(h);
+        }
+    }
+    bad
+}
+
 /// Rank 0's lines after a verdict that names nodes (the healthy set in
 /// the launcher's syntax), and the best `best` nodes where asked.
-pub(crate) fn leave_out(g: &Gathered, under: Under, best: Option<usize>) -> Vec<String> {
-    let bad = bad_hosts(g);
+pub(crate) fn leave_out(
+    g: &Gathered,
+    s: Option<&nccl_smoke::Summary>,
+    under: Under,
+    best: Option<usize>,
+) -> Vec<String> {
+    let bad = all_bad(g, s);
     let mut out = leave::lines(g, &bad, "slow in the pair test between nodes", under);
     if let Some(n) = best {
         let chosen = leave::best(g, &bad, n);
@@ -78,8 +98,36 @@ pub(crate) fn leave_out(g: &Gathered, under: Under, best: Option<usize>) -> Vec<
 }
 
 /// `leave_out` in `--json`.
-pub(crate) fn leave_json(g: &Gathered, under: Under, best: Option<usize>) -> Value {
-    leave::json(g, &bad_hosts(g), under, best)
+pub(crate) fn leave_json(
+    g: &Gathered,
+    s: Option<&nccl_smoke::Summary>,
+    under: Under,
+    best: Option<usize>,
+) -> Value {
+    leave::json(g, &all_bad(g, s), under, best)
+}
+
+/// What the pairs over NCCL found, on every rank: each finding (a problem
+/// line), and the first as the cause with its fix.
+pub(crate) fn nccl_pairs(s: &nccl_smoke::Summary) -> (Vec<String>, Option<String>) {
+    let t = Timed::nccl(&s.pairs, &s.hosts);
+    let lines = pairs::findings_lines(&t).into_iter().map(|l| l.1).collect();
+    (lines, pairs::cause(&t))
+}
+
+/// The pairs over NCCL in `--json`, by NCCL rank.
+pub(crate) fn nccl_pairs_json(s: &nccl_smoke::Summary) -> Value {
+    json!({
+        "pairs": s.pairs.iter().map(|p| json!({
+            "round": p.round,
+            "from": p.from, "to": p.to,
+            "from_host": s.hosts.get(p.from),
+            "to_host": s.hosts.get(p.to),
+            "bytes": p.bytes, "micros": p.micros,
+            "bytes_per_s": p.rate(),
+        })).collect::<Vec<_>>(),
+        "bad_hosts": bad_hosts(&Timed::nccl(&s.pairs, &s.hosts)),
+    })
 }
 
 /// The hosts of `ranks`, each once, in the order of its first rank there
@@ -137,7 +185,7 @@ pub(crate) fn json(g: &Gathered) -> Value {
             "bytes_per_s": p.rate(),
             "error": p.error,
         })).collect::<Vec<_>>(),
-        "bad_hosts": bad_hosts(g),
+        "bad_hosts": bad_hosts(&Timed::sockets(g)),
     })
 }
 

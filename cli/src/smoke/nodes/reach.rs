@@ -114,7 +114,7 @@ pub(crate) fn blocker(g: &Gathered) -> Option<String> {
         .collect();
     // Nothing unreachable: a node or a link the pairs found slow.
     let Some(p) = failed.first() else {
-        return super::pairs::cause(g);
+        return super::pairs::cause(&super::pairs::Timed::sockets(g));
     };
     let host = |r: usize| g.cards.get(r).map_or("?", |c| c.host.as_str());
     let more = match failed.len() {
