@@ -987,6 +987,184 @@ fn four_nodes_with_no_clean_link_left_still_name_the_node() {
     drop(hosts);
 }
 
+/// A Kubeflow MPIJob (mpi-operator v2beta1): a launcher pod and two
+/// worker pods, the hostfile it mounts (`<job>-worker-<i>.<job>.<ns>.svc`
+/// with its slots), the variables it gives the launcher, and the real
+/// `mpirun` (Debian's Open MPI) or `mpiexec` (MPICH's Hydra) starting its
+/// daemon in each worker over "ssh" (an agent that runs the command in the
+/// worker's namespace, as sshd would). The ranks meet through the daemon's
+/// PMIx or PMI-1 server, with no flags, and name their pods.
+#[test]
+fn mpijobs_meet_through_their_hostfile_and_mpirun() {
+    let found = |var: &str| {
+        let p = std::env::var_os(var)
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.is_file());
+        if p.is_none() {
+            skip_launcher(&format!(
+                "{var} is unset (eval \"$(scripts/launchers)\" sets it)"
+            ));
+        }
+        p
+    };
+    let (Some(ompi), Some(mpich)) = (
+        found("NCCL_FIND_OMPI4_MPIRUN"),
+        found("NCCL_FIND_MPICH_MPIEXEC"),
+    ) else {
+        return;
+    };
+    let Some((lib, hosts)) = ring_or_skip(3) else {
+        return;
+    };
+    let ompi_env = [
+        ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+        ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        ("OMPI_MCA_orte_set_default_slots", "1"),
+    ];
+    let hydra_env = [("HYDRA_LAUNCH_EXTRA_ARGS", "-o ConnectionAttempts=10")];
+    let kinds: [MpiJob; 2] = [
+        MpiJob {
+            mpirun: &ompi,
+            hostfile_var: "OMPI_MCA_orte_default_hostfile",
+            slots: " slots=1",
+            agent_var: "OMPI_MCA_plm_rsh_agent",
+            env: &ompi_env,
+            rank_var: "OMPI_COMM_WORLD_RANK",
+            exchange: "pmix via mpirun (Open MPI)",
+        },
+        MpiJob {
+            mpirun: &mpich,
+            hostfile_var: "HYDRA_HOST_FILE",
+            slots: ":1",
+            agent_var: "HYDRA_LAUNCHER_EXEC",
+            env: &hydra_env,
+            rank_var: "PMI_RANK",
+            exchange: "pmi1 via mpiexec (Hydra)",
+        },
+    ];
+    for k in kinds {
+        let (code, ranks) = mpijob(&hosts, &lib, &k);
+        let all = format!("{}: {ranks:#?}", k.exchange);
+        assert_eq!(code, Some(0), "{all}");
+        for (r, (status, o)) in ranks.iter().enumerate() {
+            assert_eq!(status.trim(), "0", "{all}");
+            let ex = format!("[rank {r}] note: exchange: {}", k.exchange);
+            assert!(o.contains(&ex), "{all}");
+            let last = o.lines().last().unwrap_or("");
+            let ok = format!("[rank {r}] OK: 2 rank(s) met, no all-reduce run");
+            assert!(last.starts_with(&ok), "{all}");
+        }
+        let named = "[rank 0] nodes: 2 (pi-worker-0, pi-worker-1), 2 rank(s)";
+        assert!(ranks[0].1.contains(named), "{all}");
+    }
+    drop(hosts);
+}
+
+/// How an MPIJob of one MPI starts its workers.
+struct MpiJob<'a> {
+    mpirun: &'a std::path::Path,
+    /// The variable that names the hostfile, and the slots in its lines.
+    hostfile_var: &'a str,
+    slots: &'a str,
+    /// The variable that names "ssh" (here the agent that stands for it).
+    agent_var: &'a str,
+    /// The other variables mpi-operator sets.
+    env: &'a [(&'a str, &'a str)],
+    /// Each rank's variable for its rank.
+    rank_var: &'a str,
+    exchange: &'a str,
+}
+
+/// Runs `smoke --rendezvous-only` as MPIJob `k` on hosts 1 and 2 (pods
+/// pi-worker-0 and -1), its launcher on host 0: the launcher's exit
+/// status, and each rank's exit status and output.
+fn mpijob(
+    hosts: &Hosts,
+    lib: &std::path::Path,
+    k: &MpiJob,
+) -> (Option<i32>, Vec<(String, String)>) {
+    let d = TmpDir::new("netns-mpijob");
+    let at = |f: &str| d.path().join(f);
+    let pods = ["pi-launcher", "pi-worker-0", "pi-worker-1"];
+    let mut etc = String::from("127.0.0.1 localhost\n");
+    let mut file = String::new();
+    let mut cases = String::new();
+    for (i, pod) in pods.iter().enumerate() {
+        let fqdn = format!("{pod}.pi.default.svc");
+        etc.push_str(&format!(
+            "10.233.0.{} {fqdn}.cluster.local {fqdn} {pod}\n",
+            i + 1
+        ));
+        if i > 0 {
+            file.push_str(&format!("{fqdn}{}\n", k.slots));
+            cases.push_str(&format!("  {pod}*) ns={} name={pod} ;;\n", hosts.ns[i + 1]));
+        }
+    }
+    std::fs::write(at("hosts"), etc).unwrap();
+    std::fs::write(at("hostfile"), file).unwrap();
+    let hosts_file = at("hosts").display().to_string();
+    let agent = format!(
+        "#!/bin/sh\n# Stands for ssh: [-o OPTION | -x]... HOST COMMAND, in HOST's namespace.\n\
+         while :; do case $1 in -o) shift 2 ;; -x) shift ;; *) break ;; esac; done\n\
+         host=$1; shift\ncase $host in\n{cases}  *) exit 255 ;;\nesac\n\
+         exec ip netns exec \"$ns\" unshare --uts --mount sh -c \
+         'mount --bind \"$2\" /etc/hosts && hostname \"$0\" && exec sh -c \"$1\"' \"$name\" \"$*\" '{hosts_file}'\n"
+    );
+    std::fs::write(at("agent"), agent).unwrap();
+    let mut perm = std::fs::metadata(at("agent")).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(at("agent"), perm).unwrap();
+    let out = at("ranks");
+    std::fs::create_dir(&out).unwrap();
+    let rank = k.rank_var;
+    let wrap = format!(
+        "\"$0\" \"$@\" >\"$NCCL_FIND_TEST_OUT/out.${rank}\" 2>&1; s=$?; \
+         echo $s >\"$NCCL_FIND_TEST_OUT/status.${rank}\"; exit $s"
+    );
+    let mut c = Command::new("ip");
+    c.args([
+        "netns",
+        "exec",
+        &hosts.ns[1],
+        "unshare",
+        "--uts",
+        "--mount",
+        "sh",
+        "-c",
+    ])
+    .arg("mount --bind \"$1\" /etc/hosts && hostname \"$0\" && shift && exec \"$@\"")
+    .args([pods[0], &hosts_file])
+    .arg(k.mpirun)
+    .args(
+        ["--allow-run-as-root"]
+            .iter()
+            .filter(|_| k.rank_var.starts_with("OMPI")),
+    )
+    .args(["-n", "2", "sh", "-c", &wrap])
+    .arg(env!("CARGO_BIN_EXE_nccl-find"))
+    .args(["smoke", "--rendezvous-only", "--timeout", "60", "--lib"])
+    .arg(lib);
+    let job = without_launchers(&mut c)
+        .env_remove("NCCL_SOCKET_IFNAME")
+        .env_remove("NCCL_HOME")
+        .env(k.hostfile_var, at("hostfile"))
+        .env(k.agent_var, at("agent"))
+        .envs(k.env.iter().copied())
+        .env("NCCL_FIND_TEST_OUT", &out)
+        .env("TMPDIR", d.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = |f: String| std::fs::read_to_string(out.join(f)).unwrap_or_default();
+    let mut ranks: Vec<(String, String)> = (0..2)
+        .map(|r| (said(format!("status.{r}")), said(format!("out.{r}"))))
+        .collect();
+    ranks[0]
+        .1
+        .insert_str(0, &String::from_utf8_lossy(&job.stderr));
+    (job.status.code(), ranks)
+}
+
 /// One pod of a Kubernetes job: host `h` of `hosts` with the pod's name,
 /// its own `/etc/hosts` (the kubelet's line for the pod first; the others'
 /// lines stand in for the cluster's DNS) and the variables Kubernetes sets,

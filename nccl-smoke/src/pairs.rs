@@ -41,6 +41,7 @@ pub(crate) fn run(
     on: &mut dyn FnMut(Event),
 ) -> Result<(usize, Found), Failure> {
     let nranks = d.rule.nranks;
+    let start = std::time::Instant::now();
     let hosts = share_hosts(run, host, nranks, first_rank)?;
     let unit = pairs::units(&hosts);
     let by_unit = |r: usize| unit.get(r).map_or(r, |u| *u).to_string();
@@ -54,10 +55,11 @@ pub(crate) fn run(
     let median = pairs::median(&all).map_or("-".into(), pairs::shown_rate);
     on(Event::Note(format!(
         "pairs over NCCL: {} transfer(s) of {} (ncclSend on one GPU, ncclRecv on the next host's), each \
-         timed alone, in {}: median {median}, {}",
+         timed alone, in {} ({:.2} s): median {median}, {}",
         all.len(),
         verdict::human(d.count * d.rule.t.size()),
         if again.is_empty() { "one round" } else { "two rounds" },
+        start.elapsed().as_secs_f64(),
         match wrong {
             0 => "every element right".to_string(),
             w => format!("{w} wrong elements"),
