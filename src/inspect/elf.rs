@@ -28,6 +28,10 @@ pub struct ElfInfo {
     pub runpath: Option<String>,
     /// The text after `NCCL version `, e.g. `2.21.5+cuda12.4`.
     pub version_text: Option<String>,
+    /// The text after `NCCL git version ` (NCCL 2.29 on): the branch and
+    /// the commit it was built from, e.g. `master v2.29.2-1-g3f2a1b4`
+    /// (`unknown unknown` in the wheels, built outside git).
+    pub git_version: Option<String>,
     /// `e_machine`: 62 for x86-64, 183 for AArch64, 21 for POWER.
     pub machine: u16,
     /// The newest glibc symbol version it needs (`GLIBC_2.38` is `(2, 38)`),
@@ -45,6 +49,7 @@ impl ElfInfo {
 }
 
 const MARKER: &[u8] = b"NCCL version ";
+const GIT_MARKER: &[u8] = b"NCCL git version ";
 const MAX_TABLE: u64 = 16 << 20;
 const MAX_SCAN: u64 = 64 << 20;
 
@@ -476,8 +481,10 @@ fn info(mut elf: Elf) -> Result<ElfInfo, String> {
         }
         let size = s.size.min(MAX_SCAN - scanned);
         scanned += size;
-        if let Some(text) = scan(&mut elf.r, s.offset, size)? {
-            info.version_text = Some(text);
+        let (text, git) = scan(&mut elf.r, s.offset, size)?;
+        info.version_text = info.version_text.or(text);
+        info.git_version = info.git_version.or(git);
+        if info.version_text.is_some() && info.git_version.is_some() {
             break;
         }
     }
@@ -569,12 +576,14 @@ fn sorted_unique(names: &[String]) -> Vec<String> {
 /// `NCCL version ` followed by `X.Y.Z[suffix][+cudaA.B]` and the string's
 /// end. Texts that merely start with the words ("NCCL version information",
 /// "NCCL version %s") are passed over. When no string is exactly a version,
-/// the first `NCCL version X.Y.Z ...` sentence is taken.
-fn scan(r: &mut Reader, start: u64, size: u64) -> Result<Option<String>, String> {
+/// the first `NCCL version X.Y.Z ...` sentence is taken. In the same pass,
+/// the git version: the whole string after `NCCL git version ` (printable,
+/// at most [`GIT_MAX`] bytes). Both, where found.
+fn scan(r: &mut Reader, start: u64, size: u64) -> Result<(Option<String>, Option<String>), String> {
     const CHUNK: u64 = 1 << 20;
-    const TAIL: u64 = 64;
+    const TAIL: u64 = 160;
     let mut pos = 0;
-    let mut loose = None;
+    let (mut exact, mut loose, mut git) = (None, None, None);
     while pos < size {
         let n = (size - pos).min(CHUNK + TAIL);
         let buf = r.bytes(start + pos, n, "the .rodata section")?;
@@ -585,31 +594,54 @@ fn scan(r: &mut Reader, start: u64, size: u64) -> Result<Option<String>, String>
             if at as u64 >= CHUNK && pos + CHUNK < size {
                 break; // the overlap: the next chunk looks at it again
             }
-            if !buf[at..].starts_with(MARKER) {
-                continue;
+            if git.is_none() && buf[at..].starts_with(GIT_MARKER) {
+                git = git_text(&buf[at + GIT_MARKER.len()..]);
+            } else if exact.is_none() && buf[at..].starts_with(MARKER) {
+                match version_at(&buf[at + MARKER.len()..]) {
+                    Some((token, true)) => exact = Some(token),
+                    Some((token, false)) => loose = loose.or(Some(token)),
+                    None => {}
+                }
             }
-            let rest = &buf[at + MARKER.len()..];
-            let mut end = 0;
-            while end < rest.len() && rest[end] != 0 && rest[end].is_ascii_graphic() {
-                end += 1;
-            }
-            if end == 0 || end == rest.len() {
-                continue;
-            }
-            let token = String::from_utf8_lossy(&rest[..end]);
-            if parse_version_text(&token).is_none() {
-                continue;
-            }
-            if rest[end] == 0 {
-                return Ok(Some(token.into_owned()));
-            }
-            if loose.is_none() && rest[end] == b' ' {
-                loose = Some(token.into_owned());
+            if exact.is_some() && git.is_some() {
+                return Ok((exact, git));
             }
         }
         pos += CHUNK;
     }
-    Ok(loose)
+    Ok((exact.or(loose), git))
+}
+
+/// The version after `NCCL version ` at the start of `rest`, and whether
+/// the string ends there (else a sentence goes on after a space); `None`
+/// where it is no version, or the buffer ends first.
+fn version_at(rest: &[u8]) -> Option<(String, bool)> {
+    let mut end = 0;
+    while end < rest.len() && rest[end] != 0 && rest[end].is_ascii_graphic() {
+        end += 1;
+    }
+    if end == 0 || end == rest.len() {
+        return None;
+    }
+    let token = String::from_utf8_lossy(&rest[..end]);
+    parse_version_text(&token)?;
+    match rest[end] {
+        0 => Some((token.into_owned(), true)),
+        b' ' => Some((token.into_owned(), false)),
+        _ => None,
+    }
+}
+
+/// The longest git version text taken (a branch, a space, `git describe`).
+const GIT_MAX: usize = 128;
+
+/// The git version: printable bytes up to the string's end, at most
+/// [`GIT_MAX`]; `None` where the string is empty, longer, or not printable.
+fn git_text(rest: &[u8]) -> Option<String> {
+    let end = rest.iter().take(GIT_MAX + 1).position(|&b| b == 0)?;
+    let text = &rest[..end];
+    (!text.is_empty() && text.iter().all(|b| *b == b' ' || b.is_ascii_graphic()))
+        .then(|| String::from_utf8_lossy(text).into_owned())
 }
 
 /// The longest name read from a string table: a symbol, section or
@@ -768,6 +800,38 @@ mod tests {
         // The words and no version at all.
         let lib = elf_with_rodata(&[b"NCCL version information", b"NCCL version %s"]);
         assert_eq!(read_elf_bytes(&lib).unwrap().version_text, None);
+    }
+
+    /// NCCL 2.29 on carries the branch and commit it was built from, before
+    /// or after its version text; a wheel's is `unknown unknown`.
+    #[test]
+    fn the_git_version_is_read_in_the_same_pass() {
+        let git = |strings: &[&[u8]]| {
+            let info = read_elf_bytes(&elf_with_rodata(strings)).unwrap();
+            (info.version_text, info.git_version)
+        };
+        assert_eq!(
+            git(&[
+                b"NCCL git version master v2.29.2-1-g3f2a1b4",
+                b"NCCL version 2.29.2+cuda12.9"
+            ]),
+            (
+                Some("2.29.2+cuda12.9".into()),
+                Some("master v2.29.2-1-g3f2a1b4".into())
+            )
+        );
+        assert_eq!(
+            git(&[
+                b"NCCL version 2.32.3+cuda13.2",
+                b"NCCL git version unknown unknown"
+            ])
+            .1,
+            Some("unknown unknown".into())
+        );
+        // Before 2.29, none; an empty, overlong or unprintable one is none.
+        assert_eq!(git(&[b"NCCL version 2.28.9+cuda13.0"]).1, None);
+        let long = [b"NCCL git version ".as_slice(), &[b'a'; 200]].concat();
+        assert_eq!(git(&[&long, b"NCCL git version \x1b[2J"]).1, None);
     }
 
     /// A minimal ELF64 with these sections (name, kind, link, data), after

@@ -39,6 +39,8 @@ struct Before {
     release: Option<Version>,
     /// The library's own version text (`2.28.9+cuda13.0`).
     build: Option<String>,
+    /// The branch and commit it was built from (NCCL 2.29 on).
+    git: Option<String>,
     settings: InForce,
     interfaces: Vec<net::Iface>,
     cause: Option<String>,
@@ -53,7 +55,7 @@ impl Before {
             .as_ref()
             .and_then(|e| e.version())
             .map(|(v, _)| Version::new(v.major, v.minor, v.patch, ""));
-        let build = elf.and_then(|e| e.version_text);
+        let (build, git) = elf.map_or((None, None), |e| (e.version_text, e.git_version));
         let settings = InForce::of(
             &ConfFacts::read(&conf::process_env(), Path::new("/")),
             release.as_ref(),
@@ -63,6 +65,7 @@ impl Before {
         Before {
             release,
             build,
+            git,
             settings,
             interfaces,
             cause,
@@ -240,6 +243,7 @@ fn bring_card(opts: &mut Options, before: &Before, run_anyway: bool) {
             lib: &lib,
             release: before.release.as_ref(),
             build: before.build.as_deref(),
+            git: before.git.as_deref(),
             settings: &before.settings,
             interfaces: &before.interfaces,
             node: node.as_ref(),

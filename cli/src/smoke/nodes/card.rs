@@ -27,6 +27,8 @@ pub(crate) struct Here<'a> {
     pub(crate) release: Option<&'a Version>,
     /// Its version text (`2.28.9+cuda13.0`), read with the release.
     pub(crate) build: Option<&'a str>,
+    /// Its git version (`master v2.29.2-1-g3f2a1b4`), where it has one.
+    pub(crate) git: Option<&'a str>,
     /// The settings in force for it.
     pub(crate) settings: &'a InForce,
     /// This host's interfaces.
@@ -53,6 +55,9 @@ pub(crate) fn card(here: &Here) -> Card {
     ];
     if let Some(b) = here.build {
         facts.push(format!("nccl_build={b}"));
+    }
+    if let Some(g) = here.git {
+        facts.push(format!("nccl_git={g}"));
     }
     if let Some((cause, _)) = choice.none_found(here.settings) {
         facts.push(format!("{NO_IFACE}={cause}"));
@@ -240,6 +245,7 @@ mod tests {
             lib,
             release: Some(&release),
             build: None,
+            git: None,
             settings: &settings,
             interfaces: &interfaces,
             node: Some(&node),
@@ -281,6 +287,7 @@ mod tests {
             lib,
             release: Some(&release),
             build: None,
+            git: None,
             settings: &settings,
             interfaces: &lo,
             node: None,

@@ -46,6 +46,7 @@ fn label(key: &str) -> &str {
         "ifaces" => "NCCL's interfaces",
         "rdma" => "RDMA ports",
         "nccl_build" => "NCCL build",
+        "nccl_git" => "NCCL git version",
         "plugins" => "NCCL plugins",
         "gdr" => "GPUDirect RDMA module",
         "gpu_health" => "GPU health",
@@ -73,8 +74,9 @@ pub(crate) fn compare(cards: &[Card]) -> (Vec<String>, Vec<Difference>) {
     keys.sort_by_key(|k| match k.as_str() {
         "nccl" => 0,
         "nccl_build" => 1,
-        "nccl_file" => 2,
-        k => HOST_KEYS.iter().position(|h| *h == k).map_or(19, |i| 3 + i),
+        "nccl_git" => 2,
+        "nccl_file" => 3,
+        k => HOST_KEYS.iter().position(|h| *h == k).map_or(19, |i| 4 + i),
     });
     let (mut same, mut diffs) = (Vec::new(), Vec::new());
     for key in keys {
@@ -212,7 +214,8 @@ pub(super) fn who(
     out.join(", ")
 }
 
-/// Whether two values of `key` differ in a way that breaks NCCL: another
+/// Whether two values of `key` differ in a way that breaks NCCL (another
+/// build of one release, even of another commit, does not): another
 /// release of NCCL (to the patch), a plugin some nodes load and others do not (a
 /// known silent hang, NVIDIA/nccl#1634), GPUs at fault (NVML: ECC errors,
 /// remapped rows, throttling), or another setting that decides the
@@ -223,7 +226,9 @@ fn breaks(key: &str, a: &str, b: &str) -> bool {
         "plugins" => true,
         // A node whose GPUs are at fault, not one that is fine among them.
         "gpu_health" => a != "ok",
-        "nccl_build" | "gdr" => false,
+        // NCCL 2.32 compares the git versions too, but only says so
+        // (`Mismatched NCCL git versions detected`) and goes on.
+        "nccl_build" | "nccl_git" | "gdr" => false,
         k => agree::setting_must_agree(k),
     }
 }
@@ -286,6 +291,34 @@ mod tests {
         );
         let (same, diffs) = compare(&cards[..3]);
         assert!(same.contains(&"GPU health ok".to_string()) && diffs.is_empty());
+    }
+
+    /// One node's NCCL built from another commit of the same release: named,
+    /// but no problem (NCCL 2.32 only says so, and goes on).
+    #[test]
+    fn another_commit_of_the_same_release_is_named_but_no_problem() {
+        let card = |h: &str, git: &str| {
+            made(
+                h,
+                &format!("nccl=2.32.3\nnccl_build=2.32.3+cuda13.2\nnccl_git={git}\n"),
+                &[],
+            )
+        };
+        let mut cards: Vec<Card> = ["a", "b"]
+            .iter()
+            .map(|h| card(h, "unknown unknown"))
+            .collect();
+        cards.push(card("c", "master v2.32.3-1-g3f2a1b4"));
+        let (same, diffs) = compare(&cards);
+        assert_eq!(same, ["NCCL 2.32.3", "NCCL build 2.32.3+cuda13.2"]);
+        let got: Vec<(bool, &str)> = diffs.iter().map(|d| (d.problem, d.line.as_str())).collect();
+        assert_eq!(
+            got,
+            [(
+                false,
+                "c: NCCL git version master v2.32.3-1-g3f2a1b4 (the 2 other nodes: unknown unknown)"
+            )]
+        );
     }
 
     #[test]
