@@ -81,6 +81,18 @@ nodes() { # name, then per-rank "host:lib:env" items (world 2)
   grep -h '^\[rank 0\]   pairs:\|^\[rank 0\] nodes:\|^\[rank 0\] problem:\|^\[rank 0\]   [a-zA-Z]' \
     "$dest/$name.0.txt" | cut -c1-400 > "$dest/$name.report.txt"
 }
+# A namespace's sending shaped (tbf through pyroute2: no `tc` in the
+# image): namespace, rate, burst.
+shape() {
+  "$py" - "$@" <<'PY'
+import sys
+from pyroute2 import NetNS
+with NetNS(sys.argv[1]) as ns:
+    i = ns.link_lookup(ifname="eth0")[0]
+    ns.tc("add", "tbf", i, 0x10000, rate=sys.argv[2], burst=int(sys.argv[3]), latency="400ms")
+print("shaped")
+PY
+}
 # Four emulated nodes, one rank each, the GPUs in turn: name, extra flags.
 four() {
   local name=$1 r h; shift
@@ -107,16 +119,9 @@ if [ -n "$pyroute" ] && [ "$n" -ge 1 ]; then
     if [ -n "$dpkglib" ]; then nodes two-nccls "a:$dpkglib:" "b:$torchlib:"; fi
     mkdir -p /tmp/nf-plugin && cp "$(ldd "$bin" | awk '/libc.so/{print $3}')" /tmp/nf-plugin/libnccl-net.so
     nodes two-plugin "a:$torchlib:" "b:$torchlib:LD_LIBRARY_PATH=/tmp/nf-plugin"
-    # Node b's sending shaped to 20 Mbit/s (tbf through pyroute2: no `tc`
-    # in the image): two nodes, so the pairs name the link.
-    if "$py" - > "$dest/shape.txt" 2>&1 <<'PY'
-from pyroute2 import NetNS
-with NetNS("nf-b") as ns:
-    i = ns.link_lookup(ifname="eth0")[0]
-    ns.tc("add", "tbf", i, 0x10000, rate="20mbit", burst=4096, latency="400ms")
-print("shaped")
-PY
-    then
+    # Node b's sending shaped to 20 Mbit/s: two nodes, so the pairs name
+    # the link.
+    if shape nf-b 20mbit 4096 > "$dest/shape.txt" 2>&1; then
       nodes two-shaped "a:$torchlib:" "b:$torchlib:"
     else
       add "two nodes, b shaped" "-" "tbf could not be added: $(tail -1 "$dest/shape.txt")"
@@ -127,14 +132,7 @@ PY
   "$py" scripts/netns-pair.py down >> "$dest/netns.txt" 2>&1
   if "$py" scripts/netns-pair.py up 4 >> "$dest/netns.txt" 2>&1; then
     four four-healthy
-    if "$py" - > "$dest/shape4.txt" 2>&1 <<'PY'
-from pyroute2 import NetNS
-with NetNS("nf-c") as ns:
-    i = ns.link_lookup(ifname="eth0")[0]
-    ns.tc("add", "tbf", i, 0x10000, rate="200mbit", burst=65536, latency="400ms")
-print("shaped")
-PY
-    then
+    if shape nf-c 200mbit 65536 > "$dest/shape4.txt" 2>&1; then
       four four-c-shaped --run-nccl-anyway
     else
       add "four nodes, c shaped" "-" "tbf could not be added: $(tail -1 "$dest/shape4.txt")"

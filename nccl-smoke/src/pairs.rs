@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use nccl_rendezvous::pairs::{self, Pair};
 
-use crate::collective::{lacks, Call, Collective};
+use crate::collective::{Call, Collective, SendRecv};
 use crate::data::{Redop, Source};
 use crate::gpu::{Data, Run};
 use crate::nccl::{NcclLib, NcclResult, SUCCESS};
@@ -166,12 +166,7 @@ impl Collective for Step<'_> {
     }
 
     fn missing(&self, nc: &NcclLib) -> Option<String> {
-        lacks(
-            nc,
-            self.name(),
-            "ncclSend and ncclRecv (NCCL 2.7)",
-            nc.send.is_some() && nc.recv.is_some(),
-        )
+        SendRecv.missing(nc)
     }
 
     fn buffers(&self, count: usize, _nranks: usize) -> (usize, usize) {
