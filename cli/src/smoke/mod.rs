@@ -104,7 +104,7 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
     let said = capture.0.last_warnings(10);
     let cause_of = |rc: i32| likely(rc, &before, &said);
     let summary = result.as_ref().ok();
-    let (pair_lines, between) = between_nodes(gathered, summary);
+    let (pairs, between) = between_nodes(gathered, summary);
     let known = Known {
         between,
         cause: ruling(&events).or(own),
@@ -137,10 +137,11 @@ pub(crate) fn run(a: &Args, probed: impl FnOnce() -> Result<PathBuf, String>) ->
         return ExitCode::from(end.code);
     }
     let sockets = judged.as_ref().and_then(|v| sockets_why(v, &before));
-    let slow_lines = slow.map(|s| s.0).unwrap_or_default();
+    let mut slow_lines = pairs.notes;
+    slow_lines.extend(slow.map(|s| s.0).unwrap_or_default());
     output::print_ending(&Last {
         who: &who,
-        problems: &pair_lines,
+        problems: &pairs.problems,
         slow: &slow_lines,
         leave: &leave,
         warnings: &warnings,
@@ -271,18 +272,19 @@ fn ruling(events: &[Event]) -> Option<&str> {
     })
 }
 
-/// What is known between the nodes on this rank: the nodes the pairs over
-/// NCCL named (every rank has every time), a line each; and the cause,
-/// rank 0's problems from the meeting first.
+/// What is known between the nodes on this rank: what the pairs over NCCL
+/// found (every rank has every time); and the cause, rank 0's problems
+/// from the meeting first.
 fn between_nodes(
     gathered: Option<&Gathered>,
     summary: Option<&smoke::Summary>,
-) -> (Vec<String>, Option<String>) {
-    let (lines, cause) = summary.map(nodes::nccl_pairs).unwrap_or_default();
-    let first = gathered
-        .and_then(between)
-        .or(cause.map(|c| format!("the pairs over NCCL: {c}")));
-    (lines, first)
+) -> (nodes::NcclPairs, Option<String>) {
+    let found = summary.map(nodes::nccl_pairs).unwrap_or_default();
+    let first = gathered.and_then(between).or(found
+        .cause
+        .as_ref()
+        .map(|c| format!("the pairs over NCCL: {c}")));
+    (found, first)
 }
 
 /// Rank 0's lines that leave the bad nodes out, in the launcher's syntax,

@@ -107,12 +107,34 @@ pub(crate) fn leave_json(
     leave::json(g, &all_bad(g, s), under, best)
 }
 
-/// What the pairs over NCCL found, on every rank: each finding (a problem
-/// line), and the first as the cause with its fix.
-pub(crate) fn nccl_pairs(s: &nccl_smoke::Summary) -> (Vec<String>, Option<String>) {
+/// What the pairs over NCCL found, on every rank: each finding, and the
+/// first as the cause with its fix. Between nodes a finding is a problem;
+/// between the GPUs of one host it is a note (their links differ by
+/// design: NVLink beside PCIe), and no cause.
+pub(crate) fn nccl_pairs(s: &nccl_smoke::Summary) -> NcclPairs {
     let t = Timed::nccl(&s.pairs, &s.hosts);
-    let lines = pairs::findings_lines(&t).into_iter().map(|l| l.1).collect();
-    (lines, pairs::cause(&t))
+    let lines = pairs::findings_lines(&t).into_iter().map(|l| l.1);
+    match t.by_gpu {
+        true => NcclPairs {
+            notes: lines
+                .map(|l| format!("pairs over NCCL, between this host's GPUs: {l}"))
+                .collect(),
+            ..NcclPairs::default()
+        },
+        false => NcclPairs {
+            problems: lines.collect(),
+            cause: pairs::cause(&t),
+            ..NcclPairs::default()
+        },
+    }
+}
+
+/// What [`nccl_pairs`] found: problem lines, note lines, and the cause.
+#[derive(Debug, Default)]
+pub(crate) struct NcclPairs {
+    pub(crate) problems: Vec<String>,
+    pub(crate) notes: Vec<String>,
+    pub(crate) cause: Option<String>,
 }
 
 /// The pairs over NCCL in `--json`, by NCCL rank.

@@ -15,6 +15,9 @@ pub(crate) struct Timed<'a> {
     host: Box<dyn Fn(usize) -> String + 'a>,
     /// A rank's host with what the transfer went over there.
     end: Box<dyn Fn(usize) -> String + 'a>,
+    /// The ranks are one host's GPUs, not nodes: what they name is no
+    /// host to leave out.
+    pub(crate) by_gpu: bool,
 }
 
 impl<'a> Timed<'a> {
@@ -24,6 +27,7 @@ impl<'a> Timed<'a> {
             pairs: &g.pairs,
             host: Box::new(move |r| host(g, r).to_string()),
             end: Box::new(move |r| end(g, r)),
+            by_gpu: false,
         }
     }
 
@@ -38,6 +42,7 @@ impl<'a> Timed<'a> {
                 false => name(r).to_string(),
             }),
             end: Box::new(move |r| format!("{} (NCCL rank {r})", name(r))),
+            by_gpu: one_host,
         }
     }
 
@@ -207,6 +212,9 @@ pub(crate) fn cause(t: &Timed) -> Option<String> {
 /// The hosts the findings name as bad, each once (a link names none).
 pub(crate) fn bad_hosts(t: &Timed) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    if t.by_gpu {
+        return out;
+    }
     for f in t.findings() {
         if let Finding::Node { rank, .. } = f {
             let h = t.host(rank);
@@ -316,5 +324,13 @@ mod tests {
              320.3 Gbit/s: leave b out of the job"
         );
         assert_eq!(bad_hosts(&t), ["b"]);
+        // The same ranks on one host: GPUs, named by rank; no host to
+        // leave out.
+        let one = vec!["a".to_string(); 8];
+        let t = Timed::nccl(&p, &one);
+        assert!(t.by_gpu && bad_hosts(&t).is_empty());
+        assert!(cause(&t)
+            .unwrap()
+            .starts_with("a (NCCL rank 3) sends slowly: 2.4 Gbit/s to rank 4"));
     }
 }
