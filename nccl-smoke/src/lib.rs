@@ -645,7 +645,9 @@ fn plan(
     // collective in every datatype (as this process's GPUs would run them:
     // the job's can only run fewer).
     let (mut send, mut recv) = (8, 8);
-    for (op, rule, bytes) in sweep_order(opts, nranks, run.nc, run.min_cc, &mut |_| {}) {
+    let order = sweep_order(opts, nranks, run.nc, run.min_cc, &mut |_| {});
+    // The pairs over NCCL too: they run where every row was skipped.
+    for (op, rule, bytes) in order.into_iter().chain(pairs_work(run, opts, nranks)) {
         let t = rule.t;
         let count = (bytes / t.size()).max(1);
         send = send.max(op.buffers(count, nranks).0 * t.size());
@@ -654,7 +656,7 @@ fn plan(
         recv = recv.max(op.one_buffer(count, nranks) * t.size());
     }
     if nranks > run.gpus.len() {
-        // The pairs over NCCL share each rank's host name, in place.
+        // And share each rank's host name, in place.
         recv = recv.max(nranks * pairs::NAME * 4);
     }
     run.alloc(send, recv)?;

@@ -54,7 +54,7 @@ pub(crate) fn run(
     }
     let median = pairs::median(&all).map_or("-".into(), pairs::shown_rate);
     on(Event::Note(format!(
-        "pairs over NCCL: {} transfer(s) of {} (ncclSend on one GPU, ncclRecv on the next host's), each \
+        "pairs over NCCL: {} transfer(s) of {} (ncclSend on one GPU, ncclRecv on another), each \
          timed alone, in {} ({:.2} s): median {median}, {}",
         all.len(),
         verdict::human(d.count * d.rule.t.size()),
