@@ -117,7 +117,10 @@ if [ -n "$pyroute" ] && [ "$n" -ge 1 ]; then
     endjob end-stop STOP 29572
     nodes two-healthy "a:$torchlib:" "b:$torchlib:"
     if [ -n "$dpkglib" ]; then nodes two-nccls "a:$dpkglib:" "b:$torchlib:"; fi
-    mkdir -p /tmp/nf-plugin && cp "$(ldd "$bin" | awk '/libc.so/{print $3}')" /tmp/nf-plugin/libnccl-net.so
+    # A network plugin as NCCL finds one (it exports ncclNetPlugin_v8),
+    # on node b's loader path only.
+    mkdir -p /tmp/nf-plugin && printf 'const char ncclNetPlugin_v8[256] = "test";\n' > /tmp/nf-plugin/p.c &&
+      cc -shared -fPIC -o /tmp/nf-plugin/libnccl-net.so /tmp/nf-plugin/p.c
     nodes two-plugin "a:$torchlib:" "b:$torchlib:LD_LIBRARY_PATH=/tmp/nf-plugin"
     # Node b's sending shaped to 20 Mbit/s: two nodes, so the pairs name
     # the link.

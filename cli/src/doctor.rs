@@ -123,7 +123,7 @@ impl Inputs {
         let settings = InForce::of(&conf, None);
         let named: Vec<String> = plugins::FAMILIES
             .iter()
-            .filter_map(|(f, _)| settings.value(&plugins::variable(f)))
+            .filter_map(|(f, _, _)| settings.value(&plugins::variable(f)))
             .map(String::from)
             .collect();
         Inputs {

@@ -1354,33 +1354,38 @@ fn a_plugin_on_one_node_only_stops_every_rank_before_nccl() {
         return;
     };
     let dir = TmpDir::new("netns-plugin");
-    // Any real shared library stands in: the check reads the loader's
-    // path, never the plugin's code.
-    let real = std::fs::canonicalize("/proc/self/exe").unwrap();
-    let so = nccl_find::internal::read_elf(&real)
-        .ok()
-        .and_then(|e| e.needed.into_iter().find(|n| n.starts_with("libc.so")))
-        .unwrap_or_else(|| "libc.so.6".into());
-    let libc = [
-        "/lib/x86_64-linux-gnu",
-        "/usr/lib/x86_64-linux-gnu",
-        "/lib64",
-        "/usr/lib64",
-    ]
-    .iter()
-    .map(|d| std::path::Path::new(d).join(&so))
-    .find(|p| p.is_file())
-    .expect("libc on the machine");
-    std::fs::copy(&libc, dir.path().join("libnccl-net.so")).unwrap();
+    // A network plugin as NCCL finds one: a library exporting
+    // ncclNetPlugin_v8, whose constructor marks a file if anything loads it
+    // (the check reads the library, never runs it).
+    let marker = dir.path().join("loaded");
+    let src = dir.path().join("plugin.c");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <stdio.h>\nconst char ncclNetPlugin_v8[256] = \"nccl-find test\";\n\
+             __attribute__((constructor)) static void mark(void) {{\n\
+             FILE *f = fopen(\"{}\", \"w\"); if (f) {{ fputs(\"ran\", f); fclose(f); }}\n}}\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let ok = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(dir.path().join("libnccl-net.so"))
+        .arg(&src)
+        .status()
+        .expect("cc is needed");
+    assert!(ok.success());
     let path = dir.path().to_str().unwrap().to_string();
     let outs = ring_job_with(&hosts, &lib, &[], &[(1, "LD_LIBRARY_PATH", &path)]);
-    let want = "FAILED: NCCL plugins differ: nr1: NCCL plugins net libnccl-net.so (the 2 other nodes: none), and \
-         NCCL hangs or fails where some ranks load a plugin the others do not (NVIDIA/nccl#1634): put the \
-         same plugins on every node's loader path, or take the odd one off it";
+    let want = "FAILED: NCCL plugins differ: nr1: NCCL plugins net libnccl-net.so (interface v8) (the 2 other nodes: \
+         none), and NCCL hangs or fails where some ranks load a plugin the others do not (NVIDIA/nccl#1634): put \
+         the same plugins on every node's loader path, or take the odd one off it";
     for (r, l) in last_lines(&outs).iter().enumerate() {
         assert_eq!(outs[r].0, 1, "{outs:#?}");
         assert_eq!(*l, want, "rank {r}: {outs:#?}");
     }
+    assert!(!marker.exists(), "the plugin's code ran");
     // Rank 0 never made NCCL's unique id: NCCL never started.
     assert!(!outs[0].1.contains("note: rendezvous:"), "{}", outs[0].1);
     drop(hosts);

@@ -58,7 +58,11 @@ pub(crate) fn run(
          timed alone, in {} ({:.2} s): median {median}, {}",
         all.len(),
         verdict::human(d.count * d.rule.t.size()),
-        if again.is_empty() { "one round" } else { "two rounds" },
+        if again.is_empty() {
+            "one round"
+        } else {
+            "two rounds"
+        },
         start.elapsed().as_secs_f64(),
         match wrong {
             0 => "every element right".to_string(),

@@ -45,7 +45,7 @@ pub(super) fn check(
             .filter(|v| !v.is_empty())
     };
     net_plugin(f, &hw.plugins, set("net"), release);
-    for (family, _) in &plugins::FAMILIES[1..] {
+    for (family, _, _) in &plugins::FAMILIES[1..] {
         let var = plugins::variable(family);
         match plugins::loads(family, release) {
             true => other_plugin(f, &hw.plugins, family, &var, set(family)),

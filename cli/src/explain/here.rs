@@ -157,6 +157,7 @@ mod tests {
         hw.plugins.push(crate::facts::rdma::Plugin {
             path: "/opt/hpcx/lib/libnccl-net.so".into(),
             version: None,
+            exports: Vec::new(),
         });
         assert_eq!(
             plugins(&hw),

@@ -40,6 +40,29 @@ pub struct Plugin {
     /// The version in its real file's name (`1.9.1` of
     /// `libnccl-net-ofi.so.1.9.1`), when there is one.
     pub version: Option<String>,
+    /// The NCCL plugin interfaces its library exports
+    /// (`ncclNetPlugin_v12`), read from its dynamic symbols (never
+    /// loaded), at most [`MAX_EXPORTS`].
+    pub exports: Vec<String>,
+}
+
+/// The most plugin interfaces kept of one library.
+const MAX_EXPORTS: usize = 32;
+
+/// The NCCL plugin interfaces a library exports: its dynamic symbols of
+/// the form `ncclXxx_vN` (the library is read, never loaded).
+fn exports(path: &Path) -> Vec<String> {
+    let names = nccl_find::internal::dynamic_symbols(path).unwrap_or_default();
+    let interface = |n: &str| {
+        n.starts_with("nccl")
+            && n.rsplit_once("_v")
+                .is_some_and(|(_, v)| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+    };
+    names
+        .into_iter()
+        .filter(|n| interface(n))
+        .take(MAX_EXPORTS)
+        .collect()
 }
 
 /// The RDMA facts.
@@ -155,7 +178,7 @@ impl RdmaHw {
                 (true, Some(b)) => json!(b),
             },
             "peermem": self.peermem,
-            "plugins": self.plugins.iter().map(|p| json!({"path": p.path, "version": p.version})).collect::<Vec<_>>(),
+            "plugins": self.plugins.iter().map(|p| json!({"path": p.path, "version": p.version, "exports": p.exports})).collect::<Vec<_>>(),
         })
     }
 
@@ -204,6 +227,11 @@ impl RdmaHw {
             .map(|p| Plugin {
                 path: s(&p["path"]),
                 version: p["version"].as_str().map(String::from),
+                exports: arr(&p["exports"])
+                    .iter()
+                    .filter_map(|e| e.as_str().map(String::from))
+                    .take(MAX_EXPORTS)
+                    .collect(),
             })
             .collect(),
         }
@@ -346,6 +374,7 @@ fn plugins(root: &Path, values: &[String]) -> Vec<Plugin> {
         out.push(Plugin {
             path: shown,
             version,
+            exports: exports(&real),
         });
     };
     for p in &paths {

@@ -11,15 +11,26 @@ use crate::facts::rdma::Plugin;
 
 /// The plugin families, in NCCL's order, each with the change that
 /// brought it (`None`: the network plugin, older than every release
-/// nccl-find reads).
-pub const FAMILIES: [(&str, Option<Change>); 6] = [
-    ("net", None),
-    ("gin", Some(Change::GinPlugins)),
-    ("rma", Some(Change::RmaPlugins)),
-    ("tuner", Some(Change::TunerPlugins)),
-    ("profiler", Some(Change::ProfilerPlugins)),
-    ("env", Some(Change::EnvPlugins)),
+/// nccl-find reads) and the symbol NCCL looks up in its library, less the
+/// interface's version (`ncclNetPlugin_v12`).
+pub const FAMILIES: [(&str, Option<Change>, &str); 6] = [
+    ("net", None, "ncclNetPlugin_v"),
+    ("gin", Some(Change::GinPlugins), "ncclGinPlugin_v"),
+    ("rma", Some(Change::RmaPlugins), "ncclRmaPlugin_v"),
+    ("tuner", Some(Change::TunerPlugins), "ncclTunerPlugin_v"),
+    ("profiler", Some(Change::ProfilerPlugins), "ncclProfiler_v"),
+    ("env", Some(Change::EnvPlugins), "ncclEnvPlugin_v"),
 ];
+
+/// The newest interface of `family` that plugin `p` exports
+/// (`ncclNetPlugin_v12`: 12), by the symbols its library exports.
+pub fn interface(p: &Plugin, family: &str) -> Option<u32> {
+    let (_, _, symbol) = FAMILIES.iter().find(|(f, _, _)| *f == family)?;
+    p.exports
+        .iter()
+        .filter_map(|e| e.strip_prefix(symbol)?.parse::<u32>().ok())
+        .max()
+}
 
 /// The variable that names a family's plugin: `NCCL_TUNER_PLUGIN`.
 pub fn variable(family: &str) -> String {
@@ -29,9 +40,9 @@ pub fn variable(family: &str) -> String {
 /// Whether NCCL `release` loads plugins of `family` (an unknown release
 /// is taken as the newest).
 pub fn loads(family: &str, release: Option<&Version>) -> bool {
-    match FAMILIES.iter().find(|(f, _)| *f == family) {
-        Some((_, Some(c))) => c.in_release(release),
-        Some((_, None)) => true,
+    match FAMILIES.iter().find(|(f, _, _)| *f == family) {
+        Some((_, Some(c), _)) => c.in_release(release),
+        Some((_, None, _)) => true,
         None => false,
     }
 }
@@ -105,7 +116,10 @@ mod tests {
         let plugins = [Plugin {
             path: "/usr/lib/libnccl-net-ofi.so".into(),
             version: None,
+            exports: vec!["ncclNetPlugin_v8".into(), "ncclNetPlugin_v10".into()],
         }];
+        assert_eq!(interface(&plugins[0], "net"), Some(10));
+        assert_eq!(interface(&plugins[0], "tuner"), None);
         let (tried, hit) = find(&plugins, "net", Some("ofi"));
         assert_eq!(tried, ["ofi", "libnccl-net-ofi.so"]);
         assert!(hit.is_some());
@@ -130,15 +144,24 @@ mod tests {
                 .collect();
             for f in &held {
                 assert!(
-                    FAMILIES.iter().any(|(g, _)| g == f),
+                    FAMILIES.iter().any(|(g, _, _)| g == f),
                     "NCCL {v} has a plugin family {f}"
                 );
             }
-            for (f, _) in FAMILIES {
+            for (f, _, _) in FAMILIES {
                 assert_eq!(
                     held.iter().any(|h| h == f),
                     loads(f, Some(&v)),
                     "NCCL {v}: {f}"
+                );
+            }
+            // And the symbol each family's plugin is looked up by: a
+            // release that names it otherwise turns this red.
+            let bytes = std::fs::read(&lib).unwrap();
+            for (f, _, symbol) in FAMILIES.iter().filter(|(f, _, _)| loads(f, Some(&v))) {
+                assert!(
+                    bytes.windows(symbol.len()).any(|w| w == symbol.as_bytes()),
+                    "NCCL {v} looks up no {symbol}N for its {f} plugins"
                 );
             }
         }

@@ -347,8 +347,8 @@ fn sockets_why(v: &smoke::verdict::Judgement, before: &Before) -> Option<String>
     }
     let named: Vec<String> = plugins::FAMILIES
         .iter()
-        .filter(|(f, _)| plugins::loads(f, release))
-        .filter_map(|(f, _)| settings.value(&plugins::variable(f)))
+        .filter(|(f, _, _)| plugins::loads(f, release))
+        .filter_map(|(f, _, _)| settings.value(&plugins::variable(f)))
         .map(String::from)
         .collect();
     let hw = RdmaHw::gather(Path::new("/"), &named);

@@ -112,7 +112,7 @@ pub(crate) fn card(here: &Here) -> Card {
 /// each family's in the loader's order.
 fn plugins(n: &Node, release: Option<&Version>) -> Vec<String> {
     let mut out = Vec::new();
-    for (f, _) in crate::rules::plugins::FAMILIES {
+    for (f, _, _) in crate::rules::plugins::FAMILIES {
         if !crate::rules::plugins::loads(f, release) {
             continue;
         }
@@ -124,7 +124,10 @@ fn plugins(n: &Node, release: Option<&Version>) -> Vec<String> {
                     .as_deref()
                     .map(|v| format!(" {v}"))
                     .unwrap_or_default();
-                out.push(format!("{f} {name}{v}"));
+                let api = crate::rules::plugins::interface(p, f)
+                    .map(|n| format!(" (interface v{n})"))
+                    .unwrap_or_default();
+                out.push(format!("{f} {name}{v}{api}"));
             }
         }
     }
@@ -226,14 +229,22 @@ mod tests {
                 Plugin {
                     path: "/opt/aws-ofi-nccl/lib/libnccl-net-ofi.so".into(),
                     version: Some("1.9.1".into()),
+                    exports: [
+                        "ncclNetPlugin_v9",
+                        "ncclCollNetPlugin_v9",
+                        "ncclNetPlugin_v8",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
                 },
                 Plugin {
                     path: "/usr/lib/libnccl-tuner.so".into(),
                     version: None,
+                    exports: vec!["ncclTunerPlugin_v4".into()],
                 },
                 Plugin {
                     path: "/usr/lib/libnccl-net.so".into(),
-                    version: None,
+                    ..Plugin::default()
                 },
             ],
             peermem: Some("nvidia_peermem".into()),
@@ -262,7 +273,8 @@ mod tests {
                 "gpus=8 x NVIDIA H100",
                 "ifaces=eth0",
                 "rdma=none",
-                "plugins=net libnccl-net-ofi.so 1.9.1, net libnccl-net.so, tuner libnccl-tuner.so",
+                "plugins=net libnccl-net-ofi.so 1.9.1 (interface v9), net libnccl-net.so, tuner \
+                 libnccl-tuner.so (interface v4)",
                 "gdr=nvidia_peermem",
                 "gpu_health=GPU 3: 2 uncorrected ECC error(s)",
                 "set NCCL_IB_HCA=mlx5_0 (/etc/nccl.conf)",
