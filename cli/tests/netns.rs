@@ -729,6 +729,13 @@ fn shape_20mbit(ns: &str) -> bool {
     }
 }
 
+/// `n` hosts ([`ring_or_skip`]) with host `h`'s sending shaped to 20 Mbit/s
+/// ([`shape_20mbit`]); `None`, said, where either cannot be had.
+fn shaped_ring(n: usize, h: usize) -> Option<(std::path::PathBuf, Hosts)> {
+    let (lib, hosts) = ring_or_skip(n)?;
+    shape_20mbit(&hosts.ns[h + 1]).then_some((lib, hosts))
+}
+
 /// `tc ARGS…` in `ns`.
 fn tc_in(ns: &str, args: &[&str]) -> Result<(), String> {
     let o = Command::new("ip")
@@ -831,13 +838,10 @@ fn no_figures(line: &str) -> String {
 /// says which nodes to leave out. Healthy, the check ends OK.
 #[test]
 fn pairs_of_nodes_name_a_slow_node_and_tell_it_from_a_slow_link() {
-    let Some((lib, hosts)) = ring_or_skip(5) else {
+    // Node 2 sends slowly, to every node.
+    let Some((lib, hosts)) = shaped_ring(5, 2) else {
         return;
     };
-    // Node 2 sends slowly, to every node.
-    if !shape_20mbit(&hosts.ns[3]) {
-        return;
-    }
     let outs = ring_job(&hosts, &lib, &["--json"]);
     let reports: Vec<serde_json::Value> = outs
         .iter()
@@ -966,12 +970,9 @@ fn pairs_of_nodes_name_a_slow_node_and_tell_it_from_a_slow_link() {
 /// with it and names node 2, not two links that "cannot be told".
 #[test]
 fn four_nodes_with_no_clean_link_left_still_name_the_node() {
-    let Some((lib, hosts)) = ring_or_skip(4) else {
+    let Some((lib, hosts)) = shaped_ring(4, 2) else {
         return;
     };
-    if !shape_20mbit(&hosts.ns[3]) {
-        return;
-    }
     let outs = ring_job(&hosts, &lib, &[]);
     for (r, l) in last_lines(&outs).iter().enumerate() {
         assert_eq!(outs[r].0, 1, "{outs:#?}");
@@ -1396,12 +1397,9 @@ fn a_plugin_on_one_node_only_stops_every_rank_before_nccl() {
 /// naming the slower link with the other way's figure.
 #[test]
 fn two_nodes_with_a_slow_link_stop_before_nccl() {
-    let Some((lib, hosts)) = ring_or_skip(2) else {
+    let Some((lib, hosts)) = shaped_ring(2, 1) else {
         return;
     };
-    if !shape_20mbit(&hosts.ns[2]) {
-        return;
-    }
     let outs = ring_job(&hosts, &lib, &[]);
     for (r, l) in last_lines(&outs).iter().enumerate() {
         assert_eq!(outs[r].0, 1, "{outs:#?}");
