@@ -24,6 +24,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::untrusted::peer_text;
+
 /// How long one pair sends.
 pub const SEND_FOR: Duration = Duration::from_millis(300);
 /// A link is slow below the median link's rate divided by this.
@@ -340,8 +342,7 @@ pub(crate) fn send(at: SocketAddr, tag: [u8; 16], until: Instant) -> Result<(u64
     if left().is_zero() {
         return Err("not tried: the deadline passed".into());
     }
-    let mut s = TcpStream::connect_timeout(&at, left().min(Duration::from_secs(2)))
-        .map_err(|e| format!("could not connect: {e}"))?;
+    let mut s = connect_tagged(at, tag, left().min(Duration::from_secs(2)))?;
     let _ = s.set_nodelay(true);
     // SAFETY: sets one int option on a socket this function owns.
     unsafe {
@@ -352,14 +353,6 @@ pub(crate) fn send(at: SocketAddr, tag: [u8; 16], until: Instant) -> Result<(u64
             (&SEND_BUFFER as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
-    }
-    s.set_read_timeout(Some(left().max(Duration::from_millis(1))))
-        .map_err(|e| e.to_string())?;
-    let mut got = [0u8; 16];
-    s.read_exact(&mut got)
-        .map_err(|e| format!("connected, but no answer: {e}"))?;
-    if got != tag {
-        return Err("another process answered".into());
     }
     let chunk = vec![0x5au8; CHUNK];
     let start = Instant::now();
@@ -379,6 +372,46 @@ pub(crate) fn send(at: SocketAddr, tag: [u8; 16], until: Instant) -> Result<(u64
         .map_err(|e| format!("sent {sent} bytes; the count never came back: {e}"))?;
     let micros = start.elapsed().as_micros().max(1) as u64;
     Ok((u64::from_le_bytes(n), micros))
+}
+
+/// Connects to a listener of [`crate::reach`] at `at` by `wait` and reads
+/// its tag: the connection, where the tag is `tag`; else why not, in
+/// words. The probes of the reachability test and the pairs both begin so.
+pub(crate) fn connect_tagged(
+    at: SocketAddr,
+    tag: [u8; 16],
+    wait: Duration,
+) -> Result<TcpStream, String> {
+    let mut s = TcpStream::connect_timeout(&at, wait).map_err(|e| words(&e))?;
+    let _ = s.set_read_timeout(Some(wait));
+    let mut got = [0u8; 16];
+    match s.read_exact(&mut got) {
+        Ok(()) if got == tag => Ok(s),
+        Ok(()) => Err(
+            "another process answered (an address of another host's, or a copy of this one)".into(),
+        ),
+        Err(e) => Err(format!("connected, but {}", words(&e))),
+    }
+}
+
+/// An error of a connection, as `ip route` and NCCL's users say it.
+fn words(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EHOSTUNREACH) => "no route to host".into(),
+        Some(libc::ENETUNREACH) => "network unreachable".into(),
+        Some(libc::ECONNREFUSED) => "refused".into(),
+        Some(libc::ETIMEDOUT) => "timed out".into(),
+        Some(libc::EADDRNOTAVAIL) => "address not available here".into(),
+        _ if matches!(
+            e.kind(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+        ) =>
+        {
+            "timed out".into()
+        }
+        _ if e.kind() == std::io::ErrorKind::UnexpectedEof => "closed without a word".into(),
+        _ => peer_text(&e.to_string()),
+    }
 }
 
 /// A listener's side of a pair: reads what comes until the sender is done
@@ -595,7 +628,7 @@ mod tests {
         );
         assert_eq!(
             send(at, tag, Instant::now() + Duration::from_secs(30)).map(|_| ()),
-            Err("could not connect: Connection refused (os error 111)".into())
+            Err("refused".into())
         );
     }
 

@@ -23,8 +23,8 @@
 //! It is no secret and authenticates nothing more: whoever connects to a
 //! listener is sent it.
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
@@ -464,39 +464,7 @@ fn try_one(at: SocketAddr, port: u16, tag: [u8; 16], wait: Duration) -> Option<S
     if wait.is_zero() {
         return Some("not tried: the deadline passed".into());
     }
-    let mut s = match TcpStream::connect_timeout(&at, wait) {
-        Ok(s) => s,
-        Err(e) => return Some(words(&e)),
-    };
-    let _ = s.set_read_timeout(Some(wait));
-    let mut got = [0u8; 16];
-    match s.read_exact(&mut got) {
-        Ok(()) if got == tag => None,
-        Ok(()) => Some(
-            "another process answered (an address of another host's, or a copy of this one)".into(),
-        ),
-        Err(e) => Some(format!("connected, but {}", words(&e))),
-    }
-}
-
-/// An error of a connection, as `ip route` and NCCL's users say it.
-fn words(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(libc::EHOSTUNREACH) => "no route to host".into(),
-        Some(libc::ENETUNREACH) => "network unreachable".into(),
-        Some(libc::ECONNREFUSED) => "refused".into(),
-        Some(libc::ETIMEDOUT) => "timed out".into(),
-        Some(libc::EADDRNOTAVAIL) => "address not available here".into(),
-        _ if matches!(
-            e.kind(),
-            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-        ) =>
-        {
-            "timed out".into()
-        }
-        _ if e.kind() == std::io::ErrorKind::UnexpectedEof => "closed without a word".into(),
-        _ => peer_text(&e.to_string()),
-    }
+    crate::pairs::connect_tagged(at, tag, wait).err()
 }
 
 /// This rank's results for rank 0: for each, the rank tried, the address's
