@@ -211,6 +211,20 @@ pub(crate) fn need(
     }
 }
 
+/// A host name or address as given (brackets around an IPv6 address
+/// dropped), when it is one: letters, digits, `.`, `-`, `_`, `:`, `%`.
+pub(crate) fn host_name(h: &str) -> Option<String> {
+    let h = h
+        .strip_prefix('[')
+        .and_then(|x| x.strip_suffix(']'))
+        .unwrap_or(h);
+    let ok = !h.is_empty()
+        && h.len() <= 255
+        && h.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-_:%".contains(&b));
+    ok.then(|| h.to_string())
+}
+
 /// A number read from variable `name` as a TCP port (1 to 65535), or the
 /// launcher's words for one that is not.
 pub(crate) fn port_number(launcher: &str, name: &str, v: usize) -> Result<u16, String> {

@@ -22,7 +22,7 @@
 //! (torch's default) where it is unset.
 
 use crate::job::{Exchange, Init};
-use crate::launch::{need, optional, port_number, Backend, LaunchEnv, Plan};
+use crate::launch::{host_name, need, optional, port_number, Backend, LaunchEnv, Plan};
 use crate::words::printable;
 
 /// A pod of an Indexed Job, a JobSet or a LeaderWorkerSet group.
@@ -65,14 +65,6 @@ fn port(env: &LaunchEnv, from: &mut Vec<&'static str>) -> Result<u16, String> {
     }
 }
 
-fn host_ok(h: &str) -> Option<String> {
-    let ok = !h.is_empty()
-        && h.len() <= 253
-        && h.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b".-_:".contains(&b));
-    ok.then(|| h.to_string())
-}
-
 fn plan(
     rank: usize,
     world: usize,
@@ -107,7 +99,7 @@ fn leader_worker_set(env: &LaunchEnv) -> Result<Plan, String> {
             format!("{l}: LWS_LEADER_ADDRESS is not set, though LWS_WORKER_INDEX is; {INSTEAD}")
         })?;
     from.push("LWS_LEADER_ADDRESS");
-    let host = host_ok(leader).ok_or_else(|| {
+    let host = host_name(leader).ok_or_else(|| {
         format!(
             "{l}: LWS_LEADER_ADDRESS={} is not a host name",
             printable(leader, 60)
@@ -161,7 +153,7 @@ fn indexed(env: &LaunchEnv) -> Result<Plan, String> {
     let (host, origin) = match env.get("MASTER_ADDR").map_err(|e| format!("{l}: {e}"))? {
         Some(h) => {
             from.push("MASTER_ADDR");
-            let h = host_ok(h)
+            let h = host_name(h)
                 .ok_or_else(|| format!("{l}: MASTER_ADDR={} is not a host name", printable(h, 60)))?;
             (h, "MASTER_ADDR, and MASTER_PORT or 29500")
         }
@@ -216,7 +208,7 @@ fn first_pod(
             printable(me, 60)
         )
     })?;
-    host_ok(&format!("{zero}.{domain}")).ok_or_else(|| {
+    host_name(&format!("{zero}.{domain}")).ok_or_else(|| {
         format!(
             "{l}: the first pod's name {zero}.{} is not a host name",
             printable(&domain, 80)

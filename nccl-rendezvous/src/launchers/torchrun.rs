@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use crate::job::{Exchange, Init};
 use crate::kv::{Connect, Kv};
-use crate::launch::{need, optional, port_number, Backend, LaunchEnv, Plan};
+use crate::launch::{host_name, need, optional, port_number, Backend, LaunchEnv, Plan};
 use crate::stores::prefix::PrefixStore;
 use crate::stores::tcpstore::{open_probed, Dialect, StoreKv};
 
@@ -135,20 +135,6 @@ fn dialect_of(env: &LaunchEnv, from: &mut Vec<&'static str>) -> Dialect {
     } else {
         Dialect::New
     }
-}
-
-/// A host name or address as given (brackets around an IPv6 address
-/// dropped), when it is one: letters, digits, `.`, `-`, `_`, `:`, `%`.
-fn host_name(h: &str) -> Option<String> {
-    let h = h
-        .strip_prefix('[')
-        .and_then(|x| x.strip_suffix(']'))
-        .unwrap_or(h);
-    let ok = !h.is_empty()
-        && h.len() <= 255
-        && h.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b".-_:%".contains(&b));
-    ok.then(|| h.to_string())
 }
 
 /// Text as a part of a key: letters, digits, `.`, `_` and `-` as they are,
