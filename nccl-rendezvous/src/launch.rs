@@ -225,6 +225,17 @@ pub(crate) fn host_name(h: &str) -> Option<String> {
     ok.then(|| h.to_string())
 }
 
+/// `value` of variable `name` as a host ([`host_name`]), or the
+/// launcher's words for one that is not.
+pub(crate) fn host_var(launcher: &str, name: &str, value: &str) -> Result<String, String> {
+    host_name(value).ok_or_else(|| {
+        format!(
+            "{launcher}: {name}={} is not a host name",
+            crate::words::printable(value, 60)
+        )
+    })
+}
+
 /// A number read from variable `name` as a TCP port (1 to 65535), or the
 /// launcher's words for one that is not.
 pub(crate) fn port_number(launcher: &str, name: &str, v: usize) -> Result<u16, String> {

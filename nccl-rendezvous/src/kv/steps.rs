@@ -88,11 +88,7 @@ pub(super) fn meet(
     // ruling.
     if let Ok(b) = kv.get(0, ROUND_TWO) {
         let plan = read_round_two(&b, world)?;
-        let mine = round_two(kv, rank, &plan, deadline);
-        if !mine.is_empty() {
-            kv.put(&key("pair2", rank), &encode_pairs(&mine))
-                .map_err(fail)?;
-        }
+        round_two(kv, rank, &plan, deadline)?;
         kv.fence(deadline)?;
         kv.fence(deadline)?;
     }
@@ -212,11 +208,7 @@ fn second_round(
     if !plan.is_empty() {
         kv.put(ROUND_TWO, &encode_round_two(&plan)).map_err(fail)?;
         kv.fence(deadline)?;
-        let mine = round_two(kv, 0, &plan, deadline);
-        if !mine.is_empty() {
-            kv.put(&key("pair2", 0), &encode_pairs(&mine))
-                .map_err(fail)?;
-        }
+        round_two(kv, 0, &plan, deadline)?;
         kv.fence(deadline)?;
         let mut senders: Vec<usize> = plan.iter().map(|(a, _)| *a).collect();
         senders.sort_unstable();
@@ -289,8 +281,19 @@ fn timed(
     }
 }
 
-/// This rank's transfers of round two, all at once.
-fn round_two(kv: &mut dyn Kv, rank: usize, plan: &[(usize, usize)], until: Instant) -> Vec<Pair> {
+/// This rank's transfers of round two, all at once, put for rank 0 (where
+/// it has any).
+fn round_two(kv: &mut dyn Kv, rank: usize, plan: &[(usize, usize)], until: Instant) -> Reply<()> {
+    let mine = transfers(kv, rank, plan, until);
+    if !mine.is_empty() {
+        kv.put(&key("pair2", rank), &encode_pairs(&mine))
+            .map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// This rank's transfers of round two, run at once.
+fn transfers(kv: &mut dyn Kv, rank: usize, plan: &[(usize, usize)], until: Instant) -> Vec<Pair> {
     let mut runs = Vec::new();
     for &(_, to) in plan.iter().filter(|(a, _)| *a == rank) {
         let h = kv

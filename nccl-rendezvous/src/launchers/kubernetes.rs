@@ -22,7 +22,7 @@
 //! (torch's default) where it is unset.
 
 use crate::job::{Exchange, Init};
-use crate::launch::{host_name, need, optional, port_number, Backend, LaunchEnv, Plan};
+use crate::launch::{host_name, host_var, need, optional, port_number, Backend, LaunchEnv, Plan};
 use crate::words::printable;
 
 /// A pod of an Indexed Job, a JobSet or a LeaderWorkerSet group.
@@ -99,12 +99,7 @@ fn leader_worker_set(env: &LaunchEnv) -> Result<Plan, String> {
             format!("{l}: LWS_LEADER_ADDRESS is not set, though LWS_WORKER_INDEX is; {INSTEAD}")
         })?;
     from.push("LWS_LEADER_ADDRESS");
-    let host = host_name(leader).ok_or_else(|| {
-        format!(
-            "{l}: LWS_LEADER_ADDRESS={} is not a host name",
-            printable(leader, 60)
-        )
-    })?;
+    let host = host_var(l, "LWS_LEADER_ADDRESS", leader)?;
     let port = port(env, &mut from)?;
     Ok(plan(
         rank,
@@ -153,8 +148,7 @@ fn indexed(env: &LaunchEnv) -> Result<Plan, String> {
     let (host, origin) = match env.get("MASTER_ADDR").map_err(|e| format!("{l}: {e}"))? {
         Some(h) => {
             from.push("MASTER_ADDR");
-            let h = host_name(h)
-                .ok_or_else(|| format!("{l}: MASTER_ADDR={} is not a host name", printable(h, 60)))?;
+            let h = host_var(l, "MASTER_ADDR", h)?;
             (h, "MASTER_ADDR, and MASTER_PORT or 29500")
         }
         None => (

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use crate::job::{Exchange, Init};
 use crate::kv::{Connect, Kv};
-use crate::launch::{host_name, need, optional, port_number, Backend, LaunchEnv, Plan};
+use crate::launch::{host_var, need, optional, port_number, Backend, LaunchEnv, Plan};
 use crate::stores::prefix::PrefixStore;
 use crate::stores::tcpstore::{open_probed, Dialect, StoreKv};
 
@@ -71,12 +71,7 @@ fn plan_store(env: &LaunchEnv) -> Result<Plan, String> {
         Err(e) => return Err(format!("{launcher}: {e}")),
     };
     from.push("MASTER_ADDR");
-    let host = host_name(host).ok_or_else(|| {
-        format!(
-            "{launcher}: MASTER_ADDR={} is not a host name",
-            crate::words::printable(host, 60)
-        )
-    })?;
+    let host = host_var(launcher, "MASTER_ADDR", host)?;
     let port = need(env, launcher, "MASTER_PORT", &mut from)?;
     let port = port_number(launcher, "MASTER_PORT", port)?;
     let rank = need(env, launcher, "RANK", &mut from)?;
