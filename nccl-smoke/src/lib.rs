@@ -631,23 +631,24 @@ fn nccl_id(nc: &NcclLib) -> Result<[u8; 128], Failure> {
         })
 }
 
-/// The rows' work, with every GPU's buffers allocated for it and, where
-/// the job has 8-bit floats to run over several processes, the job's
-/// lowest compute capability agreed.
+/// The rows' work and the pairs' ([`pairs_work`]), with every GPU's
+/// buffers allocated for them and, where the job has 8-bit floats to run
+/// over several processes, the job's lowest compute capability agreed.
 fn plan(
     run: &mut Run,
     opts: &Options,
     nranks: usize,
     first_rank: usize,
     on: &mut dyn FnMut(Event),
-) -> Result<Vec<Work>, Failure> {
+) -> Result<(Vec<Work>, Option<Work>), Failure> {
     // Streams and buffers, big enough for the largest size of every
     // collective in every datatype (as this process's GPUs would run them:
     // the job's can only run fewer).
     let (mut send, mut recv) = (8, 8);
     let order = sweep_order(opts, nranks, run.nc, run.min_cc, &mut |_| {});
     // The pairs over NCCL too: they run where every row was skipped.
-    for (op, rule, bytes) in order.into_iter().chain(pairs_work(run, opts, nranks)) {
+    let paired = pairs_work(run, opts, nranks);
+    for (op, rule, bytes) in order.into_iter().chain(paired) {
         let t = rule.t;
         let count = (bytes / t.size()).max(1);
         send = send.max(op.buffers(count, nranks).0 * t.size());
@@ -673,7 +674,7 @@ fn plan(
             )));
         }
     }
-    Ok(sweep_order(opts, nranks, run.nc, run.min_cc, on))
+    Ok((sweep_order(opts, nranks, run.nc, run.min_cc, on), paired))
 }
 
 fn sweep(
@@ -686,10 +687,9 @@ fn sweep(
     on: &mut dyn FnMut(Event),
 ) -> Result<(Vec<Row>, usize, pairs::Found), Failure> {
     run.init_comms(id, nranks, first_rank, on)?;
-    let order = plan(run, opts, nranks, first_rank, on)?;
-    let ring = pairs_work(run, opts, nranks);
+    let (order, paired) = plan(run, opts, nranks, first_rank, on)?;
     let mut rules: Vec<Exact> = Vec::new();
-    for (_, rule, _) in order.iter().chain(&ring) {
+    for (_, rule, _) in order.iter().chain(&paired) {
         if !rules.contains(rule) {
             rules.push(*rule);
         }
@@ -724,7 +724,7 @@ fn sweep(
         rows.push(row);
     }
     let mut found = pairs::Found::default();
-    if let Some((_, rule, bytes)) = ring {
+    if let Some((_, rule, bytes)) = paired {
         let count = (bytes / rule.t.size()).max(1);
         let host = opts.job.as_ref().map_or("", |j| j.card.host.as_str());
         let d = Data { count, seed, rule };

@@ -30,9 +30,9 @@ pub(crate) const NAME: usize = 64;
 /// rank), and each NCCL rank's host.
 pub(crate) type Found = (Vec<Pair>, Vec<String>);
 
-/// Runs both rounds between the ranks of `nranks` (this process's GPUs
-/// hold those from `first_rank`, on `host`), `bytes` a transfer in the
-/// datatype of `d`: the wrong elements received here, and what was found.
+/// Runs both rounds between the ranks of `d` (this process's GPUs hold
+/// those from `first_rank`, on `host`), each transfer `d`'s elements: the
+/// wrong elements received here, and what was found.
 pub(crate) fn run(
     run: &Run,
     d: &Data,

@@ -287,8 +287,8 @@ fn between_nodes(
     (found, first)
 }
 
-/// Rank 0's lines that leave the bad nodes out, in the launcher's syntax,
-/// and the same for `--json`.
+/// Rank 0's lines that leave the bad nodes out, in the launcher's syntax;
+/// under `--json`, the same as JSON instead.
 fn leave_out(
     a: &Args,
     meeting: Option<&Meeting>,
@@ -301,13 +301,11 @@ fn leave_out(
         std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
     );
     let best = a.best.map(|n| n as usize);
-    let Some(g) = gathered else {
-        return (Vec::new(), None);
-    };
-    (
-        nodes::leave_out(g, summary, under, best),
-        Some(nodes::leave_json(g, summary, under, best)),
-    )
+    match (gathered, a.json) {
+        (None, _) => (Vec::new(), None),
+        (Some(g), false) => (nodes::leave_out(g, summary, under, best), None),
+        (Some(g), true) => (Vec::new(), Some(nodes::leave_json(g, summary, under, best))),
+    }
 }
 
 /// The problems rank 0 found between the nodes: the first, and how many.

@@ -140,16 +140,32 @@ pub(crate) struct NcclPairs {
 /// The pairs over NCCL in `--json`, by NCCL rank.
 pub(crate) fn nccl_pairs_json(s: &nccl_smoke::Summary) -> Value {
     json!({
-        "pairs": s.pairs.iter().map(|p| json!({
-            "round": p.round,
-            "from": p.from, "to": p.to,
-            "from_host": s.hosts.get(p.from),
-            "to_host": s.hosts.get(p.to),
-            "bytes": p.bytes, "micros": p.micros,
-            "bytes_per_s": p.rate(),
-        })).collect::<Vec<_>>(),
+        "pairs": pairs_json(&s.pairs, &|r| s.hosts.get(r).cloned()),
         "bad_hosts": bad_hosts(&Timed::nccl(&s.pairs, &s.hosts)),
     })
+}
+
+/// Timed transfers in `--json`, each end with its host (`host` of a rank).
+fn pairs_json(
+    pairs: &[nccl_rendezvous::pairs::Pair],
+    host: &dyn Fn(usize) -> Option<String>,
+) -> Value {
+    Value::Array(
+        pairs
+            .iter()
+            .map(|p| {
+                json!({
+                    "round": p.round,
+                    "from": p.from, "to": p.to,
+                    "from_host": host(p.from),
+                    "to_host": host(p.to),
+                    "bytes": p.bytes, "micros": p.micros,
+                    "bytes_per_s": p.rate(),
+                    "error": p.error,
+                })
+            })
+            .collect(),
+    )
 }
 
 /// The hosts of `ranks`, each once, in the order of its first rank there
@@ -198,15 +214,7 @@ pub(crate) fn json(g: &Gathered) -> Value {
             })).collect::<Vec<_>>(),
             "proposed_socket_ifname": proposal(g),
         },
-        "pairs": g.pairs.iter().map(|p| json!({
-            "round": p.round,
-            "from": p.from, "to": p.to,
-            "from_host": g.cards.get(p.from).map(|c| c.host.clone()),
-            "to_host": g.cards.get(p.to).map(|c| c.host.clone()),
-            "bytes": p.bytes, "micros": p.micros,
-            "bytes_per_s": p.rate(),
-            "error": p.error,
-        })).collect::<Vec<_>>(),
+        "pairs": pairs_json(&g.pairs, &|r| g.cards.get(r).map(|c| c.host.clone())),
         "bad_hosts": bad_hosts(&Timed::sockets(g)),
     })
 }

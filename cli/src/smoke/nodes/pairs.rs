@@ -150,6 +150,7 @@ fn median(t: &Timed) -> String {
 
 /// The lines of the report: a headline, then each finding (a problem).
 pub(super) fn pair_lines(g: &Gathered) -> Vec<(bool, String)> {
+    let t = Timed::sockets(g);
     let first: Vec<&Pair> = g.pairs.iter().filter(|p| p.round == 1).collect();
     if first.is_empty() {
         return Vec::new();
@@ -178,10 +179,10 @@ pub(super) fn pair_lines(g: &Gathered) -> Vec<(bool, String)> {
              will use: median {}{slowest}",
             first.len(),
             pairs::SEND_FOR.as_millis(),
-            median(&Timed::sockets(g))
+            median(&t)
         ),
     )];
-    out.extend(findings_lines(&Timed::sockets(g)));
+    out.extend(findings_lines(&t));
     out
 }
 
