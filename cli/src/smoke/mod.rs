@@ -308,20 +308,20 @@ fn leave_out(
     }
 }
 
-/// The problems rank 0 found between the nodes: the first, and how many.
+/// The problems rank 0 found between the nodes: how many, and the first
+/// cause with its fix as the judge ranks them ([`nodes::blocker`]), else
+/// the first problem.
 fn between(g: &Gathered) -> Option<String> {
     let problems: Vec<String> = nodes::report(g)
         .into_iter()
         .filter(|(p, _)| *p)
         .map(|(_, l)| l)
         .collect();
-    (!problems.is_empty()).then(|| {
-        format!(
-            "{} problem(s) between nodes, first: {}",
-            problems.len(),
-            problems[0]
-        )
-    })
+    let first = nodes::blocker(g).or_else(|| problems.first().cloned())?;
+    Some(format!(
+        "{} problem(s) between nodes, first: {first}",
+        problems.len().max(1)
+    ))
 }
 
 /// NCCL logs through C's stdio, which holds its lines back when stdout is
@@ -410,4 +410,32 @@ fn print_json(a: &Args, j: &Json) {
 pub(crate) fn probed_library(config: &nccl_find::Config) -> Result<PathBuf, String> {
     let n = config.probe().map_err(|e| e.headline())?;
     Ok(n.library_real)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::smoke::nodes::tests::made;
+
+    /// NCCL ran anyway and worked, yet the meeting found a cause: rank 0's
+    /// last line gives that cause with its fix, not a bare problem line.
+    #[test]
+    fn a_cause_found_between_nodes_ends_with_its_fix() {
+        let cards = [("a", "2.28.9"), ("b", "2.28.9"), ("c", "2.28.3")]
+            .iter()
+            .map(|(h, v)| made(h, &format!("nccl={v}\n"), &["eth0"]))
+            .collect();
+        let g = Gathered::new(cards, Vec::new());
+        assert_eq!(
+            between(&g).unwrap(),
+            "1 problem(s) between nodes, first: NCCL releases differ: c: NCCL 2.28.3 (the 2 other nodes: \
+             2.28.9), and NCCL refuses ranks of another release (`Mismatched NCCL version detected`): load the \
+             same NCCL everywhere (the same wheel, or --lib to the same file)"
+        );
+        let same: Vec<_> = ["a", "b"]
+            .iter()
+            .map(|h| made(h, "nccl=2.28.9\n", &["eth0"]))
+            .collect();
+        assert_eq!(between(&Gathered::new(same, Vec::new())), None);
+    }
 }
